@@ -1,0 +1,213 @@
+"""The history: one ordered log of everything that crossed a wire during a run.
+
+This module is the pure core of acp-fuzz. It does no I/O. The engine (transport, gateway,
+runner) appends events to a :class:`History`; the oracles read it; the cassette module
+serialises it. Every event is a plain, msgpack-friendly mapping under the hood, so a history
+read back from a cassette is *equal* to the one that was recorded.
+
+Event kinds (the ``kind`` field):
+
+``acp``
+    One JSON-RPC line, in either direction. ``data = {"dir": "send"|"recv", "msg": <parsed
+    object or None>, "raw": <str, only when the line was not valid JSON or not an object>}``.
+    ``send`` is harness -> agent, ``recv`` is agent -> harness.
+``model``
+    One HTTP exchange seen by the fake model gateway. See :class:`ModelExchange` for the
+    fields; the important ones are ``segments`` (every piece of text in the request, with the
+    slot it sat in) and ``session``/``turn`` (the nonce tie, or ``None`` for side requests).
+``process``
+    ``data = {"what": "spawn"|"exit"|"kill"|"restart", "pid": int, "argv": [...],
+    "returncode": int|None, "generation": int}``. ``generation`` counts agent processes within
+    one run (0 for the first spawn, +1 per restart).
+``stderr``
+    ``data = {"text": str, "generation": int}``: a chunk of the agent's stderr.
+``step``
+    A harness annotation that opens one logical lifecycle step, so oracles and reports can
+    speak of "step 3: session/load of session B". ``data = {"index": int, "name": str,
+    "args": {...}}``.
+``verdict``
+    An annotation the runner adds after a step (for example, that a request timed out).
+    ``data = {"step": int, "what": str, ...}``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "SLOTS",
+    "Event",
+    "EventKind",
+    "History",
+    "ModelExchange",
+    "Segment",
+]
+
+EventKind = Literal["acp", "model", "process", "stderr", "step", "verdict"]
+EVENT_KINDS: frozenset[str] = frozenset({"acp", "model", "process", "stderr", "step", "verdict"})
+
+#: Where a piece of text sat in a model request.
+#:
+#: ``system``: the API's system slot (Anthropic ``system``, Responses ``instructions`` and
+#: system/developer input items, Chat system/developer messages, Gemini ``systemInstruction``).
+#: ``user``: the newest user turn. ``history``: earlier user turns and all assistant turns.
+#: ``other``: anything else (tool definitions, metadata) that still holds text.
+SLOTS = ("system", "user", "history", "other")
+Slot = Literal["system", "user", "history", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One entry in the history. ``seq`` is dense from 0; ``t`` is monotonic seconds since
+    the history was created (informational only: no oracle may depend on it)."""
+
+    seq: int
+    t: float
+    kind: str
+    data: Mapping[str, Any]
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"seq": self.seq, "t": self.t, "kind": self.kind, "data": dict(self.data)}
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Event:
+        return cls(seq=obj["seq"], t=obj["t"], kind=obj["kind"], data=obj["data"])
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A piece of text from a model request, and where it sat.
+
+    ``path`` is a JSON-path-like locator into the request body (``system[2].text``,
+    ``messages[0].content``), so evidence can point at the exact spot."""
+
+    slot: str
+    path: str
+    text: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"slot": self.slot, "path": self.path, "text": self.text}
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Segment:
+        return cls(slot=obj["slot"], path=obj["path"], text=obj["text"])
+
+
+@dataclass(frozen=True, slots=True)
+class ModelExchange:
+    """A typed view of a ``model`` event's data.
+
+    ``api`` is one of ``openai.chat``, ``openai.responses``, ``anthropic.messages``,
+    ``anthropic.count_tokens``, ``gemini``, ``models``, ``unknown``. ``session`` and ``turn``
+    come from the harness nonce found in the request; both are ``None`` for a side request
+    (title generation, routers, suggestions) or a request the gateway could not tie.
+    """
+
+    api: str
+    method: str
+    path: str
+    headers: Mapping[str, str]
+    body: Any
+    segments: tuple[Segment, ...]
+    session: str | None
+    turn: int | None
+    side: bool
+    status: int
+    reply_text: str
+    upstream: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "api": self.api,
+            "method": self.method,
+            "path": self.path,
+            "headers": dict(self.headers),
+            "body": self.body,
+            "segments": [s.to_wire() for s in self.segments],
+            "session": self.session,
+            "turn": self.turn,
+            "side": self.side,
+            "status": self.status,
+            "reply_text": self.reply_text,
+            "upstream": self.upstream,
+        }
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> ModelExchange:
+        return cls(
+            api=obj["api"],
+            method=obj["method"],
+            path=obj["path"],
+            headers=obj.get("headers", {}),
+            body=obj.get("body"),
+            segments=tuple(Segment.from_wire(s) for s in obj.get("segments", ())),
+            session=obj.get("session"),
+            turn=obj.get("turn"),
+            side=bool(obj.get("side", False)),
+            status=int(obj.get("status", 200)),
+            reply_text=obj.get("reply_text", ""),
+            upstream=bool(obj.get("upstream", False)),
+        )
+
+    def texts(self, slot: str) -> list[str]:
+        return [s.text for s in self.segments if s.slot == slot]
+
+
+@dataclass
+class History:
+    """A thread-safe, append-only event log.
+
+    The transport's reader thread, the gateway's HTTP threads and the runner all append
+    concurrently; one lock gives a single total order, which is the order the cassette keeps.
+    ``sink`` (if set) is called with each event under the lock, so a streaming cassette writer
+    sees events in exactly ``seq`` order.
+    """
+
+    events: list[Event] = field(default_factory=list)
+    sink: Callable[[Event], None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _t0: float = field(default_factory=time.monotonic, repr=False, compare=False)
+
+    def append(self, kind: str, data: Mapping[str, Any]) -> Event:
+        if kind not in EVENT_KINDS:
+            raise ValueError(f"unknown event kind {kind!r}; expected one of {sorted(EVENT_KINDS)}")
+        with self._lock:
+            ev = Event(seq=len(self.events), t=round(time.monotonic() - self._t0, 6),
+                       kind=kind, data=dict(data))
+            self.events.append(ev)
+            if self.sink is not None:
+                self.sink(ev)
+            return ev
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[Event]:
+        return iter(list(self.events))
+
+    def snapshot(self) -> list[Event]:
+        with self._lock:
+            return list(self.events)
+
+    @classmethod
+    def from_events(cls, events: Iterable[Event]) -> History:
+        return cls(events=list(events))
+
+    # -- typed views used by oracles, reports and tests --------------------------------------
+
+    def of_kind(self, kind: str) -> list[Event]:
+        return [e for e in self.snapshot() if e.kind == kind]
+
+    def model_exchanges(self) -> list[tuple[Event, ModelExchange]]:
+        return [(e, ModelExchange.from_wire(e.data)) for e in self.of_kind("model")]
+
+    def acp_messages(self, direction: str | None = None) -> list[tuple[Event, Any]]:
+        out = []
+        for e in self.of_kind("acp"):
+            if direction is None or e.data.get("dir") == direction:
+                out.append((e, e.data.get("msg")))
+        return out
