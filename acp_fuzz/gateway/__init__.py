@@ -1,0 +1,30 @@
+"""The fake model gateway: a local HTTP server that stands in for an agent's model.
+
+It speaks OpenAI Chat and Responses, Anthropic Messages and Gemini well enough for real
+agents, answers deterministically (``"ok"``, or schema-minimal JSON for structured-output
+requests), and records every exchange as one ``model`` event in a
+:class:`~acp_fuzz.history.History`: the parsed request split into ``system`` / ``user`` /
+``history`` / ``other`` text segments, tied to the harness turn through the nonce the
+runner put in the prompt. With ``upstream=`` it forwards to a real model instead, and an
+:class:`UpstreamRecorder` records (or replays offline) those calls with vcrpy.
+
+::
+
+    with Gateway(history) as gw:
+        env = gw.agent_env()          # OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...
+        gw.register_nonce("acpfuzz-0123456789ab", session="A", turn=1)
+        ...                           # run the agent with env
+"""
+
+from acp_fuzz.gateway.server import NONCE_RE, Gateway, is_side_request
+from acp_fuzz.gateway.slots import detect_api, split_request
+from acp_fuzz.gateway.upstream import UpstreamRecorder
+
+__all__ = [
+    "NONCE_RE",
+    "Gateway",
+    "UpstreamRecorder",
+    "detect_api",
+    "is_side_request",
+    "split_request",
+]

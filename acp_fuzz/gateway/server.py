@@ -1,0 +1,338 @@
+"""The fake model HTTP server: answers agents' model calls and records each one.
+
+Every exchange becomes one ``model`` event in the current :class:`~acp_fuzz.history.History`
+(see :class:`~acp_fuzz.history.ModelExchange`), appended *before* the reply is written, so
+once an agent (or a test) has the reply, the event is in the history.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import zlib
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+from acp_fuzz.gateway import replies
+from acp_fuzz.gateway.redact import redact_headers, redact_path
+from acp_fuzz.gateway.slots import detect_api, split_request, user_turn_is_tool_result
+from acp_fuzz.gateway.upstream import UpstreamError, UpstreamRecorder, forward
+from acp_fuzz.history import History, ModelExchange, Segment
+
+__all__ = ["MAX_BODY", "NONCE_RE", "Gateway", "is_side_request"]
+
+#: The harness nonce the runner puts into each ``session/prompt`` text.
+NONCE_RE = re.compile(r"acpfuzz-[0-9a-f]{12}")
+#: Largest request body accepted (after decompression); bigger bodies get a 413.
+MAX_BODY = 64 * 1024 * 1024
+#: Longest non-JSON body text kept in a recorded exchange.
+MAX_TEXT_BODY = 1024 * 1024
+DUMMY_KEY = "acp-fuzz-dummy-key"
+
+SidePredicate = Callable[[str, Mapping[str, str], Any], bool]
+
+
+def is_side_request(api: str, headers: Mapping[str, str], body: Any) -> bool:
+    """The built-in side-request test: any structured-output (JSON schema) request, or an
+    Anthropic request whose last message is a ``[SUGGESTION MODE:`` prompt."""
+    if replies.structured_schema(api, body) is not None:
+        return True
+    if api == "anthropic.messages" and isinstance(body, Mapping):
+        messages = body.get("messages")
+        last = messages[-1] if isinstance(messages, list) and messages else None
+        content = last.get("content") if isinstance(last, Mapping) else None
+        if isinstance(content, list) and len(content) == 1 and isinstance(content[0], Mapping):
+            content = content[0].get("text")
+        if isinstance(content, str) and content.startswith("[SUGGESTION MODE:"):
+            return True
+    return False
+
+
+class _BodyError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    gateway: Gateway
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the history is the log
+
+    def _read_chunked(self) -> bytes:
+        out = bytearray()
+        while True:
+            line = self.rfile.readline(1026)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _BodyError(400, "bad chunk size") from None
+            if size == 0:
+                # Trailers end with an empty line.
+                while self.rfile.readline(65537).strip():
+                    pass
+                return bytes(out)
+            if len(out) + size > MAX_BODY:
+                raise _BodyError(413, "request body too large")
+            out += self.rfile.read(size)
+            self.rfile.readline(3)
+
+    def _read_body(self) -> bytes:
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            raw = self._read_chunked()
+        else:
+            try:
+                length = int(self.headers.get("Content-Length") or 0)
+            except ValueError:
+                raise _BodyError(400, "bad Content-Length") from None
+            if length > MAX_BODY:
+                raise _BodyError(413, "request body too large")
+            raw = self.rfile.read(length) if length > 0 else b""
+        encoding = self.headers.get("Content-Encoding", "").strip().lower()
+        if encoding in ("", "identity"):
+            return raw
+        if encoding not in ("gzip", "x-gzip", "deflate"):
+            raise _BodyError(415, f"unsupported Content-Encoding {encoding!r}")
+        # Bounded decompression: a tiny gzip body must not become gigabytes in memory.
+        wbits = 47 if encoding != "deflate" else 15
+        try:
+            inflater = zlib.decompressobj(wbits)
+            data = inflater.decompress(raw, MAX_BODY + 1)
+        except zlib.error:
+            raise _BodyError(400, "body does not match its Content-Encoding") from None
+        if len(data) > MAX_BODY or inflater.unconsumed_tail:
+            raise _BodyError(413, "request body too large")
+        return data
+
+    def _handle(self) -> None:
+        self.server.gateway._serve(self)
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
+
+
+def _parse_body(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw[:MAX_TEXT_BODY].decode("utf-8", errors="replace")
+
+
+class Gateway:
+    """A local fake model endpoint that records exactly what agents send to their model.
+
+    ``Gateway(history).start()`` listens on ``127.0.0.1`` on a free port (see :attr:`url`
+    and :meth:`agent_env`) and answers OpenAI Chat and Responses, Anthropic Messages and
+    Gemini requests with ``reply_text`` (schema-minimal JSON for structured-output
+    requests). Each exchange is appended to :attr:`history` (assignable at any time;
+    ``None`` records nothing).
+
+    Requests are tied to the harness turn that caused them through nonces: register each
+    prompt's nonce with :meth:`register_nonce` before sending it. ``side_request`` adds to
+    the built-in :func:`is_side_request` test; it gets the API name, the (redacted,
+    lower-cased) headers and the parsed body.
+
+    With ``upstream`` (a base URL) or an ``upstream_recorder`` the gateway forwards every
+    request instead of answering it; see :mod:`acp_fuzz.gateway.upstream`.
+    """
+
+    def __init__(self, history: History | None = None, *, reply_text: str = "ok",
+                 side_request: SidePredicate | None = None, upstream: str | None = None,
+                 upstream_recorder: UpstreamRecorder | None = None) -> None:
+        self.history = history
+        self.reply_text = reply_text
+        self.side_request = side_request
+        self.upstream = upstream
+        self.upstream_recorder = upstream_recorder
+        self._nonces: dict[str, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> Gateway:
+        """Bind and serve in a background thread. Returns ``self``."""
+        if self._server is not None:
+            return self
+        server = _Server(("127.0.0.1", 0), _Handler)
+        server.gateway = self
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, name="acp-fuzz-gateway",
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket. Safe to call twice."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.shutdown()
+        server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> Gateway:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT`` (the gateway must be started)."""
+        if self._server is None:
+            raise RuntimeError("the gateway is not running; call start() first")
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def agent_env(self) -> dict[str, str]:
+        """Environment variables that point OpenAI, Anthropic and Gemini clients here."""
+        url = self.url
+        return {
+            "OPENAI_BASE_URL": url + "/v1",
+            "OPENAI_API_KEY": DUMMY_KEY,
+            "ANTHROPIC_BASE_URL": url,
+            "ANTHROPIC_API_KEY": DUMMY_KEY,
+            "GOOGLE_GEMINI_BASE_URL": url,
+            "GEMINI_API_KEY": DUMMY_KEY,
+            "ACP_FUZZ_MODEL_URL": url,
+        }
+
+    # -- nonces --------------------------------------------------------------------------------
+
+    def register_nonce(self, nonce: str, session: str, turn: int) -> None:
+        """Tie requests whose newest user turn contains ``nonce`` to ``(session, turn)``."""
+        if not NONCE_RE.fullmatch(nonce):
+            raise ValueError(f"not a harness nonce: {nonce!r} (expected {NONCE_RE.pattern})")
+        with self._lock:
+            self._nonces[nonce] = (session, turn)
+
+    def forget_nonces(self) -> None:
+        """Drop every registered nonce."""
+        with self._lock:
+            self._nonces.clear()
+
+    def _find_tie(self, segments: list[Segment], fallback: bool) -> tuple[str, int] | None:
+        with self._lock:
+            nonces = dict(self._nonces)
+        if not nonces:
+            return None
+        slots = ("user", "history") if fallback else ("user",)
+        for slot in slots:
+            # The newest occurrence wins: segments are in conversation order.
+            for seg in reversed([s for s in segments if s.slot == slot]):
+                for found in reversed(NONCE_RE.findall(seg.text)):
+                    if found in nonces:
+                        return nonces[found]
+        return None
+
+    # -- serving -------------------------------------------------------------------------------
+
+    def _serve(self, handler: _Handler) -> None:
+        method, path = handler.command, handler.path
+        api = detect_api(method, path)
+        header_pairs = list(handler.headers.items())
+        headers = redact_headers(header_pairs)
+        try:
+            raw = handler._read_body()
+        except _BodyError as exc:
+            # The unread rest of the body would be parsed as the next request.
+            handler.close_connection = True
+            reply = replies._json(exc.status, {"error": {"type": "invalid_request_error",
+                                                         "message": str(exc)}})
+            self._record(api, method, path, headers, None, [], None, reply.status, "", False)
+            self._write(handler, reply.status, reply.content_type, dict(reply.headers),
+                        reply.body)
+            return
+        body = _parse_body(raw)
+        segments = split_request(api, body)
+        side = is_side_request(api, headers, body)
+        if not side and self.side_request is not None:
+            try:
+                side = bool(self.side_request(api, headers, body))
+            except Exception:
+                side = False  # a broken predicate must not take the gateway down
+        tie = self._find_tie(segments, user_turn_is_tool_result(api, body))
+        if tie is None:
+            side = True
+        if self.upstream is not None or self.upstream_recorder is not None:
+            self._forward(handler, api, method, path, header_pairs, headers, body, raw,
+                          segments, tie, side)
+            return
+        reply = replies.build_reply(api, method, path, body, raw, self.reply_text)
+        self._record(api, method, path, headers, body, segments, tie, reply.status, reply.text,
+                     side)
+        self._write(handler, reply.status, reply.content_type, dict(reply.headers), reply.body)
+
+    def _forward(self, handler: _Handler, api: str, method: str, path: str,
+                 header_pairs: list[tuple[str, str]], headers: dict[str, str], body: Any,
+                 raw: bytes, segments: list[Segment], tie: tuple[str, int] | None,
+                 side: bool) -> None:
+        recorder = self.upstream_recorder
+        base = self.upstream or (recorder.upstream if recorder else None)
+        tie_key = json.dumps([tie[0] if tie else None, tie[1] if tie else None, side])
+        try:
+            resp = forward(base or "http://upstream.invalid", method, path, dict(header_pairs),
+                           raw, recorder=recorder, tie=tie_key)
+        except UpstreamError as exc:
+            reply = replies._json(502, {"error": {"type": "upstream_error", "message": str(exc)}})
+            self._record(api, method, path, headers, body, segments, tie, 502, "", side,
+                         upstream=True)
+            self._write(handler, 502, reply.content_type, {}, reply.body)
+            return
+        ctype = next((v for k, v in resp.headers if k.lower() == "content-type"), "")
+        cenc = next((v for k, v in resp.headers if k.lower() == "content-encoding"), "")
+        text = replies.extract_reply_text(api, ctype, resp.body, cenc)
+        self._record(api, method, path, headers, body, segments, tie, resp.status, text, side,
+                     upstream=True)
+        passed = {k: v for k, v in resp.headers
+                  if k.lower() not in ("content-length", "transfer-encoding", "connection",
+                                       "content-type", "keep-alive")}
+        self._write(handler, resp.status, ctype or "application/octet-stream", passed,
+                    resp.body)
+
+    def _record(self, api: str, method: str, path: str, headers: Mapping[str, str], body: Any,
+                segments: list[Segment], tie: tuple[str, int] | None, status: int, text: str,
+                side: bool, *, upstream: bool = False) -> None:
+        history = self.history
+        if history is None:
+            return
+        exchange = ModelExchange(
+            api=api, method=method, path=redact_path(path), headers=headers, body=body,
+            segments=tuple(segments), session=tie[0] if tie else None,
+            turn=tie[1] if tie else None, side=side, status=status, reply_text=text,
+            upstream=upstream)
+        history.append("model", exchange.to_wire())
+
+    @staticmethod
+    def _write(handler: _Handler, status: int, content_type: str, headers: Mapping[str, str],
+               body: bytes) -> None:
+        try:
+            handler.send_response(status)
+            handler.send_header("Content-Type", content_type)
+            for name, value in headers.items():
+                handler.send_header(name, value)
+            handler.send_header("Content-Length", str(len(body)))
+            if handler.close_connection:
+                handler.send_header("Connection", "close")
+            handler.end_headers()
+            if handler.command != "HEAD":
+                handler.wfile.write(body)
+            handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            handler.close_connection = True  # the agent went away; nothing left to tell it
