@@ -126,8 +126,9 @@ def _last_index(items: list[Any], roles: tuple[str, ...]) -> int:
 
 
 def _conversation(items: Any, key: str, content_key: str, user_roles: tuple[str, ...],
-                  system_roles: tuple[str, ...]) -> list[Segment]:
-    if isinstance(items, str):
+                  system_roles: tuple[str, ...], *, string_is_user: bool = False,
+                  ) -> list[Segment]:
+    if isinstance(items, str) and string_is_user:
         # The Responses API accepts a bare string as the whole input: it is the user turn.
         return [Segment("user", key, items)]
     if not isinstance(items, list):
@@ -166,7 +167,8 @@ def _other(body: Mapping[str, Any], api: str) -> list[Segment]:
     out: list[Segment] = []
     for key, value in body.items():
         if isinstance(key, str) and key not in handled and key not in _NOT_TEXT_KEYS:
-            out += [Segment("other", p, t) for p, t in _texts(value, key, skip_empty=True)]
+            out += [Segment("other", p, t) for p, t in _texts(value, _key_path("", key),
+                                                                   skip_empty=True)]
     return out
 
 
@@ -190,7 +192,7 @@ def split_request(api: str, body: Any) -> list[Segment]:
     elif api == "openai.responses":
         out += _system_field(body.get("instructions"), "instructions")
         out += _conversation(body.get("input"), "input", "content", ("user",),
-                             ("system", "developer"))
+                             ("system", "developer"), string_is_user=True)
     elif api == "gemini":
         for key in ("systemInstruction", "system_instruction"):
             if key in body:
