@@ -1,0 +1,99 @@
+"""Findings and the oracle catalog (pure).
+
+Every finding names its oracle (a stable id), its severity (``MUST``, ``SHOULD`` or ``info``),
+the rule id it rests on (from the ACP reference), the step that exposed it, and its evidence.
+``docs/oracles.md`` is the user-facing catalog of the same table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CATALOG", "SEVERITIES", "Finding", "OracleInfo", "is_failure"]
+
+SEVERITIES = ("MUST", "SHOULD", "info")
+
+
+@dataclass(frozen=True, slots=True)
+class OracleInfo:
+    id: str
+    severity: str
+    rule: str
+    summary: str
+
+
+#: The oracles, with their *default* severity and rule. Some oracles take the severity of the
+#: rule that the specific case breaks (``payload.invalid-accepted`` is MUST for an unknown mode,
+#: info for an empty ``content``); the finding always carries the one that applied.
+CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
+    OracleInfo("prompt.leak", "MUST", "SP-AGENT-APPLY-NEW-MUST",
+               "a session's model request contains another session's client text"),
+    OracleInfo("prompt.lost", "MUST", "SP-AGENT-APPLY-NEW-MUST",
+               "an applied or re-sent prompt is missing from the session's model request"),
+    OracleInfo("prompt.altered", "MUST", "SP-AGENT-APPLY-NEW-MUST",
+               "the prompt arrives, but not verbatim (truncated, a block dropped, mangled)"),
+    OracleInfo("prompt.duplicated", "SHOULD", "SP-CLIENT-RESEND-SHOULD",
+               "the prompt appears more than once in one model request"),
+    OracleInfo("prompt.misplaced", "SHOULD", "SP-AGENT-APPEND-PLACEMENT-SHOULD",
+               "the prompt sits in user or history content instead of the system slot"),
+    OracleInfo("override.not-applied", "MUST", "SP-AGENT-OVERRIDE-REPLACES-DEF",
+               "override mode, yet the agent's default instructions are still present"),
+    OracleInfo("append.replaced-default", "MUST", "SP-AGENT-APPEND-ADDITIVE-DEF",
+               "append mode, yet the agent's default instructions are gone"),
+    OracleInfo("payload.invalid-accepted", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
+               "an invalid payload, or a mode that is not advertised, got a success"),
+    OracleInfo("payload.valid-rejected", "MUST", "SP-AGENT-APPEND-MUST",
+               "a valid payload for an advertised capability got an error"),
+    OracleInfo("reject.side-effect", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
+               "a rejected request still created, forked or changed a session"),
+    OracleInfo("agent.crash", "MUST", "SES-AGENT-BASELINE-MUST",
+               "the agent process died"),
+    OracleInfo("agent.hang", "MUST", "SES-AGENT-BASELINE-MUST",
+               "the agent gave no answer within the timeout"),
+    OracleInfo("protocol.malformed", "MUST", "FR-WIRE-NDJSON-MUST",
+               "a malformed JSON-RPC message, or one that breaks the schema"),
+    OracleInfo("prompt.change-deferred", "info", "SP-LIFECYCLE-DEFER-MAY",
+               "a changed prompt on load, resume or fork was accepted but not (yet) applied"),
+    OracleInfo("lifecycle.omitted-fallback", "info", "SP-LIFECYCLE-OMIT-MAY",
+               "which behaviour the agent chose for an omitted prompt (kept or default)"),
+    OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
+               "how an agent that does not advertise systemPrompt answered one (robustness)"),
+]}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing an oracle saw. ``step`` is the index of the step that exposed it (or -1)."""
+
+    oracle: str
+    severity: str
+    rule: str
+    message: str
+    step: int = -1
+    session: str | None = None
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    def key(self) -> tuple[str, str | None, int]:
+        return (self.oracle, self.session, self.step)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"oracle": self.oracle, "severity": self.severity, "rule": self.rule,
+                "message": self.message, "step": self.step, "session": self.session,
+                "evidence": dict(self.evidence)}
+
+    @classmethod
+    def from_wire(cls, obj: Mapping[str, Any]) -> Finding:
+        return cls(oracle=obj["oracle"], severity=obj["severity"], rule=obj["rule"],
+                   message=obj.get("message", ""), step=int(obj.get("step", -1)),
+                   session=obj.get("session"), evidence=obj.get("evidence", {}))
+
+
+def is_failure(f: Finding, *, strict: bool = False) -> bool:
+    """Whether a finding fails a run: MUST always, SHOULD only under ``strict``."""
+    return f.severity == "MUST" or (strict and f.severity == "SHOULD")
+
+
+def failing(findings: Iterable[Finding], *, strict: bool = False) -> list[Finding]:
+    return [f for f in findings if is_failure(f, strict=strict)]

@@ -1,0 +1,374 @@
+"""The runner: drive one agent through lifecycle steps and record everything (engine).
+
+:class:`Run` is the small Python API that the tests, the fuzzer and replay share::
+
+    from acp_fuzz.runner import Run, TargetSpec
+
+    with Run(TargetSpec.from_command(["python", "-m", "acp_fuzz.reference_agent"])) as run:
+        run.initialize()
+        run.execute({"op": "new", "session": "A",
+                     "systemPrompt": {"mode": "append", "content": [{"type": "text", "text": "Be terse."}]}})
+        run.execute({"op": "prompt", "session": "A"})
+        for event, exchange in run.history.model_exchanges():
+            print(exchange.texts("system"))
+
+Every step is recorded as a ``step`` event followed by the ACP frames it caused and a
+``verdict`` event with its outcome, so the oracles can judge a run from the history alone.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acp_fuzz import __version__
+from acp_fuzz.gateway import Gateway
+from acp_fuzz.history import History
+from acp_fuzz.payloads import OMIT, Capabilities, classify
+from acp_fuzz.sandbox import Sandbox
+from acp_fuzz.steps import nonce_for, prompt_text, validate_step
+from acp_fuzz.transport import AgentProcess, AgentStartError, Reply, default_client_handler
+
+__all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec"]
+
+PROTOCOL_VERSION = 1
+CLIENT_INFO = {"name": "acp-fuzz", "version": __version__}
+CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
+
+
+class HarnessError(Exception):
+    """The harness could not do its job (the agent cannot be started, bad settings, ...).
+
+    Distinct from a finding: a finding is the agent's fault, this is not (or not provably).
+    """
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """How to start the agent under test, and how to wire it to the gateway."""
+
+    argv: tuple[str, ...]
+    extra_env: Callable[[str, Path], Mapping[str, str]] | None = None
+    setup_home: Callable[[str, Path], None] | None = None
+    side_request: Callable[[str, Mapping[str, str], Any], bool] | None = None
+    passthrough_env: tuple[str, ...] = ()
+    init_timeout: float = 30.0
+    request_timeout: float = 30.0
+    shutdown_grace: float = 3.0
+    profile: str | None = None
+
+    @classmethod
+    def from_command(cls, argv: Sequence[str], **kw: Any) -> TargetSpec:
+        """A target from a command line. A single string with spaces is split like a shell."""
+        args = list(argv)
+        if len(args) == 1 and " " in args[0] and not os.path.exists(args[0]):
+            args = shlex.split(args[0])
+        if not args:
+            raise HarnessError("no target command given")
+        exe = args[0]
+        if os.sep in exe:
+            p = Path(exe)
+            if not p.exists():
+                raise HarnessError(f"agent not found: {exe}")
+            if p.is_dir() or not os.access(p, os.X_OK):
+                raise HarnessError(f"agent is not an executable file: {exe}")
+            # abspath, not resolve(): a venv python is a symlink whose target has no venv.
+            args[0] = os.path.abspath(exe)
+        elif shutil.which(exe) is None:
+            raise HarnessError(f"agent command not found on PATH: {exe}")
+        return cls(argv=tuple(args), **kw)
+
+
+@dataclass
+class StepOutcome:
+    outcome: str  # ok | error | timeout | exited | skipped
+    result: Any = None
+    error: Any = None
+
+
+@dataclass
+class _Session:
+    agent_id: str
+    cwd: str
+
+
+@dataclass
+class Run:
+    """One agent under test: a sandbox, a gateway, an agent process and a history.
+
+    ``gateway`` may be shared between runs (the fuzzer does, to save start-up); by default each
+    run starts its own.
+    """
+
+    spec: TargetSpec
+    history: History = field(default_factory=History)
+    gateway: Gateway | None = None
+    keep_sandbox: bool = False
+
+    def __post_init__(self) -> None:
+        self._own_gateway = self.gateway is None
+        self._sandbox: Sandbox | None = None
+        self._agent: AgentProcess | None = None
+        self._generation = 0
+        self.init_result: Any = None
+        self.caps = Capabilities()
+        self.sessions: dict[str, _Session] = {}
+        self.turns: dict[str, int] = {}
+        self._step_index = 0
+        self.dead = False
+
+    # -- set-up and tear-down ----------------------------------------------------------------
+
+    def __enter__(self) -> Run:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> None:
+        self._sandbox = Sandbox(keep=self.keep_sandbox)
+        self._sandbox.__enter__()
+        if self.gateway is None:
+            self.gateway = Gateway(self.history, side_request=self.spec.side_request).start()
+        else:
+            self.gateway.history = self.history
+            self.gateway.forget_nonces()
+        if self.spec.setup_home is not None:
+            self.spec.setup_home(self.gateway.url, Path(self._sandbox.home))
+        self._spawn()
+
+    def close(self) -> None:
+        if self._agent is not None:
+            self._agent.close(self.spec.shutdown_grace)
+            self._agent = None
+        if self.gateway is not None:
+            if self._own_gateway:
+                self.gateway.stop()
+            else:
+                self.gateway.history = None
+        if self._sandbox is not None:
+            self._sandbox.__exit__(None, None, None)
+            self._sandbox = None
+
+    @property
+    def sandbox(self) -> Sandbox:
+        assert self._sandbox is not None, "run not started"
+        return self._sandbox
+
+    def _env(self) -> dict[str, str]:
+        assert self.gateway is not None
+        extra = dict(self.gateway.agent_env())
+        if self.spec.extra_env is not None:
+            extra.update(self.spec.extra_env(self.gateway.url, Path(self.sandbox.home)))
+        return self.sandbox.build_env(extra, passthrough=self.spec.passthrough_env)
+
+    def _spawn(self) -> None:
+        work = str(self.sandbox.work)
+        agent = AgentProcess(
+            list(self.spec.argv), env=self._env(), cwd=work, history=self.history,
+            generation=self._generation, client_handler=default_client_handler([work]))
+        try:
+            agent.start()
+        except AgentStartError as e:
+            raise HarnessError(str(e)) from None
+        self._agent = agent
+        self.dead = False
+
+    @property
+    def agent(self) -> AgentProcess:
+        assert self._agent is not None, "agent not running"
+        return self._agent
+
+    # -- protocol ------------------------------------------------------------------------------
+
+    def initialize(self) -> Any:
+        """Send ``initialize``; raise :class:`HarnessError` when the agent cannot be initialised."""
+        reply = self._request("initialize", {
+            "protocolVersion": PROTOCOL_VERSION,
+            "clientCapabilities": CLIENT_CAPABILITIES,
+            "clientInfo": CLIENT_INFO,
+        }, timeout=self.spec.init_timeout)
+        if reply.outcome != "ok" or not isinstance(reply.result, Mapping):
+            tail = self.agent.stderr_tail.strip().splitlines()[-1:] if self._agent else []
+            why = {"timeout": "no answer to initialize within "
+                              f"{self.spec.init_timeout:g}s",
+                   "exited": "the agent exited before answering initialize",
+                   "error": f"initialize failed: {reply.error}"}.get(reply.outcome,
+                                                                     "initialize gave no object")
+            raise HarnessError(why + (f" (stderr: {tail[0][:200]})" if tail else ""))
+        self.init_result = reply.result
+        self.caps = Capabilities.from_initialize(reply.result)
+        self.history.append("verdict", {"step": self._step_index - 1, "what": "initialize",
+                                        "outcome": "ok", "capabilities": self.caps.to_wire()})
+        return reply.result
+
+    def _request(self, method: str, params: Any, *, timeout: float | None = None) -> Reply:
+        return self.agent.request(method, params,
+                                  timeout=self.spec.request_timeout if timeout is None else timeout)
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def execute(self, step: Mapping[str, Any]) -> StepOutcome:
+        """Run one step and record it. Returns the outcome of its main request."""
+        step = validate_step(step)
+        index = self._step_index
+        self._step_index += 1
+        annotations: dict[str, Any] = {}
+        sp = step.get("systemPrompt", OMIT)
+        if step["op"] in ("new", "load", "resume", "fork"):
+            c = classify(sp, self.caps)
+            annotations["class"] = {"kind": c.kind, "reason": c.reason,
+                                    "severity": c.severity, "rule": c.rule}
+        if step["op"] == "prompt":
+            turn = self.turns.get(step["session"], 0) + 1
+            annotations["turn"] = turn
+            annotations["nonce"] = nonce_for(step["session"], turn)
+        self.history.append("step", {"index": index, "name": step["op"], "args": step,
+                                     **annotations})
+        if self.dead and step["op"] != "restart":
+            out = StepOutcome("skipped")
+        else:
+            out = getattr(self, f"_do_{step['op']}")(step, annotations)
+        verdict: dict[str, Any] = {"step": index, "what": "reply", "outcome": out.outcome}
+        if out.error is not None:
+            verdict["error"] = out.error
+        if step["op"] in ("new", "fork") and out.outcome == "ok":
+            verdict["sessionId"] = self.sessions[step.get("new", step["session"])].agent_id
+        self.history.append("verdict", verdict)
+        if step["op"] in ("new", "fork") and out.outcome == "error":
+            self._probe_side_effect()
+        return out
+
+    def _reply_outcome(self, reply: Reply) -> StepOutcome:
+        if reply.outcome in ("exited", "timeout"):
+            self.dead = True
+            if reply.outcome == "timeout" and self._agent is not None:
+                # A hung agent's state is unknown: stop it so that nothing later blocks on it.
+                self._agent.close(0.5)
+        return StepOutcome(reply.outcome, reply.result, reply.error)
+
+    def _cwd_for(self, step: Mapping[str, Any], handle: str) -> str:
+        name = "shared" if step.get("cwd") == "shared" else handle
+        return self.sandbox.new_cwd(name)
+
+    def _sp_params(self, step: Mapping[str, Any]) -> dict[str, Any]:
+        return {"systemPrompt": step["systemPrompt"]} if "systemPrompt" in step else {}
+
+    def _do_new(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        handle = step["session"]
+        cwd = self._cwd_for(step, handle)
+        reply = self._request("session/new", {"cwd": cwd, "mcpServers": [],
+                                              **self._sp_params(step)})
+        out = self._reply_outcome(reply)
+        if out.outcome == "ok":
+            sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
+            if isinstance(sid, str):
+                self.sessions[handle] = _Session(sid, cwd)
+            else:
+                out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
+        return out
+
+    def _do_fork(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        src = self.sessions.get(step["session"])
+        if src is None:
+            return StepOutcome("skipped")
+        cwd = src.cwd
+        reply = self._request("session/fork", {"sessionId": src.agent_id, "cwd": cwd,
+                                               "mcpServers": [], **self._sp_params(step)})
+        out = self._reply_outcome(reply)
+        if out.outcome == "ok":
+            sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
+            if isinstance(sid, str):
+                self.sessions[step["new"]] = _Session(sid, cwd)
+            else:
+                out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
+        return out
+
+    def _do_load(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        return self._reattach("session/load", step)
+
+    def _do_resume(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        return self._reattach("session/resume", step)
+
+    def _reattach(self, method: str, step: dict[str, Any]) -> StepOutcome:
+        s = self.sessions.get(step["session"])
+        if s is None:
+            return StepOutcome("skipped")
+        reply = self._request(method, {"sessionId": s.agent_id, "cwd": s.cwd, "mcpServers": [],
+                                       **self._sp_params(step)})
+        return self._reply_outcome(reply)
+
+    def _probe_side_effect(self) -> None:
+        # After a rejected new/fork, look for a half-created session (SP-AGENT-ERROR-
+        # NOSIDEEFFECT-MUST). Doing it inside the same step keeps minimal reproductions short.
+        if self.caps.list and not self.dead:
+            reply = self._request("session/list", {})
+            self.history.append("verdict", {"step": self._step_index - 1, "what": "probe-list",
+                                            "outcome": reply.outcome,
+                                            "sessions": _listed_ids(reply.result)})
+
+    def _do_prompt(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        handle = step["session"]
+        s = self.sessions.get(handle)
+        if s is None:
+            return StepOutcome("skipped")
+        turn = ann["turn"]
+        self.turns[handle] = turn
+        assert self.gateway is not None
+        self.gateway.register_nonce(ann["nonce"], handle, turn)
+        reply = self._request("session/prompt", {
+            "sessionId": s.agent_id,
+            "prompt": [{"type": "text", "text": prompt_text(handle, turn)}]})
+        return self._reply_outcome(reply)
+
+    def _do_cancel(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        # Cancel mid-turn: send the cancel notification right behind the prompt. Whether the
+        # agent sees it before or after finishing the turn is a race it must handle either way.
+        s = self.sessions.get(step["session"])
+        if s is None:
+            return StepOutcome("skipped")
+        self.agent.notify("session/cancel", {"sessionId": s.agent_id})
+        return StepOutcome("ok")
+
+    def _do_close(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        s = self.sessions.get(step["session"])
+        if s is None:
+            return StepOutcome("skipped")
+        return self._reply_outcome(self._request("session/close", {"sessionId": s.agent_id}))
+
+    def _do_list(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        out = self._reply_outcome(self._request("session/list", {}))
+        self.history.append("verdict", {"step": self._step_index - 1, "what": "probe-list",
+                                        "outcome": out.outcome,
+                                        "sessions": _listed_ids(out.result)})
+        return out
+
+    def _do_invalid(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        return self._reply_outcome(self._request(step["method"], step.get("params", {})))
+
+    def _do_restart(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        old = self._agent
+        if old is not None:
+            old.close(self.spec.shutdown_grace)
+        self._generation += 1
+        self.history.append("process", {"what": "restart", "generation": self._generation})
+        self._spawn()
+        try:
+            self.initialize()
+        except HarnessError as e:
+            self.dead = True
+            return StepOutcome("exited", error={"harness": str(e)})
+        return StepOutcome("ok")
+
+
+def _listed_ids(result: Any) -> list[str] | None:
+    if not isinstance(result, Mapping) or not isinstance(result.get("sessions"), list):
+        return None
+    return [s["sessionId"] for s in result["sessions"]
+            if isinstance(s, Mapping) and isinstance(s.get("sessionId"), str)]

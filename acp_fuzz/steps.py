@@ -1,0 +1,94 @@
+"""Lifecycle steps: the client side of a run, as data (pure).
+
+A step is a small msgpack-friendly mapping such as ``{"op": "new", "session": "A",
+"systemPrompt": {...}}``. Sessions are *logical handles* (``A``, ``B``, ...) that the runner maps
+to the agent's own session ids, so the same steps drive any agent, and a recorded run can be
+re-driven against a new build of the agent (replay).
+
+The ``systemPrompt`` key follows the wire: absent means the field is omitted from the request,
+``None`` means an explicit ``null``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["OPS", "describe", "nonce_for", "prompt_text", "validate_step"]
+
+OPS = ("new", "prompt", "load", "resume", "fork", "close", "list", "cancel", "restart", "invalid")
+
+
+def nonce_for(session: str, turn: int) -> str:
+    """The deterministic nonce the harness puts into turn ``turn`` of ``session``.
+
+    It is derived from the logical handle and turn number only, so a replay of the same steps
+    produces byte-identical prompts, and the gateway can tie each model request to its turn.
+    """
+    digest = hashlib.sha256(f"{session}:{turn}".encode()).hexdigest()[:12]
+    return f"acpfuzz-{digest}"
+
+
+def prompt_text(session: str, turn: int) -> str:
+    return f"Reply with ok. This is turn {turn} of session {session}. [{nonce_for(session, turn)}]"
+
+
+def validate_step(step: Any) -> dict[str, Any]:
+    """Check that ``step`` is a well-formed step and return it as a plain dict.
+
+    Steps come from cassettes, which may come from strangers: a malformed one raises
+    ``ValueError`` with a one-line reason instead of failing later in the runner.
+    """
+    if not isinstance(step, Mapping):
+        raise ValueError(f"a step must be a map, got {type(step).__name__}")
+    op = step.get("op")
+    if op not in OPS:
+        raise ValueError(f"unknown step op {op!r}")
+    needs_session = op not in ("list", "restart", "invalid")
+    if needs_session and not isinstance(step.get("session"), str):
+        raise ValueError(f"step {op!r} needs a string 'session'")
+    if op == "fork" and not isinstance(step.get("new"), str):
+        raise ValueError("step 'fork' needs a string 'new'")
+    if op == "invalid" and not isinstance(step.get("method"), str):
+        raise ValueError("step 'invalid' needs a string 'method'")
+    return dict(step)
+
+
+def describe(step: Mapping[str, Any]) -> str:
+    """One human line for a step (used by ``show``, reports and progress)."""
+    op = step.get("op")
+    sp = _sp_label(step)
+    if op == "new":
+        return f"session/new {step['session']}{sp}"
+    if op == "fork":
+        return f"session/fork {step['session']} -> {step['new']}{sp}"
+    if op in ("load", "resume"):
+        return f"session/{op} {step['session']}{sp}"
+    if op == "prompt":
+        return f"session/prompt {step['session']}"
+    if op == "close":
+        return f"session/close {step['session']}"
+    if op == "cancel":
+        return f"session/prompt {step['session']} + session/cancel"
+    if op == "list":
+        return "session/list"
+    if op == "restart":
+        return "restart the agent process"
+    if op == "invalid":
+        return f"{step.get('method')} (invalid request: {step.get('why', '')})"
+    return str(op)
+
+
+def _sp_label(step: Mapping[str, Any]) -> str:
+    if "systemPrompt" not in step:
+        return " (systemPrompt omitted)"
+    sp = step["systemPrompt"]
+    if sp is None:
+        return " (systemPrompt null)"
+    if isinstance(sp, Mapping):
+        mode = sp.get("mode")
+        content = sp.get("content")
+        n = len(content) if isinstance(content, list) else "?"
+        return f" (systemPrompt {mode!r}, {n} block(s))"
+    return f" (systemPrompt {type(sp).__name__})"

@@ -1,0 +1,199 @@
+"""The session lifecycle as a Hypothesis ``RuleBasedStateMachine`` (``acp_fuzz.strategies``).
+
+:class:`LifecycleMachine` draws sequences of lifecycle steps: new sessions (with or without a
+prompt, with a shared or a distinct cwd), prompt turns, load, resume and fork (each with the
+same, a different, an omitted, a ``null`` or an invalid prompt), close, list, cancel, restarts
+of the agent process and invalid lifecycle requests.
+
+It is deliberately blind to the live agent. Its preconditions read only what the agent
+advertised (``caps``) and the machine's own model of the sessions, so the same draw always
+produces the same steps, which is what makes shrinking and replay deterministic. Each step is
+handed to :meth:`LifecycleMachine.execute`, which a subclass binds to a live agent (acp-fuzz's
+campaign does) or to anything else (your own harness).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
+
+from acp_fuzz.payloads import Capabilities
+
+from .payloads import invalid_system_prompts, valid_system_prompts
+
+__all__ = ["LifecycleMachine", "SessionView"]
+
+MAX_SESSIONS = 4
+MAX_RESTARTS = 2
+
+
+@dataclass
+class SessionView:
+    """The machine's model of one logical session (never the agent's actual state)."""
+
+    prompt: Any = None  # the last valid payload applied (None: defaults)
+    loaded: bool = True
+
+
+@dataclass
+class _Model:
+    sessions: dict[str, SessionView] = field(default_factory=dict)
+    next_handle: int = 0
+    canaries: int = 0
+    restarts: int = 0
+
+
+class LifecycleMachine(RuleBasedStateMachine):
+    """Subclass and set ``caps`` (and optionally ``long_texts``), then implement ``execute``."""
+
+    caps: ClassVar[Capabilities] = Capabilities(system_prompt=True, override=True, load=True,
+                                                resume=True, fork=True, close=True, list=True)
+    long_texts: ClassVar[bool] = True
+    probe_unadvertised: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.model = _Model()
+
+    def execute(self, step: dict[str, Any]) -> None:  # pragma: no cover - bound by subclasses
+        raise NotImplementedError
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _canary(self, handle: str) -> str:
+        self.model.canaries += 1
+        return f"[acp-fuzz canary {handle}{self.model.canaries}]"
+
+    def _new_handle(self) -> str:
+        h = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[self.model.next_handle % 26]
+        self.model.next_handle += 1
+        return h
+
+    def _draw_prompt(self, data: st.DataObject, handle: str, *, lifecycle: bool,
+                     current: Any = None) -> tuple[dict[str, Any], Any]:
+        """Draw the ``systemPrompt`` part of a request and the payload the model then keeps.
+
+        Returns ``(params, applied)`` where ``applied`` is the payload a correct agent uses
+        afterwards (the previous one when the request must be rejected)."""
+        caps = self.caps
+        if not caps.system_prompt:
+            if self.probe_unadvertised and data.draw(st.integers(0, 9), label="probe") == 0:
+                sp = data.draw(valid_system_prompts(override=False, canary=self._canary(handle),
+                                                    long=False), label="probe systemPrompt")
+                return {"systemPrompt": sp}, current
+            return {}, current
+        choices = ["valid", "omit", "null", "invalid"]
+        if lifecycle:
+            choices.insert(0, "same")
+        how = data.draw(st.sampled_from(choices), label="systemPrompt")
+        if how == "same" and current is not None:
+            return {"systemPrompt": current}, current
+        if how in ("omit", "same"):
+            return {}, current if lifecycle else None
+        if how == "null":
+            return {"systemPrompt": None}, current if lifecycle else None
+        if how == "invalid":
+            sp = data.draw(invalid_system_prompts(override=caps.override,
+                                                  canary=self._canary(handle)),
+                           label="invalid systemPrompt")
+            return {"systemPrompt": sp}, ("REJECT", current)
+        sp = data.draw(valid_system_prompts(override=caps.override, canary=self._canary(handle),
+                                            long=self.long_texts), label="systemPrompt")
+        return {"systemPrompt": sp}, sp
+
+    def _loaded(self) -> list[str]:
+        return sorted(h for h, s in self.model.sessions.items() if s.loaded)
+
+    # -- rules ---------------------------------------------------------------------------------
+
+    @precondition(lambda self: len(self.model.sessions) < MAX_SESSIONS)
+    @rule(data=st.data())
+    def new_session(self, data: st.DataObject) -> None:
+        handle = self._new_handle()
+        sp, applied = self._draw_prompt(data, handle, lifecycle=False)
+        cwd = data.draw(st.sampled_from(["distinct", "shared"]), label="cwd")
+        self.execute({"op": "new", "session": handle, "cwd": cwd, **sp})
+        if not (isinstance(applied, tuple) and applied and applied[0] == "REJECT"):
+            self.model.sessions[handle] = SessionView(prompt=applied)
+
+    @precondition(lambda self: any(s.loaded for s in self.model.sessions.values()))
+    @rule(data=st.data())
+    def prompt(self, data: st.DataObject) -> None:
+        handle = data.draw(st.sampled_from(self._loaded()), label="session")
+        self.execute({"op": "prompt", "session": handle})
+
+    def _reattach(self, op: str, data: st.DataObject) -> None:
+        handle = data.draw(st.sampled_from(sorted(self.model.sessions)), label="session")
+        view = self.model.sessions[handle]
+        sp, applied = self._draw_prompt(data, handle, lifecycle=True, current=view.prompt)
+        self.execute({"op": op, "session": handle, **sp})
+        if isinstance(applied, tuple) and applied and applied[0] == "REJECT":
+            return
+        view.prompt = applied
+        view.loaded = True
+
+    @precondition(lambda self: self.caps.load and bool(self.model.sessions))
+    @rule(data=st.data())
+    def load(self, data: st.DataObject) -> None:
+        self._reattach("load", data)
+
+    @precondition(lambda self: self.caps.resume and bool(self.model.sessions))
+    @rule(data=st.data())
+    def resume(self, data: st.DataObject) -> None:
+        self._reattach("resume", data)
+
+    @precondition(lambda self: self.caps.fork and len(self.model.sessions) < MAX_SESSIONS
+                  and any(s.loaded for s in self.model.sessions.values()))
+    @rule(data=st.data())
+    def fork(self, data: st.DataObject) -> None:
+        src = data.draw(st.sampled_from(self._loaded()), label="source")
+        new = self._new_handle()
+        sp, applied = self._draw_prompt(data, new, lifecycle=True,
+                                        current=self.model.sessions[src].prompt)
+        self.execute({"op": "fork", "session": src, "new": new, **sp})
+        if not (isinstance(applied, tuple) and applied and applied[0] == "REJECT"):
+            self.model.sessions[new] = SessionView(prompt=applied)
+
+    @precondition(lambda self: self.caps.close and any(s.loaded
+                                                       for s in self.model.sessions.values()))
+    @rule(data=st.data())
+    def close(self, data: st.DataObject) -> None:
+        handle = data.draw(st.sampled_from(self._loaded()), label="session")
+        self.execute({"op": "close", "session": handle})
+        self.model.sessions[handle].loaded = False
+
+    @precondition(lambda self: self.caps.list)
+    @rule()
+    def list_sessions(self) -> None:
+        self.execute({"op": "list"})
+
+    @precondition(lambda self: any(s.loaded for s in self.model.sessions.values()))
+    @rule(data=st.data())
+    def cancel(self, data: st.DataObject) -> None:
+        handle = data.draw(st.sampled_from(self._loaded()), label="session")
+        self.execute({"op": "cancel", "session": handle})
+
+    @precondition(lambda self: self.model.restarts < MAX_RESTARTS)
+    @rule()
+    def restart(self) -> None:
+        self.model.restarts += 1
+        self.execute({"op": "restart"})
+        for view in self.model.sessions.values():
+            view.loaded = False
+
+    @rule(method=st.sampled_from(["session/load", "session/resume", "session/prompt"]))
+    def invalid_request(self, method: str) -> None:
+        if method == "session/load" and not self.caps.load:
+            return
+        if method == "session/resume" and not self.caps.resume:
+            return
+        params: dict[str, Any] = {"sessionId": "acp-fuzz-no-such-session", "cwd": "/nonexistent",
+                                  "mcpServers": []}
+        if method == "session/prompt":
+            params = {"sessionId": "acp-fuzz-no-such-session",
+                      "prompt": [{"type": "text", "text": "hello"}]}
+        self.execute({"op": "invalid", "method": method, "params": params,
+                      "why": "unknown session id"})
