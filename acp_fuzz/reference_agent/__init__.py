@@ -1,0 +1,103 @@
+"""The acp-fuzz reference agent: a small, correct ACP agent for client ``systemPrompt``.
+
+Run it with ``python -m acp_fuzz.reference_agent [--bug NAME]``. It speaks ACP v1 (JSON-RPC 2.0,
+one JSON message per line) on stdin/stdout, logs one short line per request to stderr
+(``ACP_REF_QUIET=1`` silences it) and exits 0 when stdin ends. It uses only the Python standard
+library and imports nothing else from acp-fuzz, so agent authors can copy the package and read
+it as an example. ``agent.py`` holds the protocol logic, ``store.py`` the persistence.
+
+What it implements
+==================
+
+* ``initialize`` advertises ``loadSession``, ``sessionCapabilities`` ``list``, ``resume``,
+  ``fork``, ``close`` and ``systemPrompt`` with ``mode.override``; no prompt capabilities.
+  Every other request before ``initialize`` gets ``-32600``.
+* ``session/new``, ``session/load`` (replays the conversation as ``user_message_chunk`` /
+  ``agent_message_chunk`` updates, then answers ``{}``), ``session/resume`` (no replay),
+  ``session/fork`` (a new session with a copy of the conversation), ``session/close`` (unloads
+  from memory; the session stays on disk), ``session/list`` (every stored session, optionally
+  filtered by ``cwd``, oldest first), ``session/prompt`` and the ``session/cancel`` notification.
+  A session id that does not exist gets ``-32002`` with ``data.sessionId``; ``session/prompt``
+  also needs the session to be loaded in this process (created, forked, loaded or resumed).
+* Bad input never kills it: invalid JSON gets ``-32700``, non-objects ``-32600`` (both with
+  ``id: null``), unknown methods ``-32601`` (``_``-prefixed ones too); unknown notifications
+  and stray responses are ignored.
+
+The system prompt
+=================
+
+``systemPrompt`` is validated, together with every other parameter, **before** anything
+changes (SP-AGENT-ERROR-NOSIDEEFFECT-MUST). It must be omitted, ``null``, or an object with
+``mode`` ``"append"`` or ``"override"`` and a non-empty ``content`` array of ``text`` blocks.
+Anything else is ``-32602 Invalid params: <why>``. ``_meta`` and unknown keys are ignored.
+
+Each turn sends one Chat Completions request to ``$OPENAI_BASE_URL/chat/completions``
+(``Authorization: Bearer $OPENAI_API_KEY``, model ``reference-model``, non-streaming) with::
+
+    [{"role": "system", "content": SYSTEM}, *history, {"role": "user", "content": USER}]
+
+where USER is the prompt's ``text`` blocks (and ``resource_link`` URIs) joined by ``"\\n"``, the
+client text is the ``systemPrompt`` blocks joined by ``"\\n\\n"`` verbatim, and SYSTEM is:
+
+* no client prompt: ``DEFAULT_INSTRUCTIONS + "\\n\\nWorking directory: " + cwd``;
+* ``append``: that, then ``"\\n\\n"``, then the client text;
+* ``override``: the client text alone. **Nothing** of the agent's own instructions is kept
+  under override, not even the working-directory line (SP-AGENT-OVERRIDE-DOC-SHOULD).
+
+The reply reaches the client as one ``agent_message_chunk`` before ``{"stopReason":"end_turn"}``.
+A failed model request answers the prompt with ``-32603 model request failed: …``.
+
+Lifecycle: a prompt re-sent on load or resume replaces the stored one; an omitted or ``null``
+prompt keeps the stored one (SP-LIFECYCLE-OMIT-MAY: this agent keeps). A fork re-sent with a
+prompt uses it, and a fork without one inherits the source's; the source never changes.
+
+Persistence: ``$HOME/.acp-fuzz-reference-agent/sessions/<id>.json``, written atomically. Ids
+(``sess-1``, ``sess-2``, …) and ``updatedAt`` come from an on-disk counter, never the clock,
+so runs are deterministic and a restarted process (same ``HOME``) can load or resume any
+stored session and never reuses an id.
+
+Planted bugs (``--bug NAME``)
+=============================
+
+Each run plants at most one. "Steps" counts the shortest request sequence (after
+``initialize``) that makes the defect visible; P and Q are client prompt texts.
+
+``leak``
+    A process-global "current prompt": the most recently set client prompt is used for every
+    session's model requests. 3 steps: new A (append P); new B (append Q); prompt A → the
+    system message holds Q, not P. (Also: new A (P); new B (no prompt); prompt B → B gets P.)
+``lost-after-restart``
+    On load/resume of a session that this process did not create or load before (that is,
+    after a restart), the re-sent prompt is ignored and the stored one is dropped: the model
+    sees the default instructions only. 3 steps + a restart: new (append P); restart the
+    agent; resume (append P); prompt → P is missing from the system message.
+``duplicate-on-resume``
+    A prompt re-sent on resume or load is appended to the stored one instead of replacing
+    it. 3 steps: new (append P); resume (append P); prompt → the system message holds P twice.
+``user-turn``
+    The client text goes into the user message (``"[System]\\n" + text + "\\n\\n" + prompt``),
+    and the system message holds the defaults only. 2 steps: new (append P); prompt.
+``accept-unknown-mode``
+    A mode other than append/override (``"prepend"``, ``"_vendor"``) is accepted and treated
+    as append (violates SP-AGENT-UNKNOWN-MODE-MUST). 1 step: new (mode "prepend") succeeds.
+``side-effect-before-validation``
+    ``session/new`` creates and persists the session before it validates ``systemPrompt``,
+    then answers ``-32602``; the orphan is listed. 2 steps: new (invalid prompt); list.
+``crash-on-image``
+    An ``image`` block in ``systemPrompt`` makes the process exit with status 1 instead of
+    answering ``-32602``. 1 step: new (content [image]).
+``override-keeps-default``
+    ``override`` behaves like ``append``: the defaults stay. 2 steps: new (override P); prompt.
+``fork-drops-prompt``
+    A fork ignores its re-sent prompt (and the source's) and runs on the defaults. 3 steps:
+    new (append P); fork (append P); prompt the fork.
+``drop-last-block``
+    A multi-block prompt loses its last block. 2 steps: new (append [P, Q]); prompt → Q missing.
+``truncate-64k``
+    The client text is cut to 65536 characters. 2 steps: new (append a 65537+ character
+    text); prompt → the end of the text is missing.
+"""
+
+from .agent import BUGS, DEFAULT_INSTRUCTIONS, Agent, default_instructions, main
+
+__all__ = ["BUGS", "DEFAULT_INSTRUCTIONS", "Agent", "default_instructions", "main"]

@@ -1,0 +1,702 @@
+"""The reference agent: JSON-RPC dispatch, validation, lifecycle and the model call.
+
+Read :mod:`acp_fuzz.reference_agent` (the package docstring) first: it lists what the agent
+does and every ``--bug``. In this file the correct behaviour is the main path; each planted
+defect is a small branch marked ``# BUG(<name>)`` so that it can be read (and deleted) on its own.
+
+Rule ids such as ``SP-AGENT-ERROR-NOSIDEEFFECT-MUST`` refer to the acp-fuzz protocol reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .store import Session, Store, SystemPrompt
+
+AGENT_NAME = "acp-fuzz-reference-agent"
+AGENT_VERSION = "0.1.0"  # acp-fuzz's version, hard-coded: this package imports nothing from it
+MODEL = "reference-model"
+MODEL_TIMEOUT_S = 30.0
+
+# The agent's own instructions. Under "append" the client text follows them after a blank line;
+# under "override" the client text replaces ALL of them, including the working-directory line
+# (SP-AGENT-OVERRIDE-DOC-SHOULD: this agent keeps nothing of its own under override).
+DEFAULT_INSTRUCTIONS = (
+    "You are the acp-fuzz reference agent, a careful coding assistant.\n"
+    "Answer the user's request directly and concisely.\n"
+    "Prefer small, reviewable changes and explain any risk you notice.\n"
+    "Never invent files, commands or results you have not seen."
+)
+
+
+def default_instructions(cwd: str) -> str:
+    """The agent's own instructions for a session: the fixed text plus one environment line.
+
+    The environment line differs per session, which is deliberate: a harness that learns an
+    agent's baseline prompt must tolerate dynamic parts.
+    """
+    return f"{DEFAULT_INSTRUCTIONS}\n\nWorking directory: {cwd}"
+
+
+# The defects ``--bug`` can plant, exactly one per process. The package docstring describes each
+# one with its minimal reproduction.
+BUGS: dict[str, str] = {
+    "leak": "the most recently set client prompt is used for every session",
+    "lost-after-restart": "after a restart, load/resume ignore both the re-sent and stored prompt",
+    "duplicate-on-resume": "a prompt re-sent on load/resume is appended to the stored one",
+    "user-turn": "the client prompt is prefixed to the user message, not put in the system slot",
+    "accept-unknown-mode": "unknown modes are accepted and treated as append",
+    "side-effect-before-validation": "session/new persists the session before validating",
+    "crash-on-image": "an image block in systemPrompt makes the process exit(1)",
+    "override-keeps-default": "override behaves like append",
+    "fork-drops-prompt": "forks always use the default instructions",
+    "drop-last-block": "the last block of a multi-block prompt is lost",
+    "truncate-64k": "the client text is truncated to 65536 characters",
+}
+
+SUPPORTED_MODES = ("append", "override")  # both advertised: sessionCapabilities.systemPrompt.mode
+TRUNCATE_AT = 65536
+
+# JSON-RPC / ACP error codes (protocol reference §6).
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+RESOURCE_NOT_FOUND = -32002
+
+
+class RpcError(Exception):
+    """An error answer to the current request."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+def invalid_params(why: str) -> RpcError:
+    return RpcError(INVALID_PARAMS, f"Invalid params: {why}")
+
+
+def session_not_found(session_id: str) -> RpcError:
+    return RpcError(RESOURCE_NOT_FOUND, "Session not found", {"sessionId": session_id})
+
+
+def short(value: object) -> str:
+    """A bounded repr for error messages: fuzzers send megabyte-sized strings."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter validation. Every function here only reads; callers validate EVERYTHING before they
+# change any state (SP-AGENT-ERROR-NOSIDEEFFECT-MUST).
+# ---------------------------------------------------------------------------------------------
+
+
+def require_cwd(params: dict[str, Any]) -> str:
+    """``cwd`` must be an absolute path (SES-CLIENT-CWD-ABS-MUST)."""
+    cwd = params.get("cwd")
+    if not isinstance(cwd, str):
+        raise invalid_params("cwd must be a string")
+    if not os.path.isabs(cwd):
+        raise invalid_params("cwd must be an absolute path")
+    return cwd
+
+
+def check_mcp_servers(params: dict[str, Any], *, required: bool) -> None:
+    """``mcpServers`` is required on new/load, optional on resume/fork; we connect to none."""
+    servers = params.get("mcpServers")
+    if servers is None and not required and "mcpServers" not in params:
+        return
+    if not isinstance(servers, list):
+        raise invalid_params("mcpServers must be an array")
+    if not all(isinstance(s, dict) for s in servers):
+        raise invalid_params("mcpServers entries must be objects")
+
+
+def require_session_id(params: dict[str, Any]) -> str:
+    session_id = params.get("sessionId")
+    if not isinstance(session_id, str):
+        raise invalid_params("sessionId must be a string")
+    return session_id
+
+
+def render_prompt(params: dict[str, Any]) -> str:
+    """The user text of a ``session/prompt``: its blocks joined by newlines.
+
+    ``text`` and ``resource_link`` are accepted (PROMPT-AGENT-BASELINE-MUST); a link is rendered
+    as its URI. ``image``, ``audio`` and ``resource`` are rejected because the agent advertises
+    ``promptCapabilities`` all false.
+    """
+    blocks = params.get("prompt")
+    if not isinstance(blocks, list):
+        raise invalid_params("prompt must be an array of content blocks")
+    parts: list[str] = []
+    for i, block in enumerate(blocks):
+        if not isinstance(block, dict):
+            raise invalid_params(f"prompt[{i}] must be an object")
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "resource_link" and isinstance(block.get("uri"), str):
+            parts.append(block["uri"])
+        else:
+            raise invalid_params(f"prompt[{i}]: unsupported or malformed block type {short(kind)}")
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# The model: one non-streaming Chat Completions request per turn.
+# ---------------------------------------------------------------------------------------------
+
+
+def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str, str]]) -> str:
+    """POST ``messages`` to ``<base_url>/chat/completions`` and return the assistant's text.
+
+    Any failure (no base URL, connection error, non-200 status, malformed answer) raises
+    :class:`RpcError` ``-32603``; the agent answers the prompt with it and keeps running.
+    """
+    if not base_url:
+        raise RpcError(INTERNAL_ERROR, "model request failed: OPENAI_BASE_URL is not set")
+    body = json.dumps({"model": MODEL, "messages": messages, "stream": False}).encode()
+    request = urllib.request.Request(
+        base_url.rstrip("/") + "/chat/completions",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=MODEL_TIMEOUT_S) as response:
+            answer = json.loads(response.read())
+        content = answer["choices"][0]["message"]["content"]
+    except urllib.error.HTTPError as e:  # non-2xx status
+        raise RpcError(INTERNAL_ERROR, f"model request failed: HTTP {e.code}") from e
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+        raise RpcError(INTERNAL_ERROR, f"model request failed: {short(e)}") from e
+    return content if isinstance(content, str) else ""
+
+
+# ---------------------------------------------------------------------------------------------
+# The agent.
+# ---------------------------------------------------------------------------------------------
+
+Model = Callable[[list[dict[str, str]]], str]
+
+
+class Agent:
+    """Answers one JSON-RPC message at a time.
+
+    ``send`` writes one outgoing message (a response or a ``session/update``); ``cancelled``
+    tells whether a ``session/cancel`` for a session has already arrived (see :class:`LineReader`).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        model: Model,
+        send: Callable[[dict[str, Any]], None],
+        cancelled: Callable[[str], bool] = lambda _session_id: False,
+        bug: str | None = None,
+        log: Callable[[str], None] = lambda _line: None,
+    ) -> None:
+        self.store = store
+        self.model = model
+        self.send = send
+        self.cancelled = cancelled
+        self.bug = bug
+        self.log = log
+        self.initialized = False
+        self.live: dict[str, Session] = {}  # sessions loaded in this process
+        self.seen_here: set[str] = set()  # ids created, forked, loaded or resumed by this process
+        self.last_client_prompt: SystemPrompt | None = None  # only read by BUG(leak)
+        self.methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "initialize": self.initialize,
+            "session/new": self.session_new,
+            "session/load": self.session_load,
+            "session/resume": self.session_resume,
+            "session/fork": self.session_fork,
+            "session/close": self.session_close,
+            "session/list": self.session_list,
+            "session/prompt": self.session_prompt,
+        }
+
+    # -- framing ---------------------------------------------------------------------------------
+
+    def handle_line(self, line: bytes) -> None:
+        """Process one input line; bad input gets an error answer, never a crash."""
+        text = line.decode("utf-8", errors="replace").lstrip("\ufeff").strip()
+        if not text:
+            return  # blank lines (and a lone "\r") are ignored
+        try:
+            message = json.loads(text)
+        except (ValueError, RecursionError):
+            self._reply(None, error=RpcError(PARSE_ERROR, "Parse error"))
+            return
+        if not isinstance(message, dict):
+            # Arrays (batches), strings, numbers and null are not requests (FR-BATCH-DEF).
+            self._reply(None, error=RpcError(INVALID_REQUEST, "Invalid request: not an object"))
+            return
+        self.handle_message(message)
+
+    def handle_message(self, message: dict[str, Any]) -> None:
+        method = message.get("method")
+        has_id = "id" in message
+        request_id = message.get("id")
+        if method is None and has_id and ("result" in message or "error" in message):
+            return  # a response; this agent never sends requests, so it is stray: ignore it
+        valid_id = isinstance(request_id, str | int | None) and not isinstance(request_id, bool)
+        if has_id and not valid_id:
+            self._reply(None, error=RpcError(INVALID_REQUEST, "Invalid request: bad id"))
+            return
+        if message.get("jsonrpc") != "2.0" or not isinstance(method, str):
+            if has_id:  # without an id there is nobody to answer (FR-NOTIF-NOREPLY-DEF)
+                self._reply(request_id, error=RpcError(INVALID_REQUEST, "Invalid request"))
+            return
+        params = message.get("params", {})
+        if not has_id:
+            self.handle_notification(method, params)
+            return
+        self.log(f"<- {method} id={short(request_id)}")
+        try:
+            result = self.dispatch(method, params)
+        except RpcError as e:
+            self.log(f"-> error {e.code} {e.message[:80]}")
+            self._reply(request_id, error=e)
+            return
+        except Exception as e:  # a bug in a handler must not kill the agent
+            self.log(f"-> internal error {short(e)}")
+            self._reply(request_id, error=RpcError(INTERNAL_ERROR, "Internal error"))
+            return
+        self._reply(request_id, result=result)
+
+    def dispatch(self, method: str, params: Any) -> dict[str, Any]:
+        if not self.initialized and method != "initialize":
+            raise RpcError(INVALID_REQUEST, "Invalid request: initialize first")
+        handler = self.methods.get(method)
+        if handler is None:
+            # Includes unknown "_"-prefixed extensions (EXT-METHOD-UNDERSCORE-SHOULD).
+            raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise invalid_params("params must be an object")
+        return handler(params)
+
+    def handle_notification(self, method: str, params: Any) -> None:
+        # session/cancel needs no handler: turns run to completion before the next line is read,
+        # and a cancel that arrived during or before a turn is seen through self.cancelled.
+        # Unknown notifications, "_"-prefixed ones included, are ignored.
+        self.log(f"<- {method} (notification)")
+
+    def _reply(
+        self, request_id: Any, result: dict[str, Any] | None = None, error: RpcError | None = None
+    ) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+        if error is not None:
+            message["error"] = error.to_json()
+        else:
+            message["result"] = result
+        self.send(message)
+
+    def _update(self, session_id: str, update: dict[str, Any]) -> None:
+        self.send(
+            {
+                "jsonrpc": "2.0",
+                "method": "session/update",
+                "params": {"sessionId": session_id, "update": update},
+            }
+        )
+
+    # -- systemPrompt ----------------------------------------------------------------------------
+
+    def parse_system_prompt(self, params: dict[str, Any]) -> SystemPrompt | None:
+        """Validate ``params.systemPrompt``; ``None`` when it is absent or null.
+
+        Rejections (all ``-32602``): not an object; ``mode`` missing, not a string, or not one of
+        append/override (SP-AGENT-UNKNOWN-MODE-MUST, "_"-prefixed vendor modes included);
+        ``content`` not an array or empty (SP-AGENT-EMPTY-MAY: we choose to reject); a block that
+        is not ``{"type": "text", "text": <string>}`` (SP-AGENT-UNSUPPORTED-BLOCK-MUST).
+        ``_meta`` and unknown keys are ignored (SP-META-MUSTNOT).
+        """
+        raw = params.get("systemPrompt")
+        if raw is None:  # omitted and null are equivalent (SP-NEW-OMIT-DEFAULT-DEF)
+            return None
+        if not isinstance(raw, dict):
+            raise invalid_params("systemPrompt must be an object or null")
+        mode = raw.get("mode")
+        if not isinstance(mode, str):
+            raise invalid_params("systemPrompt.mode must be a string")
+        if mode not in SUPPORTED_MODES:
+            if self.bug == "accept-unknown-mode":
+                mode = "append"  # BUG(accept-unknown-mode): never guess what a mode means
+            else:
+                raise invalid_params(f"unsupported systemPrompt.mode {short(mode)}")
+        content = raw.get("content")
+        if not isinstance(content, list):
+            raise invalid_params("systemPrompt.content must be an array")
+        if not content:
+            raise invalid_params("systemPrompt.content must not be empty")
+        texts: list[str] = []
+        for i, block in enumerate(content):
+            if not isinstance(block, dict):
+                raise invalid_params(f"systemPrompt.content[{i}] must be an object")
+            kind = block.get("type")
+            if kind == "image" and self.bug == "crash-on-image":
+                self.log("BUG(crash-on-image): exiting")
+                sys.exit(1)  # BUG(crash-on-image): an unsupported block must be an error answer
+            if kind != "text":
+                raise invalid_params(
+                    f"systemPrompt.content[{i}]: unsupported block type {short(kind)}"
+                )
+            if not isinstance(block.get("text"), str):
+                raise invalid_params(f"systemPrompt.content[{i}].text must be a string")
+            texts.append(block["text"])
+        if self.bug == "drop-last-block" and len(texts) > 1:
+            texts.pop()  # BUG(drop-last-block)
+        return SystemPrompt(mode, tuple(texts))
+
+    def compose(self, session: Session, user_text: str) -> tuple[str, str]:
+        """The system message and the user message for the next model request.
+
+        append:   default instructions, a blank line, then the client text (SP-AGENT-APPEND-*).
+        override: the client text alone (SP-AGENT-OVERRIDE-REPLACES-DEF).
+        none:     the default instructions alone.
+        """
+        prompt = session.system_prompt
+        if self.bug == "leak" and self.last_client_prompt is not None:
+            prompt = self.last_client_prompt  # BUG(leak): process-global state, not per session
+        defaults = default_instructions(session.cwd)
+        if prompt is None:
+            return defaults, user_text
+        client_text = prompt.client_text()
+        if self.bug == "truncate-64k":
+            client_text = client_text[:TRUNCATE_AT]  # BUG(truncate-64k)
+        if self.bug == "user-turn":
+            # BUG(user-turn): the "[System]" workaround of pre-RFD clients; the text has user-turn
+            # precedence only (violates SP-AGENT-APPEND-PLACEMENT-SHOULD).
+            return defaults, f"[System]\n{client_text}\n\n{user_text}"
+        if prompt.mode == "override" and self.bug != "override-keeps-default":
+            return client_text, user_text
+        return f"{defaults}\n\n{client_text}", user_text
+
+    def _set_prompt(self, session: Session, prompt: SystemPrompt | None) -> None:
+        """Apply the ``systemPrompt`` of a load or resume to a session (in memory only).
+
+        A re-sent prompt replaces the stored one (SP-LIFECYCLE-CHANGE-SHOULD). An omitted or null
+        one keeps the stored prompt (SP-LIFECYCLE-OMIT-MAY: this agent's choice is "keep").
+        """
+        if self.bug == "lost-after-restart" and session.session_id not in self.seen_here:
+            # BUG(lost-after-restart): state restored from disk is dropped, and so is the re-sent
+            # prompt; the session silently runs on the default instructions.
+            session.system_prompt = None
+            return
+        if prompt is None:
+            return
+        old = session.system_prompt
+        if self.bug == "duplicate-on-resume" and old is not None:
+            prompt = SystemPrompt(prompt.mode, old.texts + prompt.texts)  # BUG(duplicate-on-resume)
+        session.system_prompt = prompt
+        self.last_client_prompt = prompt
+
+    def _find(self, session_id: str) -> Session:
+        """A session loaded in this process, else the stored one; ``-32002`` if neither exists."""
+        session = self.live.get(session_id) or self.store.load(session_id)
+        if session is None:
+            raise session_not_found(session_id)
+        return session
+
+    def _activate(self, session: Session) -> None:
+        self.live[session.session_id] = session
+        self.seen_here.add(session.session_id)
+
+    # -- methods ---------------------------------------------------------------------------------
+
+    def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
+        version = params.get("protocolVersion")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise invalid_params("protocolVersion must be an integer")
+        self.initialized = True
+        return {
+            # Version negotiation (INIT-VERSION-NEGOTIATE-DEF): v1 is all this agent speaks.
+            "protocolVersion": 1,
+            "agentCapabilities": {
+                "loadSession": True,
+                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+                "sessionCapabilities": {
+                    "list": {},
+                    "resume": {},
+                    "fork": {},
+                    "close": {},
+                    "systemPrompt": {"mode": {"override": {}}},
+                },
+            },
+            "authMethods": [],
+            "agentInfo": {"name": AGENT_NAME, "version": AGENT_VERSION},
+        }
+
+    def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
+        cwd = require_cwd(params)
+        check_mcp_servers(params, required=True)
+        if self.bug == "side-effect-before-validation":
+            # BUG(side-effect-before-validation): the session exists (and is listed) even when the
+            # systemPrompt is then rejected.
+            session = self.store.create(cwd, None, [])
+            self._activate(session)
+            session.system_prompt = self.parse_system_prompt(params)
+            self.store.save(session)
+        else:
+            # Validate first, create second: a rejected prompt leaves no session behind
+            # (SP-AGENT-ERROR-NOSIDEEFFECT-MUST).
+            prompt = self.parse_system_prompt(params)
+            session = self.store.create(cwd, prompt, [])
+            self._activate(session)
+        if session.system_prompt is not None:
+            self.last_client_prompt = session.system_prompt
+        return {"sessionId": session.session_id}
+
+    def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = require_session_id(params)
+        cwd = require_cwd(params)
+        check_mcp_servers(params, required=True)
+        prompt = self.parse_system_prompt(params)
+        session = self._find(session_id)
+        # Everything is valid: from here on the request succeeds.
+        session.cwd = cwd  # re-sent, like mcpServers; the latest value wins
+        self._set_prompt(session, prompt)
+        self._activate(session)
+        self.store.save(session)
+        # SES-AGENT-LOAD-REPLAY-MUST: replay the whole conversation, THEN answer.
+        for entry in session.history:
+            kind = "user_message_chunk" if entry["role"] == "user" else "agent_message_chunk"
+            content = {"type": "text", "text": entry["content"]}
+            self._update(session.session_id, {"sessionUpdate": kind, "content": content})
+        return {}
+
+    def session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = require_session_id(params)
+        cwd = require_cwd(params)
+        check_mcp_servers(params, required=False)
+        prompt = self.parse_system_prompt(params)
+        session = self._find(session_id)
+        session.cwd = cwd
+        self._set_prompt(session, prompt)
+        self._activate(session)
+        self.store.save(session)
+        return {}  # SES-AGENT-RESUME-NOREPLAY-MUST: no history is sent
+
+    def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = require_session_id(params)
+        cwd = require_cwd(params)
+        check_mcp_servers(params, required=False)
+        prompt = self.parse_system_prompt(params)
+        source = self._find(session_id)
+        # A fork re-sent with a prompt uses it; omitted or null inherits the source's prompt
+        # (SP-LIFECYCLE-OMIT-MAY). The source session itself never changes.
+        inherited = prompt if prompt is not None else source.system_prompt
+        if self.bug == "fork-drops-prompt":
+            inherited = None  # BUG(fork-drops-prompt)
+        fork = self.store.create(cwd, inherited, [dict(m) for m in source.history])
+        self._activate(fork)
+        if prompt is not None:
+            self.last_client_prompt = prompt
+        return {"sessionId": fork.session_id}
+
+    def session_close(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = require_session_id(params)
+        # Closing frees memory only; the session stays on disk, listable and loadable.
+        if self.live.pop(session_id, None) is None and self.store.load(session_id) is None:
+            raise session_not_found(session_id)
+        return {}
+
+    def session_list(self, params: dict[str, Any]) -> dict[str, Any]:
+        cwd = params.get("cwd")
+        if cwd is not None and not isinstance(cwd, str):
+            raise invalid_params("cwd must be a string")
+        if params.get("cursor") is not None:
+            # Every session fits in one page, so no cursor was ever issued.
+            raise invalid_params("unknown cursor")
+        # No title: instruction text must not leak through discovery (SP-SEC-NOLEAK-ADVISORY).
+        return {
+            "sessions": [
+                {"sessionId": s.session_id, "cwd": s.cwd, "updatedAt": s.updated_at}
+                for s in self.store.all()
+                if cwd is None or s.cwd == cwd
+            ]
+        }
+
+    def session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = require_session_id(params)
+        user_text = render_prompt(params)
+        session = self.live.get(session_id)
+        if session is None:  # unknown, or stored but not loaded/resumed in this process
+            raise session_not_found(session_id)
+        # CANCEL-AGENT-STOPREASON-MUST: a cancelled turn answers "cancelled", not an error.
+        if self.cancelled(session_id):
+            return {"stopReason": "cancelled"}
+        system, user_text = self.compose(session, user_text)
+        messages = [
+            {"role": "system", "content": system},
+            *session.history,
+            {"role": "user", "content": user_text},
+        ]
+        reply = self.model(messages)  # raises RpcError -32603; the history stays unchanged
+        if self.cancelled(session_id):  # the cancel arrived while the model was answering
+            return {"stopReason": "cancelled"}
+        self._update(
+            session_id,
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": reply}},
+        )
+        session.history.append({"role": "user", "content": user_text})
+        session.history.append({"role": "assistant", "content": reply})
+        self.store.save(session)
+        return {"stopReason": "end_turn"}
+
+
+# ---------------------------------------------------------------------------------------------
+# stdio
+# ---------------------------------------------------------------------------------------------
+
+
+class LineReader:
+    """Reads NDJSON lines from a file descriptor and can look at lines already waiting.
+
+    The agent is single-threaded, so it cannot read a ``session/cancel`` while a turn runs.
+    Instead, before and after the model call it asks :meth:`cancel_waiting` whether such a
+    notification is already in the pipe. The line stays queued and is processed normally later
+    (as a no-op). Peeking uses ``select``; where that does not work on pipes (Windows), cancels
+    are simply not seen early.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buf = bytearray()
+        self._scanned = 0  # bytes of _buf known to contain no newline
+        self._eof = False
+
+    def _fill(self) -> None:
+        chunk = os.read(self._fd, 1 << 20)
+        if chunk:
+            self._buf += chunk
+        else:
+            self._eof = True
+
+    def readline(self) -> bytes | None:
+        """The next line without its newline; ``None`` at end of input."""
+        while True:
+            newline = self._buf.find(b"\n", self._scanned)
+            if newline >= 0:
+                line = bytes(self._buf[:newline])
+                del self._buf[: newline + 1]
+                self._scanned = 0
+                return line
+            self._scanned = len(self._buf)
+            if self._eof:
+                if not self._buf:
+                    return None
+                line = bytes(self._buf)  # a last line without a trailing newline
+                self._buf.clear()
+                self._scanned = 0
+                return line
+            self._fill()
+
+    def cancel_waiting(self, session_id: str) -> bool:
+        """Whether a ``session/cancel`` for ``session_id`` has arrived but is not processed yet."""
+        while not self._eof:
+            try:
+                ready, _, _ = select.select([self._fd], [], [], 0)
+            except (OSError, ValueError):
+                break
+            if not ready:
+                break
+            self._fill()
+        for line in bytes(self._buf).split(b"\n"):
+            if b"session/cancel" not in line:
+                continue  # cheap pre-filter; only candidate lines are parsed
+            try:
+                message = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if (
+                isinstance(message, dict)
+                and message.get("method") == "session/cancel"
+                and "id" not in message
+                and isinstance(message.get("params"), dict)
+                and message["params"].get("sessionId") == session_id
+            ):
+                return True
+        return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the agent on stdin/stdout until stdin ends; returns the exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m acp_fuzz.reference_agent",
+        description="A correct ACP agent for client systemPrompt, with optional planted bugs. "
+        "Speaks NDJSON JSON-RPC on stdio; the model is $OPENAI_BASE_URL/chat/completions; "
+        "sessions persist under $HOME/.acp-fuzz-reference-agent/.",
+    )
+    parser.add_argument(
+        "--bug",
+        choices=sorted(BUGS),
+        default=None,
+        help="plant exactly one defect: "
+        + "; ".join(f"{name}: {text}" for name, text in sorted(BUGS.items())),
+    )
+    args = parser.parse_args(argv)
+
+    quiet = os.environ.get("ACP_REF_QUIET") == "1"
+
+    def log(line: str) -> None:
+        # stderr only: stdout carries nothing but ACP messages (FR-AGENT-STDOUT-MUSTNOT).
+        # Lines name methods and ids, never prompt text (SP-SEC-NOLEAK-ADVISORY).
+        if not quiet:
+            print(f"[{AGENT_NAME}] {line}", file=sys.stderr, flush=True)
+
+    stdout = sys.stdout.buffer
+
+    def send(message: dict[str, Any]) -> None:
+        # ensure_ascii keeps every message on one line and survives lone surrogates ("\ud800").
+        stdout.write(json.dumps(message, separators=(",", ":")).encode("ascii") + b"\n")
+        stdout.flush()
+
+    base_url = os.environ.get("OPENAI_BASE_URL")
+    api_key = os.environ.get("OPENAI_API_KEY", "")
+    reader = LineReader(sys.stdin.fileno())
+    agent = Agent(
+        store=Store(Path.home() / ".acp-fuzz-reference-agent"),
+        model=lambda messages: chat_completion(base_url, api_key, messages),
+        send=send,
+        cancelled=reader.cancel_waiting,
+        bug=args.bug,
+        log=log,
+    )
+    log(f"ready (bug={args.bug})")
+    try:
+        while (line := reader.readline()) is not None:
+            agent.handle_line(line)
+    except BrokenPipeError:
+        # The client went away: nothing is left to answer. Point stdout at /dev/null so the
+        # interpreter's final flush does not raise a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    return 0

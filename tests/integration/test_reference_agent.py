@@ -1,0 +1,872 @@
+"""The reference agent, driven as a real subprocess over stdio.
+
+The NDJSON client and the Chat Completions server are both written here on purpose: the agent
+must be testable without the rest of acp-fuzz. Each test gets its own ``HOME``, so sessions on
+disk never leak between tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_fuzz.reference_agent import BUGS, DEFAULT_INSTRUCTIONS
+
+pytestmark = pytest.mark.integration
+
+# Generous: only reached when the agent is broken (a missing answer), never on the happy path.
+READ_TIMEOUT_S = 15.0
+CWD = "/work/project"
+P = "You review code. Focus on security."
+Q = "Answer only in French."
+
+
+def defaults(cwd: str = CWD) -> str:
+    return f"{DEFAULT_INSTRUCTIONS}\n\nWorking directory: {cwd}"
+
+
+def text(t: str) -> dict[str, str]:
+    return {"type": "text", "text": t}
+
+
+def sp(mode: str, *texts: str) -> dict[str, Any]:
+    return {"mode": mode, "content": [text(t) for t in texts]}
+
+
+# ---------------------------------------------------------------------------------------------
+# A recording Chat Completions server.
+# ---------------------------------------------------------------------------------------------
+
+
+class ModelServer:
+    """Answers POST /v1/chat/completions and records every request body and header."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
+        self.status = 200
+        self.reply = "ok"
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                server.paths.append(self.path)
+                server.headers.append(dict(self.headers))
+                server.requests.append(json.loads(self.rfile.read(length)))
+                body = json.dumps(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "m",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": server.reply},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
+                self.send_response(server.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # keep pytest output clean
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def reset(self) -> None:
+        self.requests.clear()
+        self.headers.clear()
+        self.paths.clear()
+        self.status = 200
+        self.reply = "ok"
+
+    def system(self, index: int = -1) -> str:
+        """The system message of a recorded request."""
+        messages = self.requests[index]["messages"]
+        assert messages[0]["role"] == "system"
+        content = messages[0]["content"]
+        assert isinstance(content, str)
+        return content
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join()
+
+
+# ---------------------------------------------------------------------------------------------
+# A minimal NDJSON client around the agent subprocess.
+# ---------------------------------------------------------------------------------------------
+
+
+class AgentProcess:
+    def __init__(self, env: dict[str, str], stderr_path: Path, *args: str) -> None:
+        self.stderr = stderr_path.open("ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "acp_fuzz.reference_agent", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env=env,
+        )
+        self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        self.next_id = 1
+        # A reader thread lets every wait have a timeout, so a silent agent fails the test
+        # instead of hanging it.
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.inbox.put(json.loads(line))
+        self.inbox.put(None)  # EOF
+
+    def write_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.write_raw(json.dumps(message).encode() + b"\n")
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        self.send({"jsonrpc": "2.0", "method": method, "params": params})
+
+    def receive(self) -> dict[str, Any]:
+        message = self.inbox.get(timeout=READ_TIMEOUT_S)
+        assert message is not None, "the agent closed stdout"
+        return message
+
+    def call(
+        self, method: str, params: dict[str, Any] | None = None
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """Send a request; return the notifications that preceded its response, and the response."""
+        request_id = self.next_id
+        self.next_id += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+        notes: list[dict[str, Any]] = []
+        while True:
+            received = self.receive()
+            if "method" in received:
+                notes.append(received)
+                continue
+            assert received["id"] == request_id, received
+            return notes, received
+
+    def ok(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        _, response = self.call(method, params)
+        assert "result" in response, response
+        result = response["result"]
+        assert isinstance(result, dict)
+        return result
+
+    def error(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        _, response = self.call(method, params)
+        assert "error" in response, response
+        error = response["error"]
+        assert isinstance(error, dict)
+        return error
+
+    def init(self) -> AgentProcess:
+        self.ok("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        return self
+
+    def new(self, prompt: dict[str, Any] | None = None, cwd: str = CWD) -> str:
+        params: dict[str, Any] = {"cwd": cwd, "mcpServers": []}
+        if prompt is not None:
+            params["systemPrompt"] = prompt
+        session_id = self.ok("session/new", params)["sessionId"]
+        assert isinstance(session_id, str)
+        return session_id
+
+    def prompt(self, session_id: str, words: str = "hello") -> dict[str, Any]:
+        return self.ok("session/prompt", {"sessionId": session_id, "prompt": [text(words)]})
+
+    def listed(self) -> list[dict[str, Any]]:
+        sessions = self.ok("session/list", {})["sessions"]
+        assert isinstance(sessions, list)
+        return sessions
+
+    def close(self) -> int:
+        """Close stdin (EOF), wait for the exit status; kill the process if it hangs."""
+        try:
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                with contextlib.suppress(BrokenPipeError):
+                    self.proc.stdin.close()
+            return self.proc.wait(timeout=READ_TIMEOUT_S)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            self.stderr.close()
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[ModelServer]:
+    # One server for the module (shutting one down costs half a second); each test resets it.
+    server = ModelServer()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.fixture
+def model(model_server: ModelServer) -> ModelServer:
+    model_server.reset()
+    return model_server
+
+
+class Spawner:
+    """Starts agents that share one HOME (so a second agent is a "restart") and reaps them."""
+
+    def __init__(self, home: Path, model: ModelServer) -> None:
+        self.home = home
+        self.model = model
+        self.started: list[AgentProcess] = []
+        self.stderr_path = home / "agent-stderr.log"
+
+    def env(self, quiet: bool, base_url: str | None) -> dict[str, str]:
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": str(self.home),
+            "OPENAI_BASE_URL": base_url or self.model.base_url,
+            "OPENAI_API_KEY": "test-key",
+        }
+        if quiet:
+            env["ACP_REF_QUIET"] = "1"
+        return env
+
+    def __call__(self, *args: str, quiet: bool = True, base_url: str | None = None) -> AgentProcess:
+        agent = AgentProcess(self.env(quiet, base_url), self.stderr_path, *args)
+        self.started.append(agent)
+        return agent
+
+    def reap(self) -> None:
+        for agent in self.started:
+            agent.close()
+
+
+@pytest.fixture
+def spawn(tmp_path: Path, model: ModelServer) -> Iterator[Spawner]:
+    home = tmp_path / "home"
+    home.mkdir()
+    spawner = Spawner(home, model)
+    try:
+        yield spawner
+    finally:
+        spawner.reap()
+
+
+# ---------------------------------------------------------------------------------------------
+# initialize and framing
+# ---------------------------------------------------------------------------------------------
+
+
+def test_initialize_advertises_exact_capabilities(spawn: Spawner) -> None:
+    agent = spawn()
+    result = agent.ok("initialize", {"protocolVersion": 1})
+    assert result == {
+        "protocolVersion": 1,
+        "agentCapabilities": {
+            "loadSession": True,
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+            "sessionCapabilities": {
+                "list": {},
+                "resume": {},
+                "fork": {},
+                "close": {},
+                "systemPrompt": {"mode": {"override": {}}},
+            },
+        },
+        "authMethods": [],
+        "agentInfo": {"name": "acp-fuzz-reference-agent", "version": "0.1.0"},
+    }
+
+
+def test_bad_input_gets_errors_and_the_agent_survives(spawn: Spawner) -> None:
+    agent = spawn()
+    assert agent.error("session/new", {"cwd": CWD, "mcpServers": []})["code"] == -32600
+    agent.init()
+    for raw, code in [
+        (b"{not json\n", -32700),
+        (b"[]\n", -32600),
+        (b'"x"\n', -32600),
+        (b"null\n", -32600),
+    ]:
+        agent.write_raw(raw)
+        reply = agent.receive()
+        assert reply["id"] is None and reply["error"]["code"] == code, (raw, reply)
+    # Ignored without an answer: blank line, unknown notifications, a stray response.
+    agent.write_raw(b"\n\r\n")
+    agent.notify("_vendor/ping", {})
+    agent.notify("zz/unknown", {})
+    agent.send({"jsonrpc": "2.0", "id": 99, "result": {}})
+    # If any of those had been answered, this call would see a mismatched id first.
+    assert agent.error("zz/unknown", {}) == {
+        "code": -32601,
+        "message": "Method not found",
+        "data": {"method": "zz/unknown"},
+    }
+    assert agent.error("_vendor/thing", {})["code"] == -32601
+    assert agent.error("session/new", None)["code"] == -32602  # params missing
+    _, response = agent.call("session/list", {})
+    assert response["result"] == {"sessions": []}
+    assert agent.close() == 0
+
+
+def test_unknown_bug_is_a_usage_error(spawn: Spawner) -> None:
+    agent = spawn("--bug", "no-such-bug")
+    assert agent.close() == 2
+
+
+def test_stderr_log_never_contains_prompt_text(spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn(quiet=False).init()
+    session = agent.new(sp("append", "SECRET-INSTRUCTION"))
+    agent.prompt(session)
+    assert agent.close() == 0
+    log = spawn.stderr_path.read_text()
+    assert "session/new" in log  # logging is on ...
+    assert "SECRET-INSTRUCTION" not in log  # ... and the prompt text stays out of it
+
+
+# ---------------------------------------------------------------------------------------------
+# systemPrompt validation: every invalid payload is -32602 and changes nothing.
+# ---------------------------------------------------------------------------------------------
+
+INVALID_SYSTEM_PROMPTS: dict[str, Any] = {
+    "string": "You review code.",
+    "array": [text(P)],
+    "number": 7,
+    "mode-missing": {"content": [text(P)]},
+    "mode-not-string": {"mode": 1, "content": [text(P)]},
+    "mode-null": {"mode": None, "content": [text(P)]},
+    "mode-unknown": {"mode": "prepend", "content": [text(P)]},
+    "mode-vendor": {"mode": "_acme", "content": [text(P)]},
+    "mode-wrong-case": {"mode": "Append", "content": [text(P)]},
+    "content-missing": {"mode": "append"},
+    "content-not-array": {"mode": "append", "content": P},
+    "content-empty": {"mode": "append", "content": []},
+    "block-not-object": {"mode": "append", "content": [P]},
+    "block-text-missing": {"mode": "append", "content": [{"type": "text"}]},
+    "block-text-not-string": {"mode": "append", "content": [{"type": "text", "text": 5}]},
+    "block-image": {
+        "mode": "append",
+        "content": [{"type": "image", "data": "AAAA", "mimeType": "image/png"}],
+    },
+    "block-audio": {
+        "mode": "append",
+        "content": [{"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}],
+    },
+    "block-resource": {
+        "mode": "append",
+        "content": [{"type": "resource", "resource": {"uri": "file:///a", "text": "x"}}],
+    },
+    "block-resource-link": {
+        "mode": "append",
+        "content": [{"type": "resource_link", "uri": "file:///a", "name": "a"}],
+    },
+    "block-unknown-type": {"mode": "append", "content": [{"type": "video", "text": P}]},
+    "second-block-bad": {"mode": "override", "content": [text(P), {"type": "image"}]},
+}
+
+INVALID_OTHER_PARAMS: dict[str, dict[str, Any]] = {
+    "cwd-missing": {"mcpServers": []},
+    "cwd-relative": {"cwd": "project", "mcpServers": []},
+    "cwd-not-string": {"cwd": 3, "mcpServers": []},
+    "mcpServers-missing": {"cwd": CWD},
+    "mcpServers-not-array": {"cwd": CWD, "mcpServers": {}},
+}
+
+
+@pytest.mark.parametrize("payload", INVALID_SYSTEM_PROMPTS.values(), ids=INVALID_SYSTEM_PROMPTS)
+def test_new_rejects_invalid_system_prompt_without_side_effects(
+    spawn: Spawner, payload: Any
+) -> None:
+    agent = spawn().init()
+    agent.new(sp("append", P))
+    before = agent.listed()
+    error = agent.error("session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": payload})
+    assert error["code"] == -32602
+    assert error["message"].startswith("Invalid params: ")
+    assert agent.listed() == before
+    assert agent.new() == "sess-2"  # no id was burnt either: nothing was created
+
+
+@pytest.mark.parametrize("params", INVALID_OTHER_PARAMS.values(), ids=INVALID_OTHER_PARAMS)
+def test_new_rejects_invalid_params_without_side_effects(
+    spawn: Spawner, params: dict[str, Any]
+) -> None:
+    agent = spawn().init()
+    params = {**params, "systemPrompt": sp("append", P)}
+    assert agent.error("session/new", params)["code"] == -32602
+    assert agent.listed() == []
+
+
+@pytest.mark.parametrize("method", ["session/load", "session/resume", "session/fork"])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        INVALID_SYSTEM_PROMPTS[k]
+        for k in ("string", "mode-unknown", "content-empty", "block-image", "second-block-bad")
+    ],
+    ids=["string", "mode-unknown", "content-empty", "block-image", "second-block-bad"],
+)
+def test_lifecycle_rejects_invalid_system_prompt_without_side_effects(
+    spawn: Spawner, model: ModelServer, method: str, payload: Any
+) -> None:
+    agent = spawn().init()
+    session = agent.new(sp("append", P))
+    agent.prompt(session, "first turn")
+    before = agent.listed()
+    notes, response = agent.call(
+        method, {"sessionId": session, "cwd": CWD, "mcpServers": [], "systemPrompt": payload}
+    )
+    assert response["error"]["code"] == -32602
+    assert notes == []  # in particular, a rejected load replays nothing
+    assert agent.listed() == before  # no fork, no new updatedAt
+    agent.prompt(session, "second turn")
+    assert model.system() == f"{defaults()}\n\n{P}"  # the stored prompt is untouched
+
+
+def test_meta_and_unknown_keys_are_ignored(spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn().init()
+    payload = {
+        "mode": "append",
+        "content": [{"type": "text", "text": P, "_meta": {"x": 1}, "annotations": {}}],
+        "_meta": {"traceparent": "00-x"},
+        "futureField": True,
+    }
+    agent.prompt(agent.new(payload))
+    assert model.system() == f"{defaults()}\n\n{P}"
+
+
+# ---------------------------------------------------------------------------------------------
+# What reaches the model
+# ---------------------------------------------------------------------------------------------
+
+
+def test_no_prompt_and_null_prompt_use_the_defaults(spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn().init()
+    agent.prompt(agent.new())
+    params: dict[str, Any] = {"cwd": "/elsewhere", "mcpServers": [], "systemPrompt": None}
+    agent.prompt(agent.ok("session/new", params)["sessionId"])
+    assert model.system(0) == defaults()
+    assert model.system(1) == defaults("/elsewhere")  # the environment line is per session
+
+
+def test_append_and_override_system_text_is_exact(spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn().init()
+    # Blocks are joined with a blank line, verbatim: no stripping of the client's whitespace.
+    blocks = ("  first block\n", "second\tblock  ")
+    appended = agent.new(sp("append", *blocks))
+    overridden = agent.new(sp("override", *blocks))
+    agent.prompt(appended, "question one")
+    agent.prompt(overridden, "question two")
+    client_text = "  first block\n\n\nsecond\tblock  "
+    assert model.system(0) == f"{defaults()}\n\n{client_text}"
+    assert model.system(1) == client_text  # override keeps nothing of the defaults
+    assert model.requests[1]["messages"] == [
+        {"role": "system", "content": client_text},
+        {"role": "user", "content": "question two"},
+    ]
+
+
+def test_model_request_shape_and_reply_streaming(spawn: Spawner, model: ModelServer) -> None:
+    model.reply = "the answer"
+    agent = spawn().init()
+    session = agent.new(sp("append", P))
+    notes, response = agent.call(
+        "session/prompt",
+        {
+            "sessionId": session,
+            "prompt": [text("read"), {"type": "resource_link", "uri": "file:///a.py", "name": "a"}],
+        },
+    )
+    assert response["result"] == {"stopReason": "end_turn"}
+    assert notes == [
+        {
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": {
+                "sessionId": session,
+                "update": {
+                    "sessionUpdate": "agent_message_chunk",
+                    "content": {"type": "text", "text": "the answer"},
+                },
+            },
+        }
+    ]
+    assert model.paths == ["/v1/chat/completions"]
+    assert model.headers[0]["Authorization"] == "Bearer test-key"
+    body = model.requests[0]
+    assert body["model"] == "reference-model" and body["stream"] is False
+    assert body["messages"][1:] == [{"role": "user", "content": "read\nfile:///a.py"}]
+    # The second turn carries the first one as history.
+    agent.prompt(session, "again")
+    assert model.requests[1]["messages"][1:] == [
+        {"role": "user", "content": "read\nfile:///a.py"},
+        {"role": "assistant", "content": "the answer"},
+        {"role": "user", "content": "again"},
+    ]
+
+
+def test_unadvertised_prompt_blocks_are_rejected(spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn().init()
+    session = agent.new()
+    for block in (
+        {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+        {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
+        {"type": "resource", "resource": {"uri": "file:///a", "text": "x"}},
+    ):
+        error = agent.error("session/prompt", {"sessionId": session, "prompt": [block]})
+        assert error["code"] == -32602
+    assert model.requests == []
+
+
+def test_model_failure_is_an_error_and_leaves_history_alone(
+    spawn: Spawner, model: ModelServer
+) -> None:
+    agent = spawn().init()
+    session = agent.new()
+    model.status = 500
+    error = agent.error("session/prompt", {"sessionId": session, "prompt": [text("lost")]})
+    assert error["code"] == -32603
+    assert error["message"].startswith("model request failed: ")
+    model.status = 200
+    agent.prompt(session, "kept")
+    assert model.requests[-1]["messages"][1:] == [{"role": "user", "content": "kept"}]
+
+
+def test_unreachable_model_is_an_error_not_a_crash(spawn: Spawner) -> None:
+    # A port that was free a moment ago: nothing listens on it.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    agent = spawn(base_url=f"http://127.0.0.1:{port}/v1").init()
+    session = agent.new()
+    error = agent.error("session/prompt", {"sessionId": session, "prompt": [text("x")]})
+    assert error["code"] == -32603
+    assert error["message"].startswith("model request failed: ")
+    assert agent.listed()[0]["sessionId"] == session  # still alive and answering
+
+
+def test_cancel_that_arrived_before_the_turn_cancels_it(spawn: Spawner) -> None:
+    agent = spawn().init()
+    session = agent.new()
+    # One write, so the cancel is already in the agent's pipe when the turn starts.
+    prompt = {
+        "jsonrpc": "2.0",
+        "id": 500,
+        "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [text("x")]},
+    }
+    cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}
+    agent.write_raw(json.dumps(prompt).encode() + b"\n" + json.dumps(cancel).encode() + b"\n")
+    assert agent.receive() == {"jsonrpc": "2.0", "id": 500, "result": {"stopReason": "cancelled"}}
+    # The cancel was consumed with that turn; the next turn runs normally.
+    assert agent.prompt(session) == {"stopReason": "end_turn"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Lifecycle
+# ---------------------------------------------------------------------------------------------
+
+
+def test_unknown_sessions_are_not_found(spawn: Spawner) -> None:
+    agent = spawn().init()
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("session/prompt", {"sessionId": "sess-9", "prompt": [text("x")]}),
+        ("session/load", {"sessionId": "sess-9", "cwd": CWD, "mcpServers": []}),
+        ("session/resume", {"sessionId": "sess-9", "cwd": CWD}),
+        ("session/fork", {"sessionId": "sess-9", "cwd": CWD}),
+        ("session/close", {"sessionId": "sess-9"}),
+        ("session/load", {"sessionId": "../../etc/passwd", "cwd": CWD, "mcpServers": []}),
+    ]
+    for method, params in cases:
+        error = agent.error(method, params)
+        assert error["code"] == -32002, method
+        assert error["data"] == {"sessionId": params["sessionId"]}
+    assert agent.listed() == []
+
+
+def test_ids_and_timestamps_are_deterministic(spawn: Spawner) -> None:
+    agent = spawn().init()
+    first = agent.new(cwd="/a")
+    second = agent.new(cwd="/b")
+    assert (first, second) == ("sess-1", "sess-2")
+    assert agent.listed() == [
+        {"sessionId": "sess-1", "cwd": "/a", "updatedAt": "2026-01-01T00:00:01Z"},
+        {"sessionId": "sess-2", "cwd": "/b", "updatedAt": "2026-01-01T00:00:02Z"},
+    ]
+    assert agent.ok("session/list", {"cwd": "/b"})["sessions"] == [agent.listed()[1]]
+    assert agent.ok("session/list", {"cwd": "/none"})["sessions"] == []
+
+
+def test_load_replays_history_before_responding(spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn().init()
+    session = agent.new(sp("append", P))
+    model.reply = "reply one"
+    agent.prompt(session, "turn one")
+    model.reply = "reply two"
+    agent.prompt(session, "turn two")
+    notes, response = agent.call(
+        "session/load", {"sessionId": session, "cwd": CWD, "mcpServers": []}
+    )
+    assert response["result"] == {}
+    assert [
+        (n["params"]["update"]["sessionUpdate"], n["params"]["update"]["content"]) for n in notes
+    ] == [
+        ("user_message_chunk", text("turn one")),
+        ("agent_message_chunk", text("reply one")),
+        ("user_message_chunk", text("turn two")),
+        ("agent_message_chunk", text("reply two")),
+    ]
+    assert all(n["params"]["sessionId"] == session for n in notes)
+    # resume replays nothing
+    notes, response = agent.call("session/resume", {"sessionId": session, "cwd": CWD})
+    assert (notes, response["result"]) == ([], {})
+
+
+def test_restart_keeps_sessions_and_their_prompts(spawn: Spawner, model: ModelServer) -> None:
+    first = spawn().init()
+    session = first.new(sp("append", P))
+    first.prompt(session, "before restart")
+    assert first.close() == 0
+
+    second = spawn().init()
+    assert [s["sessionId"] for s in second.listed()] == [session]
+    # Not loaded in this process yet: prompting it is "not found".
+    assert (
+        second.error("session/prompt", {"sessionId": session, "prompt": [text("x")]})["code"]
+        == -32002
+    )
+    notes, _ = second.call(
+        "session/load",
+        {"sessionId": session, "cwd": CWD, "mcpServers": [], "systemPrompt": sp("append", Q)},
+    )
+    assert len(notes) == 2  # the turn from the first process is replayed
+    second.prompt(session, "after restart")
+    assert model.system() == f"{defaults()}\n\n{Q}"  # the re-sent prompt replaced P
+    assert model.requests[-1]["messages"][1:3] == [
+        {"role": "user", "content": "before restart"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    assert second.new() != session  # the id counter survived the restart
+    assert second.close() == 0
+
+    third = spawn().init()
+    third.ok("session/resume", {"sessionId": session, "cwd": CWD})  # prompt omitted: kept
+    third.prompt(session)
+    assert model.system() == f"{defaults()}\n\n{Q}"
+
+
+def test_null_prompt_on_resume_keeps_and_resent_prompt_replaces(
+    spawn: Spawner, model: ModelServer
+) -> None:
+    agent = spawn().init()
+    session = agent.new(sp("append", P))
+    agent.ok("session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": None})
+    agent.prompt(session)
+    assert model.system() == f"{defaults()}\n\n{P}"
+    agent.ok(
+        "session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": sp("override", Q)}
+    )
+    agent.prompt(session)
+    assert model.system() == Q
+
+
+def test_fork_inherits_or_replaces_and_never_touches_the_source(
+    spawn: Spawner, model: ModelServer
+) -> None:
+    agent = spawn().init()
+    source = agent.new(sp("append", P))
+    agent.prompt(source, "shared turn")
+    inherited = agent.ok("session/fork", {"sessionId": source, "cwd": CWD})["sessionId"]
+    replaced = agent.ok(
+        "session/fork", {"sessionId": source, "cwd": CWD, "systemPrompt": sp("override", Q)}
+    )["sessionId"]
+    assert len({source, inherited, replaced}) == 3
+    agent.prompt(inherited, "in fork one")
+    assert model.system() == f"{defaults()}\n\n{P}"
+    agent.prompt(replaced, "in fork two")
+    assert model.system() == Q
+    assert model.requests[-1]["messages"][1:3] == [  # the conversation was copied
+        {"role": "user", "content": "shared turn"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    agent.prompt(source, "in source")
+    assert model.system() == f"{defaults()}\n\n{P}"
+    # The forks' turns did not reach the source's history.
+    assert [m["content"] for m in model.requests[-1]["messages"][1:]] == [
+        "shared turn",
+        "ok",
+        "in source",
+    ]
+
+
+def test_close_unloads_but_keeps_the_session_on_disk(spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn().init()
+    session = agent.new(sp("override", P))
+    assert agent.ok("session/close", {"sessionId": session}) == {}
+    assert (
+        agent.error("session/prompt", {"sessionId": session, "prompt": [text("x")]})["code"]
+        == -32002
+    )
+    assert [s["sessionId"] for s in agent.listed()] == [session]
+    agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": []})
+    agent.prompt(session)
+    assert model.system() == P
+
+
+# ---------------------------------------------------------------------------------------------
+# Planted bugs: each one shows its defect, and the same steps pass without it.
+# ---------------------------------------------------------------------------------------------
+
+
+def start(spawn: Spawner, bug: str | None) -> AgentProcess:
+    return spawn(*(["--bug", bug] if bug else [])).init()
+
+
+def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> bool:
+    """Run bug ``name``'s minimal reproduction; return True when the defect shows.
+
+    ``planted`` selects ``--bug name`` or a correct agent, so each scenario is also checked
+    not to fire on the correct agent.
+    """
+    bug = name if planted else None
+    agent = start(spawn, bug)
+    if name == "leak":
+        a = agent.new(sp("append", P))
+        agent.new(sp("append", Q))
+        agent.prompt(a)
+        return model.system() != f"{defaults()}\n\n{P}"
+    if name == "lost-after-restart":
+        session = agent.new(sp("append", P))
+        agent.close()
+        agent = start(spawn, bug)
+        agent.ok(
+            "session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": sp("append", P)}
+        )
+        agent.prompt(session)
+        return P not in model.system()
+    if name == "duplicate-on-resume":
+        session = agent.new(sp("append", P))
+        agent.ok(
+            "session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": sp("append", P)}
+        )
+        agent.prompt(session)
+        return model.system().count(P) != 1
+    if name == "user-turn":
+        agent.prompt(agent.new(sp("append", P)), "question")
+        return (
+            P not in model.system() or model.requests[-1]["messages"][-1]["content"] != "question"
+        )
+    if name == "accept-unknown-mode":
+        _, response = agent.call(
+            "session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": sp("prepend", P)}
+        )
+        return "result" in response
+    if name == "side-effect-before-validation":
+        _, response = agent.call(
+            "session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": sp("prepend", P)}
+        )
+        assert response["error"]["code"] == -32602  # the answer itself is right ...
+        return agent.listed() != []  # ... but an orphan session exists
+    if name == "crash-on-image":
+        image = {
+            "mode": "append",
+            "content": [{"type": "image", "data": "AA", "mimeType": "image/png"}],
+        }
+        agent.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "session/new",
+                "params": {"cwd": CWD, "mcpServers": [], "systemPrompt": image},
+            }
+        )
+        if agent.inbox.get(timeout=READ_TIMEOUT_S) is None:  # stdout closed: the agent died
+            assert agent.proc.wait(timeout=READ_TIMEOUT_S) == 1
+            return True
+        return False
+    if name == "override-keeps-default":
+        agent.prompt(agent.new(sp("override", P)))
+        return model.system() != P
+    if name == "fork-drops-prompt":
+        source = agent.new(sp("append", P))
+        fork = agent.ok(
+            "session/fork", {"sessionId": source, "cwd": CWD, "systemPrompt": sp("append", P)}
+        )
+        agent.prompt(fork["sessionId"])
+        return P not in model.system()
+    if name == "drop-last-block":
+        agent.prompt(agent.new(sp("append", P, Q)))
+        return model.system() != f"{defaults()}\n\n{P}\n\n{Q}"
+    if name == "truncate-64k":
+        long_text = "x" * 65536 + "END"
+        agent.prompt(agent.new(sp("append", long_text)))
+        return not model.system().endswith(long_text)
+    raise AssertionError(f"no reproduction for bug {name}")
+
+
+@pytest.mark.parametrize("name", sorted(BUGS))
+def test_planted_bug_shows_its_defect(spawn: Spawner, model: ModelServer, name: str) -> None:
+    assert reproduce(spawn, model, name, planted=True)
+
+
+@pytest.mark.parametrize("name", sorted(BUGS))
+def test_correct_agent_passes_each_bug_reproduction(
+    spawn: Spawner, model: ModelServer, name: str
+) -> None:
+    assert not reproduce(spawn, model, name, planted=False)
+
+
+def test_user_turn_bug_moves_the_text_into_the_user_message(
+    spawn: Spawner, model: ModelServer
+) -> None:
+    agent = start(spawn, "user-turn")
+    agent.prompt(agent.new(sp("append", P)), "question")
+    assert model.requests[-1]["messages"] == [
+        {"role": "system", "content": defaults()},
+        {"role": "user", "content": f"[System]\n{P}\n\nquestion"},
+    ]
+
+
+def test_duplicate_bug_repeats_the_client_text(spawn: Spawner, model: ModelServer) -> None:
+    agent = start(spawn, "duplicate-on-resume")
+    session = agent.new(sp("append", P))
+    params = {"sessionId": session, "cwd": CWD, "mcpServers": [], "systemPrompt": sp("append", P)}
+    agent.ok("session/load", params)
+    agent.prompt(session)
+    assert model.system() == f"{defaults()}\n\n{P}\n\n{P}"
