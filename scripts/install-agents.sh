@@ -1,0 +1,11 @@
+#!/bin/sh
+# Install the pinned third-party ACP agents into the agent cache (idempotent).
+#   scripts/install-agents.sh                 # every npm profile (codex-acp, claude-agent-acp, gemini-cli)
+#   scripts/install-agents.sh codex-acp       # just one
+#   ACP_FUZZ_AGENT_CACHE=/some/dir scripts/install-agents.sh
+# Default cache: ./.cache/agents/<name>@<version>/ (relative to the current directory).
+set -eu
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
+[ -x "$PY" ] || PY=python3
+exec "$PY" -m acp_fuzz.agents_cache install "$@"
