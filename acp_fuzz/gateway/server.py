@@ -302,7 +302,7 @@ class Gateway:
                      upstream=True)
         passed = {k: v for k, v in resp.headers
                   if k.lower() not in ("content-length", "transfer-encoding", "connection",
-                                       "content-type", "keep-alive")}
+                                       "content-type", "keep-alive", "server", "date")}
         self._write(handler, resp.status, ctype or "application/octet-stream", passed,
                     resp.body)
 

@@ -133,6 +133,7 @@ def _make_vcr() -> vcr.VCR:
         before_record_request=_redact_request,
         before_record_response=_redact_response,
         decode_compressed_response=False,
+        match_on=MATCH_ON,
     )
     config.register_serializer("msgpack", MsgpackSerializer)
     config.register_persister(MsgpackPersister)
