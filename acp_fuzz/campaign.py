@@ -1,0 +1,368 @@
+"""The fuzz campaign: probe, calibrate, search, shrink, confirm, record (engine).
+
+:func:`run_campaign` is what ``acp-fuzz target`` runs:
+
+1. **Probe**: start the agent, ``initialize``, read what it advertises.
+2. **Calibrate**: two sessions without a client prompt, in different directories, one turn
+   each; the system-slot lines they share are the agent's default instructions (the
+   baseline that ``override.not-applied`` and ``append.replaced-default`` need).
+3. **Search**: Hypothesis drives :class:`~acp_fuzz.strategies.LifecycleMachine`; every example
+   gets a fresh agent process and a fresh HOME, and the oracles run after every step. A MUST or
+   SHOULD finding fails the example, and Hypothesis shrinks it to the fewest steps and the
+   smallest payload.
+4. **Confirm**: the minimal steps are re-run ``confirm_runs`` times on fresh agents. A failure
+   seen every time is ``failed``; one seen only sometimes is ``flaky``, with its rate.
+5. **Record**: the minimal run is written as a cassette, the durable artifact for replay.
+
+The engine reports progress as events (:class:`CampaignEvent` subclasses) to a callback; it
+never prints and never imports the CLI.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.errors import Flaky
+from hypothesis.stateful import run_state_machine_as_test
+
+from acp_fuzz import __version__
+from acp_fuzz.cassette import Header, write_cassette
+from acp_fuzz.findings import Finding
+from acp_fuzz.gateway import Gateway
+from acp_fuzz.history import Event, History
+from acp_fuzz.oracles import Baseline, evaluate, learn_baseline
+from acp_fuzz.payloads import Capabilities
+from acp_fuzz.runner import HarnessError, Run, TargetSpec
+from acp_fuzz.strategies import LifecycleMachine
+
+__all__ = [
+    "CampaignEvent",
+    "CampaignResult",
+    "CampaignSettings",
+    "Calibrated",
+    "ExampleDone",
+    "FindingReport",
+    "Finished",
+    "Started",
+    "Confirming",
+    "calibrate",
+    "run_campaign",
+    "run_steps",
+]
+
+
+@dataclass(frozen=True)
+class CampaignSettings:
+    """Knobs of a campaign. The defaults are what ``acp-fuzz target`` uses with no flags."""
+
+    max_examples: int = 100
+    seed: int = 0
+    strict: bool = False
+    max_steps: int = 12
+    cassette_dir: Path = Path("cassettes")
+    confirm_runs: int = 3
+    database: str | None = None
+    long_texts: bool = True
+
+    def __post_init__(self) -> None:
+        if self.max_examples < 1:
+            raise ValueError(f"max_examples={self.max_examples} must be at least 1")
+        if self.max_steps < 1:
+            raise ValueError(f"max_steps={self.max_steps} must be at least 1")
+        if self.confirm_runs < 1:
+            raise ValueError(f"confirm_runs={self.confirm_runs} must be at least 1")
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"max_examples": self.max_examples, "seed": self.seed, "strict": self.strict,
+                "max_steps": self.max_steps, "confirm_runs": self.confirm_runs,
+                "long_texts": self.long_texts}
+
+
+# -- events ----------------------------------------------------------------------------------------
+
+class CampaignEvent:
+    """Base class of what the engine reports while it works."""
+
+
+@dataclass(frozen=True)
+class Started(CampaignEvent):
+    agent: Mapping[str, Any]
+    caps: Capabilities
+    initialize: Any
+
+
+@dataclass(frozen=True)
+class Calibrated(CampaignEvent):
+    baseline: Baseline
+
+
+@dataclass(frozen=True)
+class ExampleDone(CampaignEvent):
+    examples: int
+    steps: int
+    failing: bool
+
+
+@dataclass(frozen=True)
+class Confirming(CampaignEvent):
+    steps: int
+
+
+@dataclass
+class FindingReport:
+    """A confirmed (or flaky) failure with its minimal reproduction."""
+
+    status: str  # failed | flaky
+    runs: int
+    reproduced: int
+    findings: list[Finding]
+    steps: list[dict[str, Any]]
+    requests: list[dict[str, Any]]
+    cassette: Path | None
+
+    @property
+    def rate(self) -> str:
+        return f"{self.reproduced}/{self.runs}"
+
+    @property
+    def oracles(self) -> list[str]:
+        return sorted({f.oracle for f in self.findings if f.severity != "info"})
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"status": self.status, "runs": self.runs, "reproduced": self.reproduced,
+                "findings": [f.to_wire() for f in self.findings], "steps": self.steps,
+                "requests": self.requests,
+                "cassette": str(self.cassette) if self.cassette else None}
+
+
+@dataclass
+class CampaignResult:
+    agent: Mapping[str, Any]
+    initialize: Any
+    caps: Capabilities
+    settings: CampaignSettings
+    examples_run: int = 0
+    steps_run: int = 0
+    reports: list[FindingReport] = field(default_factory=list)
+    info: list[Finding] = field(default_factory=list)
+
+    def failing(self) -> bool:
+        strict = self.settings.strict
+        return any(f.severity == "MUST" or (strict and f.severity == "SHOULD")
+                   for r in self.reports for f in r.findings)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failing() else 0
+
+
+@dataclass(frozen=True)
+class Finished(CampaignEvent):
+    result: CampaignResult
+
+
+# -- running steps ---------------------------------------------------------------------------------
+
+class AgentBug(Exception):
+    """Raised inside a Hypothesis example when an oracle fails; carries the findings."""
+
+    def __init__(self, findings: Sequence[Finding]) -> None:
+        super().__init__("; ".join(f"{f.oracle} ({f.severity})" for f in findings))
+        self.findings = list(findings)
+
+
+def _interesting(findings: Sequence[Finding], strict: bool) -> list[Finding]:
+    # SHOULD findings fail a Hypothesis example even without --strict, so that they are
+    # shrunk and reported; --strict only decides the exit code (and promotes deferrals).
+    return [f for f in findings if f.severity in ("MUST", "SHOULD")]
+
+
+def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline: Baseline,
+              strict: bool = False, gateway: Gateway | None = None,
+              stop_on_failure: bool = False) -> tuple[History, list[Finding]]:
+    """Run ``steps`` on a fresh agent and return the history and the findings over it."""
+    with Run(spec, gateway=gateway) as run:
+        run.initialize()
+        for step in steps:
+            run.execute(step)
+            if stop_on_failure and _interesting(
+                    evaluate(run.history.snapshot(), baseline=baseline, strict=strict), strict):
+                break
+        run.close()
+        events = run.history.snapshot()
+    return History.from_events(events), evaluate(events, baseline=baseline, strict=strict)
+
+
+def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
+              ) -> tuple[Any, Capabilities, Baseline]:
+    """Probe and calibrate: return the ``initialize`` result, the capabilities and the
+    baseline (the agent's own default instructions)."""
+    with Run(spec, gateway=gateway) as run:
+        init = run.initialize()
+        texts: list[str] = []
+        for handle in ("baseline-1", "baseline-2"):
+            out = run.execute({"op": "new", "session": handle, "cwd": "distinct"})
+            if out.outcome != "ok":
+                raise HarnessError(f"calibration: session/new without a systemPrompt failed "
+                                   f"({out.outcome}: {_short(out.error)})")
+            out = run.execute({"op": "prompt", "session": handle})
+            if out.outcome != "ok":
+                raise HarnessError(f"calibration: the first prompt turn failed "
+                                   f"({out.outcome}: {_short(out.error)})")
+            for _, x in run.history.model_exchanges():
+                if x.session == handle and not x.side:
+                    texts.append("\n".join(x.texts("system")))
+                    break
+        caps = run.caps
+    return init, caps, learn_baseline(texts)
+
+
+def _short(v: Any) -> str:
+    s = str(v)
+    return s if len(s) < 200 else s[:200] + "..."
+
+
+def requests_of(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The JSON-RPC requests and notifications the harness sent, in order."""
+    return [dict(e.data["msg"]) for e in events
+            if e.kind == "acp" and e.data.get("dir") == "send"
+            and isinstance(e.data.get("msg"), Mapping) and "method" in e.data["msg"]]
+
+
+def steps_of(events: Sequence[Event]) -> list[dict[str, Any]]:
+    return [dict(e.data["args"]) for e in events if e.kind == "step"]
+
+
+# -- the campaign ----------------------------------------------------------------------------------
+
+@dataclass
+class _Failure:
+    steps: list[dict[str, Any]]
+    events: list[Event]
+    findings: list[Finding]
+
+
+def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
+                 on_event: Callable[[CampaignEvent], None] = lambda e: None,
+                 *, database: ExampleDatabase | None = None) -> CampaignResult:
+    """Run a whole campaign against ``spec``. Raises :class:`HarnessError` when the agent
+    cannot be driven at all (it does not start, or cannot create a plain session)."""
+    with Gateway(None, side_request=spec.side_request) as gateway:
+        init, caps, baseline = calibrate(spec, gateway=gateway)
+        agent = init.get("agentInfo") if isinstance(init, Mapping) else None
+        agent = dict(agent) if isinstance(agent, Mapping) else {}
+        result = CampaignResult(agent=agent, initialize=init, caps=caps, settings=cfg)
+        on_event(Started(agent, caps, init))
+        on_event(Calibrated(baseline))
+
+        last: dict[str, _Failure] = {}
+        info: dict[str, Finding] = {}
+
+        class Machine(LifecycleMachine):
+            def __init__(self) -> None:
+                super().__init__()
+                self.steps: list[dict[str, Any]] = []
+                self.run = Run(spec, gateway=gateway)
+                self.run.start()
+                try:
+                    self.run.initialize()
+                except HarnessError as e:
+                    self.run.close()
+                    raise AgentBug([Finding("agent.crash", "MUST", "SES-AGENT-BASELINE-MUST",
+                                            f"the agent did not initialize: {e}")]) from None
+
+            def execute(self, step: dict[str, Any]) -> None:
+                self.steps.append(step)
+                self.run.execute(step)
+                result.steps_run += 1
+                events = self.run.history.snapshot()
+                findings = evaluate(events, baseline=baseline, strict=cfg.strict)
+                for f in findings:
+                    if f.severity == "info":
+                        info.setdefault(f"{f.oracle}:{f.evidence.get('choice', '')}", f)
+                bad = _interesting(findings, cfg.strict)
+                if bad:
+                    self.run.close()
+                    last["failure"] = _Failure(list(self.steps), self.run.history.snapshot(),
+                                               findings)
+                    raise AgentBug(bad)
+
+            def teardown(self) -> None:
+                self.run.close()
+                result.examples_run += 1
+                on_event(ExampleDone(result.examples_run, result.steps_run,
+                                     "failure" in last))
+
+        Machine.caps = caps
+        Machine.long_texts = cfg.long_texts
+        Machine.__name__ = Machine.__qualname__ = "AcpFuzzLifecycle"
+        db = database
+        if db is None and cfg.database:
+            db = DirectoryBasedExampleDatabase(cfg.database)
+        hyp = settings(
+            max_examples=cfg.max_examples,
+            stateful_step_count=cfg.max_steps,
+            deadline=None,
+            database=db,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            verbosity=Verbosity.quiet,
+            print_blob=False,
+            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+        )
+        flaky = False
+        try:
+            run_state_machine_as_test(seed(cfg.seed)(Machine), settings=hyp)
+        except AgentBug:
+            pass
+        except (Flaky, ExceptionGroup):
+            # Hypothesis could not reproduce the failure it shrank to: report it as flaky.
+            flaky = True
+        failure = last.get("failure")
+        if failure is not None:
+            on_event(Confirming(len(failure.steps)))
+            result.reports.append(_confirm(spec, cfg, failure, baseline, gateway, init,
+                                           flaky_hint=flaky))
+        result.info = sorted(info.values(), key=lambda f: f.oracle)
+    on_event(Finished(result))
+    return result
+
+
+def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: _Failure, baseline: Baseline,
+             gateway: Gateway, init: Any, *, flaky_hint: bool) -> FindingReport:
+    oracles = {f.oracle for f in _interesting(failure.findings, cfg.strict)}
+    reproduced = 0
+    for _ in range(cfg.confirm_runs):
+        _, findings = run_steps(spec, failure.steps, baseline=baseline, strict=cfg.strict,
+                                gateway=gateway)
+        if oracles & {f.oracle for f in _interesting(findings, cfg.strict)}:
+            reproduced += 1
+    status = "failed" if reproduced == cfg.confirm_runs and not flaky_hint else "flaky"
+    report = FindingReport(status=status, runs=cfg.confirm_runs, reproduced=reproduced,
+                           findings=failure.findings, steps=failure.steps,
+                           requests=requests_of(failure.events), cassette=None)
+    report.cassette = save_finding(spec, cfg, failure.events, report, baseline, init)
+    return report
+
+
+def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event],
+                 report: FindingReport, baseline: Baseline, init: Any) -> Path:
+    """Write the minimal failing run as a cassette named after its oracle."""
+    cfg.cassette_dir.mkdir(parents=True, exist_ok=True)
+    primary = report.oracles[0] if report.oracles else "finding"
+    name = re.sub(r"[^a-z0-9.-]+", "-", f"{primary}-seed{cfg.seed}").strip("-")
+    path = cfg.cassette_dir / f"{name}.cassette"
+    header = Header(
+        format=1, acp_fuzz_version=__version__, target=list(spec.argv), seed=cfg.seed,
+        settings={**cfg.to_wire(), "baseline": baseline.to_wire(), "profile": spec.profile},
+        kind="finding", initialize=init,
+        meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,
+              "findings": [f.to_wire() for f in report.findings]})
+    write_cassette(path, header, list(events))
+    return path
