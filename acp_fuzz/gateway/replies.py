@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ __all__ = [
 CREATED = 1735689600
 DEFAULT_MODEL = "fake-model"
 _MAX_DEPTH = 32
+_MAX_NODES = 10_000
+_MAX_ITEMS = 1_000
 
 
 @dataclass(frozen=True)
@@ -72,17 +75,24 @@ def _resolve_ref(ref: str, root: Any) -> Any:
     return node
 
 
+def _bound(value: Any) -> int | float | None:
+    # Python's json accepts Infinity and NaN; neither can bound a reply value.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _number(schema: Mapping[str, Any], integer: bool) -> int | float:
     value: int | float = 1
-    lo, xlo = schema.get("minimum"), schema.get("exclusiveMinimum")
-    hi, xhi = schema.get("maximum"), schema.get("exclusiveMaximum")
-    if isinstance(lo, int | float) and not isinstance(lo, bool):
+    lo, xlo = _bound(schema.get("minimum")), _bound(schema.get("exclusiveMinimum"))
+    hi, xhi = _bound(schema.get("maximum")), _bound(schema.get("exclusiveMaximum"))
+    if lo is not None:
         value = lo
-    if isinstance(xlo, int | float) and not isinstance(xlo, bool):
+    if xlo is not None:
         value = xlo + 1 if integer else xlo + 0.5
-    if isinstance(hi, int | float) and not isinstance(hi, bool) and value > hi:
+    if hi is not None and value > hi:
         value = hi
-    if isinstance(xhi, int | float) and not isinstance(xhi, bool) and value >= xhi:
+    if xhi is not None and value >= xhi:
         value = xhi - 1 if integer else xhi - 0.5
     if integer:
         value = int(value) if float(value).is_integer() else int(value) + 1
@@ -93,13 +103,13 @@ def _string(schema: Mapping[str, Any]) -> str:
     text = "ok"
     lo, hi = schema.get("minLength"), schema.get("maxLength")
     if isinstance(lo, int) and lo > len(text):
-        text = (text * lo)[:lo]
+        text = (text * min(lo, 1 << 20))[:lo]
     if isinstance(hi, int) and 0 <= hi < len(text):
         text = text[:hi]
     return text
 
 
-def minimal_value(schema: Any, root: Any = None, _depth: int = 0) -> Any:
+def minimal_value(schema: Any, root: Any = None) -> Any:
     """The smallest JSON value valid for a JSON Schema (or a Gemini OpenAPI-style schema).
 
     First ``enum`` value or ``const``; objects get every ``required`` property; strings are
@@ -107,12 +117,19 @@ def minimal_value(schema: Any, root: Any = None, _depth: int = 0) -> Any:
     ``minimum`` or 1; booleans ``false``; arrays ``minItems`` minimal items; ``null`` for
     null. ``$ref`` to ``#/…`` is followed, ``anyOf``/``oneOf`` take their first branch and
     ``allOf`` branches are merged. Upper-case Gemini types (``OBJECT``) are understood.
+
+    Work is bounded (depth, node count, array length), so a hostile schema, such as a
+    recursive ``$ref`` or a huge ``minItems``, gets a quick, possibly invalid, answer.
     """
-    root = schema if root is None else root
-    if _depth > _MAX_DEPTH or not isinstance(schema, Mapping):
+    return _minimal(schema, schema if root is None else root, 0, [_MAX_NODES])
+
+
+def _minimal(schema: Any, root: Any, _depth: int, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if _depth > _MAX_DEPTH or budget[0] < 0 or not isinstance(schema, Mapping):
         return "ok" if schema is not False else None
     if isinstance(schema.get("$ref"), str):
-        return minimal_value(_resolve_ref(schema["$ref"], root), root, _depth + 1)
+        return _minimal(_resolve_ref(schema["$ref"], root), root, _depth + 1, budget)
     if "const" in schema:
         return schema["const"]
     enum = schema.get("enum")
@@ -121,7 +138,7 @@ def minimal_value(schema: Any, root: Any = None, _depth: int = 0) -> Any:
     for key in ("anyOf", "oneOf"):
         branches = schema.get(key)
         if isinstance(branches, list) and branches:
-            return minimal_value(branches[0], root, _depth + 1)
+            return _minimal(branches[0], root, _depth + 1, budget)
     if isinstance(schema.get("allOf"), list):
         merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
         for branch in schema["allOf"]:
@@ -134,7 +151,7 @@ def minimal_value(schema: Any, root: Any = None, _depth: int = 0) -> Any:
                         merged["required"] = [*merged.get("required", []), *v]
                     else:
                         merged.setdefault(k, v)
-        return minimal_value(merged, root, _depth + 1)
+        return _minimal(merged, root, _depth + 1, budget)
     kind = schema.get("type")
     if isinstance(kind, list):
         kind = next((k for k in kind if k != "null"), kind[0] if kind else None)
@@ -147,18 +164,18 @@ def minimal_value(schema: Any, root: Any = None, _depth: int = 0) -> Any:
         props = props if isinstance(props, Mapping) else {}
         required = schema.get("required")
         names = [n for n in required if isinstance(n, str)] if isinstance(required, list) else []
-        return {n: minimal_value(props.get(n, {}), root, _depth + 1) for n in names}
+        return {n: _minimal(props.get(n, {}), root, _depth + 1, budget) for n in names}
     if kind == "array":
         count = schema.get("minItems")
-        count = count if isinstance(count, int) and count > 0 else 0
+        count = min(count, _MAX_ITEMS) if isinstance(count, int) and count > 0 else 0
         items = schema.get("items", {})
         prefix = schema.get("prefixItems")
         out = []
         for i in range(count):
             if isinstance(prefix, list) and i < len(prefix):
-                out.append(minimal_value(prefix[i], root, _depth + 1))
+                out.append(_minimal(prefix[i], root, _depth + 1, budget))
             else:
-                out.append(minimal_value(items, root, _depth + 1))
+                out.append(_minimal(items, root, _depth + 1, budget))
         return out
     if kind in ("integer", "number"):
         return _number(schema, kind == "integer")

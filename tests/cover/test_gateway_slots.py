@@ -218,6 +218,40 @@ def test_split_request_never_raises_and_keeps_only_strings(api: str, body: Any) 
     is_side_request(api, {}, body)
 
 
+_schema_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=3)
+    | st.dictionaries(st.sampled_from(["type", "properties", "required", "items", "minItems",
+                                       "$ref", "anyOf", "allOf", "enum", "minimum",
+                                       "exclusiveMaximum", "minLength", "prefixItems"]),
+                      children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(api=_apis, body=_json, schema=_schema_json, stream=st.booleans())
+def test_build_reply_never_raises(api: str, body: Any, schema: Any, stream: bool) -> None:
+    minimal_value(schema)
+    structured = {"model": "m", "stream": stream, "body": body,
+                  "output_config": {"format": {"type": "json_schema", "schema": schema}},
+                  "text": {"format": {"type": "json_schema", "schema": schema}}}
+    for payload in (body, structured):
+        reply = build_reply(api, "POST", "/v1beta/models/g:streamGenerateContent?alt=sse",
+                            payload, b"raw")
+        assert reply.status in (200, 404)
+        assert isinstance(reply.body, bytes) and reply.body
+
+
+def test_minimal_value_is_bounded_on_hostile_schemas() -> None:
+    recursive = {"type": "object", "properties": {"a": {"$ref": "#"}, "b": {"$ref": "#"}},
+                 "required": ["a", "b"]}
+    value = minimal_value(recursive)
+    assert isinstance(value, dict) and set(value) == {"a", "b"}
+    assert len(minimal_value({"type": "array", "items": {}, "minItems": 10**9})) == 1000
+    assert minimal_value({"type": "integer", "minimum": float("inf")}) == 1
+
+
 # -- tool-result turns -------------------------------------------------------------------------
 
 
