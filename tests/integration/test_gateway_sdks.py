@@ -8,6 +8,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import anthropic
@@ -337,6 +338,16 @@ def test_history_swap_custom_reply_and_predicate() -> None:
     assert calls == ["openai.responses"] * 3
 
 
+def test_concurrent_requests_are_each_recorded_once(gw: Gateway, history: History) -> None:
+    bodies = [{"model": f"m{i}", "input": f"{NONCE} #{i}"} for i in range(24)]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        results = list(pool.map(lambda b: post(gw.url + "/v1/responses", b), bodies))
+    assert [r[0] for r in results] == [200] * 24
+    events = history.snapshot()
+    assert [e.seq for e in events] == list(range(24))
+    assert sorted(e.data["body"]["model"] for e in events) == sorted(b["model"] for b in bodies)
+
+
 def test_register_nonce_rejects_non_nonces(gw: Gateway) -> None:
     with pytest.raises(ValueError, match="nonce"):
         gw.register_nonce("hello", "A", 1)
@@ -362,7 +373,8 @@ def test_upstream_record_then_replay_offline() -> None:
             recorded_turn = post(front.url + "/v1/responses", turn_body,
                                  {"authorization": f"Bearer {SECRET}"})
             recorded_side = post(front.url + "/v1/responses", schema_body,
-                                 {"authorization": f"Bearer {SECRET}"})
+                                 {"x-api-key": SECRET, "x-goog-api-key": SECRET,
+                                  "authorization": f"Bearer {SECRET}"})
     finally:
         upstream.stop()
     # The upstream really was called, with the agent's credentials passed on.
