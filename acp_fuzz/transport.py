@@ -1,0 +1,994 @@
+"""The stdio transport: one ACP agent process, spoken to in NDJSON JSON-RPC 2.0.
+
+:class:`AgentProcess` spawns an agent in its own process group, writes requests to its stdin
+and reads its stdout and stderr on background threads. Everything that crosses the pipes is
+appended to a :class:`~acp_fuzz.history.History`:
+
+* every line in either direction is one ``acp`` event (``{"dir": "send"|"recv", "msg": ...}``).
+  A received line that is not a JSON object keeps ``msg: None`` and carries ``raw`` (the line
+  decoded with replacement characters, bounded) and ``error``: ``oversize`` (longer than
+  ``max_line_bytes``; ``size`` gives its length), ``invalid-utf8``, ``invalid-json``,
+  ``not-object`` or ``partial-line`` (no newline before EOF or :meth:`AgentProcess.close`).
+  A response that matches no request in flight is recorded with ``error`` set to
+  ``unknown-id``, ``duplicate-id`` (a second answer to the same id) or ``late`` (an answer to
+  a request that already timed out);
+* the spawn, exit and any signals sent are ``process`` events;
+* stderr arrives as ``stderr`` events, up to ``stderr_record_limit`` bytes per process.
+
+The transport never trusts the agent: over-long lines are discarded in chunks and never held
+whole, a flood of notifications cannot starve or block responses, a request to a process that
+died returns :attr:`Reply.outcome` ``"exited"`` at once rather than waiting for its timeout,
+and :meth:`AgentProcess.close` kills the whole process group, so no child of the agent
+outlives it even if it keeps the pipes open.
+
+Typical use::
+
+    agent = AgentProcess(argv, env=sandbox.build_env(), cwd=sandbox.root, history=history,
+                         client_handler=default_client_handler([session_cwd]))
+    agent.start()
+    try:
+        reply = agent.request("initialize", {"protocolVersion": 1}, timeout=30)
+    finally:
+        agent.close()
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import queue
+import select
+import signal
+import struct
+import subprocess
+import termios
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal
+
+from acp_fuzz.history import History
+
+__all__ = [
+    "AgentProcess",
+    "AgentStartError",
+    "ClientHandler",
+    "Reply",
+    "RpcError",
+    "default_client_handler",
+]
+
+#: A handler for requests the agent sends to the client: ``handler(method, params)`` returns
+#: the JSON-serialisable result, or raises :class:`RpcError` to answer with an error.
+ClientHandler = Callable[[str, Any], Any]
+
+Outcome = Literal["ok", "error", "timeout", "exited"]
+
+_READ_CHUNK = 64 * 1024
+#: How much of an over-long line is kept in its event.
+_OVERSIZE_HEAD = 4 * 1024
+#: How much of an undecodable / unparsable line is kept in its event.
+_BAD_LINE_MAX = 64 * 1024
+#: Bounded waits inside close(): these only matter if something is badly wrong (a process in
+#: uninterruptible sleep, a thread stuck on a pipe held by an escaped grandchild).
+_TERM_WAIT = 1.0
+_KILL_WAIT = 5.0
+_JOIN_WAIT = 5.0
+
+
+class AgentStartError(Exception):
+    """The agent could not be started (program missing or not executable, bad cwd).
+    The message is one line, suitable to show as is."""
+
+
+class RpcError(Exception):
+    """A JSON-RPC error, raised by a client handler to answer the agent with an error."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> dict[str, Any]:
+        """The JSON-RPC ``error`` object."""
+        err: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            err["data"] = self.data
+        return err
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """How a request ended.
+
+    ``outcome`` is ``"ok"`` (``result`` holds the result), ``"error"`` (``error`` holds the
+    JSON-RPC error object; a non-object ``error`` value is wrapped as ``{"data": value}``),
+    ``"timeout"`` (no answer in time; a later answer is recorded with ``error: "late"``) or
+    ``"exited"`` (the process exited, closed stdout or stdin, or was closed, before answering).
+    ``id`` is the request id, or ``None`` if the request was never sent."""
+
+    outcome: Outcome
+    result: Any = None
+    error: dict[str, Any] | None = None
+    id: int | None = None
+
+
+_EXITED = Reply("exited")
+
+
+class _Slot:
+    """One request in flight: the waiter blocks on ``event``; the reader fills ``reply``."""
+
+    __slots__ = ("event", "id", "reply")
+
+    def __init__(self, rid: int) -> None:
+        self.id = rid
+        self.event = threading.Event()
+        self.reply: Reply = _EXITED
+
+    def resolve(self, reply: Reply) -> None:
+        self.reply = reply
+        self.event.set()
+
+
+def _reject_constant(name: str) -> Any:
+    # NaN / Infinity are not JSON (RFC 8259) although Python's parser accepts them.
+    raise ValueError(f"{name} is not valid JSON")
+
+
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+
+
+def _encode(msg: Any) -> bytes:
+    try:
+        text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        # Lone surrogates cannot be UTF-8 encoded; \u escapes are still valid JSON.
+        text = json.dumps(msg, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        return text.encode("ascii") + b"\n"
+
+
+def _id_key(rid: Any) -> str:
+    # JSON ids compare by type and value ("1" is not 1, true is not 1).
+    return json.dumps(rid, sort_keys=True)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _bytes_available(fd: int) -> int:
+    buf = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    return int(struct.unpack("@i", buf)[0])
+
+
+class AgentProcess:
+    """One agent process and the JSON-RPC conversation with it.
+
+    Args:
+        argv: the command; ``argv[0]`` is looked up on ``env["PATH"]``.
+        env: the complete environment (nothing is inherited; see
+            :meth:`acp_fuzz.sandbox.Sandbox.build_env`).
+        cwd: the process working directory (not necessarily a session ``cwd``).
+        history: where events are recorded, or ``None`` to record nothing. Assignable, e.g.
+            to start a new history for the next run while the process keeps running.
+        generation: recorded in ``process`` and ``stderr`` events (0 for the first spawn in a
+            run, +1 per restart).
+        client_handler: answers requests from the agent (``session/request_permission``,
+            ``fs/*``, ...). ``None`` answers every such request with ``-32601``. It runs on
+            one worker thread, so it may block without stalling the reading of stdout.
+        max_line_bytes: the longest stdout line accepted; longer lines are discarded.
+        stderr_tail_bytes: how much of the end of stderr :attr:`stderr_tail` keeps.
+        stderr_record_limit: how many stderr bytes are recorded as events in total.
+
+    All methods are thread-safe; :meth:`request` may be called from many threads at once.
+    Also usable as a context manager (``__exit__`` calls :meth:`close`).
+    """
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        history: History | None,
+        generation: int = 0,
+        client_handler: ClientHandler | None = None,
+        max_line_bytes: int = 8 * 1024 * 1024,
+        stderr_tail_bytes: int = 64 * 1024,
+        stderr_record_limit: int = 1024 * 1024,
+    ) -> None:
+        if max_line_bytes < 1:
+            raise ValueError("max_line_bytes must be positive")
+        self.argv = list(argv)
+        self.env = dict(env)
+        self.cwd = cwd
+        self.history = history
+        self.generation = generation
+        self.client_handler = client_handler
+        self.max_line_bytes = max_line_bytes
+        self.stderr_tail_bytes = stderr_tail_bytes
+        self.stderr_record_limit = stderr_record_limit
+
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
+        self._pgid: int | None = None
+        self._returncode: int | None = None
+
+        # One lock guards request bookkeeping: ids, slots in flight, liveness flags.
+        self._lock = threading.Lock()
+        self._next_id = 1
+        self._pending: dict[int, _Slot] = {}
+        self._timed_out: set[int] = set()
+        self._raw_ids: dict[str, bool] = {}  # id key -> answered, for requests sent raw
+        self._dead = False  # no answer can arrive any more
+        self._closing = False
+        self._write_broken = False
+        self._exit_recorded = False
+        self._exited_evt = threading.Event()
+
+        self._close_lock = threading.Lock()
+        self._closed = False
+
+        # Outgoing lines go through one writer thread, so a request's timeout holds even when
+        # the agent stops reading stdin and the pipe is full.
+        self._outq: queue.SimpleQueue[tuple[bytes, dict[str, Any], int | None] | None] = (
+            queue.SimpleQueue()
+        )
+        self._handlerq: queue.SimpleQueue[tuple[Any, str, Any] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+        # Self-pipes used as level-triggered broadcasts: closing the write end makes the read
+        # end permanently readable for every poller.
+        self._stop_r = self._stop_w = -1
+        self._exit_r = self._exit_w = -1
+
+        # stdout line assembly state (reader thread only).
+        self._parts: list[bytes] = []
+        self._part_len = 0
+        self._discarding = False
+        self._discard_head = b""
+        self._discard_size = 0
+        self._stdout_eof = False
+
+        # stderr state.
+        self._tail = bytearray()
+        self._tail_lock = threading.Lock()
+
+    # -- properties ---------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The agent's pid (``None`` before :meth:`start`)."""
+        return self._pid
+
+    @property
+    def pgid(self) -> int | None:
+        """The agent's process group id (equal to its pid: it leads its own session)."""
+        return self._pgid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once the process has exited; negative for a signal."""
+        return self._returncode
+
+    @property
+    def alive(self) -> bool:
+        """True between :meth:`start` and the process's exit."""
+        return self._proc is not None and self._returncode is None
+
+    @property
+    def stderr_tail(self) -> str:
+        """The last ``stderr_tail_bytes`` of stderr, decoded with replacement characters."""
+        with self._tail_lock:
+            data = bytes(self._tail)
+        return data.decode("utf-8", errors="replace")
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Spawn the agent in a new session (so its own process group) and start the reader,
+        writer and watcher threads. Records a ``spawn`` event.
+
+        Raises:
+            AgentStartError: ``argv`` is empty, ``argv[0]`` is not found or not executable,
+                or ``cwd`` is not a directory.
+            RuntimeError: called twice.
+        """
+        if self._proc is not None:
+            raise RuntimeError("AgentProcess.start() called twice")
+        if not self.argv:
+            raise AgentStartError("cannot start agent: empty command")
+        if not os.path.isdir(self.cwd):
+            raise AgentStartError(f"cannot start agent: working directory {self.cwd!r} "
+                                  "does not exist")
+        try:
+            proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+                bufsize=0,
+            )
+        except FileNotFoundError:
+            raise AgentStartError(
+                f"cannot start agent: {self.argv[0]!r} not found "
+                f"(PATH={self.env.get('PATH', '')!r})"
+            ) from None
+        except PermissionError:
+            raise AgentStartError(
+                f"cannot start agent: {self.argv[0]!r} is not executable"
+            ) from None
+        except OSError as exc:
+            raise AgentStartError(
+                f"cannot start agent: {self.argv[0]!r}: {exc.strerror or exc}"
+            ) from None
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        self._proc = proc
+        self._pid = proc.pid
+        try:
+            self._pgid = os.getpgid(proc.pid)
+        except ProcessLookupError:
+            self._pgid = proc.pid  # start_new_session makes it the group leader
+        self._stop_r, self._stop_w = os.pipe()
+        self._exit_r, self._exit_w = os.pipe()
+        self._record("process", {"what": "spawn", "pid": proc.pid, "argv": list(self.argv),
+                                 "generation": self.generation})
+        for target, name in (
+            (self._reader_loop, "stdout"),
+            (self._stderr_loop, "stderr"),
+            (self._writer_loop, "stdin"),
+            (self._wait_loop, "wait"),
+            (self._handler_loop, "client-handler"),
+        ):
+            t = threading.Thread(target=self._guarded, args=(target,),
+                                 name=f"acp-{name}-{proc.pid}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def wait_exit(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` seconds for the process to exit on its own.
+
+        Returns the exit status, or ``None`` if it is still running. Once this returns a
+        status, the exit event and all stdout the process wrote are in the history."""
+        if self._proc is None:
+            return None
+        if self._exited_evt.wait(timeout):
+            return self._returncode
+        return None
+
+    def close(self, grace: float = 3.0) -> int | None:
+        """Shut the agent down and return its exit status (``None`` if never started).
+
+        Closes stdin (after queued writes), waits up to ``grace`` seconds for the agent to
+        exit, then sends ``SIGTERM`` to the process group, waits about a second, and sends
+        ``SIGKILL``. The group is always sent ``SIGKILL`` at the end, so children the agent
+        left behind die too. Requests still in flight return ``"exited"``. Idempotent."""
+        with self._close_lock:
+            if self._proc is None:
+                return None
+            if self._closed:
+                return self._returncode
+            self._closed = True
+            with self._lock:
+                self._closing = True
+            self._outq.put(None)
+            if not self._exited_evt.wait(max(grace, 0.0)):
+                self._kill(signal.SIGTERM, "grace-expired")
+                if not self._exited_evt.wait(_TERM_WAIT):
+                    self._kill(signal.SIGKILL, "term-ignored")
+                    self._exited_evt.wait(_KILL_WAIT)
+            # Always: the leader may be gone while its children still hold the pipes.
+            self._kill(signal.SIGKILL, "group-cleanup", only_if_present=True)
+            os.close(self._stop_w)
+            self._handlerq.put(None)
+            stuck = []
+            for t in self._threads:
+                if t is threading.current_thread():
+                    continue  # close() called from the client handler
+                t.join(_JOIN_WAIT)
+                if t.is_alive():
+                    stuck.append(t.name)
+            if self._returncode is not None:
+                self._on_exited()  # no-op unless the reader could not record it
+            self._fail_all_pending()
+            self._close_fds(stuck)
+            return self._returncode
+
+    def __enter__(self) -> AgentProcess:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- sending ------------------------------------------------------------------------------
+
+    def request(self, method: str, params: Any, *, timeout: float) -> Reply:
+        """Send a request and wait up to ``timeout`` seconds for its response.
+
+        ``params=None`` omits the ``params`` member. Returns promptly with ``"exited"`` if the
+        process exits (or closes stdout) before answering.
+
+        Raises:
+            RuntimeError: before :meth:`start`.
+            ValueError, TypeError: ``params`` is not JSON-serialisable (NaN included).
+        """
+        if self._proc is None:
+            raise RuntimeError("AgentProcess.request() before start()")
+        with self._lock:
+            if self._dead or self._closing or self._write_broken:
+                return _EXITED
+            rid = self._next_id
+            self._next_id += 1
+            slot = _Slot(rid)
+            self._pending[rid] = slot
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        try:
+            line = _encode(msg)
+        except Exception:
+            with self._lock:
+                self._pending.pop(rid, None)
+            raise
+        self._outq.put((line, {"dir": "send"}, rid))
+        if slot.event.wait(timeout):
+            return slot.reply
+        with self._lock:
+            if self._pending.get(rid) is slot:
+                del self._pending[rid]
+                self._timed_out.add(rid)
+                return Reply("timeout", id=rid)
+        return slot.reply  # answered between the wait expiring and taking the lock
+
+    def notify(self, method: str, params: Any) -> None:
+        """Send a notification (no id, no answer). Dropped silently once the process is gone
+        or closing. ``params=None`` omits the ``params`` member."""
+        if self._proc is None:
+            raise RuntimeError("AgentProcess.notify() before start()")
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            msg["params"] = params
+        line = _encode(msg)
+        with self._lock:
+            if self._dead or self._closing or self._write_broken:
+                return
+        self._outq.put((line, {"dir": "send"}, None))
+
+    def send_raw(self, line: bytes) -> None:
+        """Write ``line`` to the agent's stdin exactly as given (no newline is added), for
+        protocol fuzzing.
+
+        Recorded as an ``acp`` send event with ``raw`` (decoded with replacement characters)
+        and ``msg`` (the parsed object if the bytes are one JSON object, else ``None``). If it
+        is a request, an answer to its id is recorded without an ``unknown-id`` marker, but no
+        :class:`Reply` is produced: look for it in the history."""
+        if self._proc is None:
+            raise RuntimeError("AgentProcess.send_raw() before start()")
+        data = bytes(line)
+        msg: Any = None
+        try:
+            parsed = _DECODER.decode(data.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            parsed = None
+        if isinstance(parsed, dict):
+            msg = parsed
+        with self._lock:
+            if self._dead or self._closing or self._write_broken:
+                return
+            if isinstance(msg, dict) and "method" in msg and "id" in msg:
+                self._raw_ids.setdefault(_id_key(msg["id"]), False)
+        event = {"dir": "send", "msg": msg, "raw": data.decode("utf-8", errors="replace")}
+        self._outq.put((data, event, None))
+
+    # -- internals: recording -----------------------------------------------------------------
+
+    def _record(self, kind: str, data: dict[str, Any]) -> None:
+        history = self.history
+        if history is not None:
+            history.append(kind, data)
+
+    def _kill(self, sig: signal.Signals, reason: str, *, only_if_present: bool = False) -> None:
+        pgid = self._pgid
+        if pgid is None:
+            return
+        data = {"what": "kill", "pid": self._pid, "pgid": pgid, "signal": int(sig),
+                "reason": reason, "generation": self.generation}
+        if only_if_present:
+            # Record the clean-up kill only when something was left in the group.
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return
+        self._record("process", data)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
+
+    # -- internals: threads -------------------------------------------------------------------
+
+    def _guarded(self, target: Callable[[], None]) -> None:
+        try:
+            target()
+        except BaseException:
+            # A broken thread (say, a history sink that raises) must not leave callers waiting
+            # for answers that can no longer be read; the exception is still reported.
+            self._fail_all_pending()
+            raise
+
+    def _wait_loop(self) -> None:
+        assert self._proc is not None
+        rc = self._proc.wait()
+        self._returncode = rc
+        os.close(self._exit_w)  # tells the reader: drain what the process wrote, then report
+
+    def _writer_loop(self) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        stdin = self._proc.stdin
+        fd = stdin.fileno()
+        broken = False
+        while True:
+            item = self._outq.get()
+            if item is None:
+                break
+            line, event, rid = item
+            if broken:
+                self._fail_one(rid)
+                continue
+            history = self.history
+            if history is not None:
+                if "raw" not in event:
+                    # Record what went on the wire (tuples become lists, ...), so the history
+                    # is equal to itself read back from a cassette.
+                    event["msg"] = json.loads(line)
+                history.append("acp", event)
+            try:
+                _write_all(fd, line)
+            except (OSError, ValueError):
+                broken = True
+                with self._lock:
+                    self._write_broken = True
+                self._fail_one(rid)
+        with contextlib.suppress(OSError):
+            stdin.close()
+
+    def _handler_loop(self) -> None:
+        while True:
+            item = self._handlerq.get()
+            if item is None:
+                return
+            rid, method, params = item
+            response: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
+            try:
+                if self.client_handler is None:
+                    raise RpcError(-32601, "Method not found", {"method": method})
+                response["result"] = self.client_handler(method, params)
+                line = _encode(response)
+            except RpcError as exc:
+                response.pop("result", None)
+                response["error"] = exc.to_error()
+                line = _encode(response)
+            except Exception as exc:  # a handler bug must not kill the conversation
+                response.pop("result", None)
+                response["error"] = {"code": -32603, "message": "Internal error",
+                                     "data": f"{type(exc).__name__}: {exc}"[:1000]}
+                line = _encode(response)
+            with self._lock:
+                if self._closing or self._write_broken:
+                    continue
+            self._outq.put((line, {"dir": "send"}, None))
+
+    def _stderr_loop(self) -> None:
+        assert self._proc is not None and self._proc.stderr is not None
+        fd = self._proc.stderr.fileno()
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        recorded = 0
+        truncated = False
+        limit = self.stderr_record_limit
+
+        def handle(data: bytes) -> None:
+            nonlocal recorded, truncated
+            with self._tail_lock:
+                self._tail += data
+                if len(self._tail) > self.stderr_tail_bytes:
+                    del self._tail[: len(self._tail) - self.stderr_tail_bytes]
+            if truncated:
+                return
+            room = limit - recorded
+            piece = data[:room]
+            recorded += len(piece)
+            text = decoder.decode(piece)
+            if text:
+                self._record("stderr", {"text": text, "generation": self.generation})
+            if len(piece) < len(data) or recorded >= limit:
+                truncated = True
+                self._record("stderr", {"text": "", "generation": self.generation,
+                                        "truncated": True, "limit": limit})
+
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
+        while True:
+            ready = dict(poller.poll())
+            if fd in ready:
+                data = os.read(fd, _READ_CHUNK)
+                if not data:
+                    break
+                handle(data)
+            if self._stop_r in ready:
+                n = _bytes_available(fd)
+                while n > 0:
+                    data = os.read(fd, min(n, _READ_CHUNK))
+                    if not data:
+                        break
+                    handle(data)
+                    n -= len(data)
+                break
+        if not truncated:
+            text = decoder.decode(b"", final=True)
+            if text:
+                self._record("stderr", {"text": text, "generation": self.generation})
+
+    def _reader_loop(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        poller.register(self._exit_r, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
+        exit_seen = False
+        while True:
+            ready = dict(poller.poll())
+            if fd in ready and not self._stdout_eof:
+                data = os.read(fd, _READ_CHUNK)
+                if data:
+                    self._feed(data)
+                else:
+                    poller.unregister(fd)
+                    self._on_stdout_eof()
+            if self._exit_r in ready and not exit_seen:
+                exit_seen = True
+                poller.unregister(self._exit_r)
+                # Everything the dead process wrote is already in the pipe (a grandchild may
+                # keep it open, so EOF may never come): consume exactly that much first, so
+                # its last answers count and the exit event follows its last line.
+                self._drain(fd)
+                self._on_exited()
+            if self._stop_r in ready:
+                self._drain(fd)
+                self._flush_partial()
+                return
+            if self._stdout_eof and exit_seen:
+                return
+
+    def _drain(self, fd: int) -> None:
+        if self._stdout_eof:
+            return
+        n = _bytes_available(fd)
+        while n > 0:
+            data = os.read(fd, min(n, _READ_CHUNK))
+            if not data:
+                self._on_stdout_eof()
+                return
+            self._feed(data)
+            n -= len(data)
+
+    # -- internals: stdout line assembly ------------------------------------------------------
+
+    def _feed(self, data: bytes) -> None:
+        start = 0
+        end = len(data)
+        cap = self.max_line_bytes
+        while start < end:
+            nl = data.find(b"\n", start)
+            if nl < 0:
+                self._append(data[start:])
+                return
+            if not self._part_len and not self._discarding:
+                if nl - start <= cap:
+                    self._handle_line(data[start:nl])
+                else:
+                    self._record_oversize(data[start:min(nl, start + _OVERSIZE_HEAD)],
+                                         nl - start)
+            else:
+                self._append(data[start:nl])
+                self._finish_line()
+            start = nl + 1
+
+    def _append(self, piece: bytes) -> None:
+        if self._discarding:
+            self._discard_size += len(piece)
+            return
+        if self._part_len + len(piece) <= self.max_line_bytes:
+            self._parts.append(piece)
+            self._part_len += len(piece)
+            return
+        # Too long: keep only a head and count the rest, never the whole line.
+        head = bytearray()
+        for part in (*self._parts, piece):
+            head += part[: _OVERSIZE_HEAD - len(head)]
+            if len(head) >= _OVERSIZE_HEAD:
+                break
+        self._discarding = True
+        self._discard_head = bytes(head)
+        self._discard_size = self._part_len + len(piece)
+        self._parts = []
+        self._part_len = 0
+
+    def _finish_line(self) -> None:
+        if self._discarding:
+            self._record_oversize(self._discard_head, self._discard_size)
+            self._discarding = False
+            self._discard_head = b""
+            self._discard_size = 0
+            return
+        line = b"".join(self._parts)
+        self._parts = []
+        self._part_len = 0
+        self._handle_line(line)
+
+    def _flush_partial(self) -> None:
+        if self._discarding:
+            head, size = self._discard_head, self._discard_size
+        elif self._part_len:
+            joined = b"".join(self._parts)
+            head, size = joined[:_BAD_LINE_MAX], len(joined)
+        else:
+            return
+        self._parts = []
+        self._part_len = 0
+        self._discarding = False
+        self._discard_head = b""
+        self._discard_size = 0
+        self._record("acp", {"dir": "recv", "msg": None,
+                             "raw": head.decode("utf-8", errors="replace"),
+                             "error": "partial-line", "size": size})
+
+    def _record_oversize(self, head: bytes, size: int) -> None:
+        self._record("acp", {"dir": "recv", "msg": None,
+                             "raw": head.decode("utf-8", errors="replace"),
+                             "error": "oversize", "size": size})
+
+    def _record_bad(self, line: bytes, error: str) -> None:
+        data: dict[str, Any] = {"dir": "recv", "msg": None,
+                                "raw": line[:_BAD_LINE_MAX].decode("utf-8", errors="replace"),
+                                "error": error}
+        if len(line) > _BAD_LINE_MAX:
+            data["size"] = len(line)
+        self._record("acp", data)
+
+    def _handle_line(self, line: bytes) -> None:
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError:
+            self._record_bad(line, "invalid-utf8")
+            return
+        try:
+            obj = _DECODER.decode(text)
+        except (ValueError, RecursionError):
+            self._record_bad(line, "invalid-json")
+            return
+        if not isinstance(obj, dict):
+            self._record_bad(line, "not-object")
+            return
+        self._dispatch(obj)
+
+    # -- internals: JSON-RPC dispatch ---------------------------------------------------------
+
+    def _dispatch(self, obj: dict[str, Any]) -> None:
+        if "method" in obj:
+            self._record("acp", {"dir": "recv", "msg": obj})
+            method = obj["method"]
+            if "id" in obj and isinstance(method, str):
+                self._handlerq.put((obj["id"], method, obj.get("params")))
+            return
+        if "id" not in obj or ("result" not in obj and "error" not in obj):
+            self._record("acp", {"dir": "recv", "msg": obj})  # malformed; oracles judge it
+            return
+        rid = obj["id"]
+        slot: _Slot | None = None
+        marker: str | None = None
+        with self._lock:
+            if type(rid) is int and rid in self._pending:
+                slot = self._pending.pop(rid)
+            else:
+                key = _id_key(rid)
+                answered = self._raw_ids.get(key)
+                if answered is not None:
+                    if answered:
+                        marker = "duplicate-id"
+                    self._raw_ids[key] = True
+                elif type(rid) is int and rid in self._timed_out:
+                    self._timed_out.discard(rid)
+                    marker = "late"
+                elif type(rid) is int and 1 <= rid < self._next_id:
+                    marker = "duplicate-id"
+                elif rid is None and "error" in obj:
+                    pass  # JSON-RPC's answer to a line it could not parse (from send_raw)
+                else:
+                    marker = "unknown-id"
+        event: dict[str, Any] = {"dir": "recv", "msg": obj}
+        if marker is not None:
+            event["error"] = marker
+        self._record("acp", event)
+        if slot is not None:
+            err = obj.get("error")
+            if err is not None:
+                slot.resolve(Reply("error", error=err if isinstance(err, dict) else
+                                   {"data": err}, id=rid))
+            else:
+                slot.resolve(Reply("ok", result=obj.get("result"), id=rid))
+
+    def _fail_one(self, rid: int | None) -> None:
+        if rid is None:
+            return
+        with self._lock:
+            slot = self._pending.pop(rid, None)
+        if slot is not None:
+            slot.resolve(Reply("exited", id=rid))
+
+    def _fail_all_pending(self) -> None:
+        with self._lock:
+            self._dead = True
+            pending, self._pending = self._pending, {}
+        for rid, slot in pending.items():
+            slot.resolve(Reply("exited", id=rid))
+
+    def _on_stdout_eof(self) -> None:
+        self._stdout_eof = True
+        self._flush_partial()
+        self._fail_all_pending()
+
+    def _on_exited(self) -> None:
+        with self._lock:
+            if self._exit_recorded:
+                return
+            self._exit_recorded = True
+        rc = self._returncode
+        self._record("process", {
+            "what": "exit", "pid": self._pid, "returncode": rc, "generation": self.generation,
+            "signal": -rc if rc is not None and rc < 0 else None,
+        })
+        self._fail_all_pending()
+        self._exited_evt.set()
+
+    def _close_fds(self, stuck: list[str]) -> None:
+        assert self._proc is not None
+        # A descriptor a stuck thread may still use is left open rather than risk a reused fd.
+        stuck_names = " ".join(stuck)
+        if "stdout" not in stuck_names and self._proc.stdout is not None:
+            self._proc.stdout.close()
+        if "stderr" not in stuck_names and self._proc.stderr is not None:
+            self._proc.stderr.close()
+        if "stdout" not in stuck_names and "stderr" not in stuck_names:
+            for fd in (self._stop_r, self._exit_r):
+                try:
+                    os.close(fd)
+                except OSError as exc:
+                    if exc.errno != errno.EBADF:
+                        raise
+
+
+# -- the default client handler ---------------------------------------------------------------
+
+
+def default_client_handler(cwd_roots: Sequence[str]) -> ClientHandler:
+    """A deterministic client for fuzzing runs.
+
+    * ``session/request_permission``: selects the first option of kind ``allow_once``, else
+      the first option; with no options, answers ``{"outcome": {"outcome": "cancelled"}}``.
+    * ``fs/read_text_file`` / ``fs/write_text_file``: served only for absolute paths that,
+      after resolving symlinks and ``..``, lie inside one of ``cwd_roots``; anything else is
+      ``-32602``. A missing file is ``-32002``. ``line`` (1-based) and ``limit`` (lines) are
+      honoured; a write creates missing parent directories inside the root.
+    * ``terminal/*`` and every other method: ``-32601``.
+    """
+    roots = tuple(os.path.realpath(r) for r in cwd_roots)
+
+    def handler(method: str, params: Any) -> Any:
+        if method == "session/request_permission":
+            return _choose_permission(params)
+        if method == "fs/read_text_file":
+            return _read_text_file(roots, params)
+        if method == "fs/write_text_file":
+            return _write_text_file(roots, params)
+        raise RpcError(-32601, "Method not found", {"method": method})
+
+    return handler
+
+
+def _choose_permission(params: Any) -> dict[str, Any]:
+    options = params.get("options") if isinstance(params, dict) else None
+    candidates = [o for o in options if isinstance(o, dict)] if isinstance(options, list) else []
+    if not candidates:
+        return {"outcome": {"outcome": "cancelled"}}
+    chosen = next((o for o in candidates if o.get("kind") == "allow_once"), candidates[0])
+    return {"outcome": {"outcome": "selected", "optionId": chosen.get("optionId")}}
+
+
+def _resolve_inside(roots: tuple[str, ...], params: Any) -> str:
+    if not isinstance(params, dict):
+        raise RpcError(-32602, "Invalid params: expected an object")
+    path = params.get("path")
+    if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
+        raise RpcError(-32602, "Invalid params: path must be an absolute path", {"path": path})
+    real = os.path.realpath(path)
+    for root in roots:
+        if os.path.commonpath([root, real]) == root:
+            return real
+    raise RpcError(-32602, "Invalid params: path is outside the session directories",
+                   {"path": path})
+
+
+def _optional_int(params: dict[str, Any], name: str, minimum: int) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if type(value) is not int or value < minimum:
+        raise RpcError(-32602, f"Invalid params: {name} must be an integer >= {minimum}",
+                       {name: value})
+    return value
+
+
+def _read_text_file(roots: tuple[str, ...], params: Any) -> dict[str, Any]:
+    real = _resolve_inside(roots, params)
+    line = _optional_int(params, "line", 1)
+    limit = _optional_int(params, "limit", 0)
+    try:
+        with open(real, encoding="utf-8", errors="replace", newline="") as f:
+            content = f.read()
+    except FileNotFoundError:
+        raise RpcError(-32002, "Resource not found", {"path": params["path"]}) from None
+    except IsADirectoryError:
+        raise RpcError(-32602, "Invalid params: path is a directory",
+                       {"path": params["path"]}) from None
+    except OSError as exc:
+        raise RpcError(-32603, "Internal error", {"path": params["path"],
+                                                  "reason": exc.strerror}) from None
+    if line is not None or limit is not None:
+        lines = content.splitlines(keepends=True)
+        begin = (line or 1) - 1
+        stop = None if limit is None else begin + limit
+        content = "".join(lines[begin:stop])
+    return {"content": content}
+
+
+def _write_text_file(roots: tuple[str, ...], params: Any) -> dict[str, Any]:
+    real = _resolve_inside(roots, params)
+    content = params.get("content")
+    if not isinstance(content, str):
+        raise RpcError(-32602, "Invalid params: content must be a string")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RpcError(-32602, "Invalid params: content is not valid Unicode") from None
+    try:
+        os.makedirs(os.path.dirname(real), exist_ok=True)
+        with open(real, "wb") as f:
+            f.write(data)
+    except IsADirectoryError:
+        raise RpcError(-32602, "Invalid params: path is a directory",
+                       {"path": params["path"]}) from None
+    except OSError as exc:
+        raise RpcError(-32603, "Internal error", {"path": params["path"],
+                                                  "reason": exc.strerror}) from None
+    return {}
