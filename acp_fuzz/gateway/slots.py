@@ -52,6 +52,9 @@ _NOT_TEXT_KEYS = frozenset({
     "cache_control", "model", "image_url", "file_id", "file_url", "url", "inlineData",
     "inline_data", "fileData", "file_data", "thoughtSignature", "detail", "format",
 })
+# Keys of a conversation item, besides its content, that hold conversation text.
+_ITEM_TEXT_KEYS = frozenset({"arguments", "output", "summary", "input", "action", "tool_calls",
+                             "function_call", "refusal"})
 # Top-level keys of each API that hold the conversation or system text; everything else is
 # walked as ``other``.
 _CONVERSATION_KEYS: Mapping[str, frozenset[str]] = {
@@ -148,11 +151,14 @@ def _conversation(items: Any, key: str, content_key: str, user_roles: tuple[str,
         base = f"{key}[{i}]"
         if content_key in item:
             out += _segments(slot, item[content_key], f"{base}.{content_key}")
-        # Items without the usual content field still carry text (Responses function_call
-        # arguments and outputs, reasoning summaries, chat tool_calls): keep it in the same slot.
+        # Conversation text outside the content field (Responses function_call arguments and
+        # outputs, reasoning summaries, chat tool_calls) stays in the item's slot; anything
+        # else on an item (codex's additional_tools list, per-message config) is ``other``.
         for sub, value in item.items():
             if sub != content_key and isinstance(sub, str) and sub not in _NOT_TEXT_KEYS:
-                out += _segments(slot, value, _key_path(base, sub))
+                sub_slot = slot if sub in _ITEM_TEXT_KEYS else "other"
+                out += [Segment(sub_slot, p, t) for p, t in
+                        _texts(value, _key_path(base, sub), skip_empty=sub_slot == "other")]
     return out
 
 

@@ -146,6 +146,23 @@ def test_openai_responses_items() -> None:
     ]
 
 
+def test_item_level_extras_are_other() -> None:
+    # codex's title request: tools ride on a developer item; claude puts config on a message.
+    body = {"input": [
+        {"type": "additional_tools", "role": "developer",
+         "tools": [{"type": "function", "name": "f", "description": "Tool doc"}]},
+        {"role": "user", "content": "p"}]}
+    assert slots("openai.responses", body) == [
+        ("other", "input[0].tools[0].description", "Tool doc"), ("user", "input[1].content", "p")]
+    claude = {"messages": [{"role": "system", "content": "env",
+                            "output_config": {"effort": "medium"}},
+                           {"role": "user", "content": "p"}]}
+    assert slots("anthropic.messages", claude) == [
+        ("system", "messages[0].content", "env"),
+        ("other", "messages[0].output_config.effort", "medium"),
+        ("user", "messages[1].content", "p")]
+
+
 def test_openai_responses_string_input() -> None:
     assert slots("openai.responses", {"input": "hello"}) == [("user", "input", "hello")]
 

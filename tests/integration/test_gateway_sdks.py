@@ -9,6 +9,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -246,6 +247,45 @@ def test_gemini_router_json_schema(gw: Gateway, history: History) -> None:
     text = json.loads(raw)["candidates"][0]["content"]["parts"][0]["text"]
     jsonschema.validate(json.loads(text), schema)
     assert only_exchange(history).side is True
+
+
+# -- real agents' recorded requests -----------------------------------------------------------
+
+REAL_REQUESTS = Path(__file__).parent.parent / "realagent" / "fixtures" / "model_requests.json"
+
+
+def real_requests() -> list[Any]:
+    if not REAL_REQUESTS.is_file():
+        return []
+    loaded: list[Any] = json.loads(REAL_REQUESTS.read_text())
+    return loaded
+
+
+@pytest.mark.skipif(not REAL_REQUESTS.is_file(), reason="no recorded real-agent requests")
+@pytest.mark.parametrize("fixture", real_requests(),
+                         ids=lambda f: f"{f['profile']}-{f['kind']}")
+def test_real_agent_requests(gw: Gateway, history: History, fixture: Any) -> None:
+    """Requests captured from codex-acp, claude-agent-acp and gemini-cli are classified the
+    way real-agents.md §2.5/§2.6 describes, and structured ones get parseable JSON."""
+    headers = {k: v for k, v in fixture["headers"].items() if k.lower() != "content-length"}
+    status, _, raw = post(gw.url + fixture["path"], fixture["body"], headers)
+    assert status == 200
+    ex = only_exchange(history)
+    assert ex.api == fixture["api"]
+    user_text = "".join(ex.texts("user"))
+    if fixture["kind"] != "turn":
+        assert ex.side is True
+    elif NONCE in user_text:
+        assert (ex.session, ex.turn, ex.side) == ("A", 3, False)
+    else:
+        # A turn whose prompt carries no registered nonce cannot be tied: it counts as side.
+        assert (ex.session, ex.side) == (None, True)
+    if fixture["kind"] == "turn":
+        assert "acpfuzz-" in user_text
+        assert ex.texts("system") and all("acpfuzz-" not in t for t in ex.texts("system"))
+    if fixture["kind"] in ("title", "router"):
+        assert isinstance(json.loads(ex.reply_text), dict)
+        assert raw
 
 
 # -- HTTP behaviour ----------------------------------------------------------------------------
