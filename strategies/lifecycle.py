@@ -73,7 +73,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         return h
 
     def _draw_prompt(self, data: st.DataObject, handle: str, *, lifecycle: bool,
-                     current: Any = None) -> tuple[dict[str, Any], Any]:
+                     current: Any = None, forced_valid: bool = False
+                     ) -> tuple[dict[str, Any], Any]:
         """Draw the ``systemPrompt`` part of a request and the payload the model then keeps.
 
         Returns ``(params, applied)`` where ``applied`` is the payload a correct agent uses
@@ -88,7 +89,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         choices = ["valid", "omit", "null", "invalid"]
         if lifecycle:
             choices.insert(0, "same")
-        how = data.draw(st.sampled_from(choices), label="systemPrompt")
+        how = "valid" if forced_valid else data.draw(st.sampled_from(choices),
+                                                     label="systemPrompt")
         if how == "same" and current is not None:
             return {"systemPrompt": current}, current
         if how in ("omit", "same"):
@@ -109,11 +111,23 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     # -- rules ---------------------------------------------------------------------------------
 
+    # Hypothesis picks among the enabled rules evenly, and its swarm testing switches whole
+    # rules off for an example. Creating sessions and prompting them is where the bugs are, so
+    # each has two rules (a double weight that no single switch can turn off); list, cancel
+    # and invalid requests share one.
     @precondition(lambda self: len(self.model.sessions) < MAX_SESSIONS)
     @rule(data=st.data())
     def new_session(self, data: st.DataObject) -> None:
+        self._new(data, forced_valid=False)
+
+    @precondition(lambda self: len(self.model.sessions) < MAX_SESSIONS)
+    @rule(data=st.data())
+    def new_session_with_prompt(self, data: st.DataObject) -> None:
+        self._new(data, forced_valid=True)
+
+    def _new(self, data: st.DataObject, *, forced_valid: bool) -> None:
         handle = self._new_handle()
-        sp, applied = self._draw_prompt(data, handle, lifecycle=False)
+        sp, applied = self._draw_prompt(data, handle, lifecycle=False, forced_valid=forced_valid)
         cwd = data.draw(st.sampled_from(["distinct", "shared"]), label="cwd")
         self.execute({"op": "new", "session": handle, "cwd": cwd, **sp})
         if not (isinstance(applied, tuple) and applied and applied[0] == "REJECT"):
@@ -124,6 +138,11 @@ class LifecycleMachine(RuleBasedStateMachine):
     def prompt(self, data: st.DataObject) -> None:
         handle = data.draw(st.sampled_from(self._loaded()), label="session")
         self.execute({"op": "prompt", "session": handle})
+
+    @precondition(lambda self: any(s.loaded for s in self.model.sessions.values()))
+    @rule(data=st.data())
+    def prompt_again(self, data: st.DataObject) -> None:
+        self.prompt(data)
 
     def _reattach(self, op: str, data: st.DataObject) -> None:
         handle = data.draw(st.sampled_from(sorted(self.model.sessions)), label="session")
@@ -165,16 +184,17 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.execute({"op": "close", "session": handle})
         self.model.sessions[handle].loaded = False
 
-    @precondition(lambda self: self.caps.list)
-    @rule()
-    def list_sessions(self) -> None:
-        self.execute({"op": "list"})
-
-    @precondition(lambda self: any(s.loaded for s in self.model.sessions.values()))
     @rule(data=st.data())
-    def cancel(self, data: st.DataObject) -> None:
-        handle = data.draw(st.sampled_from(self._loaded()), label="session")
-        self.execute({"op": "cancel", "session": handle})
+    def misc(self, data: st.DataObject) -> None:
+        """session/list, session/cancel, or a lifecycle request for an unknown session."""
+        what = data.draw(st.sampled_from(["list", "cancel", "invalid"]), label="misc")
+        if what == "list" and self.caps.list:
+            self.execute({"op": "list"})
+        elif what == "cancel" and self._loaded():
+            handle = data.draw(st.sampled_from(self._loaded()), label="session")
+            self.execute({"op": "cancel", "session": handle})
+        elif what == "invalid":
+            self._invalid_request(data)
 
     @precondition(lambda self: self.model.restarts < MAX_RESTARTS)
     @rule()
@@ -184,12 +204,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         for view in self.model.sessions.values():
             view.loaded = False
 
-    @rule(method=st.sampled_from(["session/load", "session/resume", "session/prompt"]))
-    def invalid_request(self, method: str) -> None:
-        if method == "session/load" and not self.caps.load:
-            return
-        if method == "session/resume" and not self.caps.resume:
-            return
+    def _invalid_request(self, data: st.DataObject) -> None:
+        methods = ["session/prompt"] + (["session/load"] if self.caps.load else []) + (
+            ["session/resume"] if self.caps.resume else [])
+        method = data.draw(st.sampled_from(methods), label="method")
         params: dict[str, Any] = {"sessionId": "acp-fuzz-no-such-session", "cwd": "/nonexistent",
                                   "mcpServers": []}
         if method == "session/prompt":

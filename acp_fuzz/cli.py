@@ -1,0 +1,405 @@
+"""The ``acp-fuzz`` command line (interface layer: thin, over the engine).
+
+Exit codes, for every command:
+
+* ``0``: nothing failing was found (or the command did what it was asked);
+* ``1``: findings (``target``), or a cassette still fails (``replay``);
+* ``2``: a usage or harness error: a bad option, an agent that cannot be started, an
+  unreadable cassette. The message is one line on stderr, never a traceback;
+* ``130``: interrupted (Ctrl-C / SIGTERM); what was found so far is written first.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+from acp_fuzz import __version__
+from acp_fuzz.campaign import (
+    Calibrated,
+    CampaignEvent,
+    CampaignResult,
+    CampaignSettings,
+    Confirming,
+    ExampleDone,
+    Started,
+    run_campaign,
+)
+from acp_fuzz.cassette import CassetteError, read_cassette
+from acp_fuzz.findings import Finding
+from acp_fuzz.runner import HarnessError, TargetSpec
+from acp_fuzz.steps import describe
+
+app = typer.Typer(
+    name="acp-fuzz",
+    help="Fuzz, record and replay ACP agents: finds client systemPrompt bugs from what "
+         "reaches the model.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+DIALECTS = ("standard",)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """Print a one-line error and exit; the single exit path for user-facing errors."""
+    err.print(f"acp-fuzz: error: {message}", markup=False)
+    raise typer.Exit(code)
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"acp-fuzz {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """acp-fuzz: fuzz, record and replay ACP agents."""
+
+
+# -- target ------------------------------------------------------------------------------------
+
+def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> TargetSpec:
+    """The target from ``AGENT``/``-- CMD ARGS`` or ``--profile``, with clear errors."""
+    if profile:
+        from acp_fuzz.profiles import get_profile
+
+        try:
+            prof = get_profile(profile)
+        except KeyError as e:
+            fail(str(e.args[0]) if e.args else f"unknown profile {profile}")
+        if command:
+            fail("give either --profile or an agent command, not both")
+        try:
+            argv = prof.command()
+        except FileNotFoundError as e:
+            fail(str(e))
+        return TargetSpec(argv=tuple(argv), extra_env=prof.env, setup_home=prof.setup_home,
+                          side_request=prof.side_request, init_timeout=prof.init_timeout,
+                          request_timeout=max(timeout, prof.request_timeout),
+                          shutdown_grace=prof.shutdown_grace, profile=prof.name)
+    if not command:
+        fail("no agent given: use `acp-fuzz target ./agent`, `acp-fuzz target -- CMD ARGS` "
+             "or `--profile NAME` (try `--profile reference`)")
+    try:
+        return TargetSpec.from_command(list(command), request_timeout=timeout,
+                                       init_timeout=max(timeout, 10.0))
+    except HarnessError as e:
+        fail(str(e))
+
+
+def _parse_reports(values: Sequence[str]) -> list[tuple[str, Path]]:
+    reports = []
+    for v in values:
+        kind, _, path = v.partition(":")
+        if kind not in ("json", "junit") or not path:
+            fail(f"--report takes json:PATH or junit:PATH, got {v!r}")
+        p = Path(path)
+        if p.parent and not p.parent.exists():
+            fail(f"--report: folder does not exist: {p.parent}")
+        reports.append((kind, p))
+    return reports
+
+
+def _check_writable_dir(path: Path, what: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".acp-fuzz-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        fail(f"{what} {path} cannot be written: {e.strerror or e}")
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def target(
+    command: list[str] = typer.Argument(None, metavar="[AGENT | -- CMD ARGS...]",
+                                        help="The agent: a path, or a command after --."),
+    profile: str | None = typer.Option(None, "--profile", "-p",
+                                       help="A known agent (see `acp-fuzz profiles`)."),
+    max_examples: int = typer.Option(100, "--max-examples", "-n", min=1,
+                                     help="How many lifecycle sequences to try."),
+    seed: int = typer.Option(0, "--seed", help="Seed: the same seed and agent give the same run."),
+    strict: bool = typer.Option(False, "--strict",
+                                help="Fail on SHOULD findings too, and on deferred changes."),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.1,
+                                  help="Seconds to wait for each agent answer."),
+    max_steps: int = typer.Option(12, "--max-steps", min=1, help="Most steps per sequence."),
+    cassette_dir: Path = typer.Option(Path("cassettes"), "--cassette-dir",
+                                      help="Where finding cassettes are written."),
+    report: list[str] = typer.Option([], "--report",
+                                     help="json:PATH or junit:PATH (repeatable)."),
+    dialect: str = typer.Option("standard", "--dialect",
+                                help="How systemPrompt is sent. Only 'standard' so far."),
+    sandbox_net: bool = typer.Option(False, "--sandbox-net",
+                                     help="Run in a network namespace with only loopback."),
+    database: str | None = typer.Option(None, "--db", help="Hypothesis example database folder "
+                                        "(shared by workers; off by default for determinism)."),
+) -> None:
+    """Fuzz an agent's systemPrompt handling; shrink any failure to a minimal reproduction."""
+    if dialect not in DIALECTS:
+        fail(f"--dialect {dialect!r} is not supported yet (supported: {', '.join(DIALECTS)})")
+    reports = _parse_reports(report)
+    from acp_fuzz.netns import maybe_reexec
+
+    code = maybe_reexec(sandbox_net)
+    if code is not None:
+        raise typer.Exit(code)
+    spec = build_spec(command or [], profile, timeout)
+    _check_writable_dir(cassette_dir, "--cassette-dir")
+    cfg = CampaignSettings(max_examples=max_examples, seed=seed, strict=strict,
+                           max_steps=max_steps, cassette_dir=cassette_dir, database=database)
+    t0 = time.monotonic()
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                        TextColumn("{task.completed}/{task.total} examples"),
+                        TextColumn("{task.fields[steps]} steps"),
+                        TextColumn("{task.fields[findings]}"), TimeElapsedColumn(),
+                        console=err, transient=True)
+    task = progress.add_task("fuzzing", total=max_examples, steps=0, findings="")
+
+    def on_event(ev: CampaignEvent) -> None:
+        if isinstance(ev, Started):
+            _print_agent(ev.agent, ev.initialize)
+            progress.start()
+        elif isinstance(ev, Calibrated):
+            n = len(ev.baseline.lines)
+            out.print(f"baseline: {n} default-instruction line(s) learned" if n else
+                      "baseline: no default instructions seen (default checks off)")
+        elif isinstance(ev, ExampleDone):
+            progress.update(task, completed=min(ev.examples, max_examples), steps=ev.steps,
+                            findings="[red]failure found, shrinking[/]" if ev.failing else "",
+                            description="shrinking" if ev.failing else "fuzzing")
+        elif isinstance(ev, Confirming):
+            progress.update(task, description=f"confirming ({ev.steps} steps)")
+
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        result = run_campaign(spec, cfg, on_event)
+    except HarnessError as e:
+        progress.stop()
+        fail(str(e))
+    except KeyboardInterrupt:
+        progress.stop()
+        err.print("acp-fuzz: interrupted; no confirmed finding to write", markup=False)
+        raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        progress.stop()
+    _print_result(result, time.monotonic() - t0)
+    for kind, path in reports:
+        (_write_json if kind == "json" else _write_junit)(result, path)
+    raise typer.Exit(result.exit_code)
+
+
+def _sigterm(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
+    name = agent.get("name", "?")
+    version = agent.get("version", "?")
+    out.print(f"[bold]agent[/]: {name} {version}")
+    caps = init.get("agentCapabilities", {}) if isinstance(init, Mapping) else {}
+    sess = caps.get("sessionCapabilities", {}) if isinstance(caps, Mapping) else {}
+    sp = sess.get("systemPrompt") if isinstance(sess, Mapping) else None
+    out.print(f"  loadSession: {caps.get('loadSession', False)}  sessionCapabilities: "
+              f"{', '.join(sorted(sess)) if isinstance(sess, Mapping) else '-'}", markup=False)
+    out.print(f"  systemPrompt: {json.dumps(sp) if sp is not None else 'not advertised'}",
+              markup=False)
+
+
+def _print_result(result: CampaignResult, elapsed: float) -> None:
+    out.print(f"ran {result.examples_run} example(s), {result.steps_run} step(s) in "
+              f"{elapsed:.1f}s (seed {result.settings.seed})")
+    for f in result.info:
+        out.print(f"  info  {f.oracle} [{f.rule}]: {f.message}", markup=False)
+    if not result.reports:
+        out.print("[green]no failing findings[/]")
+        return
+    for rep in result.reports:
+        label = "FAILED" if rep.status == "failed" else f"FLAKY ({rep.rate} re-runs)"
+        out.print(f"\n[bold red]{label}[/]: minimal reproduction in {len(rep.steps)} step(s), "
+                  f"reproduced {rep.rate}")
+        for f in rep.findings:
+            _print_finding(f)
+        out.print("[bold]steps[/] (the JSON-RPC requests sent, in order):")
+        for i, s in enumerate(rep.steps, 1):
+            out.print(f"  {i}. {describe(s)}", markup=False)
+        for i, r in enumerate(rep.requests, 1):
+            out.print(f"     [{i}] {_clip(json.dumps(r, ensure_ascii=False), 300)}",
+                      markup=False)
+        out.print(f"cassette: {rep.cassette}", markup=False)
+        out.print(f"replay:   acp-fuzz replay {rep.cassette}", markup=False)
+
+
+def _print_finding(f: Finding) -> None:
+    color = {"MUST": "red", "SHOULD": "yellow"}.get(f.severity, "cyan")
+    out.print(f"  [{color}]{f.severity:6}[/] {f.oracle} [{f.rule}] step {f.step + 1}: ",
+              end="")
+    out.print(f.message, markup=False)
+    for k, v in f.evidence.items():
+        out.print(f"         {k}: {_clip(json.dumps(v, ensure_ascii=False), 200)}",
+                  markup=False)
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else s[:n] + "..."
+
+
+def result_to_json(result: CampaignResult) -> dict[str, Any]:
+    findings = []
+    for rep in result.reports:
+        for f in rep.findings:
+            findings.append({**f.to_wire(), "status": rep.status,
+                             "rate": rep.rate, "steps": rep.steps,
+                             "cassette": str(rep.cassette) if rep.cassette else None})
+    return {"acp_fuzz_version": __version__, "agent": result.initialize,
+            "examples_run": result.examples_run, "steps_run": result.steps_run,
+            "seed": result.settings.seed, "strict": result.settings.strict,
+            "findings": findings, "info": [f.to_wire() for f in result.info],
+            "exit_code": result.exit_code}
+
+
+def _write_json(result: CampaignResult, path: Path) -> None:
+    _atomic_write(path, json.dumps(result_to_json(result), indent=2, ensure_ascii=False))
+
+
+def _write_junit(result: CampaignResult, path: Path) -> None:
+    from xml.sax.saxutils import escape, quoteattr
+
+    cases = []
+    failures = 0
+    for rep in result.reports:
+        for f in rep.findings:
+            if f.severity == "info":
+                continue
+            failing = f.severity == "MUST" or result.settings.strict
+            body = escape(f"{f.message}\nrule: {f.rule}\nstatus: {rep.status} ({rep.rate})\n"
+                          f"cassette: {rep.cassette}")
+            inner = (f'<failure message={quoteattr(f.oracle)} type="{f.severity}">{body}'
+                     "</failure>" if failing else f"<system-out>{body}</system-out>")
+            failures += failing
+            cases.append(f'<testcase classname="acp-fuzz" name={quoteattr(f.oracle)}>'
+                         f"{inner}</testcase>")
+    if not cases:
+        cases.append('<testcase classname="acp-fuzz" name="campaign"/>')
+    xml = ('<?xml version="1.0" encoding="utf-8"?>\n'
+           f'<testsuite name="acp-fuzz target" tests="{len(cases)}" failures="{failures}">'
+           + "".join(cases) + "</testsuite>\n")
+    _atomic_write(path, xml)
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as e:
+        fail(f"cannot write {path}: {e.strerror or e}")
+
+
+# -- show ----------------------------------------------------------------------------------------
+
+@app.command()
+def show(cassette: Path = typer.Argument(..., help="A cassette file."),
+         full: bool = typer.Option(False, "--full", help="Do not clip long texts.")) -> None:
+    """Print a cassette as a readable timeline."""
+    from acp_fuzz.timeline import render_timeline
+
+    try:
+        c = read_cassette(cassette)
+    except CassetteError as e:
+        fail(str(e))
+    for line in render_timeline(c, full=full):
+        out.print(line, markup=False)
+
+
+# -- gateway -------------------------------------------------------------------------------------
+
+@app.command()
+def gateway(reply: str = typer.Option("ok", "--reply", help="The text every model reply says.")
+            ) -> None:
+    """Run the fake model gateway on its own, to wire an agent by hand."""
+    from acp_fuzz.gateway import Gateway
+    from acp_fuzz.history import Event, History
+
+    def sink(ev: Event) -> None:
+        if ev.kind == "model":
+            d = ev.data
+            sys_text = " | ".join(s["text"][:60] for s in d.get("segments", [])
+                                  if s.get("slot") == "system")
+            out.print(f"{d.get('method')} {d.get('path')} [{d.get('api')}] "
+                      f"system: {sys_text!r}", markup=False)
+
+    hist = History(sink=sink)
+    try:
+        gw = Gateway(hist, reply_text=reply).start()
+    except OSError as e:
+        fail(f"cannot listen on 127.0.0.1: {e.strerror or e}")
+    out.print(f"fake model gateway on {gw.url}  (Ctrl-C stops)", markup=False)
+    for k, v in gw.agent_env().items():
+        out.print(f"export {k}={v}", markup=False)
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        while True:
+            time.sleep(3600)  # the server runs in its own threads; Ctrl-C ends this wait
+    except KeyboardInterrupt:
+        pass
+    finally:
+        gw.stop()
+
+
+# -- profiles ------------------------------------------------------------------------------------
+
+@app.command()
+def profiles() -> None:
+    """List the known agent profiles and whether each is installed."""
+    from acp_fuzz.profiles import PROFILES
+
+    for name, p in sorted(PROFILES.items()):
+        where = p.agent_dir()
+        state = "built in" if p.npm_package is None else (
+            "installed" if where is not None else "not installed")
+        pkg = f"{p.npm_package}@{p.version}" if p.npm_package else "-"
+        out.print(f"{name:18} {state:14} {pkg:48} {p.description}", markup=False)
+
+
+def _register_replay() -> None:
+    try:
+        from acp_fuzz._cli_replay import replay_cmd, report_cmd
+    except ImportError:  # pragma: no cover - during development only
+        return
+    app.command("replay", context_settings={"allow_interspersed_args": False})(replay_cmd)
+    app.command("report")(report_cmd)
+
+
+_register_replay()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``acp-fuzz`` console script."""
+    try:
+        app(args=list(argv) if argv is not None else None, standalone_mode=True)
+    except SystemExit as e:
+        return int(e.code or 0) if not isinstance(e.code, str) else 2
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

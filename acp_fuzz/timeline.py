@@ -1,0 +1,98 @@
+"""Render a cassette as a readable timeline (pure).
+
+One line per event: JSON-RPC requests and responses, ``session/update`` notifications, model
+requests with what sat in the system slot, process events and stderr. Used by
+``acp-fuzz show``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from acp_fuzz.cassette import Cassette
+from acp_fuzz.history import Event, ModelExchange
+from acp_fuzz.steps import describe
+
+__all__ = ["render_timeline"]
+
+
+def _clip(s: str, n: int, full: bool) -> str:
+    s = s.replace("\n", "\\n")
+    return s if full or len(s) <= n else s[:n] + f"... [{len(s)} chars]"
+
+
+def render_timeline(c: Cassette, *, full: bool = False) -> Iterator[str]:
+    h = c.header
+    agent = (h.initialize or {}).get("agentInfo", {}) if isinstance(h.initialize, Mapping) else {}
+    yield (f"cassette: {h.kind}, format {h.format}, acp-fuzz {h.acp_fuzz_version}, "
+           f"seed {h.seed}")
+    yield f"target:   {' '.join(h.target)}"
+    if agent:
+        yield f"agent:    {agent.get('name', '?')} {agent.get('version', '?')}"
+    findings = h.meta.get("findings") if isinstance(h.meta, Mapping) else None
+    if findings:
+        status = h.meta.get("status", "")
+        yield f"recorded: {status} ({h.meta.get('reproduced', '?')}/{h.meta.get('runs', '?')})"
+        for f in findings:
+            yield f"  {f.get('severity', '?'):6} {f.get('oracle')} [{f.get('rule')}] " \
+                  f"{f.get('message', '')}"
+    yield ""
+    for ev in c.events:
+        line = _line(ev, full)
+        if line is not None:
+            yield f"{ev.seq:5} {ev.t:9.3f}  {line}"
+
+
+def _line(ev: Event, full: bool) -> str | None:
+    d = ev.data
+    if ev.kind == "step":
+        return f"== step {d.get('index', 0) + 1}: {describe(d.get('args', {}))}"
+    if ev.kind == "verdict":
+        if d.get("what") == "reply":
+            extra = f" {json.dumps(d['error'])[:160]}" if d.get("error") else ""
+            return f"   -> {d.get('outcome')}{extra}"
+        if d.get("what") == "probe-list":
+            return f"   -> session/list shows {d.get('sessions')}"
+        return None
+    if ev.kind == "acp":
+        arrow = ">>" if d.get("dir") == "send" else "<<"
+        msg = d.get("msg")
+        if msg is None:
+            return f"{arrow} BAD LINE ({d.get('error')}): {_clip(str(d.get('raw', '')), 120, full)}"
+        return f"{arrow} {_summarise(msg, full)}"
+    if ev.kind == "model":
+        x = ModelExchange.from_wire(d)
+        tie = f"session {x.session} turn {x.turn}" if x.session else "untied"
+        kind = "side request" if x.side else "turn request"
+        lines = [f"MODEL {x.method} {x.path} [{x.api}] {kind}, {tie}"]
+        for s in x.segments:
+            if s.slot in ("system", "user"):
+                lines.append(f"{'':18}{s.slot:7} {s.path}: {_clip(s.text, 160, full)}")
+        return "\n".join(lines)
+    if ev.kind == "process":
+        return f"PROCESS {d.get('what')} pid={d.get('pid')} gen={d.get('generation')}" + (
+            f" returncode={d.get('returncode')}" if "returncode" in d else "")
+    if ev.kind == "stderr":
+        return f"STDERR {_clip(str(d.get('text', '')), 160, full)}"
+    return None
+
+
+def _summarise(msg: Any, full: bool) -> str:
+    if not isinstance(msg, Mapping):
+        return _clip(json.dumps(msg), 160, full)
+    if "method" in msg:
+        params = msg.get("params")
+        if msg["method"] == "session/update" and isinstance(params, Mapping):
+            upd = params.get("update", {})
+            kind = upd.get("sessionUpdate") if isinstance(upd, Mapping) else "?"
+            text = ""
+            if isinstance(upd, Mapping) and isinstance(upd.get("content"), Mapping):
+                text = str(upd["content"].get("text", ""))
+            return f"session/update {kind} {_clip(text, 80, full)}"
+        ident = f"#{msg['id']} " if "id" in msg else ""
+        return f"{ident}{msg['method']} {_clip(json.dumps(params, ensure_ascii=False), 200, full)}"
+    if "error" in msg:
+        return f"#{msg.get('id')} error {_clip(json.dumps(msg['error']), 200, full)}"
+    return f"#{msg.get('id')} result {_clip(json.dumps(msg.get('result'), ensure_ascii=False), 200, full)}"
