@@ -1,0 +1,476 @@
+"""Replay: re-drive an agent with a recorded client side and judge it again (engine).
+
+A cassette records every step the harness took. :func:`replay_cassette` runs those same steps
+on a fresh agent process (the recorded command, or a new build of it), runs the oracles again
+and compares the outcome with what was recorded::
+
+    from acp_fuzz.replay import replay_cassette
+
+    result = replay_cassette("cassettes/prompt.leak-seed0.cassette",
+                             target=["python", "-m", "acp_fuzz.reference_agent"], runs=3)
+    print(result.line())        # FIXED  cassettes/prompt.leak-seed0.cassette  (prompt.leak, 0/3)
+
+Verdicts (:data:`VERDICTS`):
+
+``FAILED``
+    A failure the cassette recorded (a ``MUST`` or ``SHOULD`` finding) came back in every run.
+``FLAKY``
+    It came back in some runs only; :attr:`ReplayResult.rate` says how many.
+``FIXED``
+    It came back in no run.
+``PASSED``
+    The cassette recorded no failure, and the replay shows none either. A cassette that
+    recorded no failure but whose replay now has one is ``FAILED`` (or ``FLAKY``).
+``ERROR``
+    The cassette cannot be read, or the agent cannot be driven at all (it does not start or
+    does not answer ``initialize``). This says nothing about the bug.
+
+The recorded failures are the ``MUST``/``SHOULD`` findings in ``header.meta["findings"]`` (a
+finding cassette written by ``acp-fuzz target``); a cassette without that list (a plain run
+recording) is judged by running the oracles over its recorded events.
+
+Besides the verdict, replay compares the new ACP transcript with the recorded one and reports
+the first message that differs (:class:`Divergence`). Both are normalised first (see
+:func:`normalize_transcript`), so that session ids, JSON-RPC ids, sandbox paths and times,
+which legitimately differ between runs, do not count as differences.
+
+:func:`offline_check` (``acp-fuzz replay --offline``) needs no agent at all: it runs the
+current oracles over the recorded events, which is how to check a cassette after upgrading
+acp-fuzz.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from acp_fuzz.campaign import run_steps, steps_of
+from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
+from acp_fuzz.findings import Finding
+from acp_fuzz.gateway import Gateway
+from acp_fuzz.history import Event, ModelExchange
+from acp_fuzz.oracles import Baseline, evaluate
+from acp_fuzz.runner import HarnessError, TargetSpec
+from acp_fuzz.steps import validate_step
+
+__all__ = [
+    "VERDICTS",
+    "Divergence",
+    "ReplayResult",
+    "StepMessages",
+    "Verdict",
+    "first_divergence",
+    "normalize_transcript",
+    "offline_check",
+    "recorded_failures",
+    "replay_cassette",
+    "replay_dir",
+]
+
+Verdict = Literal["FIXED", "FAILED", "FLAKY", "ERROR", "PASSED"]
+VERDICTS: tuple[Verdict, ...] = ("FIXED", "FAILED", "FLAKY", "ERROR", "PASSED")
+#: The severities that count as a failure for replay (``info`` findings never do).
+FAILING_SEVERITIES = ("MUST", "SHOULD")
+
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class StepMessages:
+    """The normalised ACP messages of one step, as canonical one-line strings.
+
+    ``step`` is the step index (``-1`` for the ``initialize`` hand-shake before the first
+    step). ``ordered`` holds requests and responses in the order they crossed the wire;
+    ``unordered`` holds, sorted, the notifications and the model requests (one line each,
+    with the session they belong to and the text of their system slot), because an agent
+    may legitimately send those in a different order from run to run.
+    """
+
+    step: int
+    ordered: tuple[str, ...]
+    unordered: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first message where a replay differs from the recording.
+
+    ``recorded`` and ``new`` are one normalised message each (``None`` when that side has no
+    message at this position: the other side sent one more). ``step`` is the step index
+    (``-1``: the ``initialize`` hand-shake)."""
+
+    step: int
+    recorded: str | None
+    new: str | None
+
+    def lines(self, width: int = 160) -> list[str]:
+        """Three human lines: where, what was recorded, what happened now."""
+        where = "initialize" if self.step < 0 else f"step {self.step}"
+        rec, new = _one(self.recorded), _one(self.new)
+        # Start both lines a little before the first differing character, so that the
+        # difference is visible even in a long message.
+        start = 0
+        if rec is not None and new is not None:
+            same = next((i for i, (x, y) in enumerate(zip(rec, new, strict=False))
+                         if x != y),
+                        min(len(rec), len(new)))
+            start = max(0, same - width // 3)
+        return [f"first divergence at {where}:",
+                f"  recorded: {_clip_line(rec, width, start)}",
+                f"  new:      {_clip_line(new, width, start)}"]
+
+
+@dataclass
+class ReplayResult:
+    """The outcome of replaying (or offline-checking) one cassette.
+
+    ``oracles``: the oracles the verdict is about (the recorded failing ones; for a cassette
+    that recorded none, the new failing ones). ``runs``/``reproduced``: how many runs were
+    made and in how many of them those oracles failed. ``findings``: every finding of each
+    run (one list per run). ``transcripts``: each run's normalised ACP transcript.
+    ``divergence``: the first difference from the recording in the first run that differs, or
+    ``None``. ``error``: the one-line reason of an ``ERROR``. ``mode``: ``live`` or
+    ``offline``.
+    """
+
+    path: Path
+    verdict: Verdict
+    oracles: list[str] = field(default_factory=list)
+    runs: int = 0
+    reproduced: int = 0
+    findings: list[list[Finding]] = field(default_factory=list)
+    transcripts: list[list[StepMessages]] = field(default_factory=list)
+    divergence: Divergence | None = None
+    error: str | None = None
+    mode: str = "live"
+
+    @property
+    def rate(self) -> str:
+        """``"k/n"``: in how many of the runs the failure showed."""
+        return f"{self.reproduced}/{self.runs}"
+
+    @property
+    def ok(self) -> bool:
+        """True for ``FIXED`` and ``PASSED``: nothing fails any more."""
+        return self.verdict in ("FIXED", "PASSED")
+
+    def line(self) -> str:
+        """The one-line summary ``VERDICT  path  (oracle, rate)``."""
+        if self.verdict == "ERROR":
+            detail = self.error or "error"
+        elif self.oracles:
+            detail = f"{', '.join(self.oracles)}, {self.rate}"
+        else:
+            detail = f"no failure, {self.rate}" if self.runs else "no failure"
+        return f"{self.verdict:<6}  {self.path}  ({detail})"
+
+
+# -- the recorded side ---------------------------------------------------------------------------
+
+def recorded_failures(cassette: Cassette) -> list[str]:
+    """The oracles the cassette recorded as failing (``MUST``/``SHOULD``), sorted.
+
+    Taken from ``header.meta["findings"]`` when present; otherwise the oracles are run over
+    the recorded events."""
+    meta = cassette.header.meta.get("findings")
+    if isinstance(meta, list):
+        return sorted({f["oracle"] for f in meta if isinstance(f, Mapping)
+                       and isinstance(f.get("oracle"), str)
+                       and f.get("severity") in FAILING_SEVERITIES})
+    return _failing_oracles(_evaluate(cassette, cassette.events))
+
+
+def _settings(cassette: Cassette) -> tuple[Baseline, bool]:
+    settings = cassette.header.settings
+    return Baseline.from_wire(settings.get("baseline")), settings.get("strict") is True
+
+
+def _evaluate(cassette: Cassette, events: Sequence[Event]) -> list[Finding]:
+    baseline, strict = _settings(cassette)
+    return evaluate(events, baseline=baseline, strict=strict)
+
+
+def _failing_oracles(findings: Sequence[Finding]) -> list[str]:
+    return sorted({f.oracle for f in findings if f.severity in FAILING_SEVERITIES})
+
+
+def _verdict(recorded: Sequence[str], per_run: Sequence[Sequence[Finding]]
+             ) -> tuple[Verdict, list[str], int]:
+    """The verdict, the oracles it is about and in how many runs they failed."""
+    failing = [set(_failing_oracles(f)) for f in per_run]
+    n = len(per_run)
+    if recorded:
+        k = sum(1 for f in failing if f & set(recorded))
+        oracles = list(recorded)
+        if k == 0:
+            return "FIXED", oracles, 0
+    else:
+        k = sum(1 for f in failing if f)
+        oracles = sorted(set().union(*failing)) if failing else []
+        if k == 0:
+            return "PASSED", [], 0
+    return ("FAILED" if k == n else "FLAKY"), oracles, k
+
+
+# -- replay ----------------------------------------------------------------------------------------
+
+def _spec_for(cassette: Cassette, target: Sequence[str] | None, timeout: float) -> TargetSpec:
+    kw: dict[str, Any] = {"request_timeout": timeout, "init_timeout": max(timeout, 10.0)}
+    if target:
+        return TargetSpec.from_command(list(target), **kw)
+    profile = cassette.header.settings.get("profile")
+    if isinstance(profile, str) and profile and profile != "reference":
+        from acp_fuzz.profiles import get_profile
+
+        try:
+            prof = get_profile(profile)
+        except KeyError as e:
+            raise HarnessError(str(e.args[0]) if e.args else f"unknown profile {profile}"
+                               ) from None
+        try:
+            argv = prof.command()
+        except FileNotFoundError as e:
+            raise HarnessError(str(e)) from None
+        return TargetSpec(argv=tuple(argv), extra_env=prof.env, setup_home=prof.setup_home,
+                          side_request=prof.side_request, init_timeout=prof.init_timeout,
+                          request_timeout=max(timeout, prof.request_timeout),
+                          shutdown_grace=prof.shutdown_grace, profile=prof.name)
+    argv = cassette.header.target
+    if not argv:
+        raise HarnessError("the cassette names no target command; give one after --")
+    return TargetSpec.from_command(list(argv), **kw)
+
+
+def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | None = None,
+                    runs: int = 1, timeout: float = DEFAULT_TIMEOUT) -> ReplayResult:
+    """Replay the cassette at ``path`` ``runs`` times on fresh agent processes.
+
+    ``target`` is the agent command to drive (for example a fixed build); without it the
+    command recorded in the cassette is used (or its agent profile). ``timeout`` bounds each
+    request, in seconds. Never raises for a bad cassette or an agent that cannot be started:
+    those give an ``ERROR`` result with a one-line :attr:`ReplayResult.error`.
+    """
+    if runs < 1:
+        raise ValueError(f"runs={runs} must be at least 1")
+    p = Path(path)
+    try:
+        cassette = read_cassette(p)
+        steps = [validate_step(s) for s in steps_of(cassette.events)]
+        recorded = recorded_failures(cassette)
+        baseline, strict = _settings(cassette)
+        spec = _spec_for(cassette, target, timeout)
+    except CassetteError as e:
+        return ReplayResult(p, "ERROR", error=e.reason)
+    except (HarnessError, ValueError, KeyError, TypeError) as e:
+        return ReplayResult(p, "ERROR", error=_one_line(e))
+
+    recorded_transcript = normalize_transcript(cassette.events)
+    per_run: list[list[Finding]] = []
+    transcripts: list[list[StepMessages]] = []
+    divergence: Divergence | None = None
+    try:
+        with Gateway(None, side_request=spec.side_request) as gateway:
+            for _ in range(runs):
+                history, findings = run_steps(spec, steps, baseline=baseline, strict=strict,
+                                              gateway=gateway)
+                per_run.append(findings)
+                transcript = normalize_transcript(history.events)
+                transcripts.append(transcript)
+                if divergence is None:
+                    divergence = first_divergence(recorded_transcript, transcript)
+    except HarnessError as e:
+        return ReplayResult(p, "ERROR", error=_one_line(e), runs=len(per_run),
+                            findings=per_run, transcripts=transcripts)
+    verdict, oracles, k = _verdict(recorded, per_run)
+    return ReplayResult(p, verdict, oracles=oracles, runs=runs, reproduced=k, findings=per_run,
+                        transcripts=transcripts, divergence=divergence)
+
+
+def offline_check(path: str | os.PathLike[str]) -> ReplayResult:
+    """Run the current oracles over the recorded events; no agent is started.
+
+    The findings are those a live run would have reported over the same events (the oracles
+    are the same pure functions), so for a cassette written by ``acp-fuzz target`` they equal
+    ``header.meta["findings"]`` unless the oracles changed since. The verdict compares them
+    with the recorded failures like a one-run replay: ``FAILED`` when a recorded failure is
+    still reported, ``FIXED`` when the current oracles no longer flag the recording,
+    ``PASSED``/``FAILED`` for a cassette that recorded no failure."""
+    p = Path(path)
+    try:
+        cassette = read_cassette(p)
+        recorded = recorded_failures(cassette)
+        findings = _evaluate(cassette, cassette.events)
+    except CassetteError as e:
+        return ReplayResult(p, "ERROR", error=e.reason, mode="offline")
+    except (ValueError, KeyError, TypeError) as e:
+        return ReplayResult(p, "ERROR", error=_one_line(e), mode="offline")
+    verdict, oracles, k = _verdict(recorded, [findings])
+    return ReplayResult(p, verdict, oracles=oracles, runs=1, reproduced=k, findings=[findings],
+                        transcripts=[normalize_transcript(cassette.events)], mode="offline")
+
+
+def cassettes_in(directory: str | os.PathLike[str]) -> list[Path]:
+    """Every ``*.cassette`` file under ``directory`` (recursively), sorted by path."""
+    return sorted(p for p in Path(directory).rglob("*.cassette") if p.is_file())
+
+
+def replay_dir(directory: str | os.PathLike[str], *, offline: bool = False,
+               target: Sequence[str] | None = None, runs: int = 1,
+               timeout: float = DEFAULT_TIMEOUT) -> list[ReplayResult]:
+    """Replay (or, with ``offline``, check) every ``*.cassette`` under ``directory``, in path
+    order. An empty folder gives an empty list."""
+    out = []
+    for path in cassettes_in(directory):
+        if offline:
+            out.append(offline_check(path))
+        else:
+            out.append(replay_cassette(path, target=target, runs=runs, timeout=timeout))
+    return out
+
+
+# -- transcripts -----------------------------------------------------------------------------------
+
+#: The last component of a sandbox root made by :class:`acp_fuzz.sandbox.Sandbox`
+#: (``<tmp>/acp-fuzz-XXXXXXXX``).
+_SANDBOX = re.compile(r"/acp-fuzz-[A-Za-z0-9_]{8}(?![A-Za-z0-9_])")
+_PATH_STOP = frozenset(" \t\r\n\"'<>`=,;:()[]{}")
+_ISO_TIME = re.compile(
+    r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")
+#: Keys whose values are times, dropped from every message.
+_TIME_KEYS = frozenset({"updatedAt", "createdAt", "timestamp", "time"})
+
+
+def normalize_sandbox(text: str) -> str:
+    """``text`` with every acp-fuzz sandbox root (the directory and the absolute path that
+    leads to it) replaced by ``<sandbox>``."""
+    if "/acp-fuzz-" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    for m in _SANDBOX.finditer(text):
+        start = m.start()
+        # Walk back over the parent directories (linear: never past the previous match).
+        while start > pos and text[start - 1] not in _PATH_STOP:
+            start -= 1
+        if text[start] != "/":
+            start = m.start()
+        out.append(text[pos:start])
+        out.append("<sandbox>")
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _session_map(events: Sequence[Event]) -> dict[str, str]:
+    """Agent session id -> ``<session A>``, from the runner's step and verdict events."""
+    out: dict[str, str] = {}
+    handle: str | None = None
+    for ev in events:
+        if ev.kind == "step":
+            args = ev.data.get("args") or {}
+            h = args.get("new") if args.get("op") == "fork" else args.get("session")
+            handle = h if isinstance(h, str) else None
+        elif ev.kind == "verdict" and isinstance(ev.data.get("sessionId"), str) and handle:
+            out.setdefault(ev.data["sessionId"], f"<session {handle}>")
+    return out
+
+
+def _normalize_value(v: Any, sessions: Mapping[str, str]) -> Any:
+    if isinstance(v, str):
+        if v in sessions:
+            return sessions[v]
+        return _ISO_TIME.sub("<time>", normalize_sandbox(v))
+    if isinstance(v, Mapping):
+        return {k: _normalize_value(x, sessions) for k, x in v.items() if k not in _TIME_KEYS}
+    if isinstance(v, list | tuple):
+        return [_normalize_value(x, sessions) for x in v]
+    return v
+
+
+def _canonical(ev: Event, sessions: Mapping[str, str]) -> tuple[str, bool]:
+    """One ACP event as a canonical line, and whether it is a notification."""
+    direction = ev.data.get("dir", "?")
+    msg = ev.data.get("msg")
+    if not isinstance(msg, Mapping):
+        what = ev.data.get("error") or "unparsed"
+        return f"{direction} <{what} line>", False
+    body = {k: v for k, v in msg.items() if k != "id"}
+    if ev.data.get("error"):
+        body["<transport>"] = ev.data["error"]
+    text = json.dumps(_normalize_value(body, sessions), sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"), default=repr)
+    return f"{direction} {text}", "method" in msg and "id" not in msg
+
+
+def normalize_transcript(events: Sequence[Event]) -> list[StepMessages]:
+    """The ACP messages of a run, grouped by step and normalised for comparison.
+
+    Normalisation maps the agent's session ids to the run's logical handles
+    (``<session A>``), drops JSON-RPC ids, replaces sandbox roots (``/tmp/acp-fuzz-XXXXXXXX``)
+    with ``<sandbox>``, and drops times (``updatedAt`` and similar keys, ISO 8601 strings).
+    Each model request the gateway saw is one line too (its session and system-slot text).
+    Within a step, notifications and model requests are kept as a sorted list, so their order
+    may vary."""
+    sessions = _session_map(events)
+    groups: dict[int, tuple[list[str], list[str]]] = {-1: ([], [])}
+    order = [-1]
+    current = -1
+    for ev in events:
+        if ev.kind == "step":
+            current = int(ev.data.get("index", current + 1))
+            if current not in groups:
+                groups[current] = ([], [])
+                order.append(current)
+        elif ev.kind == "acp":
+            line, is_note = _canonical(ev, sessions)
+            groups[current][1 if is_note else 0].append(line)
+        elif ev.kind == "model":
+            groups[current][1].append(_model_line(ev))
+    return [StepMessages(i, tuple(groups[i][0]), tuple(sorted(groups[i][1]))) for i in order]
+
+
+def _model_line(ev: Event) -> str:
+    x = ModelExchange.from_wire(ev.data)
+    who = "side request" if x.side or x.session is None else f"<session {x.session}>"
+    system = _normalize_value(x.texts("system"), {})
+    return f"model {who} system={json.dumps(system, ensure_ascii=False)}"
+
+
+def first_divergence(recorded: Sequence[StepMessages], new: Sequence[StepMessages]
+                     ) -> Divergence | None:
+    """The first message where ``new`` differs from ``recorded``, or ``None``."""
+    new_by_step = {s.step: s for s in new}
+    rec_by_step = {s.step: s for s in recorded}
+    steps = sorted(set(new_by_step) | set(rec_by_step))
+    empty = StepMessages(0, (), ())
+    for i in steps:
+        a, b = rec_by_step.get(i, empty), new_by_step.get(i, empty)
+        for x, y in ((a.ordered, b.ordered), (a.unordered, b.unordered)):
+            for j in range(max(len(x), len(y))):
+                rx = x[j] if j < len(x) else None
+                ny = y[j] if j < len(y) else None
+                if rx != ny:
+                    return Divergence(i, rx, ny)
+    return None
+
+
+def _one(text: str | None) -> str | None:
+    return None if text is None else " ".join(text.split())
+
+
+def _clip_line(text: str | None, width: int, start: int = 0) -> str:
+    if text is None:
+        return "(no message)"
+    head = "..." if start > 0 else ""
+    text = text[start:]
+    return head + (text if len(text) <= width else text[: width - 3] + "...")
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e) or type(e).__name__
+    return " ".join(text.split())
