@@ -254,7 +254,8 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         return
     if blocks:
         st.accepted_blocks.update(b.strip() for b in blocks)
-    prompt = Prompt(sp["mode"], blocks, idx) if kind == "valid" else None
+    prompt = Prompt(str(sp["mode"]), blocks, idx) if kind == "valid" and isinstance(sp, Mapping) \
+        else None
     sid = verdict.get("sessionId")
     if isinstance(sid, str):
         st.known_ids.add(sid)
@@ -327,10 +328,10 @@ def _on_model(st: _State, ev: Event) -> None:
         return
     m = st.sessions[handle]
     # Leaks: another session's own text in this session's request.
-    for other, blocks in st.all_blocks.items():
+    for other, texts in st.all_blocks.items():
         if other == handle:
             continue
-        for b in sorted(blocks):
+        for b in sorted(texts):
             if b in m.own or any(b in own for own in m.own) or b not in everything:
                 continue
             st.add("prompt.leak",
@@ -540,7 +541,7 @@ def _on_acp(st: _State, ev: Event) -> None:
             problem = _first_error(validator, msg["result"])
     if problem is not None:
         st.add("protocol.malformed", f"a message from the agent breaks the schema: {problem}",
-               evidence_event=ev.seq, message=_clip(dict(msg), 200))
+               evidence_event=ev.seq, offending=_clip(dict(msg), 200))
 
 
 def _first_error(v: Draft202012Validator, obj: Any) -> str | None:

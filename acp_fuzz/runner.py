@@ -6,8 +6,8 @@
 
     with Run(TargetSpec.from_command(["python", "-m", "acp_fuzz.reference_agent"])) as run:
         run.initialize()
-        run.execute({"op": "new", "session": "A",
-                     "systemPrompt": {"mode": "append", "content": [{"type": "text", "text": "Be terse."}]}})
+        be_terse = {"mode": "append", "content": [{"type": "text", "text": "Be terse."}]}
+        run.execute({"op": "new", "session": "A", "systemPrompt": be_terse})
         run.execute({"op": "prompt", "session": "A"})
         for event, exchange in run.history.model_exchanges():
             print(exchange.texts("system"))

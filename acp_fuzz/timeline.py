@@ -95,4 +95,5 @@ def _summarise(msg: Any, full: bool) -> str:
         return f"{ident}{msg['method']} {_clip(json.dumps(params, ensure_ascii=False), 200, full)}"
     if "error" in msg:
         return f"#{msg.get('id')} error {_clip(json.dumps(msg['error']), 200, full)}"
-    return f"#{msg.get('id')} result {_clip(json.dumps(msg.get('result'), ensure_ascii=False), 200, full)}"
+    result = json.dumps(msg.get("result"), ensure_ascii=False)
+    return f"#{msg.get('id')} result {_clip(result, 200, full)}"

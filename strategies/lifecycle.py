@@ -98,10 +98,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         if how == "null":
             return {"systemPrompt": None}, current if lifecycle else None
         if how == "invalid":
-            sp = data.draw(invalid_system_prompts(override=caps.override,
+            bad: Any = data.draw(invalid_system_prompts(override=caps.override,
                                                   canary=self._canary(handle)),
                            label="invalid systemPrompt")
-            return {"systemPrompt": sp}, ("REJECT", current)
+            return {"systemPrompt": bad}, ("REJECT", current)
         sp = data.draw(valid_system_prompts(override=caps.override, canary=self._canary(handle),
                                             long=self.long_texts), label="systemPrompt")
         return {"systemPrompt": sp}, sp
