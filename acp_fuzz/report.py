@@ -1,0 +1,366 @@
+"""Bug reports: a finding cassette rendered as Markdown (pure).
+
+:func:`render_markdown` turns a cassette into a report that can be pasted into an issue
+tracker as is. It is written for a reader who has never heard of acp-fuzz: what the agent is,
+what went wrong, which rule of the ACP ``systemPrompt`` RFD that breaks, the exact JSON-RPC
+requests that trigger it, what reached the model next to what should have, and the one
+command that reproduces it::
+
+    from acp_fuzz.cassette import read_cassette
+    from acp_fuzz.report import render_markdown
+
+    path = "cassettes/prompt.leak-seed0.cassette"
+    print(render_markdown(read_cassette(path), path=path))
+
+The command line equivalent is ``acp-fuzz report CASSETTE [-o FILE]``.
+
+Paths inside the throw-away sandbox acp-fuzz ran the agent in are shown as ``<sandbox>``, and
+strings longer than :data:`CLIP` characters are shortened (the cassette keeps everything).
+This module reads nothing and writes nothing: it only formats.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from acp_fuzz.cassette import Cassette
+from acp_fuzz.findings import CATALOG, Finding
+from acp_fuzz.history import Event, ModelExchange
+from acp_fuzz.payloads import Capabilities, blocks_of
+from acp_fuzz.replay import normalize_sandbox
+from acp_fuzz.steps import describe
+
+__all__ = ["CLIP", "render_markdown"]
+
+#: Strings in the transcript longer than this are clipped.
+CLIP = 200
+#: The system-slot text shown under "What reached the model" is clipped at this length.
+SYSTEM_CLIP = 4000
+
+_SEVERITY_ORDER = {"MUST": 0, "SHOULD": 1, "info": 2}
+
+
+def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
+    """The Markdown bug report for ``cassette``.
+
+    ``path`` is where the cassette lives, used in the replay commands (``<cassette>`` when
+    not given). Works for any cassette; one without a failing finding is reported as such.
+    """
+    shown_path = path or "<cassette>"
+    header = cassette.header
+    events = cassette.events
+    findings = _findings(cassette)
+    failing = [f for f in findings if f.severity in ("MUST", "SHOULD")]
+    failing.sort(key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), f.step, f.oracle))
+    info = [f for f in findings if f not in failing]
+    agent_name, agent_version = _agent(cassette)
+    init = _initialize_result(cassette)
+
+    out: list[str] = []
+    title = failing[0].oracle if failing else "no failure"
+    out.append(f"# {title}: {agent_name} {agent_version}".rstrip())
+    out.append("")
+    out.append(
+        "This report was produced by acp-fuzz, a tester for agents that "
+        "speak the Agent Client Protocol (ACP: JSON-RPC 2.0 over stdio between an editor and "
+        "a coding agent). It checks what an agent does with the `systemPrompt` a client sends "
+        "in `session/new`, `session/load`, `session/resume` and `session/fork`, by looking at "
+        "what actually reaches the model: acp-fuzz points the agent at a fake model server "
+        "and records every request. Rule ids (such as `SP-AGENT-APPLY-NEW-MUST`) refer to the "
+        "ACP `systemPrompt` RFD.")
+    out.append("")
+
+    # -- agent ------------------------------------------------------------------------------
+    out.append("## Agent")
+    out.append("")
+    out.append("| | |")
+    out.append("|---|---|")
+    out.append(f"| Agent | `{agent_name}` {_code(agent_version) if agent_version else ''} |")
+    out.append(f"| Command | {_code(' '.join(header.target))} |")
+    out.append(f"| Advertises `systemPrompt` | {_advertised(init)} |")
+    out.append(f"| Recorded by | acp-fuzz {header.acp_fuzz_version} |")
+    out.append("")
+
+    # -- finding ----------------------------------------------------------------------------
+    meta = header.meta
+    status = meta.get("status")
+    runs, reproduced = meta.get("runs"), meta.get("reproduced")
+    rate = f"{reproduced}/{runs}" if isinstance(runs, int) and isinstance(reproduced, int) \
+        else "-"
+    out.append("## Finding")
+    out.append("")
+    if not failing:
+        out.append("No MUST or SHOULD finding was recorded in this cassette.")
+        out.append("")
+    else:
+        out.append("| Oracle | Rule | Severity | Status | Reproduced |")
+        out.append("|---|---|---|---|---|")
+        for f in failing:
+            out.append(f"| `{f.oracle}` | `{f.rule}` | {f.severity} | "
+                       f"{status if isinstance(status, str) else '-'} | {rate} |")
+        out.append("")
+        if isinstance(status, str) and isinstance(runs, int):
+            what = ("in every one of" if status == "failed" else "in only some of")
+            out.append(f"Status `{status}`: the minimal steps below showed the failure "
+                       f"{what} {runs} confirmation run(s) on fresh agent processes "
+                       f"({rate}).")
+            out.append("")
+        for f in failing:
+            summary = CATALOG[f.oracle].summary if f.oracle in CATALOG else ""
+            where = f" (step {f.step})" if f.step >= 0 else ""
+            out.append(f"- **`{f.oracle}`**{where}: {_text(f.message)}."
+                       + (f" In general: {summary}." if summary else ""))
+        out.append("")
+    if info:
+        out.append("Also observed (informational, not a failure): "
+                   + "; ".join(f"`{f.oracle}` ({_text(f.message)})" for f in info) + ".")
+        out.append("")
+
+    # -- steps ------------------------------------------------------------------------------
+    steps = [e for e in events if e.kind == "step"]
+    out.append("## What the client did")
+    out.append("")
+    out.append("acp-fuzz speaks of sessions by letter (A, B, ...); the agent gave them its own "
+               "ids. The minimal sequence that shows the problem:")
+    out.append("")
+    if not steps:
+        out.append("(no steps recorded)")
+    for i, ev in enumerate(steps, 1):
+        args = ev.data.get("args") or {}
+        out.append(f"{i}. {describe(args) if isinstance(args, Mapping) else args}")
+    out.append("")
+
+    # -- transcript -------------------------------------------------------------------------
+    out.append("## Minimal JSON-RPC transcript")
+    out.append("")
+    out.append("The requests acp-fuzz sent to the agent on its stdin, in order, each followed "
+               "by the agent's response. Long strings are clipped; `<sandbox>` is the "
+               "temporary directory the agent ran in.")
+    out.append("")
+    for i, (req, resp) in enumerate(_requests(events), 1):
+        out.append(f"{i}. `{req.get('method')}`")
+        out.append("")
+        out.extend("   " + line for line in _fence(_json(_body(req)), "json").splitlines())
+        out.append("")
+        if resp is not None:
+            out.append(f"   Response: {_code(_json_line(_body(resp)))}")
+        else:
+            out.append("   (no response)" if "id" in req else "   (notification)")
+        out.append("")
+
+    # -- model ------------------------------------------------------------------------------
+    if failing:
+        out.extend(_model_section(failing[0], events))
+
+    # -- reproduce --------------------------------------------------------------------------
+    out.append("## Reproduce")
+    out.append("")
+    out.append("Install acp-fuzz, then replay the recorded client side against the agent. It "
+               "starts the agent in a fresh sandbox, sends the same requests, runs the same "
+               "checks, and prints `FAILED` (exit 1) while the bug is present or `FIXED` "
+               "(exit 0) once it is gone:")
+    out.append("")
+    out.append(_fence(f"acp-fuzz replay {shown_path}", "sh"))
+    out.append("")
+    out.append("To test another build of the agent, give its command after `--`:")
+    out.append("")
+    out.append(_fence(f"acp-fuzz replay {shown_path} -- <agent command>", "sh"))
+    out.append("")
+    return "\n".join(out)
+
+
+# -- helpers --------------------------------------------------------------------------------------
+
+def _findings(cassette: Cassette) -> list[Finding]:
+    meta = cassette.header.meta.get("findings")
+    if isinstance(meta, list):
+        out = []
+        for f in meta:
+            try:
+                out.append(Finding.from_wire(f))
+            except (KeyError, TypeError, ValueError):
+                continue
+        return out
+    from acp_fuzz.oracles import Baseline, evaluate
+
+    settings = cassette.header.settings
+    return evaluate(cassette.events, baseline=Baseline.from_wire(settings.get("baseline")),
+                    strict=settings.get("strict") is True)
+
+
+def _initialize_result(cassette: Cassette) -> Any:
+    if isinstance(cassette.header.initialize, Mapping):
+        return cassette.header.initialize
+    ids = {e.data["msg"].get("id") for e in cassette.events
+           if e.kind == "acp" and e.data.get("dir") == "send"
+           and isinstance(e.data.get("msg"), Mapping)
+           and e.data["msg"].get("method") == "initialize"}
+    for e in cassette.events:
+        msg = e.data.get("msg") if e.kind == "acp" else None
+        if (isinstance(msg, Mapping) and e.data.get("dir") == "recv" and "method" not in msg
+                and msg.get("id") in ids and isinstance(msg.get("result"), Mapping)):
+            return msg["result"]
+    return None
+
+
+def _agent(cassette: Cassette) -> tuple[str, str]:
+    init = _initialize_result(cassette)
+    info = init.get("agentInfo") if isinstance(init, Mapping) else None
+    if isinstance(info, Mapping):
+        name = info.get("name") or info.get("title")
+        version = info.get("version")
+        return (str(name) if name else "unknown agent", str(version) if version else "")
+    target = cassette.header.target
+    return (target[0] if target else "unknown agent", "")
+
+
+def _advertised(init: Any) -> str:
+    caps = Capabilities.from_initialize(init)
+    if not caps.system_prompt:
+        return "no"
+    return "yes: `append` and `override`" if caps.override else "yes: `append` only"
+
+
+def _requests(events: Sequence[Event]) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """The harness's requests and notifications in order, each with the agent's response.
+
+    JSON-RPC ids restart with every agent process, so responses are matched within one
+    process generation."""
+    out: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+    pending: dict[str, int] = {}
+    for e in events:
+        if e.kind == "process" and e.data.get("what") == "restart":
+            pending.clear()
+        if e.kind != "acp" or not isinstance(e.data.get("msg"), Mapping):
+            continue
+        msg = dict(e.data["msg"])
+        if e.data.get("dir") == "send" and "method" in msg:
+            if "id" in msg:
+                pending[json.dumps(msg["id"])] = len(out)
+            out.append((msg, None))
+        elif e.data.get("dir") == "recv" and "method" not in msg and "id" in msg:
+            i = pending.pop(json.dumps(msg["id"]), None)
+            if i is not None:
+                out[i] = (out[i][0], msg)
+    return out
+
+
+def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
+    x = _model_of(f, events)
+    if x is None:
+        return []
+    out = ["## What reached the model", ""]
+    session = f.session or x.session
+    turn = f" (turn {x.turn})" if x.turn is not None else ""
+    out.append(f"The system slot (the model API's place for system instructions) of the "
+               f"agent's model request for session {session}{turn}, exactly as the fake model "
+               "server received it:")
+    out.append("")
+    system = "\n".join(x.texts("system"))
+    out.append(_fence(_clip(normalize_sandbox(system), SYSTEM_CLIP) if system
+                      else "(empty: the request had no system instructions)", "text"))
+    out.append("")
+    expected = _client_prompt(events, session, f.step)
+    if expected is not None:
+        mode, blocks = expected
+        where = ("after the agent's own default instructions" if mode == "append"
+                 else "in place of the agent's own default instructions")
+        out.append(f"What should have been there: the client's `{mode}` text for session "
+                   f"{session}, {where}:")
+        out.append("")
+        out.append(_fence("\n\n".join(_clip(b, SYSTEM_CLIP) for b in blocks), "text"))
+        out.append("")
+    foreign = f.evidence.get("foreign_session")
+    if f.oracle == "prompt.leak" and isinstance(foreign, str):
+        other = _client_prompt(events, foreign, f.step)
+        if other is not None:
+            out.append(f"Instead, the request carries session {foreign}'s text, which was "
+                       f"given only to session {foreign}:")
+            out.append("")
+            out.append(_fence("\n\n".join(_clip(b, SYSTEM_CLIP) for b in other[1]), "text"))
+            out.append("")
+    return out
+
+
+def _model_of(f: Finding, events: Sequence[Event]) -> ModelExchange | None:
+    seq = f.evidence.get("model_event")
+    if isinstance(seq, int) and 0 <= seq < len(events) and events[seq].kind == "model":
+        return ModelExchange.from_wire(events[seq].data)
+    for e in events:
+        if e.kind == "model":
+            x = ModelExchange.from_wire(e.data)
+            if x.session == f.session and not x.side:
+                return x
+    return None
+
+
+def _client_prompt(events: Sequence[Event], session: str | None, until: int
+                   ) -> tuple[str, tuple[str, ...]] | None:
+    """The last systemPrompt the client gave ``session`` at or before step ``until``."""
+    found: tuple[str, tuple[str, ...]] | None = None
+    for e in events:
+        if e.kind != "step":
+            continue
+        index = e.data.get("index", -1)
+        if until >= 0 and isinstance(index, int) and index > until:
+            break
+        args = e.data.get("args") or {}
+        op = args.get("op")
+        owner = args.get("new") if op == "fork" else args.get("session")
+        sp = args.get("systemPrompt")
+        if owner == session and op in ("new", "load", "resume", "fork") \
+                and isinstance(sp, Mapping) and blocks_of(sp):
+            found = (str(sp.get("mode")), blocks_of(sp))
+    return found
+
+
+def _body(msg: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in msg.items() if k not in ("jsonrpc",)}
+
+
+def _clip(s: str, n: int = CLIP) -> str:
+    return s if len(s) <= n else s[:n] + f"... [{len(s)} chars]"
+
+
+def _clip_value(v: Any) -> Any:
+    if isinstance(v, str):
+        return _clip(normalize_sandbox(v))
+    if isinstance(v, Mapping):
+        return {k: _clip_value(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_clip_value(x) for x in v]
+    return v
+
+
+def _json(v: Any) -> str:
+    return json.dumps(_clip_value(v), indent=2, ensure_ascii=False, default=repr)
+
+
+def _json_line(v: Any) -> str:
+    text = json.dumps(_clip_value(v), ensure_ascii=False, default=repr)
+    return _clip(text, 2 * CLIP)
+
+
+def _text(s: str) -> str:
+    return " ".join(normalize_sandbox(s).split()).rstrip(".")
+
+
+def _code(s: str) -> str:
+    """Inline code that survives backticks inside ``s``."""
+    run = 0
+    longest = 0
+    for ch in s:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    ticks = "`" * (longest + 1)
+    pad = " " if s.startswith("`") or s.endswith("`") else ""
+    return f"{ticks}{pad}{s}{pad}{ticks}"
+
+
+def _fence(text: str, lang: str) -> str:
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}{lang}\n{text}\n{fence}"
