@@ -1,0 +1,210 @@
+"""The ``acp-fuzz replay`` and ``acp-fuzz report`` commands (interface layer).
+
+The main CLI (:mod:`acp_fuzz.cli`) registers these two functions::
+
+    app.command("replay", context_settings={"allow_interspersed_args": False})(replay_cmd)
+    app.command("report")(report_cmd)
+
+``acp-fuzz replay CASSETTE|FOLDER [-- AGENT COMMAND...]``
+    Replays each cassette and prints one line per cassette::
+
+        FAILED  cassettes/prompt.leak-seed0.cassette  (prompt.leak, 3/3)
+        FIXED   cassettes/prompt.lost-seed4.cassette  (prompt.lost, 0/3)
+
+    followed, when the new run's ACP messages or model requests differ from the recording, by
+    the first difference. Exit status: ``0`` when every cassette is ``FIXED`` or ``PASSED``,
+    ``1`` when any is ``FAILED`` or ``FLAKY``, ``2`` when any could not be replayed
+    (``ERROR``: an unreadable cassette, an agent that does not start) or on a usage error.
+
+    Options go before the cassette path: ``acp-fuzz replay --runs 5 x.cassette -- ./agent``.
+
+``acp-fuzz report CASSETTE [-o FILE]``
+    Writes the Markdown bug report for a cassette (to stdout by default).
+"""
+
+from __future__ import annotations
+
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+import typer
+
+from acp_fuzz.cassette import CassetteError, read_cassette
+from acp_fuzz.replay import (
+    DEFAULT_TIMEOUT,
+    ReplayResult,
+    cassettes_in,
+    offline_check,
+    replay_cassette,
+)
+
+__all__ = ["replay_cmd", "report_cmd"]
+
+
+def _fail(message: str, code: int = 2) -> NoReturn:
+    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    raise typer.Exit(code)
+
+
+def replay_cmd(
+    cassette: Path = typer.Argument(
+        ..., help="A cassette file, or a folder: every *.cassette under it is replayed.",
+        show_default=False),
+    command: list[str] | None = typer.Argument(
+        None, metavar="[-- AGENT COMMAND...]", show_default=False,
+        help="The agent to replay against (for example a fixed build). Default: the command "
+             "recorded in the cassette."),
+    offline: bool = typer.Option(
+        False, "--offline",
+        help="Start no agent: run the current oracles over the recorded events."),
+    as_agent: bool = typer.Option(
+        False, "--as-agent",
+        help="Serve the recorded AGENT side on stdio, to test an ACP client (editor) against "
+             "it; problems are printed to stderr at end of input (exit 1)."),
+    runs: int = typer.Option(
+        1, "--runs", min=1,
+        help="Replay each cassette this many times; a failure seen in only some runs is "
+             "FLAKY."),
+    junit: Path | None = typer.Option(
+        None, "--junit", metavar="PATH", help="Also write a JUnit XML file (one test case "
+                                              "per cassette)."),
+    timeout: float = typer.Option(
+        DEFAULT_TIMEOUT, "--timeout", min=0.1, help="Seconds to wait for each agent answer."),
+) -> None:
+    """Replay recorded cassettes against the agent and say whether each bug is still there.
+
+    Verdicts: FAILED (the recorded failure came back in every run), FLAKY (in some runs),
+    FIXED (in none), PASSED (nothing was recorded failing and nothing fails now), ERROR (the
+    cassette or the agent could not be used). Exit status 0 when all are FIXED or PASSED, 1
+    when any is FAILED or FLAKY, 2 on errors."""
+    argv = list(command or [])
+    if argv and argv[0] == "--":  # kept by click when option parsing stopped at CASSETTE
+        argv = argv[1:]
+    if argv and argv[0].startswith("-"):
+        _fail(f"unexpected {argv[0]!r}: options go before the cassette path, and the agent "
+              "command after `--` (acp-fuzz replay --runs 3 CASSETTE -- AGENT ARGS)")
+    if as_agent:
+        _serve_as_agent(cassette, argv, offline, runs, junit)
+    if offline and argv:
+        _fail("--offline starts no agent: do not give an agent command")
+    if not cassette.exists():
+        _fail(f"no such file or folder: {cassette}")
+    if cassette.is_dir():
+        paths = cassettes_in(cassette)
+        if not paths:
+            _fail(f"no *.cassette files under {cassette}")
+    else:
+        paths = [cassette]
+
+    results: list[ReplayResult] = []
+    for result in _replay_all(paths, offline=offline, target=argv or None, runs=runs,
+                              timeout=timeout):
+        results.append(result)
+        typer.echo(result.line())
+        if result.divergence is not None:
+            for line in result.divergence.lines():
+                typer.echo(f"    {line}")
+    if junit is not None:
+        try:
+            write_junit(junit, results)
+        except OSError as e:
+            _fail(f"cannot write {junit}: {e.strerror or e}")
+    raise typer.Exit(exit_code(results))
+
+
+def _replay_all(paths: list[Path], *, offline: bool, target: list[str] | None, runs: int,
+                timeout: float) -> Iterator[ReplayResult]:
+    for path in paths:
+        if offline:
+            yield offline_check(path)
+        else:
+            yield replay_cassette(path, target=target, runs=runs, timeout=timeout)
+
+
+def exit_code(results: list[ReplayResult]) -> int:
+    """``2`` if any result is an ``ERROR``, else ``1`` if any is ``FAILED``/``FLAKY``,
+    else ``0``."""
+    if any(r.verdict == "ERROR" for r in results):
+        return 2
+    if any(not r.ok for r in results):
+        return 1
+    return 0
+
+
+def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
+                    junit: Path | None) -> NoReturn:
+    from acp_fuzz.as_agent import serve
+
+    if argv or offline or junit is not None or runs != 1:
+        _fail("--as-agent takes one cassette and no agent command, --offline, --runs or "
+              "--junit")
+    if cassette.is_dir():
+        _fail("--as-agent serves one cassette, not a folder")
+    try:
+        recording = read_cassette(cassette)
+    except CassetteError as e:
+        _fail(str(e))
+    code = serve(recording, sys.stdin.buffer, sys.stdout.buffer, sys.stderr)
+    raise typer.Exit(code)
+
+
+def write_junit(path: Path, results: list[ReplayResult]) -> None:
+    """Write ``results`` as JUnit XML: one ``testcase`` per cassette; ``FAILED``/``FLAKY``
+    are failures, ``ERROR`` an error, ``FIXED``/``PASSED`` pass."""
+    failures = sum(1 for r in results if r.verdict in ("FAILED", "FLAKY"))
+    errors = sum(1 for r in results if r.verdict == "ERROR")
+    suites = ET.Element("testsuites", name="acp-fuzz replay", tests=str(len(results)),
+                        failures=str(failures), errors=str(errors))
+    suite = ET.SubElement(suites, "testsuite", name="acp-fuzz replay",
+                          tests=str(len(results)), failures=str(failures),
+                          errors=str(errors), skipped="0")
+    for r in results:
+        case = ET.SubElement(suite, "testcase", classname="acp-fuzz.replay", name=str(r.path))
+        detail = [r.line()]
+        if r.divergence is not None:
+            detail.extend(r.divergence.lines())
+        for run, findings in enumerate(r.findings, 1):
+            for f in findings:
+                if f.severity in ("MUST", "SHOULD"):
+                    detail.append(f"run {run}: {f.oracle} ({f.severity}, {f.rule}): "
+                                  f"{f.message}")
+        text = "\n".join(detail)
+        if r.verdict == "ERROR":
+            ET.SubElement(case, "error", message=r.error or "error", type="ERROR").text = text
+        elif r.verdict in ("FAILED", "FLAKY"):
+            ET.SubElement(case, "failure", message=f"{r.verdict}: {', '.join(r.oracles)} "
+                                                   f"({r.rate})", type=r.verdict).text = text
+        else:
+            ET.SubElement(case, "system-out").text = text
+    ET.indent(suites)
+    ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def report_cmd(
+    cassette: Path = typer.Argument(..., help="The cassette to report on.",
+                                    show_default=False),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", metavar="FILE",
+        help="Write the report here instead of to stdout."),
+) -> None:
+    """Write a Markdown bug report for a cassette: the agent, the finding and the rule it
+    breaks, the minimal JSON-RPC transcript, what reached the model next to what should
+    have, and the command that reproduces it."""
+    from acp_fuzz.report import render_markdown
+
+    try:
+        recording = read_cassette(cassette)
+    except CassetteError as e:
+        _fail(str(e))
+    text = render_markdown(recording, path=str(cassette))
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as e:
+        _fail(f"cannot write {output}: {e.strerror or e}")
+    typer.echo(f"wrote {output}", err=True)
