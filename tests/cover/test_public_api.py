@@ -1,0 +1,72 @@
+"""Guards on what acp-fuzz exports, and on where its strategies are installed.
+
+A change to these lists is an API change: update the pinned list *and* the docs on purpose.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import acp_fuzz.strategies
+
+import acp_fuzz
+
+ACP_FUZZ_ALL = ["__version__"]
+STRATEGIES_ALL = [
+    "INVALID_KINDS",
+    "LifecycleMachine",
+    "SessionView",
+    "block_texts",
+    "invalid_system_prompts",
+    "valid_system_prompts",
+]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_acp_fuzz_exports_exactly() -> None:
+    assert acp_fuzz.__all__ == ACP_FUZZ_ALL
+    for name in ACP_FUZZ_ALL:
+        assert hasattr(acp_fuzz, name), name
+    assert isinstance(acp_fuzz.__version__, str) and acp_fuzz.__version__
+
+
+def test_strategies_exports_exactly() -> None:
+    assert acp_fuzz.strategies.__all__ == STRATEGIES_ALL
+    for name in STRATEGIES_ALL:
+        assert getattr(acp_fuzz.strategies, name) is not None, name
+
+
+def test_strategies_is_a_subpackage_of_acp_fuzz() -> None:
+    assert acp_fuzz.strategies.__name__ == "acp_fuzz.strategies"
+    # The folder is mapped, not copied: the installed module is the repo's strategies/.
+    assert Path(acp_fuzz.strategies.__file__).parent.name == "strategies"
+
+
+def _probe(cwd: Path) -> list[bool]:
+    code = (
+        "import importlib.util, json\n"
+        "print(json.dumps([importlib.util.find_spec('strategies') is None,"
+        " importlib.util.find_spec('acp_fuzz.strategies') is not None]))\n"
+    )
+    # No PYTHONPATH and no repo on sys.path: only what the installation provides.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True,
+                         text=True, timeout=60, check=True)
+    result: list[bool] = json.loads(res.stdout)
+    return result
+
+
+def test_no_top_level_strategies_module_in_site_packages(tmp_path: Path) -> None:
+    assert tmp_path.resolve() != REPO
+    assert _probe(tmp_path) == [True, True]
+
+
+def test_the_probe_would_see_a_top_level_strategies(tmp_path: Path) -> None:
+    # The check above can fail: a folder named strategies on the path is found.
+    (tmp_path / "strategies").mkdir()
+    (tmp_path / "strategies" / "__init__.py").write_text("")
+    assert _probe(tmp_path) == [False, True]
