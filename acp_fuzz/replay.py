@@ -283,7 +283,7 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
                 transcripts.append(transcript)
                 if divergence is None:
                     divergence = first_divergence(recorded_transcript, transcript)
-    except HarnessError as e:
+    except (HarnessError, OSError) as e:
         return ReplayResult(p, "ERROR", error=_one_line(e), runs=len(per_run),
                             findings=per_run, transcripts=transcripts)
     verdict, oracles, k = _verdict(recorded, per_run)
