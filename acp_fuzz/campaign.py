@@ -42,15 +42,15 @@ from acp_fuzz.runner import HarnessError, Run, TargetSpec
 from acp_fuzz.strategies import LifecycleMachine
 
 __all__ = [
+    "Calibrated",
     "CampaignEvent",
     "CampaignResult",
     "CampaignSettings",
-    "Calibrated",
+    "Confirming",
     "ExampleDone",
     "FindingReport",
     "Finished",
     "Started",
-    "Confirming",
     "calibrate",
     "run_campaign",
     "run_steps",
@@ -69,12 +69,17 @@ class CampaignSettings:
     confirm_runs: int = 3
     database: str | None = None
     long_texts: bool = True
+    #: Examples Hypothesis may run while shrinking a failure. A count, not a time limit, so
+    #: that the same seed gives the same result on a fast and a slow machine.
+    shrink_examples: int = 80
 
     def __post_init__(self) -> None:
         if self.max_examples < 1:
             raise ValueError(f"max_examples={self.max_examples} must be at least 1")
         if self.max_steps < 1:
             raise ValueError(f"max_steps={self.max_steps} must be at least 1")
+        if self.shrink_examples < 0:
+            raise ValueError(f"shrink_examples={self.shrink_examples} must not be negative")
         if self.confirm_runs < 1:
             raise ValueError(f"confirm_runs={self.confirm_runs} must be at least 1")
 
@@ -263,11 +268,19 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
 
         last: dict[str, _Failure] = {}
         info: dict[str, Finding] = {}
+        budget = {"left": -1}  # shrink examples left; -1 until the first failure
 
         class Machine(LifecycleMachine):
             def __init__(self) -> None:
                 super().__init__()
                 self.steps: list[dict[str, Any]] = []
+                # Past the shrink budget an example does nothing and passes: Hypothesis then
+                # cannot improve on the last failure and stops quickly.
+                self.spent = budget["left"] == 0
+                if budget["left"] > 0:
+                    budget["left"] -= 1
+                if self.spent:
+                    return
                 self.run = Run(spec, gateway=gateway)
                 self.run.start()
                 try:
@@ -278,6 +291,8 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                                             f"the agent did not initialize: {e}")]) from None
 
             def execute(self, step: dict[str, Any]) -> None:
+                if self.spent:
+                    return
                 self.steps.append(step)
                 self.run.execute(step)
                 result.steps_run += 1
@@ -291,9 +306,13 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                     self.run.close()
                     last["failure"] = _Failure(list(self.steps), self.run.history.snapshot(),
                                                findings)
+                    if budget["left"] < 0:
+                        budget["left"] = cfg.shrink_examples
                     raise AgentBug(bad)
 
             def teardown(self) -> None:
+                if self.spent:
+                    return
                 self.run.close()
                 result.examples_run += 1
                 on_event(ExampleDone(result.examples_run, result.steps_run,
@@ -322,8 +341,10 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         except AgentBug:
             pass
         except (Flaky, ExceptionGroup):
-            # Hypothesis could not reproduce the failure it shrank to: report it as flaky.
-            flaky = True
+            # Hypothesis could not reproduce the failure it shrank to. Past the shrink budget
+            # that is by design (the replay was a no-op); otherwise the failure is flaky. The
+            # confirm runs below decide in both cases.
+            flaky = budget["left"] != 0
         failure = last.get("failure")
         if failure is not None:
             on_event(Confirming(len(failure.steps)))
@@ -334,8 +355,48 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
     return result
 
 
+def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gateway: Gateway,
+                   *, strict: bool) -> _Failure:
+    """Delete steps one at a time while the same oracle still fails (1-minimal in steps).
+
+    Hypothesis shrinks the draws; this pass makes sure no single step can be dropped from the
+    result, which Hypothesis does not promise for stateful tests (a restart that changes
+    nothing for the failure can survive its shrinker).
+    """
+    oracles = {f.oracle for f in _interesting(failure.findings, strict)}
+    best = failure
+    i = 0
+    while i < len(best.steps) and len(best.steps) > 1:
+        trial = best.steps[:i] + best.steps[i + 1:]
+        if _references_ok(trial):
+            history, findings = run_steps(spec, trial, baseline=baseline, strict=strict,
+                                          gateway=gateway, stop_on_failure=True)
+            if oracles & {f.oracle for f in _interesting(findings, strict)}:
+                best = _Failure(trial, history.snapshot(), findings)
+                continue
+        i += 1
+    return best
+
+
+def _references_ok(steps: Sequence[Mapping[str, Any]]) -> bool:
+    # A step that names a session no earlier step creates would be skipped by the runner:
+    # such a trial proves nothing, so it is not tried.
+    made: set[str] = set()
+    for s in steps:
+        if s["op"] == "new":
+            made.add(s["session"])
+        elif s["op"] == "fork":
+            if s["session"] not in made:
+                return False
+            made.add(s["new"])
+        elif "session" in s and s["session"] not in made:
+            return False
+    return True
+
+
 def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: _Failure, baseline: Baseline,
              gateway: Gateway, init: Any, *, flaky_hint: bool) -> FindingReport:
+    failure = minimize_steps(spec, failure, baseline, gateway, strict=cfg.strict)
     oracles = {f.oracle for f in _interesting(failure.findings, cfg.strict)}
     reproduced = 0
     for _ in range(cfg.confirm_runs):

@@ -83,7 +83,7 @@ class AcpReplayItem(pytest.Item):
 
         res = replay_cassette(self.cassette)
         if res.verdict not in ("FIXED", "PASSED"):
-            raise AcpFailure(f"{res.verdict} {self.cassette}: {res.summary()}")
+            raise AcpFailure(res.line())
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
