@@ -34,7 +34,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from acp_fuzz import __version__
 from acp_fuzz.cassette import Header, write_cassette
 from acp_fuzz.findings import Finding
-from acp_fuzz.gateway import Gateway
+from acp_fuzz.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.history import Event, History
 from acp_fuzz.oracles import Baseline, evaluate, learn_baseline
 from acp_fuzz.payloads import Capabilities
@@ -72,6 +72,9 @@ class CampaignSettings:
     #: Examples Hypothesis may run while shrinking a failure. A count, not a time limit, so
     #: that the same seed gives the same result on a fast and a slow machine.
     shrink_examples: int = 80
+    #: Forward model requests to this real provider (base URL) instead of the fake replies;
+    #: the upstream exchanges are recorded with vcrpy into each finding cassette ("vcr").
+    model_upstream: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_examples < 1:
@@ -258,7 +261,9 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                  *, database: ExampleDatabase | None = None) -> CampaignResult:
     """Run a whole campaign against ``spec``. Raises :class:`HarnessError` when the agent
     cannot be driven at all (it does not start, or cannot create a plain session)."""
-    with Gateway(None, side_request=spec.side_request) as gateway:
+    recorder = UpstreamRecorder() if cfg.model_upstream else None
+    with Gateway(None, side_request=spec.side_request, upstream=cfg.model_upstream,
+                 upstream_recorder=recorder) as gateway:
         init, caps, baseline = calibrate(spec, gateway=gateway)
         agent = init.get("agentInfo") if isinstance(init, Mapping) else None
         agent = dict(agent) if isinstance(agent, Mapping) else {}
@@ -408,12 +413,13 @@ def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: _Failure, baselin
     report = FindingReport(status=status, runs=cfg.confirm_runs, reproduced=reproduced,
                            findings=failure.findings, steps=failure.steps,
                            requests=requests_of(failure.events), cassette=None)
-    report.cassette = save_finding(spec, cfg, failure.events, report, baseline, init)
+    report.cassette = save_finding(spec, cfg, failure.events, report, baseline, init, gateway)
     return report
 
 
 def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event],
-                 report: FindingReport, baseline: Baseline, init: Any) -> Path:
+                 report: FindingReport, baseline: Baseline, init: Any,
+                 gateway: Gateway | None = None) -> Path:
     """Write the minimal failing run as a cassette named after its oracle."""
     cfg.cassette_dir.mkdir(parents=True, exist_ok=True)
     primary = report.oracles[0] if report.oracles else "finding"
@@ -425,5 +431,8 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
         kind="finding", initialize=init,
         meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,
               "findings": [f.to_wire() for f in report.findings]})
-    write_cassette(path, header, list(events))
+    attachments = {}
+    if gateway is not None and gateway.upstream_recorder is not None:
+        attachments["vcr"] = gateway.upstream_recorder.to_bytes()
+    write_cassette(path, header, list(events), attachments)
     return path

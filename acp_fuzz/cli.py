@@ -150,6 +150,9 @@ def target(
                                      help="Run in a network namespace with only loopback."),
     database: str | None = typer.Option(None, "--db", help="Hypothesis example database folder "
                                         "(shared by workers; off by default for determinism)."),
+    model_upstream: str | None = typer.Option(
+        None, "--model-upstream", metavar="URL",
+        help="Forward model requests to a real provider; recorded with vcrpy into cassettes."),
 ) -> None:
     """Fuzz an agent's systemPrompt handling; shrink any failure to a minimal reproduction."""
     if dialect not in DIALECTS:
@@ -163,7 +166,8 @@ def target(
     spec = build_spec(command or [], profile, timeout)
     _check_writable_dir(cassette_dir, "--cassette-dir")
     cfg = CampaignSettings(max_examples=max_examples, seed=seed, strict=strict,
-                           max_steps=max_steps, cassette_dir=cassette_dir, database=database)
+                           max_steps=max_steps, cassette_dir=cassette_dir, database=database,
+                           model_upstream=_check_url(model_upstream))
     t0 = time.monotonic()
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                         TextColumn("{task.completed}/{task.total} examples"),
@@ -205,6 +209,12 @@ def target(
     for kind, path in reports:
         (_write_json if kind == "json" else _write_junit)(result, path)
     raise typer.Exit(result.exit_code)
+
+
+def _check_url(url: str | None) -> str | None:
+    if url is not None and not url.startswith(("http://", "https://")):
+        fail(f"--model-upstream takes an http(s) base URL, got {url!r}")
+    return url
 
 
 def _sigterm(signum: int, frame: Any) -> None:
@@ -333,7 +343,9 @@ def show(cassette: Path = typer.Argument(..., help="A cassette file."),
 # -- gateway -------------------------------------------------------------------------------------
 
 @app.command()
-def gateway(reply: str = typer.Option("ok", "--reply", help="The text every model reply says.")
+def gateway(reply: str = typer.Option("ok", "--reply", help="The text every model reply says."),
+            upstream: str | None = typer.Option(None, "--upstream", metavar="URL",
+                                                help="Forward to a real provider instead."),
             ) -> None:
     """Run the fake model gateway on its own, to wire an agent by hand."""
     from acp_fuzz.gateway import Gateway
@@ -349,7 +361,7 @@ def gateway(reply: str = typer.Option("ok", "--reply", help="The text every mode
 
     hist = History(sink=sink)
     try:
-        gw = Gateway(hist, reply_text=reply).start()
+        gw = Gateway(hist, reply_text=reply, upstream=_check_url(upstream)).start()
     except OSError as e:
         fail(f"cannot listen on 127.0.0.1: {e.strerror or e}")
     out.print(f"fake model gateway on {gw.url}  (Ctrl-C stops)", markup=False)
