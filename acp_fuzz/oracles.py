@@ -359,8 +359,9 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
         sig = p.significant
         present = [b for b in sig if b in everything]
         loose = [b for b in sig if b not in present and _norm(b) in _norm(everything)]
+        cut = [b for b in sig if b not in present and b not in loose and _truncated(b, everything)]
         sev, rule = _sev(primary)
-        if present or loose:
+        if present or loose or cut:
             missing = [b for b in sig if b not in present]
             st.add("prompt.altered",
                    f"session {handle}: {len(missing)} of {len(sig)} block(s) of the prompt "
@@ -436,6 +437,16 @@ def _sev(c: Candidate) -> tuple[str, str]:
     if c.severity == "info":
         return "SHOULD", c.rule
     return c.severity, c.rule
+
+
+#: A block counts as truncated (altered, not lost) when at least its first half arrived, and
+#: that half is long enough not to match by chance.
+MIN_TRUNCATED_PREFIX = 256
+
+
+def _truncated(block: str, everything: str) -> bool:
+    half = block[: len(block) // 2]
+    return len(half) >= MIN_TRUNCATED_PREFIX and half in everything
 
 
 def _full(p: Prompt | None, everything: str, m: SessionModel) -> bool:
