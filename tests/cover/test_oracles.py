@@ -1,0 +1,617 @@
+"""Unit tests of ``acp_fuzz.oracles.evaluate`` over hand-built histories (no processes).
+
+The builder below appends events shaped exactly like the runner's (``acp_fuzz/runner.py``): a
+``step`` event with the classification computed by :func:`acp_fuzz.payloads.classify`, the
+``verdict`` of its reply (with ``sessionId`` for a successful new/fork), and ``model`` events
+as the gateway records them. Each oracle is shown firing, and not firing where a correct agent
+has a choice (deferral, omitted prompt) or the evidence is too weak (short texts, no baseline).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from acp_fuzz.findings import CATALOG, Finding
+from acp_fuzz.history import History, ModelExchange, Segment
+from acp_fuzz.oracles import Baseline, evaluate, learn_baseline
+from acp_fuzz.payloads import OMIT, Capabilities, classify
+from acp_fuzz.steps import nonce_for
+
+ALL_CAPS = Capabilities(system_prompt=True, override=True, load=True, resume=True, fork=True,
+                        close=True, list=True)
+DEFAULTS = (
+    "You are the acp-fuzz reference agent, a careful coding assistant.\n"
+    "Answer the user's request directly and concisely.\n"
+    "Prefer small, reviewable changes and explain any risk you notice."
+)
+BASE = learn_baseline([DEFAULTS + "\nWorking directory: /w/one",
+                       DEFAULTS + "\nWorking directory: /w/two"])
+P = "You review code. Focus on security vulnerabilities."
+Q = "Answer only in French, whatever the question."
+R = "Cite file paths and line numbers in every answer."
+
+
+def sp(mode: str, *texts: str) -> dict[str, Any]:
+    return {"mode": mode, "content": [{"type": "text", "text": t} for t in texts]}
+
+
+class H:
+    """A history built the way the runner records one."""
+
+    def __init__(self, caps: Capabilities = ALL_CAPS) -> None:
+        self.h = History()
+        self.caps = caps
+        self.index = 0
+        self.turns: dict[str, int] = {}
+        self.ids = 0
+        self.sids: dict[str, str] = {}
+        self.h.append("verdict", {"step": -1, "what": "initialize", "outcome": "ok",
+                                  "capabilities": caps.to_wire()})
+
+    def step(self, op: str, session: str | None = None, *, outcome: str = "ok",
+             error: Any = None, **args: Any) -> int:
+        """Append a step and its reply verdict; return the step index."""
+        step: dict[str, Any] = {"op": op, **args}
+        if session is not None:
+            step["session"] = session
+        data: dict[str, Any] = {"index": self.index, "name": op, "args": step}
+        if op in ("new", "load", "resume", "fork"):
+            c = classify(step.get("systemPrompt", OMIT), self.caps)
+            data["class"] = {"kind": c.kind, "reason": c.reason, "severity": c.severity,
+                             "rule": c.rule}
+        if op == "prompt":
+            assert session is not None
+            turn = self.turns.get(session, 0) + 1
+            data["turn"] = turn
+            data["nonce"] = nonce_for(session, turn)
+        self.h.append("step", data)
+        verdict: dict[str, Any] = {"step": self.index, "what": "reply", "outcome": outcome}
+        if error is not None:
+            verdict["error"] = error
+        if op in ("new", "fork") and outcome == "ok":
+            self.ids += 1
+            handle = step.get("new", session)
+            self.sids[handle] = f"sess-{self.ids}"
+            verdict["sessionId"] = self.sids[handle]
+        self.h.append("verdict", verdict)
+        self.index += 1
+        return self.index - 1
+
+    def new(self, session: str, prompt: Any = OMIT, **kw: Any) -> int:
+        args = {} if prompt is OMIT else {"systemPrompt": prompt}
+        return self.step("new", session, **args, **kw)
+
+    def model(self, session: str | None, *, system: list[str] = (),  # type: ignore[assignment]
+              user: str = "hi", history: list[str] = (),  # type: ignore[assignment]
+              side: bool = False) -> None:
+        """One model request tied to ``session``'s current turn (the step just executed)."""
+        segs = [Segment("system", f"messages[{i}].content", t) for i, t in enumerate(system)]
+        segs += [Segment("history", f"messages[{len(segs) + i}].content", t)
+                 for i, t in enumerate(history)]
+        segs.append(Segment("user", f"messages[{len(segs)}].content", user))
+        turn = None
+        if session is not None and not side:
+            turn = self.turns.get(session, 0) + 1
+        x = ModelExchange(api="openai.chat", method="POST", path="/v1/chat/completions",
+                          headers={}, body=None, segments=tuple(segs), session=None if side
+                          else session, turn=turn, side=side, status=200, reply_text="ok")
+        self.h.append("model", x.to_wire())
+
+    def prompt(self, session: str, **model: Any) -> int:
+        """A prompt step whose single model request is described by ``model``."""
+        turn = self.turns.get(session, 0) + 1
+        # The runner appends the step first, the gateway records the request while the reply is
+        # pending, and the verdict comes last.
+        self.h.append("step", {"index": self.index, "name": "prompt",
+                               "args": {"op": "prompt", "session": session}, "turn": turn,
+                               "nonce": nonce_for(session, turn)})
+        self.model(session, **model)
+        self.turns[session] = turn
+        self.h.append("verdict", {"step": self.index, "what": "reply", "outcome": "ok"})
+        self.index += 1
+        return self.index - 1
+
+    def list_probe(self, listed: list[str]) -> None:
+        self.h.append("verdict", {"step": self.index - 1, "what": "probe-list",
+                                  "outcome": "ok", "sessions": listed})
+
+    def findings(self, *, baseline: Baseline | None = BASE, strict: bool = False
+                 ) -> list[Finding]:
+        return evaluate(self.h.snapshot(), baseline=baseline, strict=strict)
+
+
+def ids(findings: list[Finding]) -> set[str]:
+    return {f.oracle for f in findings}
+
+
+def only(findings: list[Finding], oracle: str) -> Finding:
+    hits = [f for f in findings if f.oracle == oracle]
+    assert len(hits) == 1, findings
+    return hits[0]
+
+
+def appended(*texts: str) -> list[str]:
+    """A correct append system slot: the defaults, then the client text."""
+    return [DEFAULTS + "\nWorking directory: /w/x\n\n" + "\n\n".join(texts)]
+
+
+# -- a correct session -----------------------------------------------------------------------
+
+
+def test_correct_append_and_override_give_nothing() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P))
+    h.new("B", sp("override", Q))
+    h.prompt("B", system=[Q])
+    h.new("C")
+    h.prompt("C", system=appended())
+    assert h.findings() == []
+    assert h.findings(strict=True) == []
+
+
+def test_catalog_ids_are_the_documented_ones() -> None:
+    assert set(CATALOG) == {
+        "prompt.leak", "prompt.lost", "prompt.altered", "prompt.duplicated",
+        "prompt.misplaced", "override.not-applied", "append.replaced-default",
+        "payload.invalid-accepted", "payload.valid-rejected", "reject.side-effect",
+        "agent.crash", "agent.hang", "protocol.malformed", "prompt.change-deferred",
+        "lifecycle.omitted-fallback", "payload.probe",
+    }
+
+
+# -- prompt.leak -----------------------------------------------------------------------------
+
+
+def test_leak_fires_on_another_sessions_text() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.new("B", sp("append", Q))
+    step = h.prompt("A", system=appended(Q))
+    f = only(h.findings(), "prompt.leak")
+    assert (f.severity, f.session, f.step) == ("MUST", "A", step)
+    assert f.evidence["foreign_session"] == "B"
+    assert f.evidence["slot"] == "system"
+    assert Q in f.evidence["excerpt"]
+    # A's own text is missing too.
+    assert "prompt.lost" in ids(h.findings())
+
+
+def test_leak_into_a_session_without_prompt() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.new("B")
+    h.prompt("B", system=appended(P))
+    assert only(h.findings(), "prompt.leak").evidence["foreign_session"] == "A"
+
+
+def test_short_common_text_is_not_a_leak() -> None:
+    short = "Be brief."  # shorter than MIN_SIGNIFICANT: may occur anywhere by chance
+    h = H()
+    h.new("A", sp("append", short))
+    h.new("B", sp("append", short, Q))
+    h.prompt("A", system=appended(short))
+    h.prompt("B", system=appended(short, Q))
+    assert h.findings() == []
+
+
+def test_fork_inherits_source_text_without_leak() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("fork", "A", new="C")  # prompt omitted: kept (the source's) or default
+    h.prompt("C", system=appended(P))
+    found = h.findings()
+    assert "prompt.leak" not in ids(found)
+    assert only(found, "lifecycle.omitted-fallback").evidence["choice"] == "kept"
+
+
+def test_fork_with_a_different_prompt_may_not_carry_source_text_to_source() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("fork", "A", new="C", systemPrompt=sp("append", R))
+    h.prompt("C", system=appended(R))
+    h.prompt("A", system=appended(P, R))
+    f = only(h.findings(), "prompt.leak")
+    assert (f.session, f.evidence["foreign_session"]) == ("A", "C")
+
+
+def test_side_request_is_not_judged() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.new("B", sp("append", Q))
+    h.model(None, system=["Generate a title. " + Q + P], side=True)
+    assert h.findings() == []
+
+
+# -- prompt.lost / prompt.altered ------------------------------------------------------------
+
+
+def test_lost_fires_when_the_prompt_is_missing() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    step = h.prompt("A", system=appended())
+    f = only(h.findings(), "prompt.lost")
+    assert (f.severity, f.rule, f.step) == ("MUST", "SP-AGENT-APPLY-NEW-MUST", step)
+    assert f.evidence["expected"] == P
+    assert DEFAULTS.splitlines()[0] in f.evidence["system_slot"]
+
+
+def test_whitespace_only_blocks_do_not_cause_lost() -> None:
+    h = H()
+    h.new("A", sp("append", " ", "\n\n", "\t \u00a0\u3000"))
+    h.prompt("A", system=appended())
+    h.new("B", sp("append", "", P, "  "))
+    h.prompt("B", system=appended(P))
+    assert h.findings() == []
+
+
+def test_altered_fires_when_a_block_is_dropped() -> None:
+    h = H()
+    h.new("A", sp("append", P, Q))
+    h.prompt("A", system=appended(P))
+    f = only(h.findings(), "prompt.altered")
+    assert f.severity == "MUST"
+    assert f.evidence["missing"] == [Q]
+
+
+def test_altered_fires_on_truncation() -> None:
+    long = ("lorem ipsum dolor sit amet " * 3000) + " [acp-fuzz canary A1]"
+    h = H()
+    h.new("A", sp("append", long))
+    h.prompt("A", system=appended(long[:65536]))
+    assert only(h.findings(), "prompt.altered").severity == "MUST"
+
+
+def test_long_prompt_missing_entirely_is_lost_not_altered() -> None:
+    long = ("lorem ipsum dolor sit amet " * 3000) + " [acp-fuzz canary A1]"
+    h = H()
+    h.new("A", sp("append", long))
+    h.prompt("A", system=appended())
+    assert ids(h.findings()) == {"prompt.lost"}
+
+
+def test_a_shared_short_prefix_is_not_truncation() -> None:
+    # Two prompts that start alike (same prose, different canary): the other one arriving is
+    # not a truncated copy of this one.
+    prose = "You are a code review specialist. Focus on security vulnerabilities."
+    h = H()
+    h.new("A", sp("append", prose + " [acp-fuzz canary A1]"))
+    h.prompt("A", system=appended(prose + " [acp-fuzz canary B2]"))
+    assert ids(h.findings()) == {"prompt.lost"}
+
+
+def test_altered_is_should_when_only_whitespace_or_invisibles_differ() -> None:
+    h = H()
+    h.new("A", sp("append", "Answer   in\u200b French, always and everywhere."))
+    h.prompt("A", system=appended("Answer in French, always and everywhere."))
+    f = only(h.findings(), "prompt.altered")
+    assert f.severity == "SHOULD"
+
+
+# -- prompt.duplicated / prompt.misplaced ----------------------------------------------------
+
+
+def test_duplicated_fires_on_a_repeated_prompt() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("resume", "A", systemPrompt=sp("append", P))
+    step = h.prompt("A", system=appended(P, P))
+    f = only(h.findings(), "prompt.duplicated")
+    assert (f.severity, f.step, f.evidence["count"]) == ("SHOULD", step, 2)
+
+
+def test_a_prompt_that_repeats_itself_is_not_duplicated() -> None:
+    h = H()
+    h.new("A", sp("append", P, P))
+    h.prompt("A", system=appended(P, P))
+    assert h.findings() == []
+
+
+def test_misplaced_fires_when_the_prompt_is_in_the_user_turn() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(), user=f"[System]\n{P}\n\nReply with ok.")
+    f = only(h.findings(), "prompt.misplaced")
+    assert (f.severity, f.evidence["slot"]) == ("SHOULD", "user")
+    assert "prompt.lost" not in ids(h.findings())
+
+
+def test_misplaced_in_history_content() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(), history=[P])
+    assert only(h.findings(), "prompt.misplaced").evidence["slot"] == "history"
+
+
+# -- override.not-applied / append.replaced-default --------------------------------------------
+
+
+def test_override_not_applied_needs_the_defaults_present() -> None:
+    h = H()
+    h.new("A", sp("override", P))
+    h.prompt("A", system=appended(P))
+    f = only(h.findings(), "override.not-applied")
+    assert f.severity == "MUST"
+    assert f.evidence["share"] == 1.0
+
+
+def test_append_replaced_default() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=[P])
+    f = only(h.findings(), "append.replaced-default")
+    assert (f.severity, f.evidence["share"]) == ("MUST", 0.0)
+
+
+@pytest.mark.parametrize("mode, system", [("override", appended(P)), ("append", [P])])
+def test_default_checks_are_off_without_a_baseline(mode: str, system: list[str]) -> None:
+    h = H()
+    h.new("A", sp(mode, P))
+    h.prompt("A", system=system)
+    assert h.findings(baseline=None) == []
+    assert h.findings(baseline=Baseline()) == []
+
+
+def test_partial_defaults_under_override_give_no_verdict() -> None:
+    # Between DEFAULT_ABSENT and DEFAULT_PRESENT nothing is reported (one of three lines).
+    h = H()
+    h.new("A", sp("override", P))
+    h.prompt("A", system=[DEFAULTS.splitlines()[0] + "\n" + P])
+    assert h.findings() == []
+
+
+# -- payloads ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("payload, reason, severity", [
+    ({"mode": "prepend", "content": [{"type": "text", "text": P}]}, "mode-unknown", "MUST"),
+    ({"mode": "append", "content": []}, "content-empty", "info"),
+    ("a draft-era string prompt", "draft-string", "SHOULD"),
+    ({"mode": "append", "content": [{"type": "image", "data": "x", "mimeType": "image/png"}]},
+     "block-not-text", "MUST"),
+])
+def test_invalid_accepted_takes_the_severity_of_its_reason(payload: Any, reason: str,
+                                                           severity: str) -> None:
+    h = H()
+    h.new("A", payload)
+    f = only(h.findings(), "payload.invalid-accepted")
+    assert (f.severity, f.evidence["reason"]) == (severity, reason)
+
+
+def test_invalid_rejected_is_fine_and_leaves_no_session() -> None:
+    h = H()
+    h.new("A", {"mode": "prepend", "content": [{"type": "text", "text": P}]}, outcome="error",
+          error={"code": -32602, "message": "Invalid params"})
+    h.list_probe([])
+    assert h.findings() == []
+
+
+def test_override_not_advertised_is_invalid() -> None:
+    caps = Capabilities(system_prompt=True, load=True, list=True)
+    h = H(caps)
+    h.new("A", sp("override", P))
+    f = only(h.findings(), "payload.invalid-accepted")
+    assert f.evidence["reason"] == "override-not-advertised"
+
+
+def test_valid_rejected_on_new() -> None:
+    h = H()
+    h.new("A", sp("append", P), outcome="error", error={"code": -32603, "message": "boom"})
+    f = only(h.findings(), "payload.valid-rejected")
+    assert (f.severity, f.rule) == ("MUST", "SP-AGENT-APPEND-MUST")
+
+
+def test_valid_rejected_on_load_only_for_invalid_params() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    # A session error on load is about the session, not the prompt.
+    h.step("load", "A", systemPrompt=sp("override", P), outcome="error",
+           error={"code": -32002, "message": "not found"})
+    assert h.findings() == []
+    h.step("load", "A", systemPrompt=sp("override", P), outcome="error",
+           error={"code": -32602, "message": "Invalid params"})
+    f = only(h.findings(), "payload.valid-rejected")
+    assert f.rule == "SP-AGENT-OVERRIDE-MUST"
+
+
+def test_probe_to_an_agent_without_the_capability_is_info() -> None:
+    h = H(Capabilities(load=True))
+    h.new("A", sp("append", P))
+    f = only(h.findings(), "payload.probe")
+    assert f.severity == "info"
+    # Nothing is expected of that session's model requests.
+    h.prompt("A", system=appended())
+    assert {x.severity for x in h.findings()} == {"info"}
+
+
+# -- reject.side-effect ------------------------------------------------------------------------
+
+
+def test_side_effect_listed_after_rejected_new() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    step = h.new("B", {"mode": "prepend", "content": [{"type": "text", "text": Q}]},
+                 outcome="error", error={"code": -32602, "message": "bad mode"})
+    h.list_probe(["sess-1", "sess-99"])
+    f = only(h.findings(), "reject.side-effect")
+    assert (f.severity, f.step) == ("MUST", step)
+    assert f.evidence["unexpected"] == ["sess-99"]
+
+
+def test_list_after_successful_steps_is_not_a_side_effect() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("list")
+    h.list_probe(["sess-1", "sess-from-an-earlier-run"])
+    assert h.findings() == []
+
+
+def test_rejected_text_reaching_the_model_is_a_side_effect() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    bad = h.step("resume", "A", systemPrompt={"mode": "_vendor", "content": [
+        {"type": "text", "text": Q}]}, outcome="error", error={"code": -32602, "message": "x"})
+    h.prompt("A", system=appended(P, Q))
+    f = only(h.findings(), "reject.side-effect")
+    assert f.step == bad
+    assert "prompt.lost" not in ids(h.findings())
+
+
+# -- deferral and omitted prompts --------------------------------------------------------------
+
+
+def test_deferred_change_on_load_is_info_not_a_failure() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P))
+    h.step("load", "A", systemPrompt=sp("append", Q))
+    h.prompt("A", system=appended(P))
+    f = only(h.findings(), "prompt.change-deferred")
+    assert f.severity == "info"
+    assert f.rule == "SP-LIFECYCLE-DEFER-MAY"
+    assert not [x for x in h.findings() if x.severity != "info"]
+    # --strict promotes it to SHOULD.
+    assert only(h.findings(strict=True), "prompt.change-deferred").severity == "SHOULD"
+
+
+def test_applied_change_on_load_gives_nothing() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("load", "A", systemPrompt=sp("append", Q))
+    h.prompt("A", system=appended(Q))
+    assert h.findings() == []
+
+
+def test_change_after_restart_cannot_be_deferred() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("restart")
+    h.step("load", "A", systemPrompt=sp("append", Q))
+    h.prompt("A", system=appended(P))
+    f = only(h.findings(), "prompt.lost")
+    assert (f.severity, f.rule) == ("SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD")
+
+
+def test_same_prompt_resent_after_restart_must_arrive() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("restart")
+    step = h.step("resume", "A", systemPrompt=sp("append", P))
+    h.prompt("A", system=appended())
+    f = only(h.findings(), "prompt.lost")
+    assert f.severity == "SHOULD" and f.step == step + 1
+
+
+@pytest.mark.parametrize("op", ["load", "resume"])
+@pytest.mark.parametrize("choice, system", [("kept", appended(P)), ("default", appended())])
+def test_omitted_prompt_on_reattach_accepts_kept_and_default(op: str, choice: str,
+                                                             system: list[str]) -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step(op, "A")
+    h.prompt("A", system=system)
+    found = h.findings(strict=True)
+    f = only(found, "lifecycle.omitted-fallback")
+    assert (f.severity, f.evidence["choice"]) == ("info", choice)
+    assert [x for x in found if x.severity != "info"] == []
+
+
+def test_null_prompt_on_resume_is_like_omitted() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("resume", "A", systemPrompt=None)
+    h.prompt("A", system=appended())
+    assert only(h.findings(), "lifecycle.omitted-fallback").evidence["choice"] == "default"
+
+
+def test_omitted_choice_must_stay_consistent() -> None:
+    # After the first turn chose "default", the stored prompt may not come back.
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("resume", "A")
+    h.prompt("A", system=appended())
+    h.prompt("A", system=appended(P))
+    assert "prompt.lost" not in ids(h.findings())
+    # The defaults-only candidate does not fit: the session's own text is back. That is not
+    # reported as lost (nothing is missing), but also not silently re-accepted as "kept".
+    assert [f.oracle for f in h.findings() if f.severity != "info"] == []
+
+
+# -- agent.crash / agent.hang / protocol.malformed ---------------------------------------------
+
+
+def test_crash_and_hang() -> None:
+    h = H()
+    crash = h.new("A", sp("append", P), outcome="exited")
+    f = only(h.findings(), "agent.crash")
+    assert (f.severity, f.step) == ("MUST", crash)
+    h2 = H()
+    hang = h2.new("A", sp("append", P), outcome="timeout")
+    f = only(h2.findings(), "agent.hang")
+    assert (f.severity, f.step) == ("MUST", hang)
+
+
+def test_restart_that_comes_back_is_not_a_crash() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("restart")
+    assert h.findings() == []
+    h.step("restart", outcome="exited")
+    assert only(h.findings(), "agent.crash").message.startswith("the agent did not come back")
+
+
+def _recv(h: H, msg: Any, **extra: Any) -> None:
+    h.h.append("acp", {"dir": "recv", "msg": msg, **extra})
+
+
+def test_malformed_bad_line_and_schema_breaks() -> None:
+    h = H()
+    _recv(h, None, raw="{not json", error="invalid JSON")
+    f = only(h.findings(), "protocol.malformed")
+    assert f.evidence["problem"] == "invalid JSON"
+
+    h = H()
+    h.h.append("acp", {"dir": "send", "msg": {"jsonrpc": "2.0", "id": 7, "method": "session/new",
+                                               "params": {}}})
+    _recv(h, {"jsonrpc": "2.0", "id": 7, "result": {"session": "x"}})
+    assert "sessionId" in only(h.findings(), "protocol.malformed").message
+
+    h = H()
+    _recv(h, {"jsonrpc": "2.0", "id": 1, "result": {}, "error": {"code": 1, "message": "x"}})
+    assert "protocol.malformed" in ids(h.findings())
+
+
+def test_well_formed_messages_are_not_malformed() -> None:
+    h = H()
+    h.h.append("acp", {"dir": "send", "msg": {"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                                               "params": {}}})
+    _recv(h, {"jsonrpc": "2.0", "id": 1, "result": {"sessionId": "sess-1"}})
+    _recv(h, {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": "sess-1", "update": {"sessionUpdate": "agent_message_chunk",
+                                          "content": {"type": "text", "text": "ok"}}}})
+    _recv(h, {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "bad"}})
+    assert h.findings() == []
+
+
+def test_missing_session_id_from_new_is_malformed() -> None:
+    h = H()
+    h.new("A", sp("append", P), outcome="error", error={"harness": "no sessionId in result"})
+    f = only(h.findings(), "protocol.malformed")
+    assert f.rule == "FR-WIRE-NDJSON-MUST"
+
+
+# -- evaluation is deterministic and order-driven ----------------------------------------------
+
+
+def test_findings_are_sorted_and_deduplicated() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.new("B", sp("append", Q))
+    h.prompt("A", system=appended(Q))
+    h.prompt("A", system=appended(Q))  # the same leak again, at a later step
+    found = h.findings()
+    assert found == sorted(found, key=lambda f: (f.step, f.oracle, f.session or ""))
+    assert len({f.key() for f in found}) == len(found)
+    assert evaluate(h.h.snapshot(), baseline=BASE) == found
