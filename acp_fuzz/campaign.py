@@ -362,24 +362,48 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
 
 def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gateway: Gateway,
                    *, strict: bool) -> _Failure:
-    """Delete steps one at a time while the same oracle still fails (1-minimal in steps).
+    """Make the failing steps 1-minimal: no single step can be dropped and still fail.
 
-    Hypothesis shrinks the draws; this pass makes sure no single step can be dropped from the
-    result, which Hypothesis does not promise for stateful tests (a restart that changes
-    nothing for the failure can survive its shrinker).
+    Hypothesis shrinks the draws, but for stateful tests it does not promise that no step can
+    be deleted (a restart that changes nothing for the failure can survive its shrinker, and a
+    step that a later one refers to can only go once that one is gone). So, on top:
+
+    1. the smallest forms first: each payload the steps sent, alone on a fresh
+       ``session/new``, then followed by one turn (what most payload bugs reduce to);
+    2. delete steps one at a time, sweeping again until a whole sweep deletes nothing.
+
+    A trial only counts when it fails with one of the same oracles.
     """
     oracles = {f.oracle for f in _interesting(failure.findings, strict)}
+
+    def attempt(trial: list[dict[str, Any]]) -> _Failure | None:
+        if not trial or not _references_ok(trial):
+            return None
+        history, findings = run_steps(spec, trial, baseline=baseline, strict=strict,
+                                      gateway=gateway, stop_on_failure=True)
+        if oracles & {f.oracle for f in _interesting(findings, strict)}:
+            return _Failure(trial, history.snapshot(), findings)
+        return None
+
     best = failure
-    i = 0
-    while i < len(best.steps) and len(best.steps) > 1:
-        trial = best.steps[:i] + best.steps[i + 1:]
-        if _references_ok(trial):
-            history, findings = run_steps(spec, trial, baseline=baseline, strict=strict,
-                                          gateway=gateway, stop_on_failure=True)
-            if oracles & {f.oracle for f in _interesting(findings, strict)}:
-                best = _Failure(trial, history.snapshot(), findings)
-                continue
-        i += 1
+    payloads = [s["systemPrompt"] for s in best.steps if "systemPrompt" in s]
+    for small in ([{"op": "new", "session": "A", "systemPrompt": sp}] for sp in payloads):
+        for trial in (small, [*small, {"op": "prompt", "session": "A"}]):
+            if len(trial) < len(best.steps) and (found := attempt(trial)) is not None:
+                best = found
+                break
+        if len(best.steps) <= 2:
+            break
+    changed = True
+    while changed and len(best.steps) > 1:
+        changed = False
+        i = 0
+        while i < len(best.steps) and len(best.steps) > 1:
+            found = attempt(best.steps[:i] + best.steps[i + 1:])
+            if found is not None:
+                best, changed = found, True
+            else:
+                i += 1
     return best
 
 

@@ -73,8 +73,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         return h
 
     def _draw_prompt(self, data: st.DataObject, handle: str, *, lifecycle: bool,
-                     current: Any = None, forced_valid: bool = False
-                     ) -> tuple[dict[str, Any], Any]:
+                     current: Any = None, forced_valid: bool = False,
+                     forced_invalid: bool = False) -> tuple[dict[str, Any], Any]:
         """Draw the ``systemPrompt`` part of a request and the payload the model then keeps.
 
         Returns ``(params, applied)`` where ``applied`` is the payload a correct agent uses
@@ -89,8 +89,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         choices = ["valid", "omit", "null", "invalid"]
         if lifecycle:
             choices.insert(0, "same")
-        how = "valid" if forced_valid else data.draw(st.sampled_from(choices),
-                                                     label="systemPrompt")
+        if forced_valid or forced_invalid:
+            how = "valid" if forced_valid else "invalid"
+        else:
+            how = data.draw(st.sampled_from(choices), label="systemPrompt")
         if how == "same" and current is not None:
             return {"systemPrompt": current}, current
         if how in ("omit", "same"):
@@ -125,9 +127,16 @@ class LifecycleMachine(RuleBasedStateMachine):
     def new_session_with_prompt(self, data: st.DataObject) -> None:
         self._new(data, forced_valid=True)
 
-    def _new(self, data: st.DataObject, *, forced_valid: bool) -> None:
+    @precondition(lambda self: self.caps.system_prompt and len(self.model.sessions) < MAX_SESSIONS)
+    @rule(data=st.data())
+    def new_session_invalid(self, data: st.DataObject) -> None:
+        self._new(data, forced_valid=False, forced_invalid=True)
+
+    def _new(self, data: st.DataObject, *, forced_valid: bool,
+             forced_invalid: bool = False) -> None:
         handle = self._new_handle()
-        sp, applied = self._draw_prompt(data, handle, lifecycle=False, forced_valid=forced_valid)
+        sp, applied = self._draw_prompt(data, handle, lifecycle=False, forced_valid=forced_valid,
+                                        forced_invalid=forced_invalid)
         cwd = data.draw(st.sampled_from(["distinct", "shared"]), label="cwd")
         self.execute({"op": "new", "session": handle, "cwd": cwd, **sp})
         if not (isinstance(applied, tuple) and applied and applied[0] == "REJECT"):

@@ -117,7 +117,19 @@ def invalid_system_prompts(*, override: bool, canary: str
     """Invalid payloads, each carrying ``canary`` where it has text, so that a rejected
     payload that still reaches the model is caught. ``override-not-advertised`` is only drawn
     when ``override`` is False."""
-    kinds = [k for k in INVALID_KINDS if not (override and k == "override-not-advertised")]
+    # Two levels, so that a rare defect family (five kinds of non-text block) is not drowned
+    # out by the many ways to break ``mode``: first the part that is broken, then how.
+    families = {
+        "mode": ["mode-unknown", "mode-vendor", "mode-missing", "mode-not-string"]
+                + ([] if override else ["override-not-advertised"]),
+        "content": ["content-missing", "content-not-array", "content-empty"],
+        "block": ["block-image", "block-audio", "block-resource-link", "block-resource",
+                  "block-unknown"],
+        "text": ["text-missing", "text-not-string"],
+        "draft": ["draft-string", "draft-array"],
+    }
+    kind_strategy = st.sampled_from(sorted(families)).flatmap(
+        lambda fam: st.sampled_from(families[fam]))
     text = {"type": "text", "text": f"Invalid prompt text {canary}"}
 
     def build(kind: str, junk: Any) -> Any:
@@ -161,4 +173,4 @@ def invalid_system_prompts(*, override: bool, canary: str
         return [text]  # draft-array
 
     junk = st.one_of(st.none(), st.integers(), st.booleans(), st.just(["x"]), st.just({"a": 1}))
-    return st.builds(build, st.sampled_from(kinds), junk)
+    return st.builds(build, kind_strategy, junk)
