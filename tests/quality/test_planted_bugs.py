@@ -1,0 +1,149 @@
+"""End to end: ``acp-fuzz target`` (``run_campaign``) with DEFAULT settings finds every planted
+bug of the reference agent, names the right oracle, confirms it, and shrinks it to the bug's
+known minimal length; the correct agent gives nothing; a finding cassette reproduces.
+
+Slow by nature (every example spawns a fresh agent; measured on 2 cores: 30 s to 5 min per
+bug and seed, about 30 min for all bugs at one seed). Seeds: ``ACP_FUZZ_QUALITY_SEEDS``
+(comma-separated, default ``0``).
+
+Where the campaign measurably does NOT reach the minimum (or does not find the bug) at a seed,
+the case is ``xfail(strict=True)`` with what was measured and why: a fix turns it into an
+XPASS, which fails, so that the mark is removed at the same time.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from acp_fuzz.campaign import CampaignResult, CampaignSettings, run_campaign, run_steps, steps_of
+from acp_fuzz.cassette import read_cassette
+from acp_fuzz.oracles import Baseline
+from acp_fuzz.runner import TargetSpec
+
+pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
+
+Track = Callable[[int | None], None]
+
+#: bug -> (oracle that must be among the report's findings, shortest step sequence that shows
+#: it). Every minimum was checked by running exactly those steps (see the comments).
+MINIMUM: dict[str, tuple[str, int]] = {
+    # new A (append P); new B (no prompt); prompt B  -> B's request holds P
+    "leak": ("prompt.leak", 3),
+    # new A (P); restart; load A (P); prompt A
+    "lost-after-restart": ("prompt.lost", 4),
+    # new A (P); resume A (P); prompt A  -> P twice
+    "duplicate-on-resume": ("prompt.duplicated", 3),
+    # new A (P); prompt A  -> P in the user message
+    "user-turn": ("prompt.misplaced", 2),
+    # new A (mode "prepend") gets a success
+    "accept-unknown-mode": ("payload.invalid-accepted", 1),
+    # new A (invalid) is rejected, and the runner's automatic session/list shows a session
+    "side-effect-before-validation": ("reject.side-effect", 1),
+    # new A (content [text, image]) kills the process
+    "crash-on-image": ("agent.crash", 1),
+    # new A (override P); prompt A  -> the defaults are still there
+    "override-keeps-default": ("override.not-applied", 2),
+    # new A (P); fork A -> B (P); prompt B  -> defaults only
+    "fork-drops-prompt": ("prompt.lost", 3),
+    # new A (append [P, Q]); prompt A  -> Q missing
+    "drop-last-block": ("prompt.altered", 2),
+    # new A (append a 65537+ character text); prompt A  -> its end is missing
+    "truncate-64k": ("prompt.altered", 2),
+}
+
+_SHRINK = ("Hypothesis' shrinker stops in a local minimum: it cannot delete leading steps that "
+           "carry the swarm-testing feature-flag draws, nor a close that only shifts the "
+           "session index; deleting whole steps from the step list reaches the minimum")
+_SEARCH = "not found in 100 examples: too few draws reach it"
+
+#: Measured with default settings (max_examples 100, max_steps 12, confirm_runs 3).
+KNOWN_GAPS: dict[tuple[str, int], str] = {
+    ("leak", 0): f"shrunk to 6 steps (restart, restart, new, new, close, prompt). {_SHRINK}",
+    ("duplicate-on-resume", 0): f"shrunk to 9 steps. {_SHRINK}; the bug was drawn on two "
+                                "loads of a prompt-less session, 4 steps after deletion",
+    ("accept-unknown-mode", 0): "shrunk to 6 steps, the unknown mode on a load; step "
+                                f"deletion gives 2 (new, load). {_SHRINK}",
+    ("crash-on-image", 0): f"{_SEARCH} (an image block is 1 of 17 invalid kinds, drawn for "
+                           "about 1 in 8 prompts)",
+    ("fork-drops-prompt", 0): f"{_SEARCH} (a fork that re-sends a prompt, then a turn of "
+                              "the fork)",
+    ("drop-last-block", 0): f"shrunk to 4 steps (new A, new B [2 blocks], close A, prompt B). "
+                            f"{_SHRINK}",
+}
+
+SEEDS = [int(s) for s in os.environ.get("ACP_FUZZ_QUALITY_SEEDS", "0").split(",") if s.strip()]
+
+
+def reference(bug: str | None = None) -> TargetSpec:
+    argv = [sys.executable, "-m", "acp_fuzz.reference_agent"]
+    if bug is not None:
+        argv += ["--bug", bug]
+    return TargetSpec.from_command(argv)
+
+
+def campaign(spec: TargetSpec, tmp_path: Path, **kw: int) -> CampaignResult:
+    return run_campaign(spec, CampaignSettings(cassette_dir=tmp_path / "cassettes", **kw))
+
+
+def _cases() -> list[object]:
+    out: list[object] = []
+    for seed in SEEDS:
+        for bug in MINIMUM:
+            gap = KNOWN_GAPS.get((bug, seed))
+            marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
+            out.append(pytest.param(bug, seed, marks=marks, id=f"{bug}-seed{seed}"))
+    return out
+
+
+@pytest.mark.parametrize("bug, seed", _cases())
+def test_planted_bug_found_and_shrunk(bug: str, seed: int, tmp_path: Path,
+                                      no_orphans: Track) -> None:
+    oracle, minimum = MINIMUM[bug]
+    result = campaign(reference(bug), tmp_path, seed=seed)
+    assert result.reports, f"{bug} not found in {result.examples_run} examples"
+    report = result.reports[0]
+    # A MUST finding fails the run; a SHOULD one (misplaced, duplicated) only under --strict.
+    must = any(f.severity == "MUST" for f in report.findings)
+    assert result.exit_code == (1 if must else 0)
+    assert report.status == "failed", (report.status, report.rate)
+    assert report.reproduced == report.runs == 3
+    assert oracle in report.oracles, report.oracles
+    assert report.cassette is not None and report.cassette.is_file()
+    assert len(report.steps) == minimum, report.steps
+
+
+def test_correct_agent_has_no_must_or_should_findings(tmp_path: Path,
+                                                      no_orphans: Track) -> None:
+    result = campaign(reference(), tmp_path, seed=0, max_examples=500)
+    assert result.examples_run >= 500
+    bad = [f for r in result.reports for f in r.findings if f.severity in ("MUST", "SHOULD")]
+    assert bad == [], bad
+    assert result.reports == []
+    assert result.exit_code == 0
+    # The agent keeps an omitted prompt: the campaign saw that choice (and only as info).
+    assert {f.severity for f in result.info} <= {"info"}
+    assert "lifecycle.omitted-fallback" in {f.oracle for f in result.info}
+
+
+def test_finding_cassette_reproduces_the_same_oracle(tmp_path: Path, no_orphans: Track) -> None:
+    spec = reference("user-turn")
+    result = campaign(spec, tmp_path, seed=0)
+    (report,) = result.reports
+    assert report.cassette is not None
+    cassette = read_cassette(report.cassette)
+    assert cassette.header.kind == "finding"
+    steps = steps_of(cassette.events)
+    assert steps == report.steps
+    baseline = Baseline.from_wire(cassette.header.settings["baseline"])
+    assert baseline.known
+    _, findings = run_steps(spec, steps, baseline=baseline)
+    assert set(report.oracles) <= {f.oracle for f in findings if f.severity != "info"}
+    assert "prompt.misplaced" in {f.oracle for f in findings}
+    # The correct agent passes the same steps: the cassette pins the bug, not the harness.
+    _, clean = run_steps(reference(), steps, baseline=baseline)
+    assert [f for f in clean if f.severity != "info"] == []
