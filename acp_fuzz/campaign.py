@@ -48,6 +48,7 @@ __all__ = [
     "CampaignSettings",
     "Confirming",
     "ExampleDone",
+    "FailureFound",
     "FindingReport",
     "Finished",
     "Started",
@@ -122,11 +123,18 @@ class Confirming(CampaignEvent):
     steps: int
 
 
+@dataclass(frozen=True)
+class FailureFound(CampaignEvent):
+    """The first failing example: shrinking starts."""
+
+    oracles: tuple[str, ...]
+
+
 @dataclass
 class FindingReport:
     """A confirmed (or flaky) failure with its minimal reproduction."""
 
-    status: str  # failed | flaky
+    status: str  # failed | flaky | unconfirmed (interrupted before the confirm runs)
     runs: int
     reproduced: int
     findings: list[Finding]
@@ -159,6 +167,7 @@ class CampaignResult:
     steps_run: int = 0
     reports: list[FindingReport] = field(default_factory=list)
     info: list[Finding] = field(default_factory=list)
+    interrupted: bool = False
 
     def failing(self) -> bool:
         strict = self.settings.strict
@@ -167,6 +176,8 @@ class CampaignResult:
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
         return 1 if self.failing() else 0
 
 
@@ -268,8 +279,6 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         agent = init.get("agentInfo") if isinstance(init, Mapping) else None
         agent = dict(agent) if isinstance(agent, Mapping) else {}
         result = CampaignResult(agent=agent, initialize=init, caps=caps, settings=cfg)
-        on_event(Started(agent, caps, init))
-        on_event(Calibrated(baseline))
 
         last: dict[str, _Failure] = {}
         info: dict[str, Finding] = {}
@@ -313,6 +322,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                                                findings)
                     if budget["left"] < 0:
                         budget["left"] = cfg.shrink_examples
+                        on_event(FailureFound(tuple(sorted({f.oracle for f in bad}))))
                     raise AgentBug(bad)
 
             def teardown(self) -> None:
@@ -342,7 +352,13 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         )
         flaky = False
         try:
+            on_event(Started(agent, caps, init))
+            on_event(Calibrated(baseline))
             run_state_machine_as_test(seed(cfg.seed)(Machine), settings=hyp)
+        except KeyboardInterrupt:
+            # Ctrl-C or SIGTERM: Hypothesis has torn the example down (its agent is closed).
+            # Keep what was found so far, unconfirmed, and stop.
+            result.interrupted = True
         except AgentBug:
             pass
         except (Flaky, ExceptionGroup):
@@ -351,10 +367,20 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             # confirm runs below decide in both cases.
             flaky = budget["left"] != 0
         failure = last.get("failure")
-        if failure is not None:
+        if failure is not None and not result.interrupted:
             on_event(Confirming(len(failure.steps)))
-            result.reports.append(_confirm(spec, cfg, failure, baseline, gateway, init,
-                                           flaky_hint=flaky))
+            try:
+                result.reports.append(_confirm(spec, cfg, failure, baseline, gateway, init,
+                                               flaky_hint=flaky))
+            except KeyboardInterrupt:
+                result.interrupted = True
+        if failure is not None and result.interrupted and not result.reports:
+            report = FindingReport(status="unconfirmed", runs=0, reproduced=0,
+                                   findings=failure.findings, steps=failure.steps,
+                                   requests=requests_of(failure.events), cassette=None)
+            report.cassette = save_finding(spec, cfg, failure.events, report, baseline, init,
+                                           gateway)
+            result.reports.append(report)
         result.info = sorted(info.values(), key=lambda f: f.oracle)
     on_event(Finished(result))
     return result

@@ -12,10 +12,11 @@ Exit codes, for every command:
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -31,6 +32,7 @@ from acp_fuzz.campaign import (
     CampaignSettings,
     Confirming,
     ExampleDone,
+    FailureFound,
     Started,
     run_campaign,
 )
@@ -188,11 +190,12 @@ def target(
             progress.update(task, completed=min(ev.examples, max_examples), steps=ev.steps,
                             findings="[red]failure found, shrinking[/]" if ev.failing else "",
                             description="shrinking" if ev.failing else "fuzzing")
+        elif isinstance(ev, FailureFound):
+            err.print(f"found a failure ({', '.join(ev.oracles)}); shrinking it", markup=False)
         elif isinstance(ev, Confirming):
             progress.update(task, description=f"confirming ({ev.steps} steps)")
 
-    previous = signal.getsignal(signal.SIGTERM)
-    signal.signal(signal.SIGTERM, _sigterm)
+    restore = _install_interrupt_handlers()
     try:
         result = run_campaign(spec, cfg, on_event)
     except HarnessError as e:
@@ -200,15 +203,18 @@ def target(
         fail(str(e))
     except KeyboardInterrupt:
         progress.stop()
-        err.print("acp-fuzz: interrupted; no confirmed finding to write", markup=False)
+        err.print("acp-fuzz: interrupted before any example ran; nothing to write",
+                  markup=False)
         raise typer.Exit(130) from None
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        restore()
         progress.stop()
+    if result.interrupted:
+        err.print("acp-fuzz: interrupted: writing what was found so far", markup=False)
     _print_result(result, time.monotonic() - t0)
     for kind, path in reports:
         (_write_json if kind == "json" else _write_junit)(result, path)
-    raise typer.Exit(result.exit_code)
+    raise typer.Exit(result.exit_code)  # 130 when interrupted
 
 
 def _check_url(url: str | None) -> str | None:
@@ -219,6 +225,35 @@ def _check_url(url: str | None) -> str | None:
 
 def _sigterm(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
+
+
+def _install_interrupt_handlers() -> Callable[[], None]:
+    """Ctrl-C or SIGTERM once: stop cleanly (agents closed, findings so far written, exit
+    130). Twice: SIGKILL every agent's process group and exit 130 at once."""
+    presses = [0]
+
+    def handler(signum: int, frame: Any) -> None:
+        presses[0] += 1
+        # Raw writes: a signal handler may run while the main thread is inside a write to
+        # stderr, and buffered (or rich) output would then fail as a reentrant call.
+        if presses[0] == 1:
+            os.write(2, b"acp-fuzz: stopping (press Ctrl-C again to force)\n")
+            raise KeyboardInterrupt
+        from acp_fuzz.sandbox import remove_all_sandboxes
+        from acp_fuzz.transport import kill_all_agents
+
+        kill_all_agents()
+        remove_all_sandboxes()
+        os.write(2, b"acp-fuzz: forced exit\n")
+        os._exit(130)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+    return restore
 
 
 def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
@@ -243,7 +278,8 @@ def _print_result(result: CampaignResult, elapsed: float) -> None:
         out.print("[green]no failing findings[/]")
         return
     for rep in result.reports:
-        label = "FAILED" if rep.status == "failed" else f"FLAKY ({rep.rate} re-runs)"
+        label = {"failed": "FAILED", "flaky": f"FLAKY ({rep.rate} re-runs)",
+                 "unconfirmed": "UNCONFIRMED (interrupted before the re-runs)"}[rep.status]
         out.print(f"\n[bold red]{label}[/]: minimal reproduction in {len(rep.steps)} step(s), "
                   f"reproduced {rep.rate}")
         for f in rep.findings:
@@ -283,7 +319,7 @@ def result_to_json(result: CampaignResult) -> dict[str, Any]:
             "examples_run": result.examples_run, "steps_run": result.steps_run,
             "seed": result.settings.seed, "strict": result.settings.strict,
             "findings": findings, "info": [f.to_wire() for f in result.info],
-            "exit_code": result.exit_code}
+            "interrupted": result.interrupted, "exit_code": result.exit_code}
 
 
 def _write_json(result: CampaignResult, path: Path) -> None:

@@ -28,7 +28,17 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-__all__ = ["REDACTED", "Sandbox", "redact_env"]
+__all__ = ["REDACTED", "Sandbox", "remove_all_sandboxes", "redact_env"]
+
+#: Roots of sandboxes not yet cleaned up, so that a forced exit still leaves no temp folder.
+_LIVE_ROOTS: set[str] = set()
+
+
+def remove_all_sandboxes() -> None:
+    """Remove every sandbox that is still open (unless kept). For a forced exit only."""
+    for root in list(_LIVE_ROOTS):
+        shutil.rmtree(root, ignore_errors=True)
+        _LIVE_ROOTS.discard(root)
 
 #: The value :func:`redact_env` puts in place of a secret.
 REDACTED = "<redacted>"
@@ -78,6 +88,8 @@ class Sandbox:
         for path in (self.home, self.tmpdir, self.work):
             os.makedirs(path, exist_ok=True)
         self._removed = False
+        if not keep:
+            _LIVE_ROOTS.add(self.root)
 
     def __enter__(self) -> Sandbox:
         return self
@@ -134,6 +146,7 @@ class Sandbox:
             return
         self._removed = True
         shutil.rmtree(self.root, onerror=_make_writable_and_retry)
+        _LIVE_ROOTS.discard(self.root)
 
 
 def _make_writable_and_retry(

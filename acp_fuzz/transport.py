@@ -61,7 +61,26 @@ __all__ = [
     "Reply",
     "RpcError",
     "default_client_handler",
+    "kill_all_agents",
 ]
+
+#: Process groups of agents started and not yet closed, for a forced exit (a second Ctrl-C)
+#: that must still leave no orphan behind.
+_LIVE_GROUPS: set[int] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all_agents() -> int:
+    """SIGKILL the process group of every agent that is still open; return how many.
+
+    For emergencies only (a forced exit): it skips the orderly shutdown of :meth:`close`."""
+    with _LIVE_LOCK:
+        groups = list(_LIVE_GROUPS)
+        _LIVE_GROUPS.clear()
+    for pgid in groups:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signal.SIGKILL)
+    return len(groups)
 
 #: A handler for requests the agent sends to the client: ``handler(method, params)`` returns
 #: the JSON-serialisable result, or raises :class:`RpcError` to answer with an error.
@@ -343,6 +362,8 @@ class AgentProcess:
             self._pgid = os.getpgid(proc.pid)
         except ProcessLookupError:
             self._pgid = proc.pid  # start_new_session makes it the group leader
+        with _LIVE_LOCK:
+            _LIVE_GROUPS.add(self._pgid)
         self._stop_r, self._stop_w = os.pipe()
         self._exit_r, self._exit_w = os.pipe()
         self._record("process", {"what": "spawn", "pid": proc.pid, "argv": list(self.argv),
@@ -406,6 +427,9 @@ class AgentProcess:
                 self._on_exited()  # no-op unless the reader could not record it
             self._fail_all_pending()
             self._close_fds(stuck)
+            if self._pgid is not None:
+                with _LIVE_LOCK:
+                    _LIVE_GROUPS.discard(self._pgid)
             return self._returncode
 
     def __enter__(self) -> AgentProcess:
