@@ -394,8 +394,9 @@ def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gate
     be deleted (a restart that changes nothing for the failure can survive its shrinker, and a
     step that a later one refers to can only go once that one is gone). So, on top:
 
-    1. the smallest forms first: each payload the steps sent, alone on a fresh
-       ``session/new``, then followed by one turn (what most payload bugs reduce to);
+    1. the smallest forms first (:func:`_short_forms`): each payload the steps sent on a
+       fresh ``session/new``, alone, with one turn, or re-sent by the load, resume or fork
+       the failure used (what most systemPrompt bugs reduce to);
     2. delete steps one at a time, sweeping again until a whole sweep deletes nothing.
 
     A trial only counts when it fails with one of the same oracles.
@@ -412,13 +413,12 @@ def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gate
         return None
 
     best = failure
-    payloads = [s["systemPrompt"] for s in best.steps if "systemPrompt" in s]
-    for small in ([{"op": "new", "session": "A", "systemPrompt": sp}] for sp in payloads):
-        for trial in (small, [*small, {"op": "prompt", "session": "A"}]):
-            if len(trial) < len(best.steps) and (found := attempt(trial)) is not None:
-                best = found
-                break
-        if len(best.steps) <= 2:
+    for trial in _short_forms(best.steps):
+        if len(trial) >= len(best.steps):
+            continue
+        found = attempt(trial)
+        if found is not None:
+            best = found
             break
     changed = True
     while changed and len(best.steps) > 1:
@@ -431,6 +431,32 @@ def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gate
             else:
                 i += 1
     return best
+
+
+def _short_forms(steps: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Canonical short sequences built from the payloads and operations of ``steps``,
+    shortest first: most systemPrompt bugs reduce to one of these shapes, which step
+    deletion alone cannot always reach (a prompt set by ``load`` rather than ``new``)."""
+    payloads: list[Any] = []
+    for s in steps:
+        if "systemPrompt" in s and s["systemPrompt"] not in payloads:
+            payloads.append(s["systemPrompt"])
+    ops = [s["op"] for s in steps]
+    forms: list[list[dict[str, Any]]] = []
+    for sp in payloads:
+        new = {"op": "new", "session": "A", "systemPrompt": sp}
+        turn = {"op": "prompt", "session": "A"}
+        forms += [[new], [new, turn]]
+        for op in ("load", "resume"):
+            if op in ops:
+                again = {"op": op, "session": "A", "systemPrompt": sp}
+                forms.append([new, again, turn])
+                if "restart" in ops:
+                    forms.append([new, {"op": "restart"}, again, turn])
+        if "fork" in ops:
+            forms.append([new, {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp},
+                          {"op": "prompt", "session": "B"}])
+    return sorted(forms, key=len)
 
 
 def _references_ok(steps: Sequence[Mapping[str, Any]]) -> bool:
