@@ -1,0 +1,83 @@
+"""Shared helpers of the benchmark scripts (plain Python, no pytest)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+
+@dataclass
+class Row:
+    """One line of the markdown table: a figure, its unit, the goal and whether it is met."""
+
+    name: str
+    value: float | str
+    unit: str = ""
+    goal: str = ""
+    met: bool | None = None
+    detail: str = ""
+    samples: list[float] = field(default_factory=list)
+
+    def cells(self) -> list[str]:
+        v = f"{self.value:.3g}" if isinstance(self.value, float) else str(self.value)
+        ok = "" if self.met is None else ("yes" if self.met else "**no**")
+        return [self.name, f"{v} {self.unit}".strip(), self.goal, ok, self.detail]
+
+
+def reference_argv(bug: str | None = None) -> list[str]:
+    argv = [sys.executable, "-m", "acp_fuzz.reference_agent"]
+    return [*argv, "--bug", bug] if bug else argv
+
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def loadavg() -> str:
+    a, b, c = os.getloadavg()
+    return f"{a:.2f} {b:.2f} {c:.2f}"
+
+
+def machine() -> dict[str, str]:
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        mem = f"{kb / 1024 / 1024:.1f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return {"nproc": str(os.cpu_count()), "ram": mem, "python": platform.python_version(),
+            "platform": platform.platform(), "load": loadavg(),
+            "date": time.strftime("%Y-%m-%d %H:%M %Z")}
+
+
+def table(rows: Sequence[Row]) -> str:
+    head = ["benchmark", "figure", "goal", "met", "detail"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r.cells()) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def save(name: str, rows: Sequence[Row], extra: dict[str, Any] | None = None) -> Path:
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), "rows": [asdict(r) for r in rows],
+                                **(extra or {})}, indent=2))
+    return path

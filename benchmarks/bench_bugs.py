@@ -1,0 +1,108 @@
+"""Time to find and shrink each planted bug of the reference agent, DEFAULT settings.
+
+``python benchmarks/bench_bugs.py [--seeds 0,1,2,3,4] [--bugs leak,...]``
+
+For each bug and seed: the wall time of one whole ``run_campaign`` (probe, calibrate, search,
+shrink, confirm 3 times, write the cassette), whether the expected oracle was reported, and the
+length of the shrunk reproduction against the known minimum. Each run is appended to
+``benchmarks/results/bugs.jsonl`` as it finishes, so a long run can be watched and resumed.
+Goal: median < 20 s per bug, and every shrunk length at the minimum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import RESULTS, Row, loadavg, median, reference_argv, save, table
+
+from acp_fuzz.campaign import CampaignSettings, run_campaign
+from acp_fuzz.runner import TargetSpec
+
+#: bug -> (oracle, known minimal number of steps)
+MINIMUM: dict[str, tuple[str, int]] = {
+    "leak": ("prompt.leak", 3),
+    "lost-after-restart": ("prompt.lost", 4),
+    "duplicate-on-resume": ("prompt.duplicated", 3),
+    "user-turn": ("prompt.misplaced", 2),
+    "accept-unknown-mode": ("payload.invalid-accepted", 1),
+    "side-effect-before-validation": ("reject.side-effect", 1),
+    "crash-on-image": ("agent.crash", 1),
+}
+GOAL_SECONDS = 20.0
+
+
+def one(bug: str, seed: int) -> dict[str, object]:
+    oracle, minimum = MINIMUM[bug]
+    spec = TargetSpec.from_command(reference_argv(bug))
+    with tempfile.TemporaryDirectory(prefix="bench-bugs-") as tmp:
+        load_before = loadavg()
+        t0 = time.perf_counter()
+        result = run_campaign(spec, CampaignSettings(seed=seed, cassette_dir=Path(tmp)))
+        elapsed = time.perf_counter() - t0
+    rep = next((r for r in result.reports if oracle in r.oracles), None)
+    return {"bug": bug, "seed": seed, "seconds": round(elapsed, 2), "found": rep is not None,
+            "oracles": sorted({o for r in result.reports for o in r.oracles}),
+            "steps": len(rep.steps) if rep else None, "minimum": minimum,
+            "examples": result.examples_run, "steps_run": result.steps_run,
+            "load_before": load_before, "load_after": loadavg()}
+
+
+def rows_from(records: list[dict[str, object]]) -> list[Row]:
+    rows = []
+    for bug, (_, minimum) in MINIMUM.items():
+        rs = [r for r in records if r["bug"] == bug]
+        if not rs:
+            continue
+        secs = [float(r["seconds"]) for r in rs]  # type: ignore[arg-type]
+        found = [r for r in rs if r["found"]]
+        lengths = [r["steps"] for r in rs]
+        at_min = all(r["found"] and r["steps"] == minimum for r in rs)
+        med = median(secs)
+        rows.append(Row(
+            f"find+shrink `{bug}`", round(med, 1), "s (median)", f"< {GOAL_SECONDS:g} s, "
+            f"{minimum} steps", med < GOAL_SECONDS and at_min,
+            f"seeds {','.join(str(r['seed']) for r in rs)}: found {len(found)}/{len(rs)}, "
+            f"shrunk to {lengths} (min {minimum}), times {secs}", secs))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", default=os.environ.get("BENCH_SEEDS", "0,1,2,3,4"))
+    ap.add_argument("--bugs", default=",".join(MINIMUM))
+    ap.add_argument("--fresh", action="store_true", help="ignore earlier results in bugs.jsonl")
+    args = ap.parse_args(argv)
+    seeds = [int(s) for s in args.seeds.split(",") if s]
+    bugs = [b for b in args.bugs.split(",") if b]
+    RESULTS.mkdir(exist_ok=True)
+    log = RESULTS / "bugs.jsonl"
+    done: list[dict[str, object]] = []
+    if log.exists() and not args.fresh:
+        done = [json.loads(x) for x in log.read_text().splitlines() if x.strip()]
+    elif log.exists():
+        log.unlink()
+    for seed in seeds:
+        for bug in bugs:
+            if any(r["bug"] == bug and r["seed"] == seed for r in done):
+                continue
+            rec = one(bug, seed)
+            done.append(rec)
+            with log.open("a") as f:
+                f.write(json.dumps(rec) + "\n")
+            print(json.dumps(rec), file=sys.stderr, flush=True)
+    records = [r for r in done if r["bug"] in bugs and r["seed"] in seeds]
+    rows = rows_from(records)
+    save("bugs", rows, {"runs": records})
+    return rows
+
+
+if __name__ == "__main__":
+    print(table(main()))
