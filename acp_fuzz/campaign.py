@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,9 @@ class CampaignSettings:
     #: Examples Hypothesis may run while shrinking a failure. A count, not a time limit, so
     #: that the same seed gives the same result on a fast and a slow machine.
     shrink_examples: int = 80
+    #: Prepare the next example's agent (sandbox, spawn, initialize) while the current
+    #: example runs. Agent start-up is most of an example's cost for fast agents.
+    prespawn: bool = True
     #: Forward model requests to this real provider (base URL) instead of the fake replies;
     #: the upstream exchanges are recorded with vcrpy into each finding cassette ("vcr").
     model_upstream: str | None = None
@@ -260,6 +264,52 @@ def steps_of(events: Sequence[Event]) -> list[dict[str, Any]]:
 
 # -- the campaign ----------------------------------------------------------------------------------
 
+class _WarmRuns:
+    """Hands out started and initialized runs; with ``prespawn``, the next one is prepared in
+    a background thread while the current example runs.
+
+    A prepared run leaves the shared gateway bound to the active run until :meth:`take`
+    activates it, so model requests are never recorded in the wrong history."""
+
+    def __init__(self, spec: TargetSpec, gateway: Gateway, *, prespawn: bool) -> None:
+        self.spec = spec
+        self.gateway = gateway
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="acp-fuzz-prespawn") \
+            if prespawn else None
+        self._next: Future[tuple[Run, HarnessError | None]] | None = None
+
+    def _prepare(self) -> tuple[Run, HarnessError | None]:
+        run = Run(self.spec, gateway=self.gateway)
+        try:
+            run.start(activate=False)
+            run.initialize()
+        except HarnessError as e:
+            return run, e
+        return run, None
+
+    def take(self) -> Run:
+        """The next run, active. Raises :class:`HarnessError` if it could not initialize."""
+        if self._pool is None:
+            run, error = self._prepare()
+        else:
+            current = self._next or self._pool.submit(self._prepare)
+            self._next = self._pool.submit(self._prepare)
+            run, error = current.result()
+        run.activate()
+        if error is not None:
+            run.close()
+            raise error
+        return run
+
+    def close(self) -> None:
+        if self._next is not None:
+            run, _ = self._next.result()
+            run.close()
+            self._next = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+
 @dataclass
 class _Failure:
     steps: list[dict[str, Any]]
@@ -283,6 +333,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         last: dict[str, _Failure] = {}
         info: dict[str, Finding] = {}
         budget = {"left": -1}  # shrink examples left; -1 until the first failure
+        warm = _WarmRuns(spec, gateway, prespawn=cfg.prespawn)
 
         class Machine(LifecycleMachine):
             def __init__(self) -> None:
@@ -295,12 +346,10 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                     budget["left"] -= 1
                 if self.spent:
                     return
-                self.run = Run(spec, gateway=gateway)
-                self.run.start()
                 try:
-                    self.run.initialize()
+                    self.run = warm.take()
                 except HarnessError as e:
-                    self.run.close()
+                    self.spent = True  # nothing to tear down
                     raise AgentBug([Finding("agent.crash", "MUST", "SES-AGENT-BASELINE-MUST",
                                             f"the agent did not initialize: {e}")]) from None
 
@@ -366,6 +415,8 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             # that is by design (the replay was a no-op); otherwise the failure is flaky. The
             # confirm runs below decide in both cases.
             flaky = budget["left"] != 0
+        finally:
+            warm.close()
         failure = last.get("failure")
         if failure is not None and not result.interrupted:
             on_event(Confirming(len(failure.steps)))

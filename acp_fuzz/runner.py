@@ -131,17 +131,27 @@ class Run:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def start(self) -> None:
+    def start(self, *, activate: bool = True) -> None:
+        """Make the sandbox and spawn the agent.
+
+        With a shared gateway, ``activate=False`` leaves the gateway bound to whichever run
+        is active now, so the next run can be prepared (pre-spawned) while the current one
+        still talks to the model; call :meth:`activate` when it takes over."""
         self._sandbox = Sandbox(keep=self.keep_sandbox)
         self._sandbox.__enter__()
         if self.gateway is None:
             self.gateway = Gateway(self.history, side_request=self.spec.side_request).start()
-        else:
-            self.gateway.history = self.history
-            self.gateway.forget_nonces()
+        elif activate:
+            self.activate()
         if self.spec.setup_home is not None:
             self.spec.setup_home(self.gateway.url, Path(self._sandbox.home))
         self._spawn()
+
+    def activate(self) -> None:
+        """Bind the shared gateway to this run's history (and forget the last run's nonces)."""
+        assert self.gateway is not None
+        self.gateway.history = self.history
+        self.gateway.forget_nonces()
 
     def close(self) -> None:
         if self._agent is not None:
@@ -150,7 +160,7 @@ class Run:
         if self.gateway is not None:
             if self._own_gateway:
                 self.gateway.stop()
-            else:
+            elif self.gateway.history is self.history:
                 self.gateway.history = None
         if self._sandbox is not None:
             self._sandbox.__exit__(None, None, None)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-__all__ = ["REDACTED", "Sandbox", "remove_all_sandboxes", "redact_env"]
+__all__ = ["REDACTED", "Sandbox", "redact_env", "remove_all_sandboxes"]
 
 #: Roots of sandboxes not yet cleaned up, so that a forced exit still leaves no temp folder.
 _LIVE_ROOTS: set[str] = set()
