@@ -39,6 +39,10 @@ __all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec"]
 PROTOCOL_VERSION = 1
 CLIENT_INFO = {"name": "acp-fuzz", "version": __version__}
 CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
+#: Notifications recorded per agent process; the rest are counted only (see transport.py).
+#: Bounds the history, and so the harness's memory and the oracles' work, against an agent
+#: that floods session/update (100,000 per request made the harness grow past 1 GB).
+MAX_RECORDED_NOTIFICATIONS = 10_000
 
 
 class HarnessError(Exception):
@@ -182,7 +186,8 @@ class Run:
         work = str(self.sandbox.work)
         agent = AgentProcess(
             list(self.spec.argv), env=self._env(), cwd=work, history=self.history,
-            generation=self._generation, client_handler=default_client_handler([work]))
+            generation=self._generation, client_handler=default_client_handler([work]),
+            max_recorded_notifications=MAX_RECORDED_NOTIFICATIONS)
         try:
             agent.start()
         except AgentStartError as e:

@@ -13,7 +13,12 @@ appended to a :class:`~acp_fuzz.history.History`:
   ``unknown-id``, ``duplicate-id`` (a second answer to the same id) or ``late`` (an answer to
   a request that already timed out);
 * the spawn, exit and any signals sent are ``process`` events;
-* stderr arrives as ``stderr`` events, up to ``stderr_record_limit`` bytes per process.
+* stderr arrives as ``stderr`` events, up to ``stderr_record_limit`` bytes per process;
+* notifications from the agent (messages with a ``method`` and no ``id``) are recorded up to
+  ``max_recorded_notifications`` per process (if set); past that they are counted, not kept, and one
+  ``process`` event ``notifications-capped`` marks where recording stopped (a final
+  ``notifications-dropped`` event at exit or close gives the count). Without this, an agent
+  that floods ``session/update`` would grow the history, and the harness, without bound.
 
 The transport never trusts the agent: over-long lines are discarded in chunks and never held
 whole, a flood of notifications cannot starve or block responses, a request to a process that
@@ -209,6 +214,9 @@ class AgentProcess:
         max_line_bytes: the longest stdout line accepted; longer lines are discarded.
         stderr_tail_bytes: how much of the end of stderr :attr:`stderr_tail` keeps.
         stderr_record_limit: how many stderr bytes are recorded as events in total.
+        max_recorded_notifications: how many notifications from the agent are recorded as
+            ``acp`` events; the rest are only counted (:attr:`dropped_notifications`).
+            ``None`` (the default) records them all; :class:`acp_fuzz.runner.Run` sets a cap.
 
     All methods are thread-safe; :meth:`request` may be called from many threads at once.
     Also usable as a context manager (``__exit__`` calls :meth:`close`).
@@ -226,6 +234,7 @@ class AgentProcess:
         max_line_bytes: int = 8 * 1024 * 1024,
         stderr_tail_bytes: int = 64 * 1024,
         stderr_record_limit: int = 1024 * 1024,
+        max_recorded_notifications: int | None = None,
     ) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
@@ -238,6 +247,10 @@ class AgentProcess:
         self.max_line_bytes = max_line_bytes
         self.stderr_tail_bytes = stderr_tail_bytes
         self.stderr_record_limit = stderr_record_limit
+        self.max_recorded_notifications = max_recorded_notifications
+        self._notifications = 0  # received (reader thread only)
+        self._dropped_notifications = 0
+        self._dropped_reported = False
 
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
@@ -305,6 +318,11 @@ class AgentProcess:
     def alive(self) -> bool:
         """True between :meth:`start` and the process's exit."""
         return self._proc is not None and self._returncode is None
+
+    @property
+    def dropped_notifications(self) -> int:
+        """How many notifications arrived past ``max_recorded_notifications`` (not recorded)."""
+        return self._dropped_notifications
 
     @property
     def stderr_tail(self) -> str:
@@ -820,6 +838,17 @@ class AgentProcess:
 
     def _dispatch(self, obj: dict[str, Any]) -> None:
         if "method" in obj:
+            if "id" not in obj:
+                self._notifications += 1
+                cap = self.max_recorded_notifications
+                if cap is not None and self._notifications > cap:
+                    self._dropped_notifications += 1
+                    if self._dropped_notifications == 1:
+                        self._record("process", {"what": "notifications-capped",
+                                                 "pid": self._pid,
+                                                 "limit": self.max_recorded_notifications,
+                                                 "generation": self.generation})
+                    return
             self._record("acp", {"dir": "recv", "msg": obj})
             method = obj["method"]
             if "id" in obj and isinstance(method, str):
@@ -888,12 +917,21 @@ class AgentProcess:
                 return
             self._exit_recorded = True
         rc = self._returncode
+        self._report_dropped()
         self._record("process", {
             "what": "exit", "pid": self._pid, "returncode": rc, "generation": self.generation,
             "signal": -rc if rc is not None and rc < 0 else None,
         })
         self._fail_all_pending()
         self._exited_evt.set()
+
+    def _report_dropped(self) -> None:
+        if self._dropped_notifications and not self._dropped_reported:
+            self._dropped_reported = True
+            self._record("process", {"what": "notifications-dropped", "pid": self._pid,
+                                     "count": self._dropped_notifications,
+                                     "limit": self.max_recorded_notifications,
+                                     "generation": self.generation})
 
     def _close_fds(self, stuck: list[str]) -> None:
         assert self._proc is not None
