@@ -152,6 +152,9 @@ def target(
                                      help="Run in a network namespace with only loopback."),
     database: str | None = typer.Option(None, "--db", help="Hypothesis example database folder "
                                         "(shared by workers; off by default for determinism)."),
+    workers: int = typer.Option(1, "--workers", "-j", min=1,
+                                help="Parallel workers, each with its own agents and gateway, "
+                                     "sharing one example database."),
     model_upstream: str | None = typer.Option(
         None, "--model-upstream", metavar="URL",
         help="Forward model requests to a real provider; recorded with vcrpy into cassettes."),
@@ -197,7 +200,12 @@ def target(
 
     restore = _install_interrupt_handlers()
     try:
-        result = run_campaign(spec, cfg, on_event)
+        if workers > 1:
+            from acp_fuzz.workers import run_parallel
+
+            result = run_parallel(spec, cfg, workers, on_event)
+        else:
+            result = run_campaign(spec, cfg, on_event)
     except HarnessError as e:
         progress.stop()
         fail(str(e))

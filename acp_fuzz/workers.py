@@ -1,0 +1,137 @@
+"""Parallel campaigns: ``acp-fuzz target --workers N`` (engine).
+
+Each worker is a separate process with its own agent processes, gateway and sandboxes, and
+runs :func:`~acp_fuzz.campaign.run_campaign` with its own seed (``seed + i``) and a share of
+the examples. They share one Hypothesis example database (a folder): an interesting or failing
+example one worker finds is replayed first by the others. See ``docs/scaling.md`` for running
+workers on many machines.
+
+Determinism: with one worker a campaign is a pure function of the seed and the agent. With
+several, what each worker replays from the shared database depends on timing, so the *path*
+to a failure can differ between runs; the reported failure is still confirmed by re-runs and
+shrunk the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing
+import os
+import signal
+import tempfile
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+from acp_fuzz.campaign import (
+    Calibrated,
+    CampaignEvent,
+    CampaignResult,
+    CampaignSettings,
+    ExampleDone,
+    FailureFound,
+    Started,
+    calibrate,
+    run_campaign,
+)
+from acp_fuzz.findings import Finding
+from acp_fuzz.runner import TargetSpec
+
+__all__ = ["run_parallel"]
+
+
+def _spec(argv: tuple[str, ...], profile: str | None, timeout: float) -> TargetSpec:
+    # Profiles carry functions, so a worker rebuilds its spec from names instead of
+    # receiving a pickled one.
+    if profile is None:
+        return TargetSpec(argv=argv, request_timeout=timeout, init_timeout=max(timeout, 10.0))
+    from acp_fuzz.profiles import get_profile
+
+    p = get_profile(profile)
+    return TargetSpec(argv=argv, extra_env=p.env, setup_home=p.setup_home,
+                      side_request=p.side_request, init_timeout=p.init_timeout,
+                      request_timeout=max(timeout, p.request_timeout),
+                      shutdown_grace=p.shutdown_grace, profile=p.name)
+
+
+def _worker(argv: tuple[str, ...], profile: str | None, timeout: float, cfg: CampaignSettings,
+            index: int, events: Any) -> CampaignResult:
+    def forward(ev: CampaignEvent) -> None:
+        if isinstance(ev, ExampleDone):
+            events.put(("example", index, ev.examples, ev.steps, ev.failing))
+        elif isinstance(ev, FailureFound):
+            events.put(("failure", index, ev.oracles))
+
+    return run_campaign(_spec(argv, profile, timeout), cfg, forward)
+
+
+def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
+                 on_event: Callable[[CampaignEvent], None] = lambda e: None) -> CampaignResult:
+    """Run ``workers`` campaigns in parallel and merge their results."""
+    if workers < 1:
+        raise ValueError(f"workers={workers} must be at least 1")
+    if workers == 1:
+        return run_campaign(spec, cfg, on_event)
+    init, caps, baseline = calibrate(spec)
+    agent = init.get("agentInfo", {}) if isinstance(init, dict) else {}
+    on_event(Started(agent, caps, init))
+    on_event(Calibrated(baseline))
+    database = cfg.database or tempfile.mkdtemp(prefix="acp-fuzz-db-")
+    per = math.ceil(cfg.max_examples / workers)
+    ctx = multiprocessing.get_context("spawn")
+    manager = ctx.Manager()
+    events = manager.Queue()
+    counts: dict[int, tuple[int, int]] = {}
+
+    def pump() -> None:
+        # Merge the workers' progress into one stream of events for the interface layer.
+        while (msg := events.get()) is not None:
+            if msg[0] == "example":
+                counts[msg[1]] = (msg[2], msg[3])
+                on_event(ExampleDone(sum(c[0] for c in counts.values()),
+                                     sum(c[1] for c in counts.values()), msg[4]))
+            elif msg[0] == "failure":
+                on_event(FailureFound(tuple(msg[2])))
+
+    pumper = threading.Thread(target=pump, name="acp-fuzz-workers", daemon=True)
+    pumper.start()
+    try:
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_worker, spec.argv, spec.profile, spec.request_timeout,
+                                   replace(cfg, seed=cfg.seed + i, max_examples=per,
+                                           database=database), i, events)
+                       for i in range(workers)]
+            try:
+                results = [f.result() for f in futures]
+            except KeyboardInterrupt:
+                # A SIGTERM reaches only this process: pass the interrupt on, and let every
+                # worker stop, close its agents and return what it found so far.
+                for proc in list(pool._processes.values()):
+                    if proc.pid is not None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(proc.pid, signal.SIGINT)
+                results = [f.result() for f in futures]
+    finally:
+        events.put(None)
+        pumper.join()
+        manager.shutdown()
+    merged = CampaignResult(agent=results[0].agent, initialize=results[0].initialize,
+                            caps=results[0].caps, settings=cfg)
+    seen: set[tuple[str, ...]] = set()
+    info: dict[tuple[str, Any], Finding] = {}
+    for r in results:
+        merged.examples_run += r.examples_run
+        merged.steps_run += r.steps_run
+        merged.interrupted = merged.interrupted or r.interrupted
+        for rep in r.reports:
+            key = tuple(rep.oracles)
+            if key not in seen:
+                seen.add(key)
+                merged.reports.append(rep)
+        for f in r.info:
+            info.setdefault((f.oracle, f.evidence.get("choice")), f)
+    merged.info = list(info.values())
+    return merged
