@@ -448,7 +448,8 @@ def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gate
     1. the smallest forms first (:func:`_short_forms`): each payload the steps sent on a
        fresh ``session/new``, alone, with one turn, or re-sent by the load, resume or fork
        the failure used (what most systemPrompt bugs reduce to);
-    2. delete steps one at a time, sweeping again until a whole sweep deletes nothing.
+    2. delete steps one at a time, sweeping again until a whole sweep deletes nothing;
+    3. simplify each payload (fewer, shorter blocks), where the failure allows.
 
     A trial only counts when it fails with one of the same oracles.
     """
@@ -481,17 +482,50 @@ def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gate
                 best, changed = found, True
             else:
                 i += 1
+    # 3. the smallest payload: each one simplified everywhere it occurs (a re-sent prompt
+    #    must stay identical to the original), keeping the canary at the end of its text.
+    for sp in _payloads(best.steps):
+        for smaller in _simpler_payloads(sp):
+            found = attempt(_replace_payload(best.steps, sp, smaller))
+            if found is not None:
+                best = found
+                break
     return best
+
+
+def _payloads(steps: Sequence[Mapping[str, Any]]) -> list[Any]:
+    out: list[Any] = []
+    for s in steps:
+        if "systemPrompt" in s and s["systemPrompt"] not in out:
+            out.append(s["systemPrompt"])
+    return out
+
+
+def _simpler_payloads(sp: Any) -> list[dict[str, Any]]:
+    """Smaller variants of a valid payload: one short block, then every block cut to its
+    last 64 characters (the canary sits at the end of the last non-blank block)."""
+    if not (isinstance(sp, Mapping) and isinstance(sp.get("content"), list)
+            and all(isinstance(b, Mapping) and isinstance(b.get("text"), str)
+                    for b in sp["content"]) and sp["content"]):
+        return []
+    blocks = sp["content"]
+    tail = next((b["text"] for b in reversed(blocks) if b["text"].strip()), "")
+    one = {**sp, "content": [{"type": "text", "text": tail[-64:]}]}
+    cut = {**sp, "content": [{**b, "text": b["text"][-64:]} for b in blocks]}
+    return [c for c in (one, cut) if c != sp]
+
+
+def _replace_payload(steps: Sequence[Mapping[str, Any]], old: Any, new: Any
+                     ) -> list[dict[str, Any]]:
+    return [{**s, "systemPrompt": new} if "systemPrompt" in s and s["systemPrompt"] == old
+            else dict(s) for s in steps]
 
 
 def _short_forms(steps: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
     """Canonical short sequences built from the payloads and operations of ``steps``,
     shortest first: most systemPrompt bugs reduce to one of these shapes, which step
     deletion alone cannot always reach (a prompt set by ``load`` rather than ``new``)."""
-    payloads: list[Any] = []
-    for s in steps:
-        if "systemPrompt" in s and s["systemPrompt"] not in payloads:
-            payloads.append(s["systemPrompt"])
+    payloads = _payloads(steps)
     ops = [s["op"] for s in steps]
     forms: list[list[dict[str, Any]]] = []
     for sp in payloads:
