@@ -39,10 +39,12 @@ __all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec"]
 PROTOCOL_VERSION = 1
 CLIENT_INFO = {"name": "acp-fuzz", "version": __version__}
 CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
-#: Notifications recorded per agent process; the rest are counted only (see transport.py).
-#: Bounds the history, and so the harness's memory and the oracles' work, against an agent
-#: that floods session/update (100,000 per request made the harness grow past 1 GB).
-MAX_RECORDED_NOTIFICATIONS = 10_000
+#: Notifications recorded per agent process, by count and by total line size; the rest are
+#: counted only (see transport.py). Bounds the history, and so the harness's memory and the
+#: oracles' work, against an agent that floods session/update (100,000 per request made the
+#: harness grow past 2 GB). Generous for real agents: a turn of the fake model is short.
+MAX_RECORDED_NOTIFICATIONS = 2_000
+MAX_RECORDED_NOTIFICATION_BYTES = 16 * 1024 * 1024
 
 
 class HarnessError(Exception):
@@ -187,7 +189,8 @@ class Run:
         agent = AgentProcess(
             list(self.spec.argv), env=self._env(), cwd=work, history=self.history,
             generation=self._generation, client_handler=default_client_handler([work]),
-            max_recorded_notifications=MAX_RECORDED_NOTIFICATIONS)
+            max_recorded_notifications=MAX_RECORDED_NOTIFICATIONS,
+            max_recorded_notification_bytes=MAX_RECORDED_NOTIFICATION_BYTES)
         try:
             agent.start()
         except AgentStartError as e:

@@ -15,10 +15,11 @@ appended to a :class:`~acp_fuzz.history.History`:
 * the spawn, exit and any signals sent are ``process`` events;
 * stderr arrives as ``stderr`` events, up to ``stderr_record_limit`` bytes per process;
 * notifications from the agent (messages with a ``method`` and no ``id``) are recorded up to
-  ``max_recorded_notifications`` per process (if set); past that they are counted, not kept, and one
-  ``process`` event ``notifications-capped`` marks where recording stopped (a final
-  ``notifications-dropped`` event at exit or close gives the count). Without this, an agent
-  that floods ``session/update`` would grow the history, and the harness, without bound.
+  ``max_recorded_notifications`` per process and ``max_recorded_notification_bytes`` of their
+  lines (if set); past either they are counted, not kept, and one ``process`` event
+  ``notifications-capped`` marks where recording stopped (a final ``notifications-dropped``
+  event at exit or close gives the count). Without this, an agent that floods
+  ``session/update`` would grow the history, and the harness, without bound.
 
 The transport never trusts the agent: over-long lines are discarded in chunks and never held
 whole, a flood of notifications cannot starve or block responses, a request to a process that
@@ -217,6 +218,7 @@ class AgentProcess:
         max_recorded_notifications: how many notifications from the agent are recorded as
             ``acp`` events; the rest are only counted (:attr:`dropped_notifications`).
             ``None`` (the default) records them all; :class:`acp_fuzz.runner.Run` sets a cap.
+        max_recorded_notification_bytes: the same cap, on the total size of their lines.
 
     All methods are thread-safe; :meth:`request` may be called from many threads at once.
     Also usable as a context manager (``__exit__`` calls :meth:`close`).
@@ -235,6 +237,7 @@ class AgentProcess:
         stderr_tail_bytes: int = 64 * 1024,
         stderr_record_limit: int = 1024 * 1024,
         max_recorded_notifications: int | None = None,
+        max_recorded_notification_bytes: int | None = None,
     ) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
@@ -248,7 +251,9 @@ class AgentProcess:
         self.stderr_tail_bytes = stderr_tail_bytes
         self.stderr_record_limit = stderr_record_limit
         self.max_recorded_notifications = max_recorded_notifications
+        self.max_recorded_notification_bytes = max_recorded_notification_bytes
         self._notifications = 0  # received (reader thread only)
+        self._notification_bytes = 0
         self._dropped_notifications = 0
         self._dropped_reported = False
 
@@ -832,21 +837,24 @@ class AgentProcess:
         if not isinstance(obj, dict):
             self._record_bad(line, "not-object")
             return
-        self._dispatch(obj)
+        self._dispatch(obj, len(line))
 
     # -- internals: JSON-RPC dispatch ---------------------------------------------------------
 
-    def _dispatch(self, obj: dict[str, Any]) -> None:
+    def _dispatch(self, obj: dict[str, Any], size: int = 0) -> None:
         if "method" in obj:
             if "id" not in obj:
                 self._notifications += 1
+                self._notification_bytes += size
                 cap = self.max_recorded_notifications
-                if cap is not None and self._notifications > cap:
+                cap_bytes = self.max_recorded_notification_bytes
+                if self._dropped_notifications or (
+                        cap is not None and self._notifications > cap) or (
+                        cap_bytes is not None and self._notification_bytes > cap_bytes):
                     self._dropped_notifications += 1
                     if self._dropped_notifications == 1:
                         self._record("process", {"what": "notifications-capped",
-                                                 "pid": self._pid,
-                                                 "limit": self.max_recorded_notifications,
+                                                 "pid": self._pid, **self._limits(),
                                                  "generation": self.generation})
                     return
             self._record("acp", {"dir": "recv", "msg": obj})
@@ -930,8 +938,11 @@ class AgentProcess:
             self._dropped_reported = True
             self._record("process", {"what": "notifications-dropped", "pid": self._pid,
                                      "count": self._dropped_notifications,
-                                     "limit": self.max_recorded_notifications,
-                                     "generation": self.generation})
+                                     **self._limits(), "generation": self.generation})
+
+    def _limits(self) -> dict[str, int | None]:
+        return {"limit": self.max_recorded_notifications,
+                "limit_bytes": self.max_recorded_notification_bytes}
 
     def _close_fds(self, stuck: list[str]) -> None:
         assert self._proc is not None

@@ -48,3 +48,27 @@ def test_notifications_past_the_cap_are_counted_not_recorded(
     cap_seq = next(e.seq for e in events if e.kind == "process"
                    and e.data["what"] == "notifications-capped")
     assert seq[cap_seq - 1] is notes[-1]
+
+
+def test_notification_bytes_cap(no_orphans: Callable[[int | None], None]) -> None:
+    # Every line is one notification; the byte budget stops recording before the count does.
+    history = History()
+    with Sandbox() as sb:
+        agent = AgentProcess([sys.executable, str(AGENTS / "echo.py")], env=sb.build_env(),
+                             cwd=sb.root, history=history, max_recorded_notifications=1000,
+                             max_recorded_notification_bytes=500)
+        agent.start()
+        no_orphans(agent.pgid)
+        try:
+            reply = agent.request("_test/emit", {"notifications": 50}, timeout=30)
+            assert reply.outcome == "ok"
+        finally:
+            agent.close()
+    events = history.snapshot()
+    notes = [e for e in events if e.kind == "acp" and e.data["dir"] == "recv"
+             and isinstance(e.data["msg"], dict) and "id" not in e.data["msg"]]
+    assert 0 < len(notes) < 50
+    assert agent.dropped_notifications == 50 - len(notes)
+    (capped,) = [e.data for e in events if e.kind == "process"
+                 and e.data["what"] == "notifications-capped"]
+    assert capped["limit_bytes"] == 500
