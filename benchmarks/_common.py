@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -63,7 +64,13 @@ def machine() -> dict[str, str]:
         mem = f"{kb / 1024 / 1024:.1f} GiB"
     except (OSError, ValueError, IndexError):
         pass
-    return {"nproc": str(os.cpu_count()), "ram": mem, "python": platform.python_version(),
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                              capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        head = ""
+    return {"commit": head, "nproc": str(os.cpu_count()), "ram": mem,
+            "python": platform.python_version(),
             "platform": platform.platform(), "load": loadavg(),
             "date": time.strftime("%Y-%m-%d %H:%M %Z")}
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -21,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, Row, loadavg, median, reference_argv, save, table
+from _common import RESULTS, Row, loadavg, machine, median, reference_argv, save, table
 
 from acp_fuzz.campaign import CampaignSettings, run_campaign
 from acp_fuzz.runner import TargetSpec
@@ -44,15 +45,27 @@ def one(bug: str, seed: int) -> dict[str, object]:
     spec = TargetSpec.from_command(reference_argv(bug))
     with tempfile.TemporaryDirectory(prefix="bench-bugs-") as tmp:
         load_before = loadavg()
+        cpu0 = _cpu()
         t0 = time.perf_counter()
         result = run_campaign(spec, CampaignSettings(seed=seed, cassette_dir=Path(tmp)))
         elapsed = time.perf_counter() - t0
+        cpu = _cpu() - cpu0
     rep = next((r for r in result.reports if oracle in r.oracles), None)
-    return {"bug": bug, "seed": seed, "seconds": round(elapsed, 2), "found": rep is not None,
+    return {"bug": bug, "seed": seed, "seconds": round(elapsed, 2), "cpu_seconds": round(cpu, 2),
+            "found": rep is not None,
             "oracles": sorted({o for r in result.reports for o in r.oracles}),
             "steps": len(rep.steps) if rep else None, "minimum": minimum,
             "examples": result.examples_run, "steps_run": result.steps_run,
-            "load_before": load_before, "load_after": loadavg()}
+            "load_before": load_before, "load_after": loadavg(),
+            "commit": machine()["commit"]}
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its reaped children (the agents): less sensitive to
+    a busy machine than wall time."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
+        resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def rows_from(records: list[dict[str, object]]) -> list[Row]:
@@ -66,11 +79,13 @@ def rows_from(records: list[dict[str, object]]) -> list[Row]:
         lengths = [r["steps"] for r in rs]
         at_min = all(r["found"] and r["steps"] == minimum for r in rs)
         med = median(secs)
+        cpus = [float(r["cpu_seconds"]) for r in rs if "cpu_seconds" in r]  # type: ignore[arg-type]
+        cpu_note = f", CPU {median(cpus):.1f} s (median)" if cpus else ""
         rows.append(Row(
             f"find+shrink `{bug}`", round(med, 1), "s (median)", f"< {GOAL_SECONDS:g} s, "
             f"{minimum} steps", med < GOAL_SECONDS and at_min,
             f"seeds {','.join(str(r['seed']) for r in rs)}: found {len(found)}/{len(rs)}, "
-            f"shrunk to {lengths} (min {minimum}), times {secs}", secs))
+            f"shrunk to {lengths} (min {minimum}), times {secs}{cpu_note}", secs))
     return rows
 
 
