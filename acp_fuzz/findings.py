@@ -58,6 +58,8 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
                "a changed prompt on load, resume or fork was accepted but not (yet) applied"),
     OracleInfo("lifecycle.omitted-fallback", "info", "SP-LIFECYCLE-OMIT-MAY",
                "which behaviour the agent chose for an omitted prompt (kept or default)"),
+    OracleInfo("cancel.error", "MUST", "CANCEL-AGENT-STOPREASON-MUST",
+               "a prompt cancelled mid-turn was answered with an error, not a stop reason"),
     OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
                "how an agent that does not advertise systemPrompt answered one (robustness)"),
 ]}

@@ -224,6 +224,10 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
     handle = args.get("session")
     blocks = blocks_of(sp)
 
+    if op == "cancel" and outcome == "error":
+        st.add("cancel.error", "the prompt cancelled mid-turn got an error instead of a stop "
+               "reason", session=handle, error=_clip(verdict.get("error")))
+
     # Payload oracles: judged on the answer alone.
     if kind == "invalid" and outcome == "ok":
         sev = cls.get("severity") or "MUST"

@@ -243,7 +243,7 @@ class Run:
             c = classify(sp, self.caps)
             annotations["class"] = {"kind": c.kind, "reason": c.reason,
                                     "severity": c.severity, "rule": c.rule}
-        if step["op"] == "prompt":
+        if step["op"] in ("prompt", "cancel"):
             turn = self.turns.get(step["session"], 0) + 1
             annotations["turn"] = turn
             annotations["nonce"] = nonce_for(step["session"], turn)
@@ -346,13 +346,23 @@ class Run:
         return self._reply_outcome(reply)
 
     def _do_cancel(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        # Cancel mid-turn: send the cancel notification right behind the prompt. Whether the
-        # agent sees it before or after finishing the turn is a race it must handle either way.
-        s = self.sessions.get(step["session"])
+        """A prompt turn cancelled mid-flight: ``session/cancel`` is written right behind the
+        ``session/prompt``. Whether the agent sees it before or after finishing the turn is a
+        race it must handle either way: it must answer the prompt (``cancelled`` or a normal
+        stop reason), never with an error (CANCEL-AGENT-STOPREASON-MUST), and stay healthy."""
+        handle = step["session"]
+        s = self.sessions.get(handle)
         if s is None:
             return StepOutcome("skipped")
+        turn = ann["turn"]
+        self.turns[handle] = turn
+        assert self.gateway is not None
+        self.gateway.register_nonce(ann["nonce"], handle, turn)
+        pending = self.agent.send_request("session/prompt", {
+            "sessionId": s.agent_id,
+            "prompt": [{"type": "text", "text": prompt_text(handle, turn)}]})
         self.agent.notify("session/cancel", {"sessionId": s.agent_id})
-        return StepOutcome("ok")
+        return self._reply_outcome(pending.wait(self.spec.request_timeout))
 
     def _do_close(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         s = self.sessions.get(step["session"])

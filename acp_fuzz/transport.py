@@ -64,6 +64,7 @@ __all__ = [
     "AgentProcess",
     "AgentStartError",
     "ClientHandler",
+    "Pending",
     "Reply",
     "RpcError",
     "default_client_handler",
@@ -195,6 +196,21 @@ def _write_all(fd: int, data: bytes) -> None:
 def _bytes_available(fd: int) -> int:
     buf = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
     return int(struct.unpack("@i", buf)[0])
+
+
+class Pending:
+    """A request in flight (from :meth:`AgentProcess.send_request`)."""
+
+    def __init__(self, agent: AgentProcess, rid: int | None, slot: _Slot | None) -> None:
+        self._agent = agent
+        self.id = rid
+        self._slot = slot
+
+    def wait(self, timeout: float) -> Reply:
+        """Wait up to ``timeout`` seconds for the answer (see :meth:`AgentProcess.request`)."""
+        if self.id is None or self._slot is None:
+            return _EXITED
+        return self._agent._wait(self.id, self._slot, timeout)
 
 
 class AgentProcess:
@@ -478,11 +494,19 @@ class AgentProcess:
             RuntimeError: before :meth:`start`.
             ValueError, TypeError: ``params`` is not JSON-serialisable (NaN included).
         """
+        return self.send_request(method, params).wait(timeout)
+
+    def send_request(self, method: str, params: Any) -> Pending:
+        """Queue a request and return at once; :meth:`Pending.wait` gets its answer.
+
+        Lines are written in the order they are queued, so a notification sent after this
+        call (a ``session/cancel`` for a prompt in flight) reaches the agent after the
+        request."""
         if self._proc is None:
             raise RuntimeError("AgentProcess.request() before start()")
         with self._lock:
             if self._dead or self._closing or self._write_broken:
-                return _EXITED
+                return Pending(self, None, None)
             rid = self._next_id
             self._next_id += 1
             slot = _Slot(rid)
@@ -497,6 +521,9 @@ class AgentProcess:
                 self._pending.pop(rid, None)
             raise
         self._outq.put((line, {"dir": "send"}, rid))
+        return Pending(self, rid, slot)
+
+    def _wait(self, rid: int, slot: _Slot, timeout: float) -> Reply:
         if slot.event.wait(timeout):
             return slot.reply
         with self._lock:

@@ -9,6 +9,7 @@ has a choice (deferral, omitted prompt) or the evidence is too weak (short texts
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,8 +159,32 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "prompt.misplaced", "override.not-applied", "append.replaced-default",
         "payload.invalid-accepted", "payload.valid-rejected", "reject.side-effect",
         "agent.crash", "agent.hang", "protocol.malformed", "prompt.change-deferred",
-        "lifecycle.omitted-fallback", "payload.probe",
+        "lifecycle.omitted-fallback", "payload.probe", "cancel.error",
     }
+
+
+def test_every_oracle_is_in_the_user_docs() -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "oracles.md").read_text()
+    missing = [oid for oid in CATALOG if f"`{oid}`" not in doc]
+    assert missing == [], f"docs/oracles.md does not document {missing}"
+
+
+# -- cancel.error ----------------------------------------------------------------------------
+
+
+def test_cancel_answered_with_an_error_is_a_must_finding() -> None:
+    h = H()
+    h.new("A")
+    h.step("cancel", "A", outcome="error", error={"code": -32603, "message": "boom"})
+    (f,) = [f for f in evaluate(h.h.snapshot()) if f.oracle == "cancel.error"]
+    assert (f.severity, f.rule, f.session) == ("MUST", "CANCEL-AGENT-STOPREASON-MUST", "A")
+
+
+def test_cancel_answered_with_a_stop_reason_is_fine() -> None:
+    h = H()
+    h.new("A")
+    h.step("cancel", "A")
+    assert [f for f in evaluate(h.h.snapshot()) if f.oracle == "cancel.error"] == []
 
 
 # -- prompt.leak -----------------------------------------------------------------------------

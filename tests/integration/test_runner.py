@@ -1,0 +1,55 @@
+"""The runner against the real reference agent: mid-turn cancel, and pre-spawned runs."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from acp_fuzz.gateway import Gateway
+from acp_fuzz.oracles import evaluate
+from acp_fuzz.runner import Run, TargetSpec
+
+pytestmark = pytest.mark.integration
+
+SPEC = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent"])
+SP = {"mode": "append", "content": [{"type": "text", "text": "Answer like a ship's captain."}]}
+
+
+def test_cancel_mid_turn_gets_a_stop_reason_and_is_written_after_the_prompt(
+        no_orphans: object) -> None:
+    with Run(SPEC) as run:
+        run.initialize()
+        run.execute({"op": "new", "session": "A", "systemPrompt": SP})
+        out = run.execute({"op": "cancel", "session": "A"})
+        assert out.outcome == "ok"
+        assert out.result["stopReason"] in ("cancelled", "end_turn")
+        sent = [m["method"] for _, m in run.history.acp_messages("send")
+                if isinstance(m, dict) and "method" in m]
+        # The cancel follows its prompt on the wire, never the other way round.
+        assert sent[-2:] == ["session/prompt", "session/cancel"]
+        # The turn after a cancel still carries the prompt, and nothing is reported.
+        run.execute({"op": "prompt", "session": "A"})
+        assert [f for f in evaluate(run.history.snapshot()) if f.severity != "info"] == []
+
+
+def test_a_prepared_run_does_not_take_the_active_runs_model_requests(
+        no_orphans: object) -> None:
+    with Gateway(None) as gw:
+        active = Run(SPEC, gateway=gw)
+        active.start()
+        active.initialize()
+        spare = Run(SPEC, gateway=gw)
+        spare.start(activate=False)  # pre-spawned while `active` works
+        spare.initialize()
+        try:
+            active.execute({"op": "new", "session": "A", "systemPrompt": SP})
+            active.execute({"op": "prompt", "session": "A"})
+            assert [x.session for _, x in active.history.model_exchanges()] == ["A"]
+            assert spare.history.model_exchanges() == []
+            spare.close()  # closing the spare must not unbind the active run
+            active.execute({"op": "prompt", "session": "A"})
+            assert [x.turn for _, x in active.history.model_exchanges()] == [1, 2]
+        finally:
+            spare.close()
+            active.close()
