@@ -1,8 +1,84 @@
 """acp-fuzz: fuzz, record and replay Agent Client Protocol agents.
 
-The public API is what ``__all__`` lists; every other module is private and may change.
+The public API is what ``__all__`` lists; every other module is private and may change::
+
+    import acp_fuzz
+
+    spec = acp_fuzz.TargetSpec.from_command(["./my-agent"])
+    with acp_fuzz.Run(spec) as run:                      # one agent, sandbox and fake model
+        run.initialize()
+        run.execute({"op": "new", "session": "A", "systemPrompt": {
+            "mode": "append", "content": [{"type": "text", "text": "Be terse."}]}})
+        run.execute({"op": "prompt", "session": "A"})
+        findings = acp_fuzz.evaluate(run.history.snapshot())
+
+    result = acp_fuzz.run_campaign(spec, acp_fuzz.CampaignSettings(max_examples=50))
+    verdict = acp_fuzz.replay_cassette("cassettes/x.cassette").verdict
+
+Names are imported on first use (PEP 562), so ``import acp_fuzz`` stays cheap: the reference
+agent, which lives in this package, starts without loading Hypothesis.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+#: public name -> the private module that defines it
+_EXPORTS = {
+    "Baseline": "acp_fuzz.oracles",
+    "CATALOG": "acp_fuzz.findings",
+    "Cassette": "acp_fuzz.cassette",
+    "CassetteError": "acp_fuzz.cassette",
+    "CampaignResult": "acp_fuzz.campaign",
+    "CampaignSettings": "acp_fuzz.campaign",
+    "Event": "acp_fuzz.history",
+    "Finding": "acp_fuzz.findings",
+    "Gateway": "acp_fuzz.gateway",
+    "HarnessError": "acp_fuzz.runner",
+    "History": "acp_fuzz.history",
+    "ModelExchange": "acp_fuzz.history",
+    "ReplayResult": "acp_fuzz.replay",
+    "Run": "acp_fuzz.runner",
+    "Segment": "acp_fuzz.history",
+    "TargetSpec": "acp_fuzz.runner",
+    "evaluate": "acp_fuzz.oracles",
+    "read_cassette": "acp_fuzz.cassette",
+    "replay_cassette": "acp_fuzz.replay",
+    "run_campaign": "acp_fuzz.campaign",
+    "write_cassette": "acp_fuzz.cassette",
+}
+
+__all__ = [
+    "__version__",
+    "Baseline", "CATALOG", "CampaignResult", "CampaignSettings", "Cassette", "CassetteError",
+    "Event", "Finding", "Gateway", "HarnessError", "History", "ModelExchange", "ReplayResult",
+    "Run", "Segment", "TargetSpec", "evaluate", "read_cassette", "replay_cassette",
+    "run_campaign", "write_cassette",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'acp_fuzz' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
+    from acp_fuzz.campaign import CampaignResult, CampaignSettings, run_campaign
+    from acp_fuzz.cassette import Cassette, CassetteError, read_cassette, write_cassette
+    from acp_fuzz.findings import CATALOG, Finding
+    from acp_fuzz.gateway import Gateway
+    from acp_fuzz.history import Event, History, ModelExchange, Segment
+    from acp_fuzz.oracles import Baseline, evaluate
+    from acp_fuzz.replay import ReplayResult, replay_cassette
+    from acp_fuzz.runner import HarnessError, Run, TargetSpec

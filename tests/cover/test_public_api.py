@@ -15,7 +15,13 @@ import acp_fuzz.strategies
 
 import acp_fuzz
 
-ACP_FUZZ_ALL = ["__version__"]
+ACP_FUZZ_ALL = [
+    "__version__",
+    "Baseline", "CATALOG", "CampaignResult", "CampaignSettings", "Cassette", "CassetteError",
+    "Event", "Finding", "Gateway", "HarnessError", "History", "ModelExchange", "ReplayResult",
+    "Run", "Segment", "TargetSpec", "evaluate", "read_cassette", "replay_cassette",
+    "run_campaign", "write_cassette",
+]
 STRATEGIES_ALL = [
     "INVALID_KINDS",
     "LifecycleMachine",
@@ -32,6 +38,28 @@ def test_acp_fuzz_exports_exactly() -> None:
     for name in ACP_FUZZ_ALL:
         assert hasattr(acp_fuzz, name), name
     assert isinstance(acp_fuzz.__version__, str) and acp_fuzz.__version__
+
+
+def test_every_public_name_has_a_home() -> None:
+    assert set(acp_fuzz.__all__) - {"__version__"} == set(acp_fuzz._EXPORTS)
+
+
+def test_import_acp_fuzz_stays_cheap() -> None:
+    # The reference agent imports this package at every start: the public names load lazily.
+    code = "import sys, acp_fuzz; print(sorted(m for m in ('hypothesis', 'acp_fuzz.campaign', " \
+           "'acp_fuzz.runner') if m in sys.modules))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert res.stdout.strip() == "[]"
+
+
+def test_unknown_attribute_is_an_attribute_error() -> None:
+    try:
+        acp_fuzz.no_such_name  # noqa: B018
+    except AttributeError as e:
+        assert "no_such_name" in str(e)
+    else:
+        raise AssertionError("expected AttributeError")
 
 
 def test_strategies_exports_exactly() -> None:
