@@ -52,11 +52,28 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "CATALOG",
+    "Baseline",
+    "CampaignResult",
+    "CampaignSettings",
+    "Cassette",
+    "CassetteError",
+    "Event",
+    "Finding",
+    "Gateway",
+    "HarnessError",
+    "History",
+    "ModelExchange",
+    "ReplayResult",
+    "Run",
+    "Segment",
+    "TargetSpec",
     "__version__",
-    "Baseline", "CATALOG", "CampaignResult", "CampaignSettings", "Cassette", "CassetteError",
-    "Event", "Finding", "Gateway", "HarnessError", "History", "ModelExchange", "ReplayResult",
-    "Run", "Segment", "TargetSpec", "evaluate", "read_cassette", "replay_cassette",
-    "run_campaign", "write_cassette",
+    "evaluate",
+    "read_cassette",
+    "replay_cassette",
+    "run_campaign",
+    "write_cassette",
 ]
 
 

@@ -15,13 +15,13 @@ import acp_fuzz.strategies
 
 import acp_fuzz
 
-ACP_FUZZ_ALL = [
+ACP_FUZZ_ALL = sorted([
     "__version__",
     "Baseline", "CATALOG", "CampaignResult", "CampaignSettings", "Cassette", "CassetteError",
     "Event", "Finding", "Gateway", "HarnessError", "History", "ModelExchange", "ReplayResult",
     "Run", "Segment", "TargetSpec", "evaluate", "read_cassette", "replay_cassette",
     "run_campaign", "write_cassette",
-]
+])
 STRATEGIES_ALL = [
     "INVALID_KINDS",
     "LifecycleMachine",
@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def test_acp_fuzz_exports_exactly() -> None:
-    assert acp_fuzz.__all__ == ACP_FUZZ_ALL
+    assert sorted(acp_fuzz.__all__) == ACP_FUZZ_ALL
     for name in ACP_FUZZ_ALL:
         assert hasattr(acp_fuzz, name), name
     assert isinstance(acp_fuzz.__version__, str) and acp_fuzz.__version__

@@ -59,7 +59,7 @@ def test_sigint_while_shrinking_writes_the_unconfirmed_finding(tmp_path: Path) -
     assert proc.stderr is not None
     _wait_for(proc.stderr, "found a failure")
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     report = json.loads((tmp_path / "report.json").read_text())
@@ -77,7 +77,7 @@ def test_sigterm_during_a_clean_run_exits_130_with_a_report(tmp_path: Path) -> N
     assert proc.stdout is not None
     _wait_for(proc.stdout, "baseline:")
     proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     report = json.loads((tmp_path / "report.json").read_text())
@@ -115,7 +115,7 @@ def test_second_ctrl_c_forces_the_exit_and_kills_the_agent(tmp_path: Path) -> No
     assert proc.stderr is not None
     _wait_for(proc.stderr, "press Ctrl-C again")
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     _no_leftovers(tmp_path)
