@@ -38,7 +38,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="a cassette or a folder of cassettes to replay")
 
 
-class AcpCampaignItem(pytest.Item):
+class _AcpItem(pytest.Item):
+    """Shows an acp-fuzz failure as its report, not as a traceback into acp-fuzz."""
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        if isinstance(excinfo.value, AcpFailure):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+
+class AcpCampaignItem(_AcpItem):
     def __init__(self, *, argv: list[str], **kw: Any) -> None:
         super().__init__(**kw)
         self.argv = argv
@@ -63,17 +73,11 @@ class AcpCampaignItem(pytest.Item):
                 lines.append(f"cassette: {rep.cassette}  replay: acp-fuzz replay {rep.cassette}")
             raise AcpFailure("\n".join(lines))
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str:
-        if isinstance(excinfo.value, AcpFailure):
-            return str(excinfo.value)
-        return str(super().repr_failure(excinfo))
-
     def reportinfo(self) -> tuple[str, int, str]:
         return ("acp-fuzz", 0, f"acp-fuzz campaign: {' '.join(self.argv)}")
 
 
-class AcpReplayItem(pytest.Item):
+class AcpReplayItem(_AcpItem):
     def __init__(self, *, cassette: Path, **kw: Any) -> None:
         super().__init__(**kw)
         self.cassette = cassette
@@ -84,12 +88,6 @@ class AcpReplayItem(pytest.Item):
         res = replay_cassette(self.cassette)
         if res.verdict not in ("FIXED", "PASSED"):
             raise AcpFailure(res.line())
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
-                     style: Any = None) -> str:
-        if isinstance(excinfo.value, AcpFailure):
-            return str(excinfo.value)
-        return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[str, int, str]:
         return (str(self.cassette), 0, f"acp-fuzz replay {self.cassette}")

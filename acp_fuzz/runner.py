@@ -331,19 +331,21 @@ class Run:
                                             "outcome": reply.outcome,
                                             "sessions": _listed_ids(reply.result)})
 
-    def _do_prompt(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        handle = step["session"]
-        s = self.sessions.get(handle)
-        if s is None:
-            return StepOutcome("skipped")
+    def _turn(self, handle: str, ann: Mapping[str, Any]) -> dict[str, Any]:
+        """Register the turn's nonce with the gateway and build its ``session/prompt``."""
+        s = self.sessions[handle]
         turn = ann["turn"]
         self.turns[handle] = turn
         assert self.gateway is not None
         self.gateway.register_nonce(ann["nonce"], handle, turn)
-        reply = self._request("session/prompt", {
-            "sessionId": s.agent_id,
-            "prompt": [{"type": "text", "text": prompt_text(handle, turn)}]})
-        return self._reply_outcome(reply)
+        return {"sessionId": s.agent_id,
+                "prompt": [{"type": "text", "text": prompt_text(handle, turn)}]}
+
+    def _do_prompt(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        if step["session"] not in self.sessions:
+            return StepOutcome("skipped")
+        return self._reply_outcome(self._request("session/prompt",
+                                                 self._turn(step["session"], ann)))
 
     def _do_cancel(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """A prompt turn cancelled mid-flight: ``session/cancel`` is written right behind the
@@ -351,17 +353,10 @@ class Run:
         race it must handle either way: it must answer the prompt (``cancelled`` or a normal
         stop reason), never with an error (CANCEL-AGENT-STOPREASON-MUST), and stay healthy."""
         handle = step["session"]
-        s = self.sessions.get(handle)
-        if s is None:
+        if handle not in self.sessions:
             return StepOutcome("skipped")
-        turn = ann["turn"]
-        self.turns[handle] = turn
-        assert self.gateway is not None
-        self.gateway.register_nonce(ann["nonce"], handle, turn)
-        pending = self.agent.send_request("session/prompt", {
-            "sessionId": s.agent_id,
-            "prompt": [{"type": "text", "text": prompt_text(handle, turn)}]})
-        self.agent.notify("session/cancel", {"sessionId": s.agent_id})
+        pending = self.agent.send_request("session/prompt", self._turn(handle, ann))
+        self.agent.notify("session/cancel", {"sessionId": self.sessions[handle].agent_id})
         return self._reply_outcome(pending.wait(self.spec.request_timeout))
 
     def _do_close(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
