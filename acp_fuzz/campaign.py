@@ -21,7 +21,7 @@ never prints and never imports the CLI.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +36,7 @@ from acp_fuzz import __version__
 from acp_fuzz.cassette import Header, write_cassette
 from acp_fuzz.findings import Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
-from acp_fuzz.history import Event, History
+from acp_fuzz.history import Event, History, scrub_events
 from acp_fuzz.oracles import Baseline, evaluate, learn_baseline
 from acp_fuzz.payloads import Capabilities
 from acp_fuzz.runner import HarnessError, Run, TargetSpec
@@ -172,6 +172,10 @@ class CampaignResult:
     reports: list[FindingReport] = field(default_factory=list)
     info: list[Finding] = field(default_factory=list)
     interrupted: bool = False
+    #: Model requests the gateway served over the whole campaign (calibration, search,
+    #: shrinking, confirmation): ``turn`` (tied to a harness session), ``side`` and
+    #: ``untied`` (not a side request, yet tied to no session; see ``Gateway.counts``).
+    model_requests: dict[str, int] = field(default_factory=dict)
 
     def failing(self) -> bool:
         strict = self.settings.strict
@@ -238,12 +242,28 @@ def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
             if out.outcome != "ok":
                 raise HarnessError(f"calibration: the first prompt turn failed "
                                    f"({out.outcome}: {_short(out.error)})")
+            cwd = run.sessions[handle].cwd
             for _, x in run.history.model_exchanges():
                 if x.session == handle and not x.side:
-                    texts.append("\n".join(x.texts("system")))
+                    texts.append("\n".join(instruction_texts(x.texts("system"), cwd)))
                     break
         caps = run.caps
     return init, caps, learn_baseline(texts)
+
+
+def instruction_texts(system: Sequence[str], cwd: str) -> list[str]:
+    """The system-slot texts of a baseline request that hold the agent's own instructions.
+
+    A system-slot text that names the session's working directory is environment context
+    (claude-agent-acp's ``role: "system"`` ``# Environment`` message with its skill and
+    agent listings; codex's permission block): under ``override`` the agent may keep it
+    (SP-AGENT-OVERRIDE-CONTEXT-MAY), so it is not part of the default instructions that
+    ``override.not-applied`` looks for. When every text names the directory (one system
+    message holding both, like the reference agent), all are kept: there is nothing to
+    tell apart.
+    """
+    own = [t for t in system if cwd not in t]
+    return own if any(t.strip() for t in own) else list(system)
 
 
 def _short(v: Any) -> str:
@@ -315,6 +335,8 @@ class _Failure:
     steps: list[dict[str, Any]]
     events: list[Event]
     findings: list[Finding]
+    #: Values to scrub from the cassette (the same for every run of one target).
+    secrets: frozenset[str] = frozenset()
 
 
 def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
@@ -368,7 +390,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                 if bad:
                     self.run.close()
                     last["failure"] = _Failure(list(self.steps), self.run.history.snapshot(),
-                                               findings)
+                                               findings, frozenset(self.run.secrets))
                     if budget["left"] < 0:
                         budget["left"] = cfg.shrink_examples
                         on_event(FailureFound(tuple(sorted({f.oracle for f in bad}))))
@@ -430,9 +452,10 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                                    findings=failure.findings, steps=failure.steps,
                                    requests=requests_of(failure.events), cassette=None)
             report.cassette = save_finding(spec, cfg, failure.events, report, baseline, init,
-                                           gateway)
+                                           gateway, secrets=failure.secrets)
             result.reports.append(report)
         result.info = sorted(info.values(), key=lambda f: f.oracle)
+        result.model_requests = dict(gateway.counts)
     on_event(Finished(result))
     return result
 
@@ -461,7 +484,7 @@ def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gate
         history, findings = run_steps(spec, trial, baseline=baseline, strict=strict,
                                       gateway=gateway, stop_on_failure=True)
         if oracles & {f.oracle for f in _interesting(findings, strict)}:
-            return _Failure(trial, history.snapshot(), findings)
+            return _Failure(trial, history.snapshot(), findings, failure.secrets)
         return None
 
     best = failure
@@ -574,13 +597,14 @@ def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: _Failure, baselin
     report = FindingReport(status=status, runs=cfg.confirm_runs, reproduced=reproduced,
                            findings=failure.findings, steps=failure.steps,
                            requests=requests_of(failure.events), cassette=None)
-    report.cassette = save_finding(spec, cfg, failure.events, report, baseline, init, gateway)
+    report.cassette = save_finding(spec, cfg, failure.events, report, baseline, init, gateway,
+                                   secrets=failure.secrets)
     return report
 
 
 def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event],
                  report: FindingReport, baseline: Baseline, init: Any,
-                 gateway: Gateway | None = None) -> Path:
+                 gateway: Gateway | None = None, *, secrets: Iterable[str] = ()) -> Path:
     """Write the minimal failing run as a cassette named after its oracle."""
     cfg.cassette_dir.mkdir(parents=True, exist_ok=True)
     primary = report.oracles[0] if report.oracles else "finding"
@@ -595,5 +619,6 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
     attachments = {}
     if gateway is not None and gateway.upstream_recorder is not None:
         attachments["vcr"] = gateway.upstream_recorder.to_bytes()
-    write_cassette(path, header, list(events), attachments)
+    # A secret the agent echoed (stderr, a model request) must not travel with a bug report.
+    write_cassette(path, header, scrub_events(events, secrets), attachments)
     return path

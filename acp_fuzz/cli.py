@@ -11,6 +11,7 @@ Exit codes, for every command:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -152,6 +153,10 @@ def target(
                                      help="Run in a network namespace with only loopback."),
     database: str | None = typer.Option(None, "--db", help="Hypothesis example database folder "
                                         "(shared by workers; off by default for determinism)."),
+    pass_env: list[str] = typer.Option(
+        [], "--pass-env", metavar="NAME",
+        help="Pass this variable from your environment to the agent (repeatable; e.g. a real "
+             "key for --model-upstream). Its value is scrubbed from cassettes."),
     workers: int = typer.Option(1, "--workers", "-j", min=1,
                                 help="Parallel workers, each with its own agents and gateway, "
                                      "sharing one example database."),
@@ -169,6 +174,8 @@ def target(
     if code is not None:
         raise typer.Exit(code)
     spec = build_spec(command or [], profile, timeout)
+    if pass_env:
+        spec = dataclasses.replace(spec, passthrough_env=(*spec.passthrough_env, *pass_env))
     _check_writable_dir(cassette_dir, "--cassette-dir")
     cfg = CampaignSettings(max_examples=max_examples, seed=seed, strict=strict,
                            max_steps=max_steps, cassette_dir=cassette_dir, database=database,
@@ -280,6 +287,10 @@ def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
 def _print_result(result: CampaignResult, elapsed: float) -> None:
     out.print(f"ran {result.examples_run} example(s), {result.steps_run} step(s) in "
               f"{elapsed:.1f}s (seed {result.settings.seed})")
+    mr = result.model_requests
+    if mr:
+        out.print(f"model requests: {mr.get('turn', 0)} turn (tied to a session), "
+                  f"{mr.get('side', 0)} side, {mr.get('untied', 0)} untied", markup=False)
     for f in result.info:
         out.print(f"  info  {f.oracle} [{f.rule}]: {f.message}", markup=False)
     if not result.reports:
@@ -327,6 +338,7 @@ def result_to_json(result: CampaignResult) -> dict[str, Any]:
             "examples_run": result.examples_run, "steps_run": result.steps_run,
             "seed": result.settings.seed, "strict": result.settings.strict,
             "findings": findings, "info": [f.to_wire() for f in result.info],
+            "model_requests": dict(result.model_requests),
             "interrupted": result.interrupted, "exit_code": result.exit_code}
 
 

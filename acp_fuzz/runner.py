@@ -30,7 +30,7 @@ from acp_fuzz import __version__
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
 from acp_fuzz.payloads import OMIT, Capabilities, classify
-from acp_fuzz.sandbox import Sandbox
+from acp_fuzz.sandbox import Sandbox, secret_values
 from acp_fuzz.steps import nonce_for, prompt_text, validate_step
 from acp_fuzz.transport import AgentProcess, AgentStartError, Reply, default_client_handler
 
@@ -127,6 +127,8 @@ class Run:
         self.turns: dict[str, int] = {}
         self._step_index = 0
         self.dead = False
+        #: Values of the agent's secret-looking variables, scrubbed from saved cassettes.
+        self.secrets: set[str] = set()
 
     # -- set-up and tear-down ----------------------------------------------------------------
 
@@ -182,7 +184,14 @@ class Run:
         extra = dict(self.gateway.agent_env())
         if self.spec.extra_env is not None:
             extra.update(self.spec.extra_env(self.gateway.url, Path(self.sandbox.home)))
-        return self.sandbox.build_env(extra, passthrough=self.spec.passthrough_env)
+        # A variable the user passes on purpose (a real key for --model-upstream) wins over
+        # the gateway's dummy of the same name.
+        for name in self.spec.passthrough_env:
+            if name in os.environ:
+                extra.pop(name, None)
+        env = self.sandbox.build_env(extra, passthrough=self.spec.passthrough_env)
+        self.secrets |= secret_values(env)
+        return env
 
     def _spawn(self) -> None:
         work = str(self.sandbox.work)

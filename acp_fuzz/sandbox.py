@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-__all__ = ["REDACTED", "Sandbox", "redact_env", "remove_all_sandboxes"]
+__all__ = ["REDACTED", "Sandbox", "redact_env", "remove_all_sandboxes", "secret_values"]
 
 #: Roots of sandboxes not yet cleaned up, so that a forced exit still leaves no temp folder.
 _LIVE_ROOTS: set[str] = set()
@@ -60,6 +60,14 @@ def redact_env(env: Mapping[str, str]) -> dict[str, str]:
         upper = name.upper()
         out[name] = REDACTED if any(m in upper for m in _SECRET_MARKERS) else value
     return out
+
+
+def secret_values(env: Mapping[str, str], *, min_length: int = 6) -> frozenset[str]:
+    """The values of the variables :func:`redact_env` would redact, for scrubbing them out of
+    anything recorded (an agent may echo its environment to stderr or into a model request).
+    Very short values are skipped: replacing every "1" in a cassette would destroy it."""
+    return frozenset(v for k, v in env.items()
+                     if any(m in k.upper() for m in _SECRET_MARKERS) and len(v) >= min_length)
 
 
 class Sandbox:

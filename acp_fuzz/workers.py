@@ -125,6 +125,8 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     for r in results:
         merged.examples_run += r.examples_run
         merged.steps_run += r.steps_run
+        for k, n in r.model_requests.items():
+            merged.model_requests[k] = merged.model_requests.get(k, 0) + n
         merged.interrupted = merged.interrupted or r.interrupted
         for rep in r.reports:
             key = tuple(rep.oracles)

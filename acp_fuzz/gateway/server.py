@@ -32,6 +32,9 @@ MAX_BODY = 64 * 1024 * 1024
 MAX_TEXT_BODY = 1024 * 1024
 DUMMY_KEY = "acp-fuzz-dummy-key"
 
+#: The APIs whose requests are model turns (counted in :attr:`Gateway.counts`).
+_MODEL_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages", "gemini"})
+
 SidePredicate = Callable[[str, Mapping[str, str], Any], bool]
 
 
@@ -158,6 +161,12 @@ class Gateway:
         self.upstream_recorder = upstream_recorder
         self._nonces: dict[str, tuple[str, int]] = {}
         self._lock = threading.Lock()
+        #: Model requests served, by kind: ``turn`` (tied to a harness turn, not a side
+        #: request), ``side`` (a side request by the built-in or the profile's predicate)
+        #: and ``untied`` (not a side request by any predicate, yet no registered nonce in
+        #: it: recorded as a side request, so no oracle judges it). A correct profile on a
+        #: well-behaved agent keeps ``untied`` at 0.
+        self.counts: dict[str, int] = {"turn": 0, "side": 0, "untied": 0}
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -268,6 +277,9 @@ class Gateway:
             except Exception:
                 side = False  # a broken predicate must not take the gateway down
         tie = self._find_tie(segments, user_turn_is_tool_result(api, body))
+        if api in _MODEL_APIS:
+            with self._lock:
+                self.counts["side" if side else "turn" if tie is not None else "untied"] += 1
         if tie is None:
             side = True
         if self.upstream is not None or self.upstream_recorder is not None:
