@@ -588,11 +588,19 @@ def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: _Failure, baselin
     failure = minimize_steps(spec, failure, baseline, gateway, strict=cfg.strict)
     oracles = {f.oracle for f in _interesting(failure.findings, cfg.strict)}
     reproduced = 0
-    for _ in range(cfg.confirm_runs):
-        _, findings = run_steps(spec, failure.steps, baseline=baseline, strict=cfg.strict,
-                                gateway=gateway)
+    for i in range(cfg.confirm_runs):
+        last = i == cfg.confirm_runs - 1
+        if last and gateway.upstream_recorder is not None:
+            # With a real model upstream, the cassette must carry exactly the calls of its own
+            # run: the last confirmation run records into a fresh recorder and becomes it.
+            gateway.upstream_recorder = UpstreamRecorder()
+        history, findings = run_steps(spec, failure.steps, baseline=baseline,
+                                      strict=cfg.strict, gateway=gateway)
         if oracles & {f.oracle for f in _interesting(findings, cfg.strict)}:
             reproduced += 1
+            if last and gateway.upstream_recorder is not None:
+                failure = _Failure(failure.steps, history.snapshot(), findings,
+                                   failure.secrets)
     status = "failed" if reproduced == cfg.confirm_runs and not flaky_hint else "flaky"
     report = FindingReport(status=status, runs=cfg.confirm_runs, reproduced=reproduced,
                            findings=failure.findings, steps=failure.steps,

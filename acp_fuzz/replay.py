@@ -52,7 +52,7 @@ from typing import Any, Literal
 from acp_fuzz.campaign import run_steps, steps_of
 from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
 from acp_fuzz.findings import Finding
-from acp_fuzz.gateway import Gateway
+from acp_fuzz.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.oracles import Baseline, evaluate
 from acp_fuzz.runner import HarnessError, TargetSpec
@@ -274,7 +274,12 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     transcripts: list[list[StepMessages]] = []
     divergence: Divergence | None = None
     try:
-        with Gateway(None, side_request=spec.side_request) as gateway:
+        # A run against a real model carries its upstream calls (vcrpy, attachment "vcr"):
+        # the gateway serves them back with no network, so the replay sees the same replies.
+        vcr = cassette.attachments.get("vcr")
+        recorder = UpstreamRecorder.from_bytes(vcr) if vcr else None
+        with Gateway(None, side_request=spec.side_request,
+                     upstream_recorder=recorder) as gateway:
             for _ in range(runs):
                 history, findings = run_steps(spec, steps, baseline=baseline, strict=strict,
                                               gateway=gateway)

@@ -1,0 +1,46 @@
+"""A campaign against a real model upstream replays offline from its cassette.
+
+The "real provider" is a second, real Gateway with a reply text of its own. The campaign
+forwards to it (``model_upstream``) and vcrpy records the calls into the finding cassette;
+the replay then runs with the provider stopped and must see the same replies.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_fuzz.campaign import CampaignSettings, run_campaign
+from acp_fuzz.cassette import read_cassette
+from acp_fuzz.gateway import Gateway
+from acp_fuzz.replay import replay_cassette
+from acp_fuzz.runner import TargetSpec
+
+pytestmark = pytest.mark.integration
+
+REPLY = "REAL-PROVIDER-REPLY-7f3a"
+BUGGY = [sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "user-turn"]
+
+
+def test_upstream_calls_are_recorded_and_replayed_offline(tmp_path: Path,
+                                                          no_orphans: object) -> None:
+    with Gateway(None, reply_text=REPLY) as provider:
+        result = run_campaign(TargetSpec.from_command(BUGGY), CampaignSettings(
+            max_examples=30, cassette_dir=tmp_path, model_upstream=provider.url))
+    assert result.reports, "user-turn not found"
+    cassette = result.reports[0].cassette
+    assert cassette is not None
+    c = read_cassette(cassette)
+    assert "vcr" in c.attachments
+    # The cassette's model events are upstream exchanges that carried the provider's reply.
+    replies = [e.data["reply_text"] for e in c.events if e.kind == "model"]
+    assert replies and all(REPLY in r for r in replies)
+    assert all(e.data["upstream"] for e in c.events if e.kind == "model")
+    # The provider is gone now: the replay is served from the recording alone.
+    res = replay_cassette(cassette, target=BUGGY)
+    assert res.verdict == "FAILED", res.line()
+    seen = json.dumps([[*s.ordered, *s.unordered] for t in res.transcripts for s in t])
+    assert REPLY in seen
