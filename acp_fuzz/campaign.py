@@ -34,6 +34,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from acp_fuzz import __version__
 from acp_fuzz.cassette import Header, write_cassette
+from acp_fuzz.dialects import resolve
 from acp_fuzz.findings import Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.history import Event, History, scrub_events
@@ -406,6 +407,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
 
         Machine.caps = caps
         Machine.long_texts = cfg.long_texts
+        Machine.resend_on_lifecycle = resolve(spec.dialect, init) == "standard"
         Machine.__name__ = Machine.__qualname__ = "AcpFuzzLifecycle"
         db = database
         if db is None and cfg.database:
@@ -620,7 +622,8 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
     path = cfg.cassette_dir / f"{name}.cassette"
     header = Header(
         format=1, acp_fuzz_version=__version__, target=list(spec.argv), seed=cfg.seed,
-        settings={**cfg.to_wire(), "baseline": baseline.to_wire(), "profile": spec.profile},
+        settings={**cfg.to_wire(), "baseline": baseline.to_wire(), "profile": spec.profile,
+                  "dialect": resolve(spec.dialect, init)},
         kind="finding", initialize=init,
         meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,
               "findings": [f.to_wire() for f in report.findings]})

@@ -38,6 +38,7 @@ from acp_fuzz.campaign import (
     run_campaign,
 )
 from acp_fuzz.cassette import CassetteError, read_cassette
+from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.findings import Finding
 from acp_fuzz.runner import HarnessError, TargetSpec
 from acp_fuzz.steps import describe
@@ -54,7 +55,6 @@ app = typer.Typer(
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-DIALECTS = ("standard",)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -80,22 +80,12 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> TargetSpec:
     """The target from ``AGENT``/``-- CMD ARGS`` or ``--profile``, with clear errors."""
     if profile:
-        from acp_fuzz.profiles import get_profile
-
-        try:
-            prof = get_profile(profile)
-        except KeyError as e:
-            fail(str(e.args[0]) if e.args else f"unknown profile {profile}")
         if command:
             fail("give either --profile or an agent command, not both")
         try:
-            argv = prof.command()
-        except FileNotFoundError as e:
+            return TargetSpec.from_profile(profile, timeout=timeout)
+        except HarnessError as e:
             fail(str(e))
-        return TargetSpec(argv=tuple(argv), extra_env=prof.env, setup_home=prof.setup_home,
-                          side_request=prof.side_request, init_timeout=prof.init_timeout,
-                          request_timeout=max(timeout, prof.request_timeout),
-                          shutdown_grace=prof.shutdown_grace, profile=prof.name)
     if not command:
         fail("no agent given: use `acp-fuzz target ./agent`, `acp-fuzz target -- CMD ARGS` "
              "or `--profile NAME` (try `--profile reference`)")
@@ -147,8 +137,10 @@ def target(
                                       help="Where finding cassettes are written."),
     report: list[str] = typer.Option([], "--report",
                                      help="json:PATH or junit:PATH (repeatable)."),
-    dialect: str = typer.Option("standard", "--dialect",
-                                help="How systemPrompt is sent. Only 'standard' so far."),
+    dialect: str = typer.Option(
+        "auto", "--dialect",
+        help="How the prompt is sent: auto (from initialize: the standard field wherever it "
+             "is advertised), standard, claude-meta, pi-meta or goose."),
     sandbox_net: bool = typer.Option(False, "--sandbox-net",
                                      help="Run in a network namespace with only loopback."),
     database: str | None = typer.Option(None, "--db", help="Hypothesis example database folder "
@@ -165,8 +157,8 @@ def target(
         help="Forward model requests to a real provider; recorded with vcrpy into cassettes."),
 ) -> None:
     """Fuzz an agent's systemPrompt handling; shrink any failure to a minimal reproduction."""
-    if dialect not in DIALECTS:
-        fail(f"--dialect {dialect!r} is not supported yet (supported: {', '.join(DIALECTS)})")
+    if dialect not in DIALECT_CHOICES:
+        fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
     reports = _parse_reports(report)
     from acp_fuzz.netns import maybe_reexec
 
@@ -176,6 +168,8 @@ def target(
     spec = build_spec(command or [], profile, timeout)
     if pass_env:
         spec = dataclasses.replace(spec, passthrough_env=(*spec.passthrough_env, *pass_env))
+    if dialect != "auto":
+        spec = dataclasses.replace(spec, dialect=dialect)
     _check_writable_dir(cassette_dir, "--cassette-dir")
     cfg = CampaignSettings(max_examples=max_examples, seed=seed, strict=strict,
                            max_steps=max_steps, cassette_dir=cassette_dir, database=database,

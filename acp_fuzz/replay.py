@@ -220,30 +220,20 @@ def _verdict(recorded: Sequence[str], per_run: Sequence[Sequence[Finding]]
 # -- replay ----------------------------------------------------------------------------------------
 
 def _spec_for(cassette: Cassette, target: Sequence[str] | None, timeout: float) -> TargetSpec:
-    kw: dict[str, Any] = {"request_timeout": timeout, "init_timeout": max(timeout, 10.0)}
+    # The cassette's dialect, so that the prompt travels the way it did when recorded.
+    dialect = cassette.header.settings.get("dialect")
+    kw: dict[str, Any] = {"dialect": dialect if isinstance(dialect, str) else "auto"}
     if target:
-        return TargetSpec.from_command(list(target), **kw)
+        return TargetSpec.from_command(list(target), request_timeout=timeout,
+                                       init_timeout=max(timeout, 10.0), **kw)
     profile = cassette.header.settings.get("profile")
     if isinstance(profile, str) and profile and profile != "reference":
-        from acp_fuzz.profiles import get_profile
-
-        try:
-            prof = get_profile(profile)
-        except KeyError as e:
-            raise HarnessError(str(e.args[0]) if e.args else f"unknown profile {profile}"
-                               ) from None
-        try:
-            argv = prof.command()
-        except FileNotFoundError as e:
-            raise HarnessError(str(e)) from None
-        return TargetSpec(argv=tuple(argv), extra_env=prof.env, setup_home=prof.setup_home,
-                          side_request=prof.side_request, init_timeout=prof.init_timeout,
-                          request_timeout=max(timeout, prof.request_timeout),
-                          shutdown_grace=prof.shutdown_grace, profile=prof.name)
+        return TargetSpec.from_profile(profile, timeout=timeout, **kw)
     argv = cassette.header.target
     if not argv:
         raise HarnessError("the cassette names no target command; give one after --")
-    return TargetSpec.from_command(list(argv), **kw)
+    return TargetSpec.from_command(list(argv), request_timeout=timeout,
+                                   init_timeout=max(timeout, 10.0), **kw)
 
 
 def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | None = None,

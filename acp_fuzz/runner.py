@@ -27,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from acp_fuzz import __version__
+from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_params, resolve
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
-from acp_fuzz.payloads import OMIT, Capabilities, classify
+from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.sandbox import Sandbox, secret_values
 from acp_fuzz.steps import nonce_for, prompt_text, validate_step
 from acp_fuzz.transport import AgentProcess, AgentStartError, Reply, default_client_handler
@@ -67,6 +68,28 @@ class TargetSpec:
     request_timeout: float = 30.0
     shutdown_grace: float = 3.0
     profile: str | None = None
+    #: How a system prompt is sent: ``auto`` (detected from ``initialize``), ``standard``,
+    #: or a legacy dialect (see :mod:`acp_fuzz.dialects`).
+    dialect: str = "auto"
+
+    @classmethod
+    def from_profile(cls, name: str, *, timeout: float = 30.0, **kw: Any) -> TargetSpec:
+        """A known agent (``acp-fuzz profiles``), wired to the gateway by its profile.
+
+        Raises :class:`HarnessError` for an unknown profile or an agent not installed."""
+        from acp_fuzz.profiles import get_profile
+
+        try:
+            p = get_profile(name)
+            argv = p.command()
+        except KeyError as e:
+            raise HarnessError(str(e.args[0]) if e.args else f"unknown profile {name}") from None
+        except FileNotFoundError as e:
+            raise HarnessError(str(e)) from None
+        return cls(argv=tuple(argv), extra_env=p.env, setup_home=p.setup_home,
+                   side_request=p.side_request, init_timeout=p.init_timeout,
+                   request_timeout=max(timeout, p.request_timeout),
+                   shutdown_grace=p.shutdown_grace, profile=p.name, **kw)
 
     @classmethod
     def from_command(cls, argv: Sequence[str], **kw: Any) -> TargetSpec:
@@ -127,6 +150,7 @@ class Run:
         self.turns: dict[str, int] = {}
         self._step_index = 0
         self.dead = False
+        self.dialect = "standard"
         #: Values of the agent's secret-looking variables, scrubbed from saved cassettes.
         self.secrets: set[str] = set()
 
@@ -230,7 +254,11 @@ class Run:
                                                                      "initialize gave no object")
             raise HarnessError(why + (f" (stderr: {tail[0][:200]})" if tail else ""))
         self.init_result = reply.result
-        self.caps = Capabilities.from_initialize(reply.result)
+        try:
+            self.dialect = resolve(self.spec.dialect, reply.result)
+        except ValueError as e:
+            raise HarnessError(str(e)) from None
+        self.caps = capabilities(self.dialect, reply.result)
         self.history.append("verdict", {"step": self._step_index - 1, "what": "initialize",
                                         "outcome": "ok", "capabilities": self.caps.to_wire()})
         return reply.result
@@ -244,12 +272,18 @@ class Run:
     def execute(self, step: Mapping[str, Any]) -> StepOutcome:
         """Run one step and record it. Returns the outcome of its main request."""
         step = validate_step(step)
+        if self.dialect != "standard" and step["op"] in ("load", "resume", "fork"):
+            # Legacy dialects carry a prompt on session/new only: never claim to re-send one.
+            step.pop("systemPrompt", None)
         index = self._step_index
         self._step_index += 1
         annotations: dict[str, Any] = {}
         sp = step.get("systemPrompt", OMIT)
         if step["op"] in ("new", "load", "resume", "fork"):
             c = classify(sp, self.caps)
+            if self.dialect != "standard" and c.kind == "invalid":
+                # No RFD rule governs a vendor extension's odd values: a robustness probe.
+                c = Classification("probe", c.reason, "info", "EXT-META-MUSTNOT")
             annotations["class"] = {"kind": c.kind, "reason": c.reason,
                                     "severity": c.severity, "rule": c.rule}
         if step["op"] in ("prompt", "cancel"):
@@ -285,7 +319,24 @@ class Run:
         return self.sandbox.new_cwd(name)
 
     def _sp_params(self, step: Mapping[str, Any]) -> dict[str, Any]:
-        return {"systemPrompt": step["systemPrompt"]} if "systemPrompt" in step else {}
+        """The request params that carry the step's prompt, in the run's dialect."""
+        if "systemPrompt" not in step:
+            return {}
+        sp = step["systemPrompt"]
+        if self.dialect == "standard":
+            return {"systemPrompt": sp}
+        if self.dialect in ("claude-meta", "pi-meta") and sp is not None:
+            return {"_meta": {"systemPrompt": encode_meta(sp)}}
+        return {}  # goose sends it after the session exists; null means nothing to send
+
+    def _dialect_followup(self, step: Mapping[str, Any], session_id: str) -> None:
+        # Goose sets the prompt with an extension request once the session exists.
+        if self.dialect != "goose" or step.get("systemPrompt") is None:
+            return
+        reply = self._request(GOOSE_METHOD, goose_params(session_id, step["systemPrompt"]))
+        self.history.append("verdict", {"step": self._step_index - 1,
+                                        "what": "dialect-followup",
+                                        "outcome": reply.outcome, "error": reply.error})
 
     def _do_new(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         handle = step["session"]
@@ -297,6 +348,7 @@ class Run:
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
             if isinstance(sid, str):
                 self.sessions[handle] = _Session(sid, cwd)
+                self._dialect_followup(step, sid)
             else:
                 out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
         return out

@@ -43,29 +43,25 @@ from acp_fuzz.runner import TargetSpec
 __all__ = ["run_parallel"]
 
 
-def _spec(argv: tuple[str, ...], profile: str | None, timeout: float) -> TargetSpec:
+def _spec(argv: tuple[str, ...], profile: str | None, timeout: float, dialect: str
+          ) -> TargetSpec:
     # Profiles carry functions, so a worker rebuilds its spec from names instead of
     # receiving a pickled one.
     if profile is None:
-        return TargetSpec(argv=argv, request_timeout=timeout, init_timeout=max(timeout, 10.0))
-    from acp_fuzz.profiles import get_profile
-
-    p = get_profile(profile)
-    return TargetSpec(argv=argv, extra_env=p.env, setup_home=p.setup_home,
-                      side_request=p.side_request, init_timeout=p.init_timeout,
-                      request_timeout=max(timeout, p.request_timeout),
-                      shutdown_grace=p.shutdown_grace, profile=p.name)
+        return TargetSpec(argv=argv, request_timeout=timeout, init_timeout=max(timeout, 10.0),
+                          dialect=dialect)
+    return TargetSpec.from_profile(profile, timeout=timeout, dialect=dialect)
 
 
-def _worker(argv: tuple[str, ...], profile: str | None, timeout: float, cfg: CampaignSettings,
-            index: int, events: Any) -> CampaignResult:
+def _worker(argv: tuple[str, ...], profile: str | None, timeout: float, dialect: str,
+            cfg: CampaignSettings, index: int, events: Any) -> CampaignResult:
     def forward(ev: CampaignEvent) -> None:
         if isinstance(ev, ExampleDone):
             events.put(("example", index, ev.examples, ev.steps, ev.failing))
         elif isinstance(ev, FailureFound):
             events.put(("failure", index, ev.oracles))
 
-    return run_campaign(_spec(argv, profile, timeout), cfg, forward)
+    return run_campaign(_spec(argv, profile, timeout, dialect), cfg, forward)
 
 
 def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
@@ -101,7 +97,7 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     try:
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             futures = [pool.submit(_worker, spec.argv, spec.profile, spec.request_timeout,
-                                   replace(cfg, seed=cfg.seed + i, max_examples=per,
+                                   spec.dialect, replace(cfg, seed=cfg.seed + i, max_examples=per,
                                            database=database), i, events)
                        for i in range(workers)]
             try:

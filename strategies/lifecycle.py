@@ -53,6 +53,9 @@ class LifecycleMachine(RuleBasedStateMachine):
                                                 resume=True, fork=True, close=True, list=True)
     long_texts: ClassVar[bool] = True
     probe_unadvertised: ClassVar[bool] = True
+    #: Whether load, resume and fork may carry a prompt (the standard field re-sends; the
+    #: legacy ``_meta`` dialects set a prompt on ``session/new`` only).
+    resend_on_lifecycle: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -80,6 +83,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         Returns ``(params, applied)`` where ``applied`` is the payload a correct agent uses
         afterwards (the previous one when the request must be rejected)."""
         caps = self.caps
+        if lifecycle and not self.resend_on_lifecycle:
+            return {}, current
         if not caps.system_prompt:
             if self.probe_unadvertised and data.draw(st.integers(0, 9), label="probe") == 0:
                 sp = data.draw(valid_system_prompts(override=False, canary=self._canary(handle),

@@ -63,6 +63,8 @@ BUGS: dict[str, str] = {
     "truncate-64k": "the client text is truncated to 65536 characters",
 }
 
+GOOSE_METHOD = "_goose/unstable/session/system-prompt/set"
+DIALECTS = ("standard", "claude-meta", "pi-meta", "goose")
 SUPPORTED_MODES = ("append", "override")  # both advertised: sessionCapabilities.systemPrompt.mode
 TRUNCATE_AT = 65536
 
@@ -216,7 +218,9 @@ class Agent:
         cancelled: Callable[[str], bool] = lambda _session_id: False,
         bug: str | None = None,
         log: Callable[[str], None] = lambda _line: None,
+        dialect: str = "standard",
     ) -> None:
+        self.dialect = dialect
         self.store = store
         self.model = model
         self.send = send
@@ -237,6 +241,8 @@ class Agent:
             "session/list": self.session_list,
             "session/prompt": self.session_prompt,
         }
+        if dialect == "goose":
+            self.methods[GOOSE_METHOD] = self.goose_set_system_prompt
 
     # -- framing ---------------------------------------------------------------------------------
 
@@ -327,7 +333,24 @@ class Agent:
 
     # -- systemPrompt ----------------------------------------------------------------------------
 
-    def parse_system_prompt(self, params: dict[str, Any]) -> SystemPrompt | None:
+    def parse_legacy_prompt(self, params: dict[str, Any]) -> SystemPrompt | None:
+        """The ``_meta.systemPrompt`` of the claude-meta and pi-meta dialects (on
+        ``session/new`` only): a non-blank string replaces the defaults, ``{"append": text}``
+        appends; anything else is invalid params."""
+        meta = params.get("_meta")
+        raw = meta.get("systemPrompt") if isinstance(meta, dict) else None
+        if raw is None:
+            return None
+        if isinstance(raw, str):
+            if not raw.strip():
+                raise invalid_params("_meta.systemPrompt must not be blank")
+            return SystemPrompt("override", (raw,))
+        if isinstance(raw, dict) and set(raw) == {"append"} and isinstance(raw["append"], str):
+            return SystemPrompt("append", (raw["append"],))
+        raise invalid_params("_meta.systemPrompt must be a string or {\"append\": string}")
+
+    def parse_system_prompt(self, params: dict[str, Any], *,
+                            creating: bool = False) -> SystemPrompt | None:
         """Validate ``params.systemPrompt``; ``None`` when it is absent or null.
 
         Rejections (all ``-32602``): not an object; ``mode`` missing, not a string, or not one of
@@ -336,6 +359,11 @@ class Agent:
         is not ``{"type": "text", "text": <string>}`` (SP-AGENT-UNSUPPORTED-BLOCK-MUST).
         ``_meta`` and unknown keys are ignored (SP-META-MUSTNOT).
         """
+        if self.dialect != "standard":
+            # Legacy dialects set a prompt on session/new only; later requests keep it.
+            if creating and self.dialect in ("claude-meta", "pi-meta"):
+                return self.parse_legacy_prompt(params)
+            return None
         raw = params.get("systemPrompt")
         if raw is None:  # omitted and null are equivalent (SP-NEW-OMIT-DEFAULT-DEF)
             return None
@@ -434,23 +462,48 @@ class Agent:
         if not isinstance(version, int) or isinstance(version, bool):
             raise invalid_params("protocolVersion must be an integer")
         self.initialized = True
+        caps: dict[str, Any] = {
+            "loadSession": True,
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+            "sessionCapabilities": {
+                "list": {},
+                "resume": {},
+                "fork": {},
+                "close": {},
+                "systemPrompt": {"mode": {"override": {}}},
+            },
+        }
+        name = AGENT_NAME
+        if self.dialect != "standard":
+            # A legacy dialect instead of the standard field (acp-reference.md §7.5).
+            del caps["sessionCapabilities"]["systemPrompt"]
+            if self.dialect == "pi-meta":
+                caps["_meta"] = {"piAcp": {"systemPrompt": {
+                    "replace": True, "append": True, "persisted": True}}}
+            elif self.dialect == "claude-meta":
+                caps["_meta"] = {"claudeCode": {}}
+            else:
+                name = f"{AGENT_NAME} (goose dialect)"
         return {
             # Version negotiation (INIT-VERSION-NEGOTIATE-DEF): v1 is all this agent speaks.
             "protocolVersion": 1,
-            "agentCapabilities": {
-                "loadSession": True,
-                "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
-                "sessionCapabilities": {
-                    "list": {},
-                    "resume": {},
-                    "fork": {},
-                    "close": {},
-                    "systemPrompt": {"mode": {"override": {}}},
-                },
-            },
+            "agentCapabilities": caps,
             "authMethods": [],
-            "agentInfo": {"name": AGENT_NAME, "version": AGENT_VERSION},
+            "agentInfo": {"name": name, "version": AGENT_VERSION},
         }
+
+    def goose_set_system_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Goose's extension request: ``mode`` ``set`` replaces, ``append`` (the default)
+        appends; the prompt is stored with the session."""
+        session = self._find(require_session_id(params))
+        mode = params.get("mode", "append")
+        text = params.get("text")
+        if mode not in ("set", "append") or not isinstance(text, str):
+            raise invalid_params("mode must be set or append, and text a string")
+        session.system_prompt = SystemPrompt("override" if mode == "set" else "append", (text,))
+        self.last_client_prompt = session.system_prompt
+        self.store.save(session)
+        return {}
 
     def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = require_cwd(params)
@@ -460,12 +513,12 @@ class Agent:
             # systemPrompt is then rejected.
             session = self.store.create(cwd, None, [])
             self._activate(session)
-            session.system_prompt = self.parse_system_prompt(params)
+            session.system_prompt = self.parse_system_prompt(params, creating=True)
             self.store.save(session)
         else:
             # Validate first, create second: a rejected prompt leaves no session behind
             # (SP-AGENT-ERROR-NOSIDEEFFECT-MUST).
-            prompt = self.parse_system_prompt(params)
+            prompt = self.parse_system_prompt(params, creating=True)
             session = self.store.create(cwd, prompt, [])
             self._activate(session)
         if session.system_prompt is not None:
@@ -660,6 +713,14 @@ def main(argv: list[str] | None = None) -> int:
         help="plant exactly one defect: "
         + "; ".join(f"{name}: {text}" for name, text in sorted(BUGS.items())),
     )
+    parser.add_argument(
+        "--dialect",
+        choices=DIALECTS,
+        default="standard",
+        help="how a client sets the system prompt: the standard systemPrompt field (default), "
+        "or a legacy dialect (claude-meta, pi-meta: _meta.systemPrompt on session/new; goose: "
+        "the _goose/unstable/session/system-prompt/set request)",
+    )
     args = parser.parse_args(argv)
 
     quiet = os.environ.get("ACP_REF_QUIET") == "1"
@@ -687,6 +748,7 @@ def main(argv: list[str] | None = None) -> int:
         cancelled=reader.cancel_waiting,
         bug=args.bug,
         log=log,
+        dialect=args.dialect,
     )
     log(f"ready (bug={args.bug})")
     try:

@@ -1,0 +1,51 @@
+"""The legacy dialects end to end, against the reference agent speaking each one."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_fuzz.campaign import CampaignSettings, run_campaign
+from acp_fuzz.oracles import evaluate
+from acp_fuzz.runner import Run, TargetSpec
+
+pytestmark = pytest.mark.integration
+DIALECTS = ["claude-meta", "pi-meta", "goose"]
+TEXT = "Answer as a patient reviewer of pull requests."
+
+
+def ref(dialect: str, *bug: str) -> TargetSpec:
+    return TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
+                                    "--dialect", dialect, *bug])
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("mode", ["append", "override"])
+def test_detected_and_applied(dialect: str, mode: str, no_orphans: object) -> None:
+    sp = {"mode": mode, "content": [{"type": "text", "text": TEXT}]}
+    with Run(ref(dialect)) as run:
+        run.initialize()
+        assert run.dialect == dialect  # auto-detected from initialize
+        assert run.execute({"op": "new", "session": "A", "systemPrompt": sp}).outcome == "ok"
+        run.execute({"op": "prompt", "session": "A"})
+        # Legacy dialects carry no prompt on load: the runner never claims to re-send one.
+        run.execute({"op": "load", "session": "A", "systemPrompt": sp})
+        run.execute({"op": "prompt", "session": "A"})
+        sent = [m for _, m in run.history.acp_messages("send") if isinstance(m, dict)]
+        assert not any("systemPrompt" in (m.get("params") or {}) for m in sent)
+        (_, first), (_, second) = run.history.model_exchanges()
+        assert TEXT in "\n".join(first.texts("system"))
+        assert TEXT in "\n".join(second.texts("system"))  # kept across the load
+        assert [f for f in evaluate(run.history.snapshot()) if f.severity != "info"] == []
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_leak_is_found_through_each_dialect(dialect: str, tmp_path: Path,
+                                              no_orphans: object) -> None:
+    result = run_campaign(ref(dialect, "--bug", "leak"), CampaignSettings(
+        max_examples=40, shrink_examples=10, cassette_dir=tmp_path))
+    assert result.reports, f"leak not found through {dialect}"
+    assert "prompt.leak" in result.reports[0].oracles
+    assert len(result.reports[0].steps) == 3
