@@ -1,0 +1,45 @@
+"""Regenerate the regression corpus: one cassette per planted bug of the reference agent.
+
+Run from the repository root (takes a few minutes)::
+
+    python cassettes/generate.py [BUG ...]
+
+Each cassette is what ``acp-fuzz target --seed 0`` wrote for that bug, with the agent command
+rewritten to the portable ``python -m acp_fuzz.reference_agent --bug BUG``. CI replays every
+cassette: it must say FAILED against its bug and FIXED against the correct agent
+(``tests/integration/test_corpus.py``).
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from acp_fuzz.campaign import CampaignSettings, run_campaign
+from acp_fuzz.cassette import read_cassette, write_cassette
+from acp_fuzz.runner import TargetSpec
+
+HERE = Path(__file__).resolve().parent / "reference"
+BUGS = ["leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
+        "side-effect-before-validation", "crash-on-image"]
+
+
+def main(bugs: list[str]) -> None:
+    HERE.mkdir(parents=True, exist_ok=True)
+    for bug in bugs:
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = TargetSpec.from_command(
+                [sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", bug])
+            result = run_campaign(spec, CampaignSettings(seed=0, cassette_dir=Path(tmp)))
+            if not result.reports or result.reports[0].cassette is None:
+                raise SystemExit(f"{bug}: not found")
+            c = read_cassette(result.reports[0].cassette)
+            c.header.target = ["python", "-m", "acp_fuzz.reference_agent", "--bug", bug]
+            out = write_cassette(HERE / f"{bug}.cassette", c.header, c.events, c.attachments)
+            print(f"{bug}: {result.reports[0].oracles} in {len(result.reports[0].steps)} "
+                  f"step(s) -> {out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or BUGS)
