@@ -1,0 +1,36 @@
+"""The same seed and the same agent give the same run: same examples, same steps, same
+minimal reproduction (pre-spawning on or off)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from acp_fuzz.campaign import CampaignSettings, run_campaign
+from acp_fuzz.runner import TargetSpec
+
+pytestmark = pytest.mark.integration
+
+
+def fingerprint(tmp: Path, *, prespawn: bool, seed: int = 3) -> tuple[Any, ...]:
+    spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
+                                    "--bug", "user-turn"])
+    r = run_campaign(spec, CampaignSettings(max_examples=20, seed=seed, shrink_examples=10,
+                                            prespawn=prespawn, cassette_dir=tmp))
+    return (r.examples_run, r.steps_run,
+            [(rep.status, rep.oracles, rep.steps) for rep in r.reports])
+
+
+def test_same_seed_same_run(tmp_path: Path, no_orphans: object) -> None:
+    first = fingerprint(tmp_path / "a", prespawn=True)
+    assert first[2], "the planted bug was not found"
+    assert fingerprint(tmp_path / "b", prespawn=False) == first
+
+
+def test_another_seed_explores_differently(tmp_path: Path, no_orphans: object) -> None:
+    # The seed is really used: a different one draws a different campaign.
+    assert fingerprint(tmp_path / "a", prespawn=True, seed=3)[:2] != \
+        fingerprint(tmp_path / "b", prespawn=True, seed=4)[:2]
