@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import zlib
 from collections.abc import Callable, Mapping
@@ -64,6 +65,14 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     gateway: Gateway
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # An agent killed mid-request (a restart, a timeout, the end of an example) resets
+        # its connection: expected, and no reason for a traceback on the user's terminal
+        # (socketserver's default prints one to stderr). Anything else still shows.
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
