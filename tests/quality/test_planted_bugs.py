@@ -2,9 +2,9 @@
 bug of the reference agent, names the right oracle, confirms it, and shrinks it to the bug's
 known minimal length; the correct agent gives nothing; a finding cassette reproduces.
 
-Slow by nature (every example spawns a fresh agent; measured on 2 cores: 30 s to 5 min per
-bug and seed, about 30 min for all bugs at one seed). Seeds: ``ACP_FUZZ_QUALITY_SEEDS``
-(comma-separated, default ``0``).
+Slow by nature (every example spawns a fresh agent; measured on 2 cores under heavy load: 20 s
+to 2.5 min per bug and seed). Seeds: ``ACP_FUZZ_QUALITY_SEEDS`` (comma-separated, default
+``0,1``).
 
 Where the campaign measurably does NOT reach the minimum (or does not find the bug) at a seed,
 the case is ``xfail(strict=True)`` with what was measured and why: a fix turns it into an
@@ -56,27 +56,15 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "truncate-64k": ("prompt.altered", 2),
 }
 
-_SHRINK = ("Hypothesis' shrinker stops in a local minimum: it cannot delete leading steps that "
-           "carry the swarm-testing feature-flag draws, nor a close that only shifts the "
-           "session index; deleting whole steps from the step list reaches the minimum")
-_SEARCH = "not found in 100 examples: too few draws reach it"
+#: Cases measured NOT to reach the minimum (or not found) with default settings:
+#: ``(bug, seed) -> what was measured``. Each becomes ``xfail(strict=True)``, so a fix turns it
+#: into an XPASS that fails until the entry is removed. Empty since the campaign finishes
+#: Hypothesis' shrinking with canonical short forms, step deletion until a sweep deletes
+#: nothing, and payload simplification (measured: all 11 bugs at seed 0 and 1).
+KNOWN_GAPS: dict[tuple[str, int], str] = {}
 
-#: Measured with default settings (max_examples 100, max_steps 12, confirm_runs 3).
-KNOWN_GAPS: dict[tuple[str, int], str] = {
-    ("leak", 0): f"shrunk to 6 steps (restart, restart, new, new, close, prompt). {_SHRINK}",
-    ("duplicate-on-resume", 0): f"shrunk to 9 steps. {_SHRINK}; the bug was drawn on two "
-                                "loads of a prompt-less session, 4 steps after deletion",
-    ("accept-unknown-mode", 0): "shrunk to 6 steps, the unknown mode on a load; step "
-                                f"deletion gives 2 (new, load). {_SHRINK}",
-    ("crash-on-image", 0): f"{_SEARCH} (an image block is 1 of 17 invalid kinds, drawn for "
-                           "about 1 in 8 prompts)",
-    ("fork-drops-prompt", 0): f"{_SEARCH} (a fork that re-sends a prompt, then a turn of "
-                              "the fork)",
-    ("drop-last-block", 0): f"shrunk to 4 steps (new A, new B [2 blocks], close A, prompt B). "
-                            f"{_SHRINK}",
-}
-
-SEEDS = [int(s) for s in os.environ.get("ACP_FUZZ_QUALITY_SEEDS", "0").split(",") if s.strip()]
+SEEDS = [int(s) for s in os.environ.get("ACP_FUZZ_QUALITY_SEEDS", "0,1").split(",")
+         if s.strip()]
 
 
 def reference(bug: str | None = None) -> TargetSpec:
