@@ -74,7 +74,7 @@ class CampaignSettings:
     long_texts: bool = True
     #: Examples Hypothesis may run while shrinking a failure. A count, not a time limit, so
     #: that the same seed gives the same result on a fast and a slow machine.
-    shrink_examples: int = 80
+    shrink_examples: int = 20
     #: Prepare the next example's agent (sandbox, spawn, initialize) while the current
     #: example runs. Agent start-up is most of an example's cost for fast agents.
     prespawn: bool = True
