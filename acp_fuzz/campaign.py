@@ -474,7 +474,8 @@ def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gate
        fresh ``session/new``, alone, with one turn, or re-sent by the load, resume or fork
        the failure used (what most systemPrompt bugs reduce to);
     2. delete steps one at a time, sweeping again until a whole sweep deletes nothing;
-    3. simplify each payload (fewer, shorter blocks), where the failure allows.
+    3. simplify each payload (fewer, shorter blocks), where the failure allows;
+    4. rename the sessions A, B, ... in order of appearance.
 
     A trial only counts when it fails with one of the same oracles.
     """
@@ -515,7 +516,27 @@ def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gate
             if found is not None:
                 best = found
                 break
+    # 4. readable names: sessions A, B, ... in order of appearance (checked like the rest).
+    renamed = _canonical_handles(best.steps)
+    if renamed != best.steps and (found := attempt(renamed)) is not None:
+        best = found
     return best
+
+
+def _canonical_handles(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    names: dict[str, str] = {}
+
+    def name(h: str) -> str:
+        return names.setdefault(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[len(names) % 26])
+
+    out = []
+    for s in steps:
+        t = dict(s)
+        for key in ("session", "new"):
+            if isinstance(t.get(key), str):
+                t[key] = name(t[key])
+        out.append(t)
+    return out
 
 
 def _payloads(steps: Sequence[Mapping[str, Any]]) -> list[Any]:
