@@ -109,6 +109,7 @@ class SessionModel:
     candidates: list[Candidate]
     generation: int
     tainted: bool = False  # state unknown (an invalid payload was accepted)
+    closed: bool = False  # session/close succeeded, and no load or resume since
     own: set[str] = field(default_factory=set)  # every block this session may legitimately hold
 
     def current(self) -> Prompt | None:
@@ -224,7 +225,11 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
     handle = args.get("session")
     blocks = blocks_of(sp)
 
-    if op == "cancel" and outcome == "error":
+    live = handle in st.sessions and st.sessions[handle].generation == st.generation \
+        and not st.sessions[handle].closed
+    if op == "cancel" and outcome == "error" and live:
+        # Only a session this agent process has open: after a restart (not loaded again) or
+        # a close, the prompt is about an unknown session and an error is the right answer.
         st.add("cancel.error", "the prompt cancelled mid-turn got an error instead of a stop "
                "reason", session=handle, error=_clip(verdict.get("error")))
 
@@ -247,13 +252,23 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         # On load/resume/fork an error may be about the session, not the prompt: only an
         # invalid-params answer is pinned on the payload.
         if op == "new" or code == -32602:
+            sev = None
+            if op != "new" and not _resent(st, op, args, sp):
+                # A *changed* prompt on load, resume or fork: applying it is a SHOULD
+                # (SP-LIFECYCLE-CHANGE-SHOULD), and an agent that cannot apply it answers
+                # with an error instead (SP-AGENT-ERROR-NOSIDEEFFECT-MUST allows exactly
+                # that). Re-sending the session's own prompt is different: nothing changes.
+                sev, rule = "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD"
             st.add("payload.valid-rejected",
                    f"{op} with a valid {mode!r} systemPrompt got error {code}",
-                   rule=rule, session=handle, error=_clip(err), systemPrompt=_clip(sp))
+                   severity=sev, rule=rule, session=handle, error=_clip(err),
+                   systemPrompt=_clip(sp))
     if outcome == "error" and blocks:
         st.rejected.append((idx, tuple(b.strip() for b in blocks
                                        if len(b.strip()) >= MIN_SIGNIFICANT)))
 
+    if op == "close" and outcome == "ok" and handle in st.sessions:
+        st.sessions[handle].closed = True
     if outcome != "ok":
         return
     if blocks:
@@ -279,6 +294,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         m = st.sessions[handle]
         rebuilt = m.generation != st.generation
         m.generation = st.generation
+        m.closed = False
         m.candidates = _after_lifecycle(m.current(), prompt, kind, rebuilt, m.tainted)
         m.tainted = m.tainted or kind in ("invalid", "probe")
         if prompt:
@@ -292,6 +308,17 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         st.sessions[args["new"]] = m
     elif op == "restart":
         st.generation += 1
+
+
+def _resent(st: _State, op: Any, args: Mapping[str, Any], sp: Any) -> bool:
+    """Whether a load, resume or fork re-sends the prompt the session (for fork: the source)
+    may be using now: the same mode and blocks as one of its candidates."""
+    m = st.sessions.get(args.get("session"))  # type: ignore[arg-type]
+    if m is None or not isinstance(sp, Mapping):
+        return False
+    blocks = blocks_of(sp)
+    return any(c.prompt is not None and c.prompt.mode == sp.get("mode")
+               and c.prompt.blocks == blocks for c in m.candidates)
 
 
 def _after_lifecycle(old: Prompt | None, new: Prompt | None, kind: Any, rebuilt: bool,

@@ -180,6 +180,23 @@ def test_cancel_answered_with_an_error_is_a_must_finding() -> None:
     assert (f.severity, f.rule, f.session) == ("MUST", "CANCEL-AGENT-STOPREASON-MUST", "A")
 
 
+def test_cancel_on_a_session_the_agent_no_longer_has_open_is_not_judged() -> None:
+    # claude-agent-acp: after a restart (no load) or a close, the prompt is about an unknown
+    # session; "Resource not found" is the right answer, not a cancellation bug.
+    h = H()
+    h.new("A")
+    h.step("restart")
+    h.step("cancel", "A", outcome="error", error={"code": -32002, "message": "Resource not found"})
+    h.new("B")
+    h.step("close", "B")
+    h.step("cancel", "B", outcome="error", error={"code": -32002, "message": "Resource not found"})
+    assert [f for f in evaluate(h.h.snapshot()) if f.oracle == "cancel.error"] == []
+    # Loaded again in the new process: judged again.
+    h.step("load", "A")
+    h.step("cancel", "A", outcome="error", error={"code": -32603, "message": "boom"})
+    assert [f.session for f in evaluate(h.h.snapshot()) if f.oracle == "cancel.error"] == ["A"]
+
+
 def test_cancel_answered_with_a_stop_reason_is_fine() -> None:
     h = H()
     h.new("A")
@@ -430,15 +447,29 @@ def test_valid_rejected_on_new() -> None:
 
 def test_valid_rejected_on_load_only_for_invalid_params() -> None:
     h = H()
-    h.new("A", sp("append", P))
+    h.new("A", sp("override", P))
     # A session error on load is about the session, not the prompt.
     h.step("load", "A", systemPrompt=sp("override", P), outcome="error",
            error={"code": -32002, "message": "not found"})
     assert h.findings() == []
+    # The session's own prompt, re-sent (SP-CLIENT-RESEND-SHOULD): refusing it breaks a MUST.
     h.step("load", "A", systemPrompt=sp("override", P), outcome="error",
            error={"code": -32602, "message": "Invalid params"})
     f = only(h.findings(), "payload.valid-rejected")
-    assert f.rule == "SP-AGENT-OVERRIDE-MUST"
+    assert (f.severity, f.rule) == ("MUST", "SP-AGENT-OVERRIDE-MUST")
+
+
+def test_changed_prompt_rejected_on_load_is_a_should() -> None:
+    # codex-acp 2.6.0: "Changing systemPrompt requires a persisted session". An agent that
+    # cannot apply a change may answer with an error (SP-AGENT-ERROR-NOSIDEEFFECT-MUST);
+    # not applying it is what SP-LIFECYCLE-CHANGE-SHOULD is about.
+    for changed in (sp("append", Q), sp("override", P)):
+        h = H()
+        h.new("A", sp("append", P))
+        h.step("load", "A", systemPrompt=changed, outcome="error",
+               error={"code": -32602, "message": "Invalid params: Changing systemPrompt"})
+        f = only(h.findings(), "payload.valid-rejected")
+        assert (f.severity, f.rule) == ("SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD")
 
 
 def test_probe_to_an_agent_without_the_capability_is_info() -> None:
