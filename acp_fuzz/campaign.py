@@ -20,6 +20,7 @@ never prints and never imports the CLI.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,7 +41,7 @@ from acp_fuzz.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.history import Event, History, scrub_events
 from acp_fuzz.oracles import Baseline, evaluate, learn_baseline
 from acp_fuzz.payloads import Capabilities
-from acp_fuzz.runner import HarnessError, Run, TargetSpec
+from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec
 from acp_fuzz.strategies import LifecycleMachine
 
 __all__ = [
@@ -237,12 +238,11 @@ def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
         for handle in ("baseline-1", "baseline-2"):
             out = run.execute({"op": "new", "session": handle, "cwd": "distinct"})
             if out.outcome != "ok":
-                raise HarnessError(f"calibration: session/new without a systemPrompt failed "
-                                   f"({out.outcome}: {_short(out.error)})")
+                raise HarnessError("calibration: session/new without a systemPrompt failed: "
+                                   + _why(run, out))
             out = run.execute({"op": "prompt", "session": handle})
             if out.outcome != "ok":
-                raise HarnessError(f"calibration: the first prompt turn failed "
-                                   f"({out.outcome}: {_short(out.error)})")
+                raise HarnessError("calibration: the first prompt turn failed: " + _why(run, out))
             cwd = run.sessions[handle].cwd
             for _, x in run.history.model_exchanges():
                 if x.session == handle and not x.side:
@@ -267,6 +267,21 @@ def instruction_texts(system: Sequence[str], cwd: str) -> list[str]:
     return own if any(t.strip() for t in own) else list(system)
 
 
+def _why(run: Run, out: StepOutcome) -> str:
+    """What went wrong with a step, in one line, with the agent's last stderr line."""
+    if out.outcome == "error":
+        why = f"error {_short(out.error)}"
+    elif out.outcome == "timeout":
+        why = f"no answer within {run.spec.request_timeout:g}s"
+    elif out.outcome == "exited":
+        why = "the agent exited"
+    else:
+        why = out.outcome
+    agent = run._agent
+    tail = agent.stderr_tail.strip().splitlines()[-1:] if agent is not None else []
+    return why + (f" (stderr: {tail[0][:200]})" if tail else "")
+
+
 def _short(v: Any) -> str:
     s = str(v)
     return s if len(s) < 200 else s[:200] + "..."
@@ -284,6 +299,27 @@ def steps_of(events: Sequence[Event]) -> list[dict[str, Any]]:
 
 
 # -- the campaign ----------------------------------------------------------------------------------
+
+class _AgentScoped(ExampleDatabase):
+    """An example database view whose keys are prefixed with an agent identity."""
+
+    def __init__(self, inner: ExampleDatabase, scope: str) -> None:
+        super().__init__()
+        self.inner = inner
+        self.prefix = hashlib.sha256(scope.encode()).digest()[:8]
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.inner.save(self.prefix + key, value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        return self.inner.fetch(self.prefix + key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.inner.delete(self.prefix + key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.inner.move(self.prefix + src, self.prefix + dest, value)
+
 
 class _WarmRuns:
     """Hands out started and initialized runs; with ``prespawn``, the next one is prepared in
@@ -412,6 +448,11 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         db = database
         if db is None and cfg.database:
             db = DirectoryBasedExampleDatabase(cfg.database)
+        if db is not None:
+            # One database may serve many campaigns (workers, machines, agents): keep each
+            # agent's examples to itself, keyed by what it is, not by where it runs.
+            db = _AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
+                                  f"|{spec.profile or spec.argv[-1]}")
         hyp = settings(
             max_examples=cfg.max_examples,
             stateful_step_count=cfg.max_steps,

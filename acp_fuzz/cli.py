@@ -456,6 +456,11 @@ _register_replay()
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-fuzz`` console script."""
+    # Hypothesis keeps caches under its storage directory, by default ./.hypothesis in
+    # whatever directory the user runs acp-fuzz from: keep them in the user's cache instead.
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "acp-fuzz"
+        / "hypothesis"))
     try:
         app(args=list(argv) if argv is not None else None, standalone_mode=True)
     except SystemExit as e:

@@ -1,0 +1,64 @@
+"""The CLI's manners: where it writes, and what its errors say."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis.database import InMemoryExampleDatabase
+
+from acp_fuzz.campaign import _AgentScoped
+
+pytestmark = pytest.mark.integration
+HOSTILE = Path(__file__).resolve().parents[1] / "hostile_agents"
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
+           "ACP_REF_QUIET": "1"}
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "acp_fuzz", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_no_hypothesis_folder_in_the_users_directory(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "target", "--max-examples", "2", "--cassette-dir",
+                str(tmp_path / "c"), "--", sys.executable, "-m", "acp_fuzz.reference_agent")
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_a_calibration_failure_says_what_happened(tmp_path: Path) -> None:
+    # Answers initialize, then dies on the first session/new: calibration cannot finish.
+    agent = tmp_path / "dies_on_new.py"
+    agent.write_text(
+        "import json, sys\n"
+        "for line in sys.stdin:\n"
+        "    m = json.loads(line)\n"
+        "    if m['method'] == 'initialize':\n"
+        "        print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': "
+        "{'protocolVersion': 1}}), flush=True)\n"
+        "    else:\n"
+        "        print('fatal: no sessions today', file=sys.stderr, flush=True)\n"
+        "        sys.exit(3)\n")
+    proc = _cli(tmp_path, "target", "--", sys.executable, str(agent))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "the agent exited" in lines[0] and "no sessions today" in lines[0]
+    assert "None" not in lines[0]
+
+
+def test_a_shared_database_keeps_each_agents_examples_apart() -> None:
+    shared = InMemoryExampleDatabase()
+    a, b = _AgentScoped(shared, "agent-a@1|x"), _AgentScoped(shared, "agent-b@1|x")
+    a.save(b"k", b"from-a")
+    assert list(a.fetch(b"k")) == [b"from-a"]
+    assert list(b.fetch(b"k")) == []
+    a.move(b"k", b"k2", b"from-a")
+    assert list(a.fetch(b"k2")) == [b"from-a"] and list(a.fetch(b"k")) == []
+    a.delete(b"k2", b"from-a")
+    assert list(shared.fetch(a.prefix + b"k2")) == []
