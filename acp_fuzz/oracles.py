@@ -351,7 +351,7 @@ def _on_model(st: _State, ev: Event) -> None:
         for b in blocks:
             if b in everything and b not in st.accepted_blocks:
                 st.add("reject.side-effect",
-                       f"text from the systemPrompt of rejected step {step_idx} reached the "
+                       f"text from the systemPrompt of rejected step {step_idx + 1} reached the "
                        "model", step=step_idx, session=handle,
                        **_where(x, b, ev.seq))
                 break
@@ -396,13 +396,13 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
             missing = [b for b in sig if b not in present]
             st.add("prompt.altered",
                    f"session {handle}: {len(missing)} of {len(sig)} block(s) of the prompt "
-                   f"from step {p.step} are not in the request verbatim",
+                   f"from step {p.step + 1} are not in the request verbatim",
                    severity="SHOULD" if loose and len(loose) == len(missing) else sev,
                    rule=rule, session=handle, model_event=seq,
                    missing=[_clip(b) for b in missing])
         elif sig:
             st.add("prompt.lost",
-                   f"session {handle}: the prompt from step {p.step} is not in the request",
+                   f"session {handle}: the prompt from step {p.step + 1} is not in the request",
                    severity=sev, rule=rule, session=handle, model_event=seq,
                    expected=_clip(sig[0]), system_slot=_clip(SEP.join(x.texts("system"))))
         return

@@ -109,7 +109,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
             out.append("")
         for f in failing:
             summary = CATALOG[f.oracle].summary if f.oracle in CATALOG else ""
-            where = f" (step {f.step})" if f.step >= 0 else ""
+            where = f" (step {f.step + 1})" if f.step >= 0 else ""
             out.append(f"- **`{f.oracle}`**{where}: {_text(f.message)}."
                        + (f" In general: {summary}." if summary else ""))
         out.append("")
