@@ -39,7 +39,7 @@ from acp_fuzz.dialects import resolve
 from acp_fuzz.findings import Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.history import Event, History, scrub_events
-from acp_fuzz.oracles import Baseline, evaluate, learn_baseline
+from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.payloads import Capabilities
 from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec
 from acp_fuzz.strategies import LifecycleMachine
@@ -216,16 +216,19 @@ def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline:
               strict: bool = False, gateway: Gateway | None = None,
               stop_on_failure: bool = False) -> tuple[History, list[Finding]]:
     """Run ``steps`` on a fresh agent and return the history and the findings over it."""
+    judge = Evaluator(baseline=baseline, strict=strict)
     with Run(spec, gateway=gateway) as run:
         run.initialize()
         for step in steps:
             run.execute(step)
-            if stop_on_failure and _interesting(
-                    evaluate(run.history.snapshot(), baseline=baseline, strict=strict), strict):
-                break
+            if stop_on_failure:
+                judge.feed(run.history.snapshot())
+                if _interesting(judge.findings(), strict):
+                    break
         run.close()
         events = run.history.snapshot()
-    return History.from_events(events), evaluate(events, baseline=baseline, strict=strict)
+    judge.feed(events)  # what arrived while closing (an exit, late stderr) counts too
+    return History.from_events(events), judge.findings()
 
 
 def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
@@ -405,6 +408,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                     budget["left"] -= 1
                 if self.spent:
                     return
+                self.judge = Evaluator(baseline=baseline, strict=cfg.strict)
                 try:
                     self.run = warm.take()
                 except HarnessError as e:
@@ -418,8 +422,8 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                 self.steps.append(step)
                 self.run.execute(step)
                 result.steps_run += 1
-                events = self.run.history.snapshot()
-                findings = evaluate(events, baseline=baseline, strict=cfg.strict)
+                self.judge.feed(self.run.history.snapshot())
+                findings = self.judge.findings()
                 for f in findings:
                     if f.severity == "info":
                         info.setdefault(f"{f.oracle}:{f.evidence.get('choice', '')}", f)

@@ -27,7 +27,7 @@ from acp_fuzz.findings import CATALOG, Finding
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.payloads import blocks_of
 
-__all__ = ["Baseline", "evaluate", "learn_baseline"]
+__all__ = ["Baseline", "Evaluator", "evaluate", "learn_baseline"]
 
 #: A block shorter than this (after stripping) is not used as evidence: a short text such as
 #: "Be brief." can occur anywhere by chance, and a false alarm costs more than a missed one.
@@ -149,12 +149,35 @@ def evaluate(events: Iterable[Event], *, baseline: Baseline | None = None,
     ``strict`` turns a change that was accepted but never applied (a deferral, which the RFD
     allows) into a SHOULD finding instead of info.
     """
-    st = _State(strict=strict, baseline=baseline or Baseline())
-    for ev in events:
-        handler = _HANDLERS.get(ev.kind)
-        if handler is not None:
-            handler(st, ev)
-    return sorted(st.findings.values(), key=lambda f: (f.step, f.oracle, f.session or ""))
+    judge = Evaluator(baseline=baseline, strict=strict)
+    judge.feed(events)
+    return judge.findings()
+
+
+class Evaluator:
+    """:func:`evaluate`, incrementally: feed the events as they come, read the findings any
+    time. The oracles are one pass over the history in order, so feeding a history in pieces
+    gives exactly the findings of evaluating it whole, at a cost linear in its length (the
+    campaign judges after every step)."""
+
+    def __init__(self, *, baseline: Baseline | None = None, strict: bool = False) -> None:
+        self._st = _State(strict=strict, baseline=baseline or Baseline())
+        self._seen = 0
+
+    def feed(self, events: Iterable[Event]) -> None:
+        """Judge events not seen yet: ``events`` is the new tail, or the whole history so far
+        (events with a ``seq`` already judged are skipped)."""
+        for ev in events:
+            if ev.seq < self._seen:
+                continue
+            self._seen = ev.seq + 1
+            handler = _HANDLERS.get(ev.kind)
+            if handler is not None:
+                handler(self._st, ev)
+
+    def findings(self) -> list[Finding]:
+        return sorted(self._st.findings.values(),
+                      key=lambda f: (f.step, f.oracle, f.session or ""))
 
 
 # -- event handlers -----------------------------------------------------------------------------

@@ -1,0 +1,35 @@
+"""The incremental Evaluator gives exactly the findings of evaluate() on the whole history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acp_fuzz.cassette import read_cassette
+from acp_fuzz.oracles import Baseline, Evaluator, evaluate
+
+CORPUS = sorted((Path(__file__).resolve().parents[2] / "cassettes").rglob("*.cassette"))
+CASSETTES = [read_cassette(p) for p in CORPUS]
+
+
+def test_there_is_something_to_compare() -> None:
+    assert len(CASSETTES) >= 7
+
+
+@settings(max_examples=60, deadline=None)
+@given(which=st.integers(0, len(CASSETTES) - 1), cuts=st.lists(st.integers(0, 400), max_size=8))
+def test_feeding_in_chunks_equals_evaluating_whole(which: int, cuts: list[int]) -> None:
+    c = CASSETTES[which]
+    baseline = Baseline.from_wire(c.header.settings.get("baseline"))
+    events = c.events
+    whole = evaluate(events, baseline=baseline)
+    judge = Evaluator(baseline=baseline)
+    start = 0
+    for cut in sorted(min(x, len(events)) for x in cuts):
+        judge.feed(events[start:cut])
+        start = max(start, cut)
+    judge.feed(events)  # the whole history again: what was judged is skipped
+    assert judge.findings() == whole
+    assert whole, "every corpus cassette records a failure"
