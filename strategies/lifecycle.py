@@ -210,6 +210,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         elif what == "invalid":
             self._invalid_request(data)
 
+    # Two rules, like new sessions and turns: what survives a restart (the prompt, on load or
+    # resume) is where persistence bugs are, and a single rule was drawn too rarely.
+    @precondition(lambda self: self.model.restarts < MAX_RESTARTS)
+    @rule()
+    def restart_again(self) -> None:
+        self.restart()
+
     @precondition(lambda self: self.model.restarts < MAX_RESTARTS)
     @rule()
     def restart(self) -> None:
