@@ -636,18 +636,33 @@ def _short_forms(steps: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]
 
 
 def _references_ok(steps: Sequence[Mapping[str, Any]]) -> bool:
-    # A step that names a session no earlier step creates would be skipped by the runner:
-    # such a trial proves nothing, so it is not tried.
+    """Whether a trial obeys the lifecycle machine's own preconditions.
+
+    A step on a session no earlier step created would be skipped by the runner, and a turn on
+    a session that a restart or a close unloaded (and no load or resume re-attached) asks a
+    correct agent for an error: such trials prove nothing, or prove the wrong thing, so they
+    are not tried."""
     made: set[str] = set()
+    loaded: set[str] = set()
     for s in steps:
-        if s["op"] == "new":
-            made.add(s["session"])
-        elif s["op"] == "fork":
-            if s["session"] not in made:
+        op, handle = s["op"], str(s.get("session"))
+        if op == "new":
+            made.add(handle)
+            loaded.add(handle)
+        elif op == "restart":
+            loaded.clear()
+        elif op in ("load", "resume"):
+            if handle not in made:
                 return False
-            made.add(s["new"])
-        elif "session" in s and s["session"] not in made:
-            return False
+            loaded.add(handle)
+        elif op in ("prompt", "cancel", "close", "fork"):
+            if handle not in loaded:
+                return False
+            if op == "close":
+                loaded.discard(handle)
+            elif op == "fork":
+                made.add(s["new"])
+                loaded.add(s["new"])
     return True
 
 
