@@ -622,7 +622,9 @@ def _short_forms(steps: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]
     for sp in payloads:
         new = {"op": "new", "session": "A", "systemPrompt": sp}
         turn = {"op": "prompt", "session": "A"}
-        forms += [[new], [new, turn]]
+        forms += [[new], [new, turn],
+                  # the shape of a leak: the prompt given to one session, a turn in another
+                  [new, {"op": "new", "session": "B"}, {"op": "prompt", "session": "B"}]]
         for op in ("load", "resume"):
             if op in ops:
                 again = {"op": op, "session": "A", "systemPrompt": sp}
