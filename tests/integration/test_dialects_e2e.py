@@ -45,7 +45,7 @@ def test_detected_and_applied(dialect: str, mode: str, no_orphans: object) -> No
 def test_a_leak_is_found_through_each_dialect(dialect: str, tmp_path: Path,
                                               no_orphans: object) -> None:
     result = run_campaign(ref(dialect, "--bug", "leak"), CampaignSettings(
-        max_examples=40, shrink_examples=10, cassette_dir=tmp_path))
+        shrink_examples=10, cassette_dir=tmp_path))
     assert result.reports, f"leak not found through {dialect}"
     assert "prompt.leak" in result.reports[0].oracles
     assert len(result.reports[0].steps) == 3
