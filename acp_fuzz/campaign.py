@@ -280,9 +280,7 @@ def _why(run: Run, out: StepOutcome) -> str:
         why = "the agent exited"
     else:
         why = out.outcome
-    agent = run._agent
-    tail = agent.stderr_tail.strip().splitlines()[-1:] if agent is not None else []
-    return why + (f" (stderr: {tail[0][:200]})" if tail else "")
+    return why + run.stderr_note()
 
 
 def _short(v: Any) -> str:

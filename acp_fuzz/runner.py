@@ -246,13 +246,12 @@ class Run:
             "clientInfo": CLIENT_INFO,
         }, timeout=self.spec.init_timeout)
         if reply.outcome != "ok" or not isinstance(reply.result, Mapping):
-            tail = self.agent.stderr_tail.strip().splitlines()[-1:] if self._agent else []
             why = {"timeout": "no answer to initialize within "
                               f"{self.spec.init_timeout:g}s",
                    "exited": "the agent exited before answering initialize",
                    "error": f"initialize failed: {reply.error}"}.get(reply.outcome,
                                                                      "initialize gave no object")
-            raise HarnessError(why + (f" (stderr: {tail[0][:200]})" if tail else ""))
+            raise HarnessError(why + self.stderr_note())
         self.init_result = reply.result
         try:
             self.dialect = resolve(self.spec.dialect, reply.result)
@@ -262,6 +261,11 @@ class Run:
         self.history.append("verdict", {"step": self._step_index - 1, "what": "initialize",
                                         "outcome": "ok", "capabilities": self.caps.to_wire()})
         return reply.result
+
+    def stderr_note(self) -> str:
+        """`` (stderr: <the agent's last stderr line>)``, or nothing: for one-line errors."""
+        lines = self._agent.stderr_tail.strip().splitlines() if self._agent else []
+        return f" (stderr: {lines[-1][:200]})" if lines else ""
 
     def _request(self, method: str, params: Any, *, timeout: float | None = None) -> Reply:
         return self.agent.request(method, params,
