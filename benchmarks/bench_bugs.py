@@ -36,6 +36,10 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "accept-unknown-mode": ("payload.invalid-accepted", 1),
     "side-effect-before-validation": ("reject.side-effect", 1),
     "crash-on-image": ("agent.crash", 1),
+    "override-keeps-default": ("override.not-applied", 2),
+    "fork-drops-prompt": ("prompt.lost", 3),
+    "drop-last-block": ("prompt.altered", 2),
+    "truncate-64k": ("prompt.altered", 2),
 }
 GOAL_SECONDS = 20.0
 

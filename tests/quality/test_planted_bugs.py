@@ -61,12 +61,7 @@ MINIMUM: dict[str, tuple[str, int]] = {
 #: into an XPASS that fails until the entry is removed. Shrinking reaches the minimum in every
 #: case found (canonical short forms, step deletion until a sweep deletes nothing, payload
 #: simplification); what is left is search.
-KNOWN_GAPS: dict[tuple[str, int], str] = {
-    ("fork-drops-prompt", 0): "not found in 100 examples at seed 0 (found at seed 1 in 3 "
-    "steps): a fork that re-sends a prompt, then a turn of the fork, is drawn rarely once "
-    "restarts have two rules; giving forks two rules as well made lost-after-restart miss "
-    "seeds 1 and 2 instead (measured 2026-11-30)",
-}
+KNOWN_GAPS: dict[tuple[str, int], str] = {}
 
 SEEDS = [int(s) for s in os.environ.get("ACP_FUZZ_QUALITY_SEEDS", "0,1").split(",")
          if s.strip()]

@@ -1,0 +1,41 @@
+"""The lifecycle strategy draws every planted bug's shape within the default budget.
+
+The planted-bug tests (test_planted_bugs.py) run real agents at two seeds: a minute or more per
+case, so they cannot tell a lucky seed from a strong strategy. This runs the same Hypothesis
+machine with the campaign's settings against ``benchmarks/search_power.py``'s pure-Python model
+of each bug, at ten seeds, in seconds. A change to the rules or their weights that makes a bug
+shape rare fails here before it shows as a flaky planted-bug test.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_fuzz.campaign import CampaignSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import search_power
+
+pytestmark = pytest.mark.quality
+
+SEEDS = range(10)
+
+
+@pytest.mark.parametrize("bug", search_power.BUGS)
+def test_bug_shape_drawn_at_every_seed(bug: str) -> None:
+    defaults = CampaignSettings()
+    misses = [s for s in SEEDS
+              if search_power.first_hit(bug, s, defaults.max_examples, defaults.max_steps) is None]
+    assert misses == [], f"{bug}: shape not drawn in {defaults.max_examples} examples at seeds " \
+                         f"{misses}"
+
+
+def test_model_is_not_vacuous() -> None:
+    """The model must not call every example a hit: the correct agent has no bug shape."""
+    assert search_power.first_hit("none", 0, 50, 12) is None
+    # and a planted bug is not found in its very first example at every seed
+    assert {search_power.first_hit("fork-drops-prompt", s, 100, 12) for s in SEEDS} != {1}
