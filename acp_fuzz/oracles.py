@@ -128,6 +128,7 @@ class _State:
     rejected: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
     accepted_blocks: set[str] = field(default_factory=set)
     all_blocks: dict[str, set[str]] = field(default_factory=dict)  # handle -> every block sent
+    short_blocks: dict[str, set[str]] = field(default_factory=dict)  # the same, too short
     findings: dict[tuple[str, str | None, int], Finding] = field(default_factory=dict)
     requests: dict[int, str] = field(default_factory=dict)  # JSON-RPC id -> method
     expecting_exit: bool = False
@@ -191,6 +192,9 @@ def _on_step(st: _State, ev: Event) -> None:
     owner = args.get("new", handle) if args.get("op") == "fork" else handle
     if blocks and isinstance(owner, str):
         st.all_blocks.setdefault(owner, set()).update(blocks)
+    short = {b.strip() for b in blocks_of(sp) if 0 < len(b.strip()) < MIN_SIGNIFICANT}
+    if short and isinstance(owner, str):
+        st.short_blocks.setdefault(owner, set()).update(short)
     st.expecting_exit = args.get("op") == "restart"
 
 
@@ -397,6 +401,29 @@ def _on_model(st: _State, ev: Event) -> None:
     _judge_turn(st, m, handle, x, ev.seq, everything)
 
 
+def _short_blocks_delivered(st: _State, m: SessionModel, handle: str, p: Prompt,
+                            everything: str) -> list[str]:
+    """The prompt's short blocks (too short to be evidence of a bug) that are in the request
+    and could come from nowhere else: not from the defaults, nor from another candidate
+    prompt of the session, nor from another session's prompt.
+
+    Used only to *name* a failure that is already certain (every significant block is
+    missing): with these there, a block was dropped (``prompt.altered``), not the whole
+    prompt (``prompt.lost``). E.g. ``["[]", "Be a teacher... [canary]"]`` with its last
+    block dropped."""
+    elsewhere = "\n".join(st.baseline.lines)
+    others = "\n".join([b for c in m.candidates if c.prompt is not None and c.prompt is not p
+                        for b in c.prompt.blocks]
+                       + [b for h, texts in st.short_blocks.items() if h != handle
+                          for b in texts])
+    out: list[str] = []
+    for b in dict.fromkeys(b.strip() for b in p.blocks):
+        if 2 <= len(b) < MIN_SIGNIFICANT and b in everything and b not in elsewhere \
+                and b not in others:
+            out.append(b)
+    return out
+
+
 def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq: int,
                 everything: str) -> None:
     matched: Candidate | None = None
@@ -415,11 +442,14 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
         loose = [b for b in sig if b not in present and _norm(b) in _norm(everything)]
         cut = [b for b in sig if b not in present and b not in loose and _truncated(b, everything)]
         sev, rule = _sev(primary)
-        if present or loose or cut:
+        partial = _short_blocks_delivered(st, m, handle, p, everything) if not present else []
+        if present or loose or cut or partial:
             missing = [b for b in sig if b not in present]
             st.add("prompt.altered",
                    f"session {handle}: {len(missing)} of {len(sig)} block(s) of the prompt "
-                   f"from step {p.step + 1} are not in the request verbatim",
+                   f"from step {p.step + 1} are not in the request verbatim"
+                   + (f" (its short block(s) {', '.join(repr(_clip(b)) for b in partial)} "
+                      "are)" if partial else ""),
                    severity="SHOULD" if loose and len(loose) == len(missing) else sev,
                    rule=rule, session=handle, model_event=seq,
                    missing=[_clip(b) for b in missing])

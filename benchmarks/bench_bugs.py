@@ -27,7 +27,7 @@ from _common import RESULTS, Row, loadavg, machine, median, reference_argv, save
 from acp_fuzz.campaign import CampaignSettings, run_campaign
 from acp_fuzz.runner import TargetSpec
 
-#: bug -> (oracle, known minimal number of steps)
+#: bug -> (oracle, ``|`` between alternatives; known minimal number of steps)
 MINIMUM: dict[str, tuple[str, int]] = {
     "leak": ("prompt.leak", 3),
     "lost-after-restart": ("prompt.lost", 4),
@@ -38,7 +38,7 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "crash-on-image": ("agent.crash", 1),
     "override-keeps-default": ("override.not-applied", 2),
     "fork-drops-prompt": ("prompt.lost", 3),
-    "drop-last-block": ("prompt.altered", 2),
+    "drop-last-block": ("prompt.altered|prompt.lost", 2),  # lost: only the last had text
     "truncate-64k": ("prompt.altered", 2),
 }
 GOAL_SECONDS = 20.0
@@ -54,7 +54,7 @@ def one(bug: str, seed: int) -> dict[str, object]:
         result = run_campaign(spec, CampaignSettings(seed=seed, cassette_dir=Path(tmp)))
         elapsed = time.perf_counter() - t0
         cpu = _cpu() - cpu0
-    rep = next((r for r in result.reports if oracle in r.oracles), None)
+    rep = next((r for r in result.reports if set(oracle.split("|")) & set(r.oracles)), None)
     return {"bug": bug, "seed": seed, "seconds": round(elapsed, 2), "cpu_seconds": round(cpu, 2),
             "found": rep is not None,
             "oracles": sorted({o for r in result.reports for o in r.oracles}),

@@ -298,6 +298,32 @@ def test_altered_fires_when_a_block_is_dropped() -> None:
     assert f.evidence["missing"] == [Q]
 
 
+def test_dropped_block_is_altered_when_only_short_blocks_arrive() -> None:
+    # The only significant block is the dropped one; the short blocks before it did arrive,
+    # so a block was dropped: altered, not lost (found by the planted drop-last-block bug).
+    h = H()
+    h.new("A", sp("override", "", "[]", "\u00e9\u00e8", P))
+    h.prompt("A", system=["\n\n[]\n\n\u00e9\u00e8"])
+    f = only(h.findings(), "prompt.altered")
+    assert (f.severity, f.evidence["missing"]) == ("MUST", [P])
+    assert "'[]'" in f.message and "prompt.lost" not in ids(h.findings())
+
+
+def test_short_blocks_that_the_defaults_hold_do_not_make_lost_altered() -> None:
+    h = H()
+    h.new("A", sp("append", "concisely", P))  # "concisely" is in the default instructions
+    h.prompt("A", system=appended())
+    assert ids(h.findings()) == {"prompt.lost"}
+
+
+def test_short_blocks_of_another_prompt_do_not_make_lost_altered() -> None:
+    h = H()
+    h.new("A", sp("append", "[]", P))
+    h.new("B", sp("append", "[]", Q))
+    h.prompt("A", system=appended("[]"))  # "[]" may be B's as well as A's
+    assert ids(h.findings()) == {"prompt.lost"}
+
+
 def test_altered_fires_on_truncation() -> None:
     long = ("lorem ipsum dolor sit amet " * 3000) + " [acp-fuzz canary A1]"
     h = H()

@@ -29,8 +29,9 @@ pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
 
 Track = Callable[[int | None], None]
 
-#: bug -> (oracle that must be among the report's findings, shortest step sequence that shows
-#: it). Every minimum was checked by running exactly those steps (see the comments).
+#: bug -> (oracle that must be among the report's findings, ``|`` between alternatives;
+#: shortest step sequence that shows it). Every minimum was checked by running exactly those
+#: steps (see the comments).
 MINIMUM: dict[str, tuple[str, int]] = {
     # new A (append P); new B (no prompt); prompt B  -> B's request holds P
     "leak": ("prompt.leak", 3),
@@ -50,8 +51,9 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "override-keeps-default": ("override.not-applied", 2),
     # new A (P); fork A -> B (P); prompt B  -> defaults only
     "fork-drops-prompt": ("prompt.lost", 3),
-    # new A (append [P, Q]); prompt A  -> Q missing
-    "drop-last-block": ("prompt.altered", 2),
+    # new A (append [P, Q]); prompt A  -> Q missing. When the dropped block is the only one
+    # with text (["", P]: seed 4), nothing of the prompt arrives, and lost is the right name.
+    "drop-last-block": ("prompt.altered|prompt.lost", 2),
     # new A (append a 65537+ character text); prompt A  -> its end is missing
     "truncate-64k": ("prompt.altered", 2),
 }
@@ -100,7 +102,7 @@ def test_planted_bug_found_and_shrunk(bug: str, seed: int, tmp_path: Path,
     assert result.exit_code == (1 if must else 0)
     assert report.status == "failed", (report.status, report.rate)
     assert report.reproduced == report.runs == 3
-    assert oracle in report.oracles, report.oracles
+    assert set(oracle.split("|")) & set(report.oracles), report.oracles
     assert report.cassette is not None and report.cassette.is_file()
     assert len(report.steps) == minimum, report.steps
 
