@@ -2,7 +2,8 @@
 
 Each worker is a separate process with its own agent processes, gateway and sandboxes, and
 runs :func:`~acp_fuzz.campaign.run_campaign` with its own seed (``seed + i``) and a share of
-the examples. They share one Hypothesis example database (a folder): an interesting or failing
+the examples. They share one Hypothesis example database (``--db``: a folder or a Redis URL;
+without it, a temporary folder removed at the end): an interesting or failing
 example one worker finds is replayed first by the others. See ``docs/scaling.md`` for running
 workers on many machines.
 
@@ -18,6 +19,7 @@ import contextlib
 import math
 import multiprocessing
 import os
+import shutil
 import signal
 import tempfile
 import threading
@@ -75,7 +77,9 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     agent = init.get("agentInfo", {}) if isinstance(init, dict) else {}
     on_event(Started(agent, caps, init))
     on_event(Calibrated(baseline))
-    database = cfg.database or tempfile.mkdtemp(prefix="acp-fuzz-db-")
+    # Without --db the workers still share examples, through a folder of this run only.
+    own_db = None if cfg.database else tempfile.mkdtemp(prefix="acp-fuzz-db-")
+    database = cfg.database or own_db
     per = math.ceil(cfg.max_examples / workers)
     ctx = multiprocessing.get_context("spawn")
     manager = ctx.Manager()
@@ -114,6 +118,8 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
         events.put(None)
         pumper.join()
         manager.shutdown()
+        if own_db is not None:
+            shutil.rmtree(own_db, ignore_errors=True)
     merged = CampaignResult(agent=results[0].agent, initialize=results[0].initialize,
                             caps=results[0].caps, settings=cfg)
     seen: set[tuple[str, ...]] = set()

@@ -1,0 +1,51 @@
+"""``acp-fuzz target --workers N``: parallel campaigns that share an example database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _target(tmp_path: Path, *args: str, bug: str | None = None
+            ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    (tmp_path / "home").mkdir(exist_ok=True)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
+           "TMPDIR": str(tmp), "ACP_REF_QUIET": "1"}
+    report = tmp_path / "report.json"
+    agent = [sys.executable, "-m", "acp_fuzz.reference_agent", *(["--bug", bug] if bug else [])]
+    proc = subprocess.run([sys.executable, "-m", "acp_fuzz", "target", "--workers", "2",
+                           "--cassette-dir", str(tmp_path / "c"), "--report", f"json:{report}",
+                           *args, "--", *agent],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    return proc, json.loads(report.read_text()) if report.exists() else {}
+
+
+def test_two_workers_share_the_examples_and_leave_nothing_behind(tmp_path: Path,
+                                                                 no_orphans: object) -> None:
+    proc, report = _target(tmp_path, "--max-examples", "12")
+    assert proc.returncode == 0, proc.stderr
+    assert report["findings"] == []
+    # 6 examples each (more when Hypothesis discards an overrun draw), not one worker's 6.
+    assert report["examples_run"] >= 12
+    # The run's own shared database and every sandbox were removed.
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_two_workers_find_confirm_and_report_a_bug(tmp_path: Path, no_orphans: object) -> None:
+    proc, report = _target(tmp_path, "--max-examples", "60", bug="crash-on-image")
+    assert proc.returncode == 1, proc.stderr
+    (finding,) = report["findings"]  # both workers may find it: reported once
+    assert finding["oracle"] == "agent.crash" and finding["status"] == "failed"
+    assert len(finding["steps"]) == 1
+    assert Path(finding["cassette"]).is_file()
+    assert list((tmp_path / "tmp").iterdir()) == []
