@@ -29,12 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from acp_fuzz import __version__
 from acp_fuzz.cassette import Header, write_cassette
+from acp_fuzz.database import open_database
 from acp_fuzz.dialects import resolve
 from acp_fuzz.findings import Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
@@ -71,6 +72,7 @@ class CampaignSettings:
     max_steps: int = 12
     cassette_dir: Path = Path("cassettes")
     confirm_runs: int = 3
+    #: A Hypothesis example database: a folder or a Redis URL (see :mod:`acp_fuzz.database`).
     database: str | None = None
     long_texts: bool = True
     #: Examples Hypothesis may run while shrinking a failure. A count, not a time limit, so
@@ -449,7 +451,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         Machine.__name__ = Machine.__qualname__ = "AcpFuzzLifecycle"
         db = database
         if db is None and cfg.database:
-            db = DirectoryBasedExampleDatabase(cfg.database)
+            db = open_database(cfg.database)
         if db is not None:
             # One database may serve many campaigns (workers, machines, agents): keep each
             # agent's examples to itself, keyed by what it is, not by where it runs.

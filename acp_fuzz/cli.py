@@ -143,8 +143,10 @@ def target(
              "is advertised), standard, claude-meta, pi-meta or goose."),
     sandbox_net: bool = typer.Option(False, "--sandbox-net",
                                      help="Run in a network namespace with only loopback."),
-    database: str | None = typer.Option(None, "--db", help="Hypothesis example database folder "
-                                        "(shared by workers; off by default for determinism)."),
+    database: str | None = typer.Option(
+        None, "--db", metavar="FOLDER|redis://HOST:PORT/N",
+        help="Hypothesis example database: a folder, or a Redis URL for many machines "
+             "(shared by workers; off by default for determinism)."),
     pass_env: list[str] = typer.Option(
         [], "--pass-env", metavar="NAME",
         help="Pass this variable from your environment to the agent (repeatable; e.g. a real "
@@ -171,6 +173,13 @@ def target(
     if dialect != "auto":
         spec = dataclasses.replace(spec, dialect=dialect)
     _check_writable_dir(cassette_dir, "--cassette-dir")
+    if database is not None:
+        from acp_fuzz.database import DatabaseError, check_database
+
+        try:
+            check_database(database)
+        except DatabaseError as e:
+            fail(str(e))
     cfg = CampaignSettings(max_examples=max_examples, seed=seed, strict=strict,
                            max_steps=max_steps, cassette_dir=cassette_dir, database=database,
                            model_upstream=_check_url(model_upstream))

@@ -1,0 +1,126 @@
+"""``--db``: a shared Hypothesis example database, in a folder or on a real Redis server.
+
+What is shared must make a difference: a campaign that could not find the bug on its own
+(another seed, one example) finds it at once from the database a first campaign filled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from acp_fuzz.database import DatabaseError, check_database, open_database
+
+pytestmark = pytest.mark.integration
+
+# user-turn's finding is SHOULD: the campaigns run with --strict, so that it exits 1.
+AGENT = ["--", sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "user-turn"]
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
+           "ACP_REF_QUIET": "1"}
+    (tmp_path / "home").mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, "-m", "acp_fuzz", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A real redis-server on a free loopback port, no persistence, stopped afterwards."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is not installed (.ci/run installs it)")
+        pytest.skip("redis-server is not installed")
+    port = _free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                             "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # synchronise on the server's own words, not on time
+            if "Ready to accept connections" in line:
+                break
+        else:
+            pytest.fail(f"redis-server exited with {proc.wait()}")
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _target(tmp_path: Path, name: str, db: str, *args: str) -> tuple[int, dict[str, object]]:
+    report = tmp_path / f"{name}.json"
+    proc = _cli(tmp_path, "target", "--db", db, "--cassette-dir", str(tmp_path / name),
+                "--report", f"json:{report}", "--strict", *args, *AGENT)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(report.read_text())
+
+
+def _shares(tmp_path: Path, db: str, empty: str) -> None:
+    code, first = _target(tmp_path, "first", db, "--seed", "0")
+    assert code == 1 and first["findings"], first
+    # The same one-example campaign at another seed: nothing on its own (an empty database),
+    # the failure at once from the database the first campaign filled.
+    code, control = _target(tmp_path, "control", empty, "--seed", "99", "--max-examples", "1")
+    assert (code, control["findings"]) == (0, []), control
+    code, second = _target(tmp_path, "second", db, "--seed", "99", "--max-examples", "1")
+    assert code == 1, second
+    assert [f["oracle"] for f in second["findings"]] == \
+        [f["oracle"] for f in first["findings"]]
+
+
+def test_a_folder_database_is_shared_between_campaigns(tmp_path: Path,
+                                                       no_orphans: object) -> None:
+    _shares(tmp_path, str(tmp_path / "db"), str(tmp_path / "empty-db"))
+
+
+def test_a_redis_database_is_shared_between_campaigns(tmp_path: Path, redis_url: str,
+                                                      no_orphans: object) -> None:
+    import redis
+
+    _shares(tmp_path, f"{redis_url}/0", f"{redis_url}/1")
+    client = redis.Redis.from_url(f"{redis_url}/0")
+    try:
+        assert client.dbsize() > 0  # the examples are on the server, not in a local folder
+    finally:
+        client.close()
+    assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_a_redis_url_with_no_server_is_a_one_line_usage_error(tmp_path: Path) -> None:
+    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    with pytest.raises(DatabaseError, match="does not answer"):
+        check_database(url)
+    proc = _cli(tmp_path, "target", "--db", url, *AGENT)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "does not answer" in lines[0], proc.stderr
+
+
+def test_bad_database_values_are_rejected(tmp_path: Path) -> None:
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    with pytest.raises(DatabaseError, match="not a folder"):
+        check_database(str(a_file))
+    with pytest.raises(DatabaseError, match=re.escape("redis://127.0.0.1:notaport")):
+        check_database("redis://127.0.0.1:notaport/0")
+    check_database(str(tmp_path / "new-db"))  # a folder that does not exist yet is fine
+    assert type(open_database(str(tmp_path / "new-db"))).__name__ == \
+        "DirectoryBasedExampleDatabase"
