@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from _support import run_cli
 from hypothesis.database import InMemoryExampleDatabase
 
 from acp_fuzz.campaign import _AgentScoped
@@ -16,12 +15,7 @@ pytestmark = pytest.mark.integration
 HOSTILE = Path(__file__).resolve().parents[1] / "hostile_agents"
 
 
-def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
-           "ACP_REF_QUIET": "1"}
-    (tmp_path / "home").mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "acp_fuzz", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+_cli = run_cli
 
 
 def test_no_hypothesis_folder_in_the_users_directory(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _support import run_cli
 
 from acp_fuzz.database import DatabaseError, check_database, open_database
 
@@ -26,12 +27,7 @@ pytestmark = pytest.mark.integration
 AGENT = ["--", sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "user-turn"]
 
 
-def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
-           "ACP_REF_QUIET": "1"}
-    (tmp_path / "home").mkdir(exist_ok=True)
-    return subprocess.run([sys.executable, "-m", "acp_fuzz", *args], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+_cli = run_cli
 
 
 def _free_port() -> int:
