@@ -45,6 +45,7 @@ __all__ = [
     "History",
     "ModelExchange",
     "Segment",
+    "clip_depth",
     "scrub_events",
 ]
 
@@ -158,6 +159,46 @@ class ModelExchange:
         return [s.text for s in self.segments if s.slot == slot]
 
 
+#: How many containers deep an event's ``data`` may nest. What an agent sends is recorded as
+#: it came, except deeper than this: a cassette holds at most 64 levels (``Limits.max_depth``,
+#: the event map adds one), and no real message comes near it. Clipping where events are
+#: recorded, not where they are written, keeps a live run, its cassette and its replay equal.
+MAX_DATA_DEPTH = 48
+CLIPPED = f"[acp-fuzz: clipped, nested deeper than {MAX_DATA_DEPTH} levels]"
+
+
+def clip_depth(data: dict[str, Any], max_depth: int = MAX_DATA_DEPTH) -> dict[str, Any]:
+    """``data``, with every container deeper than ``max_depth`` levels replaced by
+    :data:`CLIPPED` (``data`` itself is returned when nothing is that deep, the usual case).
+
+    A hostile agent can send JSON nested thousands of levels deep; recorded as is, its cassette
+    could not be written, and the finding would be lost."""
+    level: list[Any] = [data]
+    depth = 1
+    while level:
+        if depth > max_depth:
+            clipped: dict[str, Any] = _copy_clipped(data, max_depth)
+            return clipped
+        nxt: list[Any] = []
+        for node in level:
+            children = node.values() if isinstance(node, dict) else node
+            nxt.extend(c for c in children if isinstance(c, (dict, list, tuple)))
+        level = nxt
+        depth += 1
+    return data
+
+
+def _copy_clipped(node: Any, levels_left: int) -> Any:
+    # Recursion is bounded by max_depth: it never descends below the clip.
+    if not isinstance(node, (dict, list, tuple)):
+        return node
+    if levels_left == 0:
+        return CLIPPED
+    if isinstance(node, dict):
+        return {k: _copy_clipped(v, levels_left - 1) for k, v in node.items()}
+    return [_copy_clipped(v, levels_left - 1) for v in node]
+
+
 @dataclass
 class History:
     """A thread-safe, append-only event log.
@@ -176,9 +217,10 @@ class History:
     def append(self, kind: str, data: Mapping[str, Any]) -> Event:
         if kind not in EVENT_KINDS:
             raise ValueError(f"unknown event kind {kind!r}; expected one of {sorted(EVENT_KINDS)}")
+        data = clip_depth(dict(data))
         with self._lock:
             ev = Event(seq=len(self.events), t=round(time.monotonic() - self._t0, 6),
-                       kind=kind, data=dict(data))
+                       kind=kind, data=data)
             self.events.append(ev)
             if self.sink is not None:
                 self.sink(ev)

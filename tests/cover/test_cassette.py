@@ -29,7 +29,7 @@ from acp_fuzz.cassette import (
     read_cassette,
     write_cassette,
 )
-from acp_fuzz.history import Event, History, ModelExchange, Segment
+from acp_fuzz.history import CLIPPED, MAX_DATA_DEPTH, Event, History, ModelExchange, Segment
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cassette-format.md"
 
@@ -246,6 +246,31 @@ def test_history_sink_streams_into_writer(tmp_path: Path) -> None:
     h.append("step", {"index": 0, "name": "a", "args": {}})
     h.append("step", {"index": 1, "name": "b", "args": {}})
     assert w.count == 2
+    w.close()
+    assert read_cassette(path).events == h.events
+
+
+def test_history_clips_what_a_cassette_could_not_hold(tmp_path: Path) -> None:
+    # A hostile agent's message nested 500 levels deep is recorded clipped, so that the
+    # finding's cassette can still be written and read back equal to the live history.
+    deep: Any = "bottom"
+    for _ in range(500):
+        deep = [deep]
+    h = History()
+    shallow = {"dir": "recv", "msg": {"params": {"t": [[["fine"]]]}}}
+    kept = h.append("acp", shallow)
+    clipped = h.append("acp", {"dir": "recv", "msg": {"params": {"t": deep}}})
+    assert kept.data == shallow
+    node, depth = clipped.data, 1
+    while isinstance(node, dict | list):
+        node = node["msg"] if "msg" in node else node["params"] if "params" in node else \
+            node["t"] if "t" in node else node[0]
+        depth += 1
+    assert node == CLIPPED and depth == MAX_DATA_DEPTH + 1
+    path = tmp_path / "deep.cassette"
+    w = CassetteWriter(path, header())
+    for ev in h.events:
+        w.write(ev)
     w.close()
     assert read_cassette(path).events == h.events
 

@@ -15,7 +15,9 @@ any model) and reports what the misbehaviour is as a finding. ``later.py MODE``:
 - ``huge-line``: writes one 40 MB line (in 1 MiB pieces), then answers;
 - ``flood``: writes 100,000 valid ``session/update`` notifications, then answers;
 - ``half-line``: writes the first half of its answer without a newline, then only reads;
-- ``wrong-ids``: answers with an unknown id, then with the right one, then again (duplicate).
+- ``wrong-ids``: answers with an unknown id, then with the right one, then again (duplicate);
+- ``deep``: writes a notification nested 200 levels deep and one nested 100,000 levels deep
+  (valid JSON; more than Python's parser takes), then answers.
 
 Every request after the trigger is treated the same way (the trigger repeats per request).
 Where it answers, it answers like a correct agent (an invalid systemPrompt gets -32602), so
@@ -33,7 +35,7 @@ from _agentlib import INIT_RESULT, drain_stdin, hang, read_msg, reply, send, wri
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "exit"
 MODES = ("exit", "hang", "ignore-sigterm", "grandchild", "non-json", "invalid-utf8",
-         "huge-line", "flood", "half-line", "wrong-ids")
+         "huge-line", "flood", "half-line", "wrong-ids", "deep")
 if MODE not in MODES:
     sys.exit(f"later.py: unknown mode {MODE!r}; one of {', '.join(MODES)}")
 
@@ -121,6 +123,10 @@ def misbehave(msg: dict[str, Any]) -> None:
     elif MODE == "flood":
         flood(f"s-{sessions + 1}" if msg.get("method") == "session/new" else
               str((msg.get("params") or {}).get("sessionId", "s-1")))
+    elif MODE == "deep":
+        for depth in (200, 100_000):
+            write_raw(b'{"jsonrpc":"2.0","method":"session/update","params":{"t":'
+                      + b"[" * depth + b"]" * depth + b"}}\n")
     elif MODE == "wrong-ids":
         send({"jsonrpc": "2.0", "id": msg["id"] + 1000, "error": {"code": -32000,
                                                                  "message": "wrong id"}})
