@@ -138,7 +138,8 @@ def _parse_body(raw: bytes) -> Any:
         return None
     try:
         return json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # Not JSON, or nested deeper than the parser goes (a hostile agent): kept as text.
         return raw[:MAX_TEXT_BODY].decode("utf-8", errors="replace")
 
 

@@ -334,6 +334,28 @@ def test_oversized_body_is_refused(gw: Gateway, history: History) -> None:
     assert only_exchange(history).status == 413
 
 
+def test_deeply_nested_bodies_are_answered_and_recorded(gw: Gateway, history: History,
+                                                         capfd: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    # More than the JSON parser takes (a hostile agent): it once killed the handler thread,
+    # closed the connection and printed a traceback.
+    for depth in (200, 100_000):
+        body = (b'{"model":"m","messages":[{"role":"user","content":"' + NONCE.encode()
+                + b'"}],"x":' + b"[" * depth + b"]" * depth + b"}")
+        conn = http.client.HTTPConnection("127.0.0.1", int(gw.url.rsplit(":", 1)[1]),
+                                          timeout=10)
+        try:
+            conn.request("POST", "/v1/chat/completions", body=body,
+                         headers={"Content-Type": "application/json"})
+            assert conn.getresponse().status == 200
+        finally:
+            conn.close()
+    shallow, deep = (x for _, x in history.model_exchanges())
+    assert isinstance(shallow.body, dict)  # parsed (and clipped where it is recorded)
+    assert isinstance(deep.body, str) and deep.body.startswith('{"model"')  # kept as text
+    assert "Traceback" not in capfd.readouterr().err
+
+
 def test_unknown_models_and_count_tokens(gw: Gateway, history: History) -> None:
     status, _, body = post(gw.url + "/v1/embeddings", {"input": "x"})
     assert status == 404 and json.loads(body)["error"]["type"] == "not_found"
