@@ -247,7 +247,7 @@ class AgentReplayer:
         old, new = recorded.get("cwd"), sent.get("cwd")
         if not isinstance(old, str) or not isinstance(new, str) or old == new:
             return
-        # Keep the common tail ("/work/A"), map what precedes it.
+        # Keep the common tail (the sandbox's "work/A"), map the sandbox root before it.
         n = 0
         while n < min(len(old), len(new)) and old[-1 - n] == new[-1 - n]:
             n += 1

@@ -188,13 +188,13 @@ def _on_step(st: _State, ev: Event) -> None:
     args = st.step.get("args", {})
     handle = args.get("session")
     sp = args.get("systemPrompt")
-    blocks = tuple(b.strip() for b in blocks_of(sp) if len(b.strip()) >= MIN_SIGNIFICANT)
     owner = args.get("new", handle) if args.get("op") == "fork" else handle
-    if blocks and isinstance(owner, str):
-        st.all_blocks.setdefault(owner, set()).update(blocks)
-    short = {b.strip() for b in blocks_of(sp) if 0 < len(b.strip()) < MIN_SIGNIFICANT}
-    if short and isinstance(owner, str):
-        st.short_blocks.setdefault(owner, set()).update(short)
+    texts = {b.strip() for b in blocks_of(sp)} - {""}
+    if texts and isinstance(owner, str):
+        # Significant blocks are evidence (leaks); short ones only help name a failure.
+        for b in texts:
+            kept = st.all_blocks if len(b) >= MIN_SIGNIFICANT else st.short_blocks
+            kept.setdefault(owner, set()).add(b)
     st.expecting_exit = args.get("op") == "restart"
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -22,7 +21,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, Row, loadavg, machine, median, reference_argv, save, table
+from _common import (
+    RESULTS,
+    Row,
+    cpu_seconds,
+    loadavg,
+    machine,
+    median,
+    reference_argv,
+    save,
+    table,
+)
 
 from acp_fuzz.campaign import CampaignSettings, run_campaign
 from acp_fuzz.runner import TargetSpec
@@ -49,11 +58,11 @@ def one(bug: str, seed: int) -> dict[str, object]:
     spec = TargetSpec.from_command(reference_argv(bug))
     with tempfile.TemporaryDirectory(prefix="bench-bugs-") as tmp:
         load_before = loadavg()
-        cpu0 = _cpu()
+        cpu0 = cpu_seconds()
         t0 = time.perf_counter()
         result = run_campaign(spec, CampaignSettings(seed=seed, cassette_dir=Path(tmp)))
         elapsed = time.perf_counter() - t0
-        cpu = _cpu() - cpu0
+        cpu = cpu_seconds() - cpu0
     rep = next((r for r in result.reports if set(oracle.split("|")) & set(r.oracles)), None)
     return {"bug": bug, "seed": seed, "seconds": round(elapsed, 2), "cpu_seconds": round(cpu, 2),
             "found": rep is not None,
@@ -62,14 +71,6 @@ def one(bug: str, seed: int) -> dict[str, object]:
             "examples": result.examples_run, "steps_run": result.steps_run,
             "load_before": load_before, "load_after": loadavg(),
             "commit": machine()["commit"]}
-
-
-def _cpu() -> float:
-    """CPU seconds of this process and its reaped children (the agents): less sensitive to
-    a busy machine than wall time."""
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def rows_from(records: list[dict[str, object]]) -> list[Row]:

@@ -16,7 +16,6 @@ configuration kept busy. Medians over ``--runs``.
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import Row, loadavg, median, reference_argv, save, table
+from _common import Row, cpu_seconds, loadavg, median, reference_argv, save, table
 
 from acp_fuzz.campaign import CampaignSettings, run_campaign
 from acp_fuzz.runner import TargetSpec
@@ -33,22 +32,16 @@ from acp_fuzz.workers import run_parallel
 GOAL = 1.6
 
 
-def _cpu() -> float:
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(
-        resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
 def one(workers: int, examples: int, prespawn: bool, seed: int) -> dict[str, float]:
     spec = TargetSpec.from_command(reference_argv())
     with tempfile.TemporaryDirectory(prefix="bench-workers-") as tmp:
         cfg = CampaignSettings(max_examples=examples, seed=seed, prespawn=prespawn,
                                cassette_dir=Path(tmp) / "cassettes",
                                database=str(Path(tmp) / "db"))
-        cpu0, t0 = _cpu(), time.perf_counter()
+        cpu0, t0 = cpu_seconds(), time.perf_counter()
         result = (run_campaign(spec, cfg) if workers == 1
                   else run_parallel(spec, cfg, workers))
-        wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
+        wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
     if result.reports:
         raise SystemExit(f"the correct agent gave a finding: {result.reports[0].oracles}")
     return {"wall": wall, "steps": result.steps_run, "examples": result.examples_run,

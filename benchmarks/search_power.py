@@ -71,10 +71,10 @@ class _Agent:
         cls = classify(payload, CAPS) if "systemPrompt" in step else None
         invalid = cls is not None and cls.kind == "invalid"
         if invalid:
-            kind = _invalid_kind(payload)
-            if bug == "crash-on-image" and kind == "image":
+            assert cls is not None
+            if bug == "crash-on-image" and _has_image(payload):
                 raise Found(op)
-            if bug == "accept-unknown-mode" and kind == "mode-unknown":
+            if bug == "accept-unknown-mode" and cls.reason == "mode-unknown":
                 raise Found(op)
             if bug == "side-effect-before-validation" and op == "new":
                 raise Found(op)
@@ -145,16 +145,10 @@ class _Agent:
             raise Found("altered")
 
 
-def _invalid_kind(payload: Any) -> str:
-    if isinstance(payload, dict):
-        mode = payload.get("mode")
-        if isinstance(mode, str) and mode not in ("append", "override"):
-            return "mode-unknown"
-        content = payload.get("content")
-        if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "image"
-                                             for b in content):
-            return "image"
-    return "other"
+def _has_image(payload: Any) -> bool:
+    content = payload.get("content") if isinstance(payload, dict) else None
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "image"
+                                             for b in content)
 
 
 def first_hit(bug: str, seed_: int, max_examples: int, max_steps: int) -> int | None:

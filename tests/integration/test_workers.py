@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _support import run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -18,15 +18,10 @@ def _target(tmp_path: Path, *args: str, bug: str | None = None
             ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     tmp = tmp_path / "tmp"
     tmp.mkdir(exist_ok=True)
-    (tmp_path / "home").mkdir(exist_ok=True)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
-           "TMPDIR": str(tmp), "ACP_REF_QUIET": "1"}
     report = tmp_path / "report.json"
     agent = [sys.executable, "-m", "acp_fuzz.reference_agent", *(["--bug", bug] if bug else [])]
-    proc = subprocess.run([sys.executable, "-m", "acp_fuzz", "target", "--workers", "2",
-                           "--cassette-dir", str(tmp_path / "c"), "--report", f"json:{report}",
-                           *args, "--", *agent],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    proc = run_cli(tmp_path, "target", "--workers", "2", "--cassette-dir", str(tmp_path / "c"),
+                   "--report", f"json:{report}", *args, "--", *agent, env={"TMPDIR": str(tmp)})
     return proc, json.loads(report.read_text()) if report.exists() else {}
 
 
