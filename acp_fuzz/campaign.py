@@ -20,7 +20,6 @@ never prints and never imports the CLI.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,7 +34,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from acp_fuzz import __version__
 from acp_fuzz.cassette import Header, write_cassette
-from acp_fuzz.database import open_database
+from acp_fuzz.database import AgentScoped, open_database
 from acp_fuzz.dialects import resolve
 from acp_fuzz.findings import Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
@@ -303,27 +302,6 @@ def steps_of(events: Sequence[Event]) -> list[dict[str, Any]]:
 
 # -- the campaign ----------------------------------------------------------------------------------
 
-class _AgentScoped(ExampleDatabase):
-    """An example database view whose keys are prefixed with an agent identity."""
-
-    def __init__(self, inner: ExampleDatabase, scope: str) -> None:
-        super().__init__()
-        self.inner = inner
-        self.prefix = hashlib.sha256(scope.encode()).digest()[:8]
-
-    def save(self, key: bytes, value: bytes) -> None:
-        self.inner.save(self.prefix + key, value)
-
-    def fetch(self, key: bytes) -> Iterable[bytes]:
-        return self.inner.fetch(self.prefix + key)
-
-    def delete(self, key: bytes, value: bytes) -> None:
-        self.inner.delete(self.prefix + key, value)
-
-    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
-        self.inner.move(self.prefix + src, self.prefix + dest, value)
-
-
 class _WarmRuns:
     """Hands out started and initialized runs; with ``prespawn``, the next one is prepared in
     a background thread while the current example runs.
@@ -455,7 +433,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         if db is not None:
             # One database may serve many campaigns (workers, machines, agents): keep each
             # agent's examples to itself, keyed by what it is, not by where it runs.
-            db = _AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
+            db = AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
                                   f"|{spec.profile or spec.argv[-1]}")
         hyp = settings(
             max_examples=cfg.max_examples,

@@ -9,12 +9,14 @@ server for machines that share nothing else (``pip install 'acp-fuzz[redis]'``).
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-__all__ = ["DatabaseError", "check_database", "open_database"]
+__all__ = ["AgentScoped", "DatabaseError", "check_database", "open_database"]
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -52,6 +54,27 @@ def open_database(spec: str) -> ExampleDatabase:
 
         return RedisExampleDatabase(_redis_client(spec))
     return DirectoryBasedExampleDatabase(spec)
+
+
+class AgentScoped(ExampleDatabase):
+    """An example database view whose keys are prefixed with an agent identity."""
+
+    def __init__(self, inner: ExampleDatabase, scope: str) -> None:
+        super().__init__()
+        self.inner = inner
+        self.prefix = hashlib.sha256(scope.encode()).digest()[:8]
+
+    def save(self, key: bytes, value: bytes) -> None:
+        self.inner.save(self.prefix + key, value)
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        return self.inner.fetch(self.prefix + key)
+
+    def delete(self, key: bytes, value: bytes) -> None:
+        self.inner.delete(self.prefix + key, value)
+
+    def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        self.inner.move(self.prefix + src, self.prefix + dest, value)
 
 
 def _redis_client(spec: str) -> Any:  # redis is an optional extra: typed loosely

@@ -9,7 +9,7 @@ import pytest
 from _support import run_cli
 from hypothesis.database import InMemoryExampleDatabase
 
-from acp_fuzz.campaign import _AgentScoped
+from acp_fuzz.database import AgentScoped
 
 pytestmark = pytest.mark.integration
 HOSTILE = Path(__file__).resolve().parents[1] / "hostile_agents"
@@ -48,7 +48,7 @@ def test_a_calibration_failure_says_what_happened(tmp_path: Path) -> None:
 
 def test_a_shared_database_keeps_each_agents_examples_apart() -> None:
     shared = InMemoryExampleDatabase()
-    a, b = _AgentScoped(shared, "agent-a@1|x"), _AgentScoped(shared, "agent-b@1|x")
+    a, b = AgentScoped(shared, "agent-a@1|x"), AgentScoped(shared, "agent-b@1|x")
     a.save(b"k", b"from-a")
     assert list(a.fetch(b"k")) == [b"from-a"]
     assert list(b.fetch(b"k")) == []
