@@ -1,7 +1,7 @@
 """The acp-fuzz reference agent: a small, correct ACP agent for client ``systemPrompt``.
 
-Run it with ``python -m acp_fuzz.reference_agent [--bug NAME]``. It speaks ACP v1 (JSON-RPC 2.0,
-one JSON message per line) on stdin/stdout, logs one short line per request to stderr
+Run it with ``python -m acp_fuzz.reference_agent [--bug NAME]...``. It speaks ACP v1 (JSON-RPC
+2.0, one JSON message per line) on stdin/stdout, logs one short line per request to stderr
 (``ACP_REF_QUIET=1`` silences it) and exits 0 when stdin ends. It uses only the Python standard
 library and imports nothing else from acp-fuzz, so agent authors can copy the package and read
 it as an example. ``agent.py`` holds the protocol logic, ``store.py`` the persistence.
@@ -59,8 +59,9 @@ stored session and never reuses an id.
 Planted bugs (``--bug NAME``)
 =============================
 
-Each run plants at most one. "Steps" counts the shortest request sequence (after
-``initialize``) that makes the defect visible; P and Q are client prompt texts.
+``--bug`` may be repeated: each planted defect is independent of the others. "Steps" counts the
+shortest request sequence (after ``initialize``) that makes the defect visible; P and Q are
+client prompt texts.
 
 ``leak``
     A process-global "current prompt": the most recently set client prompt is used for every
@@ -91,6 +92,10 @@ Each run plants at most one. "Steps" counts the shortest request sequence (after
 ``fork-drops-prompt``
     A fork ignores its re-sent prompt (and the source's) and runs on the defaults. 3 steps:
     new (append P); fork (append P); prompt the fork.
+``fork-corrupts-source``
+    A fork re-sent with a prompt writes that prompt onto its *source* session too (the fork
+    itself is right). 3 steps: new A (append P); fork A → B (append Q); prompt A → the system
+    message holds Q, not P. Seen only by a turn on the session the request did not name.
 ``drop-last-block``
     A multi-block prompt loses its last block. 2 steps: new (append [P, Q]); prompt → Q missing.
 ``truncate-64k``

@@ -16,7 +16,7 @@ import select
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +47,8 @@ def default_instructions(cwd: str) -> str:
     return f"{DEFAULT_INSTRUCTIONS}\n\nWorking directory: {cwd}"
 
 
-# The defects ``--bug`` can plant, exactly one per process. The package docstring describes each
-# one with its minimal reproduction.
+# The defects ``--bug`` can plant (repeat it to plant several; each is its own branch). The
+# package docstring describes each one with its minimal reproduction.
 BUGS: dict[str, str] = {
     "leak": "the most recently set client prompt is used for every session",
     "lost-after-restart": "after a restart, load/resume ignore both the re-sent and stored prompt",
@@ -59,6 +59,7 @@ BUGS: dict[str, str] = {
     "crash-on-image": "an image block in systemPrompt makes the process exit(1)",
     "override-keeps-default": "override behaves like append",
     "fork-drops-prompt": "forks always use the default instructions",
+    "fork-corrupts-source": "a fork's re-sent prompt is written onto its source session too",
     "drop-last-block": "the last block of a multi-block prompt is lost",
     "truncate-64k": "the client text is truncated to 65536 characters",
 }
@@ -216,7 +217,7 @@ class Agent:
         model: Model,
         send: Callable[[dict[str, Any]], None],
         cancelled: Callable[[str], bool] = lambda _session_id: False,
-        bug: str | None = None,
+        bugs: Iterable[str] = (),
         log: Callable[[str], None] = lambda _line: None,
         dialect: str = "standard",
     ) -> None:
@@ -225,7 +226,7 @@ class Agent:
         self.model = model
         self.send = send
         self.cancelled = cancelled
-        self.bug = bug
+        self.bugs = frozenset(bugs)  # the planted defects (--bug, repeatable)
         self.log = log
         self.initialized = False
         self.live: dict[str, Session] = {}  # sessions loaded in this process
@@ -373,7 +374,7 @@ class Agent:
         if not isinstance(mode, str):
             raise invalid_params("systemPrompt.mode must be a string")
         if mode not in SUPPORTED_MODES:
-            if self.bug == "accept-unknown-mode":
+            if "accept-unknown-mode" in self.bugs:
                 mode = "append"  # BUG(accept-unknown-mode): never guess what a mode means
             else:
                 raise invalid_params(f"unsupported systemPrompt.mode {short(mode)}")
@@ -387,7 +388,7 @@ class Agent:
             if not isinstance(block, dict):
                 raise invalid_params(f"systemPrompt.content[{i}] must be an object")
             kind = block.get("type")
-            if kind == "image" and self.bug == "crash-on-image":
+            if kind == "image" and "crash-on-image" in self.bugs:
                 self.log("BUG(crash-on-image): exiting")
                 sys.exit(1)  # BUG(crash-on-image): an unsupported block must be an error answer
             if kind != "text":
@@ -397,7 +398,7 @@ class Agent:
             if not isinstance(block.get("text"), str):
                 raise invalid_params(f"systemPrompt.content[{i}].text must be a string")
             texts.append(block["text"])
-        if self.bug == "drop-last-block" and len(texts) > 1:
+        if "drop-last-block" in self.bugs and len(texts) > 1:
             texts.pop()  # BUG(drop-last-block)
         return SystemPrompt(mode, tuple(texts))
 
@@ -409,19 +410,19 @@ class Agent:
         none:     the default instructions alone.
         """
         prompt = session.system_prompt
-        if self.bug == "leak" and self.last_client_prompt is not None:
+        if "leak" in self.bugs and self.last_client_prompt is not None:
             prompt = self.last_client_prompt  # BUG(leak): process-global state, not per session
         defaults = default_instructions(session.cwd)
         if prompt is None:
             return defaults, user_text
         client_text = prompt.client_text()
-        if self.bug == "truncate-64k":
+        if "truncate-64k" in self.bugs:
             client_text = client_text[:TRUNCATE_AT]  # BUG(truncate-64k)
-        if self.bug == "user-turn":
+        if "user-turn" in self.bugs:
             # BUG(user-turn): the "[System]" workaround of pre-RFD clients; the text has user-turn
             # precedence only (violates SP-AGENT-APPEND-PLACEMENT-SHOULD).
             return defaults, f"[System]\n{client_text}\n\n{user_text}"
-        if prompt.mode == "override" and self.bug != "override-keeps-default":
+        if prompt.mode == "override" and "override-keeps-default" not in self.bugs:
             return client_text, user_text
         return f"{defaults}\n\n{client_text}", user_text
 
@@ -431,7 +432,7 @@ class Agent:
         A re-sent prompt replaces the stored one (SP-LIFECYCLE-CHANGE-SHOULD). An omitted or null
         one keeps the stored prompt (SP-LIFECYCLE-OMIT-MAY: this agent's choice is "keep").
         """
-        if self.bug == "lost-after-restart" and session.session_id not in self.seen_here:
+        if "lost-after-restart" in self.bugs and session.session_id not in self.seen_here:
             # BUG(lost-after-restart): state restored from disk is dropped, and so is the re-sent
             # prompt; the session silently runs on the default instructions.
             session.system_prompt = None
@@ -439,7 +440,7 @@ class Agent:
         if prompt is None:
             return
         old = session.system_prompt
-        if self.bug == "duplicate-on-resume" and old is not None:
+        if "duplicate-on-resume" in self.bugs and old is not None:
             prompt = SystemPrompt(prompt.mode, old.texts + prompt.texts)  # BUG(duplicate-on-resume)
         session.system_prompt = prompt
         self.last_client_prompt = prompt
@@ -508,7 +509,7 @@ class Agent:
     def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=True)
-        if self.bug == "side-effect-before-validation":
+        if "side-effect-before-validation" in self.bugs:
             # BUG(side-effect-before-validation): the session exists (and is listed) even when the
             # systemPrompt is then rejected.
             session = self.store.create(cwd, None, [])
@@ -564,9 +565,12 @@ class Agent:
         # A fork re-sent with a prompt uses it; omitted or null inherits the source's prompt
         # (SP-LIFECYCLE-OMIT-MAY). The source session itself never changes.
         inherited = prompt if prompt is not None else source.system_prompt
-        if self.bug == "fork-drops-prompt":
+        if "fork-drops-prompt" in self.bugs:
             inherited = None  # BUG(fork-drops-prompt)
         fork = self.store.create(cwd, inherited, [dict(m) for m in source.history])
+        if "fork-corrupts-source" in self.bugs and prompt is not None:
+            source.system_prompt = prompt  # BUG(fork-corrupts-source)
+            self.store.save(source)
         self._activate(fork)
         if prompt is not None:
             self.last_client_prompt = prompt
@@ -709,8 +713,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bug",
         choices=sorted(BUGS),
-        default=None,
-        help="plant exactly one defect: "
+        action="append",
+        default=[],
+        help="plant a defect (repeat the option to plant several, each independent): "
         + "; ".join(f"{name}: {text}" for name, text in sorted(BUGS.items())),
     )
     parser.add_argument(
@@ -746,11 +751,11 @@ def main(argv: list[str] | None = None) -> int:
         model=lambda messages: chat_completion(base_url, api_key, messages),
         send=send,
         cancelled=reader.cancel_waiting,
-        bug=args.bug,
+        bugs=args.bug,
         log=log,
         dialect=args.dialect,
     )
-    log(f"ready (bug={args.bug})")
+    log(f"ready (bug={','.join(args.bug) or None})")
     try:
         while (line := reader.readline()) is not None:
             agent.handle_line(line)

@@ -830,6 +830,11 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         )
         agent.prompt(fork["sessionId"])
         return P not in model.system()
+    if name == "fork-corrupts-source":
+        source = agent.new(sp("append", P))
+        agent.ok("session/fork", {"sessionId": source, "cwd": CWD, "systemPrompt": sp("append", Q)})
+        agent.prompt(source)
+        return model.system() != f"{defaults()}\n\n{P}"
     if name == "drop-last-block":
         agent.prompt(agent.new(sp("append", P, Q)))
         return model.system() != f"{defaults()}\n\n{P}\n\n{Q}"
@@ -850,6 +855,16 @@ def test_correct_agent_passes_each_bug_reproduction(
     spawn: Spawner, model: ModelServer, name: str
 ) -> None:
     assert not reproduce(spawn, model, name, planted=False)
+
+
+def test_bug_may_be_planted_twice_and_each_shows(spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn("--bug", "user-turn", "--bug", "override-keeps-default").init()
+    agent.prompt(agent.new(sp("override", P)), "question")
+    # override-keeps-default: the defaults stay; user-turn: the client text is in the user turn.
+    assert model.requests[-1]["messages"] == [
+        {"role": "system", "content": defaults()},
+        {"role": "user", "content": f"[System]\n{P}\n\nquestion"},
+    ]
 
 
 def test_user_turn_bug_moves_the_text_into_the_user_message(
