@@ -5,8 +5,8 @@ The main CLI (:mod:`acp_fuzz.cli`) registers these two functions::
     app.command("replay", context_settings={"allow_interspersed_args": False})(replay_cmd)
     app.command("report")(report_cmd)
 
-``acp-fuzz replay CASSETTE|FOLDER [-- AGENT COMMAND...]``
-    Replays each cassette and prints one line per cassette::
+``acp-fuzz replay CASSETTE|FOLDER (-- AGENT COMMAND... | --profile NAME)``
+    Replays each cassette against the agent you name and prints one line per cassette::
 
         FAILED  cassettes/prompt.leak-seed0.cassette  (prompt.leak, 3/3)
         FIXED   cassettes/prompt.lost-seed4.cassette  (prompt.lost, 0/3)
@@ -17,6 +17,11 @@ The main CLI (:mod:`acp_fuzz.cli`) registers these two functions::
     (``ERROR``: an unreadable cassette, an agent that does not start) or on a usage error.
 
     Options go before the cassette path: ``acp-fuzz replay --runs 5 x.cassette -- ./agent``.
+
+    Replay never runs the command a cassette records unless asked: a cassette is data from
+    whoever wrote it. Without an agent command, ``--profile`` or ``--offline`` it prints what
+    each cassette records (escaped, one line each) and exits ``2``;
+    ``--trust-recorded-command`` runs those recorded commands.
 
 ``acp-fuzz report CASSETTE [-o FILE]``
     Writes the Markdown bug report for a cassette (to stdout by default).
@@ -38,7 +43,9 @@ from acp_fuzz.replay import (
     ReplayResult,
     cassettes_in,
     offline_check,
+    recorded_agent,
     replay_cassette,
+    visible,
 )
 
 __all__ = ["replay_cmd", "report_cmd"]
@@ -55,8 +62,22 @@ def replay_cmd(
         show_default=False),
     command: list[str] | None = typer.Argument(
         None, metavar="[-- AGENT COMMAND...]", show_default=False,
-        help="The agent to replay against (for example a fixed build). Default: the command "
-             "recorded in the cassette."),
+        help="The agent to replay against (your build). Required unless --profile, --offline "
+             "or --trust-recorded-command is given."),
+    profile: str | None = typer.Option(
+        None, "--profile", "-p", help="Replay against a known agent (see `acp-fuzz profiles`)."),
+    trust_recorded_command: bool = typer.Option(
+        False, "--trust-recorded-command",
+        help="Run the agent command (or profile) recorded in each cassette. A cassette can "
+             "name any command: use this only for cassettes you made or trust."),
+    sandbox_net: bool = typer.Option(
+        False, "--sandbox-net",
+        help="Run in a network namespace with only loopback (as `acp-fuzz target` does)."),
+    recorded_model_replies: bool = typer.Option(
+        False, "--recorded-model-replies",
+        help="Serve the real-model replies a --model-upstream cassette recorded, instead of "
+             "the fake model's. They choose what the model tells your agent: use this only for "
+             "cassettes you trust."),
     offline: bool = typer.Option(
         False, "--offline",
         help="Start no agent: run the current oracles over the recorded events."),
@@ -74,7 +95,10 @@ def replay_cmd(
     timeout: float = typer.Option(
         DEFAULT_TIMEOUT, "--timeout", min=0.1, help="Seconds to wait for each agent answer."),
 ) -> None:
-    """Replay recorded cassettes against the agent and say whether each bug is still there.
+    """Replay recorded cassettes against your agent and say whether each bug is still there.
+
+    The agent is the command after `--` or `--profile NAME`; the command recorded in a
+    cassette is only shown, and run only with --trust-recorded-command.
 
     Verdicts: FAILED (the recorded failure came back in every run), FLAKY (in some runs),
     FIXED (in none), PASSED (nothing was recorded failing and nothing fails now), ERROR (the
@@ -87,9 +111,15 @@ def replay_cmd(
         _fail(f"unexpected {argv[0]!r}: options go before the cassette path, and the agent "
               "command after `--` (acp-fuzz replay --runs 3 CASSETTE -- AGENT ARGS)")
     if as_agent:
+        if profile or trust_recorded_command or sandbox_net or recorded_model_replies:
+            _fail("--as-agent starts no agent: do not give --profile, "
+                  "--trust-recorded-command, --sandbox-net or --recorded-model-replies")
         _serve_as_agent(cassette, argv, offline, runs, junit)
-    if offline and argv:
-        _fail("--offline starts no agent: do not give an agent command")
+    if offline and (argv or profile or trust_recorded_command or recorded_model_replies):
+        _fail("--offline starts no agent: do not give an agent command, --profile, "
+              "--trust-recorded-command or --recorded-model-replies")
+    if argv and profile:
+        _fail("give either --profile or an agent command, not both")
     if not cassette.exists():
         _fail(f"no such file or folder: {cassette}")
     if cassette.is_dir():
@@ -98,10 +128,19 @@ def replay_cmd(
             _fail(f"no *.cassette files under {cassette}")
     else:
         paths = [cassette]
+    if not (offline or argv or profile or trust_recorded_command):
+        _refuse_recorded(paths)
+    if not offline:
+        from acp_fuzz.netns import maybe_reexec
+
+        code = maybe_reexec(sandbox_net)
+        if code is not None:
+            raise typer.Exit(code)
 
     results: list[ReplayResult] = []
-    for result in _replay_all(paths, offline=offline, target=argv or None, runs=runs,
-                              timeout=timeout):
+    for result in _replay_all(paths, offline=offline, target=argv or None, profile=profile,
+                              trust=trust_recorded_command, model=recorded_model_replies,
+                              runs=runs, timeout=timeout):
         results.append(result)
         typer.echo(result.line())
         if result.divergence is not None:
@@ -115,13 +154,42 @@ def replay_cmd(
     raise typer.Exit(exit_code(results))
 
 
-def _replay_all(paths: list[Path], *, offline: bool, target: list[str] | None, runs: int,
+def _refuse_recorded(paths: list[Path]) -> NoReturn:
+    """No agent named: show what each cassette would run (one escaped line each), run
+    nothing, exit 2."""
+    typer.echo("error: no agent given. acp-fuzz replay runs only the agent you name: "
+               "`acp-fuzz replay CASSETTE -- ./your-agent` or `--profile NAME` (`--offline` "
+               "needs no agent).", err=True)
+    for path in paths:
+        try:
+            shown = recorded_agent(read_cassette(path))
+        except CassetteError as e:
+            shown = f"(unreadable: {e.reason})"
+        typer.echo(f"  {visible(str(path))} records: {shown}", err=True)
+    typer.echo("To run the recorded command anyway, only if you trust whoever made the "
+               "cassette, add --trust-recorded-command.", err=True)
+    raise typer.Exit(2)
+
+
+def _replay_all(paths: list[Path], *, offline: bool, target: list[str] | None,
+                profile: str | None, trust: bool, model: bool, runs: int,
                 timeout: float) -> Iterator[ReplayResult]:
     for path in paths:
         if offline:
             yield offline_check(path)
         else:
-            yield replay_cassette(path, target=target, runs=runs, timeout=timeout)
+            if trust and not target and not profile:
+                # Say what runs: the cassette chose it, the user only allowed it.
+                try:
+                    shown = recorded_agent(read_cassette(path))
+                except CassetteError:
+                    shown = None  # replay_cassette reports the unreadable cassette
+                if shown is not None:
+                    typer.echo(f"running the command recorded in {visible(str(path))}: "
+                               f"{shown}", err=True)
+            yield replay_cassette(path, target=target, profile=profile,
+                                  trust_recorded_command=trust, recorded_model_replies=model,
+                                  runs=runs, timeout=timeout)
 
 
 def exit_code(results: list[ReplayResult]) -> int:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shlex
 import signal
 import sys
 import time
@@ -229,7 +230,13 @@ def target(
         progress.stop()
     if result.interrupted:
         err.print("acp-fuzz: interrupted: writing what was found so far", markup=False)
-    _print_result(result, time.monotonic() - t0)
+    # The replay line names the agent the way the user did: replay never runs a cassette's
+    # recorded command unless told to trust it.
+    def again(cassette: Path) -> str:
+        return (f"--profile {profile} {cassette}" if profile else
+                f"{cassette} -- {shlex.join(command or [])}")
+
+    _print_result(result, time.monotonic() - t0, again)
     for kind, path in reports:
         (_write_json if kind == "json" else _write_junit)(result, path)
     raise typer.Exit(result.exit_code)  # 130 when interrupted
@@ -287,7 +294,8 @@ def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
               markup=False)
 
 
-def _print_result(result: CampaignResult, elapsed: float) -> None:
+def _print_result(result: CampaignResult, elapsed: float,
+                  again: Callable[[Path], str] = str) -> None:
     out.print(f"ran {result.examples_run} example(s), {result.steps_run} step(s) in "
               f"{elapsed:.1f}s (seed {result.settings.seed})")
     mr = result.model_requests
@@ -313,7 +321,8 @@ def _print_result(result: CampaignResult, elapsed: float) -> None:
             out.print(f"     [{i}] {_clip(json.dumps(r, ensure_ascii=False), 300)}",
                       markup=False)
         out.print(f"cassette: {rep.cassette}", markup=False)
-        out.print(f"replay:   acp-fuzz replay {rep.cassette}", markup=False)
+        if rep.cassette is not None:
+            out.print(f"replay:   acp-fuzz replay {again(rep.cassette)}", markup=False)
 
 
 def _print_finding(f: Finding) -> None:

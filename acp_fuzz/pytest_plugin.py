@@ -2,19 +2,33 @@
 
 Installed with acp-fuzz (entry point ``pytest11``); it does nothing unless asked::
 
-    pytest --acp-agent "npx my-agent"                 # one test: a bounded fuzz campaign
-    pytest --acp-cassettes cassettes/                 # one test per cassette: replay it
+    pytest --acp-agent "npx my-agent"                             # a bounded fuzz campaign
+    pytest --acp-agent "npx my-agent" --acp-cassettes cassettes/  # + one test per cassette
+    pytest --acp-agent "./agent" --acp-max-examples 0 --acp-cassettes cassettes/  # replay only
     pytest --acp-agent "./agent" --acp-max-examples 50 --acp-seed 1 --junitxml=acp.xml
 
 The campaign runs with a CI profile: a fixed seed (derandomized: the same agent gives the same
 run), a bounded number of examples, no example database. It fails on any MUST finding (and on
 SHOULD findings with ``--acp-strict``), with the minimal reproduction and the cassette path in
-the failure message.
+the failure message. ``--acp-max-examples 0`` runs no campaign.
+
+Each cassette is replayed against ``--acp-agent``, never against the command stored in the
+cassette: a pull request that adds a ``.cassette`` file must not be able to run code in CI.
+Without ``--acp-agent`` the cassette tests are skipped, with that reason (see ``-rs``). They are
+not checked offline instead: an offline check re-judges the recording, so every bug ever
+recorded would fail it, fixed or not, and the run would say nothing about your agent.
+
+``--acp-sandbox-net`` runs each campaign and replay in a network namespace with only loopback
+(``acp-fuzz target|replay --sandbox-net``, in a child process, since pytest itself cannot move
+into one). ``--acp-recorded-model-replies`` serves the model replies a cassette recorded from a
+real model (``--model-upstream``) instead of the fake model's; see ``acp-fuzz replay --help``.
 """
 
 from __future__ import annotations
 
 import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,19 +37,29 @@ import pytest
 
 __all__ = ["pytest_addoption", "pytest_collection_modifyitems"]
 
+#: Why a cassette test is skipped when no agent is named.
+NO_AGENT = ("no --acp-agent given: acp-fuzz replays cassettes only against the agent you name, "
+            "never the command a cassette records")
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("acp-fuzz", "acp-fuzz: fuzz and replay ACP agents")
     group.addoption("--acp-agent", default=None, metavar="CMD",
-                    help="agent command to fuzz (a shell-style string)")
+                    help="agent command to fuzz and to replay cassettes against (a shell-style "
+                         "string)")
     group.addoption("--acp-max-examples", type=int, default=50, metavar="N",
-                    help="examples in the campaign (default 50)")
+                    help="examples in the campaign (default 50; 0: no campaign)")
     group.addoption("--acp-seed", type=int, default=0, metavar="N", help="campaign seed")
     group.addoption("--acp-strict", action="store_true", help="fail on SHOULD findings too")
     group.addoption("--acp-cassette-dir", default=None, metavar="DIR",
                     help="where finding cassettes go (default: pytest's tmp dir)")
     group.addoption("--acp-cassettes", default=None, metavar="PATH",
-                    help="a cassette or a folder of cassettes to replay")
+                    help="a cassette or a folder of cassettes to replay against --acp-agent")
+    group.addoption("--acp-sandbox-net", action="store_true",
+                    help="run the agent in a network namespace with only loopback")
+    group.addoption("--acp-recorded-model-replies", action="store_true",
+                    help="serve a cassette's recorded real-model replies during its replay "
+                         "(default: the fake model answers)")
 
 
 class _AcpItem(pytest.Item):
@@ -54,13 +78,19 @@ class AcpCampaignItem(_AcpItem):
         self.argv = argv
 
     def runtest(self) -> None:
-        from acp_fuzz.campaign import CampaignSettings, run_campaign
-        from acp_fuzz.runner import TargetSpec
-
         opt = self.config.getoption
         cdir = opt("--acp-cassette-dir")
         cassette_dir = Path(cdir) if cdir else self.config._tmp_path_factory.mktemp(  # type: ignore[attr-defined]
             "acp-fuzz-cassettes")
+        if opt("--acp-sandbox-net"):
+            args = ["target", "--sandbox-net", "--max-examples", str(opt("--acp-max-examples")),
+                    "--seed", str(opt("--acp-seed")), "--cassette-dir", str(cassette_dir)]
+            _run_cli([*args, *(["--strict"] if opt("--acp-strict") else []), "--", *self.argv])
+            return
+
+        from acp_fuzz.campaign import CampaignSettings, run_campaign
+        from acp_fuzz.runner import TargetSpec
+
         cfg = CampaignSettings(max_examples=opt("--acp-max-examples"), seed=opt("--acp-seed"),
                                strict=opt("--acp-strict"), cassette_dir=cassette_dir)
         result = run_campaign(TargetSpec.from_command(self.argv), cfg)
@@ -70,7 +100,8 @@ class AcpCampaignItem(_AcpItem):
                 for f in rep.findings:
                     lines.append(f"{f.severity} {f.oracle} [{f.rule}]: {f.message}")
                 lines.append(f"status {rep.status} ({rep.rate}); {len(rep.steps)} step(s)")
-                lines.append(f"cassette: {rep.cassette}  replay: acp-fuzz replay {rep.cassette}")
+                lines.append(f"cassette: {rep.cassette}  replay: acp-fuzz replay "
+                             f"{rep.cassette} -- {shlex.join(self.argv)}")
             raise AcpFailure("\n".join(lines))
 
     def reportinfo(self) -> tuple[str, int, str]:
@@ -78,14 +109,24 @@ class AcpCampaignItem(_AcpItem):
 
 
 class AcpReplayItem(_AcpItem):
-    def __init__(self, *, cassette: Path, **kw: Any) -> None:
+    def __init__(self, *, cassette: Path, argv: list[str], **kw: Any) -> None:
         super().__init__(**kw)
         self.cassette = cassette
+        self.argv = argv
 
     def runtest(self) -> None:
+        opt = self.config.getoption
+        model = opt("--acp-recorded-model-replies")
+        if opt("--acp-sandbox-net"):
+            _run_cli(["replay", "--sandbox-net",
+                      *(["--recorded-model-replies"] if model else []),
+                      str(self.cassette), "--", *self.argv])
+            return
+
         from acp_fuzz.replay import replay_cassette
 
-        res = replay_cassette(self.cassette)
+        # The agent is the one the user named; the cassette's recorded command is never used.
+        res = replay_cassette(self.cassette, target=self.argv, recorded_model_replies=model)
         if res.verdict not in ("FIXED", "PASSED"):
             raise AcpFailure(res.line())
 
@@ -95,6 +136,17 @@ class AcpReplayItem(_AcpItem):
 
 class AcpFailure(AssertionError):
     """A failing campaign or replay; its message is the whole report."""
+
+
+def _run_cli(args: list[str]) -> None:
+    """Run ``acp-fuzz ARGS`` in a child process (``--sandbox-net`` moves the whole harness
+    into a namespace, which this pytest process cannot do); its output is the failure
+    message when it exits non-zero."""
+    proc = subprocess.run([sys.executable, "-m", "acp_fuzz", *args], capture_output=True,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        raise AcpFailure(f"acp-fuzz {args[0]} exited {proc.returncode}\n"
+                         + (proc.stdout + proc.stderr).strip())
 
 
 def _cassettes(path: Path) -> Iterator[Path]:
@@ -107,11 +159,15 @@ def _cassettes(path: Path) -> Iterator[Path]:
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
                                   items: list[pytest.Item]) -> None:
     agent = config.getoption("--acp-agent")
-    if agent:
+    argv = shlex.split(agent) if agent else []
+    if argv and config.getoption("--acp-max-examples") > 0:
         items.append(AcpCampaignItem.from_parent(session, name="acp-fuzz-campaign",
-                                                 argv=shlex.split(agent)))
+                                                 argv=argv))
     corpus = config.getoption("--acp-cassettes")
     if corpus:
         for c in _cassettes(Path(corpus)):
-            items.append(AcpReplayItem.from_parent(session, name=f"acp-fuzz-replay[{c.name}]",
-                                                   cassette=c))
+            item = AcpReplayItem.from_parent(session, name=f"acp-fuzz-replay[{c.name}]",
+                                             cassette=c, argv=argv)
+            if not argv:
+                item.add_marker(pytest.mark.skip(reason=NO_AGENT))
+            items.append(item)

@@ -1,8 +1,8 @@
 """Replay: re-drive an agent with a recorded client side and judge it again (engine).
 
 A cassette records every step the harness took. :func:`replay_cassette` runs those same steps
-on a fresh agent process (the recorded command, or a new build of it), runs the oracles again
-and compares the outcome with what was recorded::
+on a fresh process of the agent you name (a command, or a known profile), runs the oracles
+again and compares the outcome with what was recorded::
 
     from acp_fuzz.replay import replay_cassette
 
@@ -29,6 +29,11 @@ The recorded failures are the ``MUST``/``SHOULD`` findings in ``header.meta["fin
 finding cassette written by ``acp-fuzz target``); a cassette without that list (a plain run
 recording) is judged by running the oracles over its recorded events.
 
+Cassettes come from strangers (they are attached to bug reports), so replay never runs the
+command a cassette records unless asked to: without ``target`` or ``profile`` the result is an
+``ERROR`` that shows the recorded command (:func:`recorded_agent`), and only
+``trust_recorded_command=True`` runs it.
+
 Besides the verdict, replay compares the new ACP transcript with the recorded one and reports
 the first message that differs (:class:`Divergence`). Both are normalised first (see
 :func:`normalize_transcript`), so that session ids, JSON-RPC ids, sandbox paths and times,
@@ -44,6 +49,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,9 +73,11 @@ __all__ = [
     "first_divergence",
     "normalize_transcript",
     "offline_check",
+    "recorded_agent",
     "recorded_failures",
     "replay_cassette",
     "replay_dir",
+    "visible",
 ]
 
 Verdict = Literal["FIXED", "FAILED", "FLAKY", "ERROR", "PASSED"]
@@ -219,16 +227,46 @@ def _verdict(recorded: Sequence[str], per_run: Sequence[Sequence[Finding]]
 
 # -- replay ----------------------------------------------------------------------------------------
 
-def _spec_for(cassette: Cassette, target: Sequence[str] | None, timeout: float) -> TargetSpec:
+def recorded_agent(cassette: Cassette) -> str:
+    """What the cassette would run, on one line, for a human to judge before trusting it:
+    ``--profile NAME`` for a profile recording, else the recorded command, shell-quoted, with
+    control characters shown as escapes (never interpreted by the terminal)."""
+    profile = cassette.header.settings.get("profile")
+    if isinstance(profile, str) and profile and profile != "reference":
+        return visible(f"--profile {shlex.quote(profile)}")
+    if not cassette.header.target:
+        return "(no command)"
+    return visible(shlex.join(cassette.header.target))
+
+
+def visible(text: str) -> str:
+    """``text`` with every non-printable character (newlines, the ESC of an ANSI or OSC
+    sequence...) shown as its Python escape, so that it prints on one line and the terminal
+    interprets none of it: a crafted command must not hide itself on the user's screen."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _untrusted(cassette: Cassette) -> str:
+    return ("no agent given: replay runs only the agent you name (an agent command, or a "
+            "profile), never the one a cassette names unless you trust it; this cassette "
+            f"records: {recorded_agent(cassette)}")
+
+
+def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | None,
+              trust_recorded_command: bool, timeout: float) -> TargetSpec:
     # The cassette's dialect, so that the prompt travels the way it did when recorded.
     dialect = cassette.header.settings.get("dialect")
     kw: dict[str, Any] = {"dialect": dialect if isinstance(dialect, str) else "auto"}
     if target:
         return TargetSpec.from_command(list(target), request_timeout=timeout,
                                        init_timeout=max(timeout, 10.0), **kw)
-    profile = cassette.header.settings.get("profile")
-    if isinstance(profile, str) and profile and profile != "reference":
+    if profile:
         return TargetSpec.from_profile(profile, timeout=timeout, **kw)
+    if not trust_recorded_command:
+        raise HarnessError(_untrusted(cassette))
+    recorded = cassette.header.settings.get("profile")
+    if isinstance(recorded, str) and recorded and recorded != "reference":
+        return TargetSpec.from_profile(recorded, timeout=timeout, **kw)
     argv = cassette.header.target
     if not argv:
         raise HarnessError("the cassette names no target command; give one after --")
@@ -237,23 +275,36 @@ def _spec_for(cassette: Cassette, target: Sequence[str] | None, timeout: float) 
 
 
 def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | None = None,
-                    runs: int = 1, timeout: float = DEFAULT_TIMEOUT) -> ReplayResult:
+                    profile: str | None = None, trust_recorded_command: bool = False,
+                    recorded_model_replies: bool = False, runs: int = 1,
+                    timeout: float = DEFAULT_TIMEOUT) -> ReplayResult:
     """Replay the cassette at ``path`` ``runs`` times on fresh agent processes.
 
-    ``target`` is the agent command to drive (for example a fixed build); without it the
-    command recorded in the cassette is used (or its agent profile). ``timeout`` bounds each
-    request, in seconds. Never raises for a bad cassette or an agent that cannot be started:
-    those give an ``ERROR`` result with a one-line :attr:`ReplayResult.error`.
+    The agent is ``target`` (a command line, for example a fixed build) or ``profile`` (a
+    known agent, see ``acp-fuzz profiles``). With neither, the result is an ``ERROR`` whose
+    reason shows what the cassette records (:func:`recorded_agent`); that recorded command
+    (or recorded profile) is run only with ``trust_recorded_command=True``, because a
+    cassette may come from anyone.
+
+    A cassette recorded against a real model (``--model-upstream``) carries that model's
+    replies (attachment ``"vcr"``). They are served to the agent only with
+    ``recorded_model_replies=True``: otherwise the fake model answers as in any run, because
+    a recorded reply chooses what "the model" tells your agent (for example, to call a
+    tool). ``timeout`` bounds each request, in seconds. Never raises
+    for a bad cassette or an agent that cannot be started: those give an ``ERROR`` result
+    with a one-line :attr:`ReplayResult.error`.
     """
     if runs < 1:
         raise ValueError(f"runs={runs} must be at least 1")
+    if target and profile:
+        raise ValueError("give either target or profile, not both")
     p = Path(path)
     try:
         cassette = read_cassette(p)
         steps = [validate_step(s) for s in steps_of(cassette.events)]
         recorded = recorded_failures(cassette)
         baseline, strict = _settings(cassette)
-        spec = _spec_for(cassette, target, timeout)
+        spec = _spec_for(cassette, target, profile, trust_recorded_command, timeout)
     except CassetteError as e:
         return ReplayResult(p, "ERROR", error=e.reason)
     except (HarnessError, ValueError, KeyError, TypeError) as e:
@@ -265,8 +316,9 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     divergence: Divergence | None = None
     try:
         # A run against a real model carries its upstream calls (vcrpy, attachment "vcr"):
-        # the gateway serves them back with no network, so the replay sees the same replies.
-        vcr = cassette.attachments.get("vcr")
+        # when the user opts in, the gateway serves them back with no network, so the replay
+        # sees the same replies.
+        vcr = cassette.attachments.get("vcr") if recorded_model_replies else None
         recorder = UpstreamRecorder.from_bytes(vcr) if vcr else None
         with Gateway(None, side_request=spec.side_request,
                      upstream_recorder=recorder) as gateway:
@@ -315,16 +367,21 @@ def cassettes_in(directory: str | os.PathLike[str]) -> list[Path]:
 
 
 def replay_dir(directory: str | os.PathLike[str], *, offline: bool = False,
-               target: Sequence[str] | None = None, runs: int = 1,
-               timeout: float = DEFAULT_TIMEOUT) -> list[ReplayResult]:
+               target: Sequence[str] | None = None, profile: str | None = None,
+               trust_recorded_command: bool = False, recorded_model_replies: bool = False,
+               runs: int = 1, timeout: float = DEFAULT_TIMEOUT) -> list[ReplayResult]:
     """Replay (or, with ``offline``, check) every ``*.cassette`` under ``directory``, in path
-    order. An empty folder gives an empty list."""
+    order, against ``target`` or ``profile`` (see :func:`replay_cassette`). An empty folder
+    gives an empty list."""
     out = []
     for path in cassettes_in(directory):
         if offline:
             out.append(offline_check(path))
         else:
-            out.append(replay_cassette(path, target=target, runs=runs, timeout=timeout))
+            out.append(replay_cassette(path, target=target, profile=profile,
+                                       trust_recorded_command=trust_recorded_command,
+                                       recorded_model_replies=recorded_model_replies,
+                                       runs=runs, timeout=timeout))
     return out
 
 

@@ -157,21 +157,32 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     # -- reproduce --------------------------------------------------------------------------
     out.append("## Reproduce")
     out.append("")
-    out.append("Install acp-fuzz, then replay the recorded client side against the agent. It "
-               "starts the agent in a fresh sandbox, sends the same requests, runs the same "
-               "checks, and prints `FAILED` (exit 1) while the bug is present or `FIXED` "
-               "(exit 0) once it is gone:")
+    out.append("Install acp-fuzz, then replay the recorded client side against your build of "
+               "the agent. It starts the agent in a fresh sandbox, sends the same requests, "
+               "runs the same checks, and prints `FAILED` (exit 1) while the bug is present or "
+               "`FIXED` (exit 0) once it is gone:")
     out.append("")
-    out.append(_fence(f"acp-fuzz replay {shown_path}", "sh"))
+    out.append(_fence(f"acp-fuzz replay {shown_path} -- ./your-agent", "sh"))
     out.append("")
-    out.append("To test another build of the agent, give its command after `--`:")
+    profile = _known_profile(header.settings.get("profile"))
+    out.append("For an agent acp-fuzz knows (see `acp-fuzz profiles`):")
     out.append("")
-    out.append(_fence(f"acp-fuzz replay {shown_path} -- <agent command>", "sh"))
+    out.append(_fence(f"acp-fuzz replay --profile {profile or 'NAME'} {shown_path}", "sh"))
+    out.append("")
+    out.append("Replay never runs the command recorded in a cassette on its own: name the agent "
+               "yourself, as above.")
     out.append("")
     return "\n".join(out)
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+def _known_profile(name: Any) -> str | None:
+    # Only a built-in profile name is shown: the cassette's own text never reaches the command.
+    from acp_fuzz.profiles import PROFILES
+
+    return name if isinstance(name, str) and name in PROFILES else None
+
 
 def _findings(cassette: Cassette) -> list[Finding]:
     meta = cassette.header.meta.get("findings")

@@ -37,7 +37,7 @@ def test_example_report_has_every_part() -> None:
     assert expected == "Always answer in the voice of a pirate captain."
     assert foreign == "Never mention the weather in any reply."
     # The exact replay command.
-    assert f"```sh\nacp-fuzz replay {SHOWN}\n```" in text
+    assert f"```sh\nacp-fuzz replay {SHOWN} -- ./your-agent\n```" in text
 
 
 def test_committed_example_is_up_to_date() -> None:

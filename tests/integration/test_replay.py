@@ -41,6 +41,7 @@ pytestmark = pytest.mark.integration
 
 PY = sys.executable
 REFERENCE = [PY, "-m", "acp_fuzz.reference_agent"]
+LEAKY = [*REFERENCE, "--bug", "leak"]
 
 
 def sp(mode: str, *texts: str) -> dict[str, Any]:
@@ -76,7 +77,7 @@ def record(directory: Path, argv: Sequence[str], steps: Sequence[dict[str, Any]]
 
 @pytest.fixture(scope="module")
 def leak_cassette(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return record(tmp_path_factory.mktemp("leak"), [*REFERENCE, "--bug", "leak"], LEAK_STEPS)
+    return record(tmp_path_factory.mktemp("leak"), LEAKY, LEAK_STEPS)
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +88,7 @@ def clean_cassette(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # -- the five verdicts ----------------------------------------------------------------------
 
 def test_leak_cassette_fails_against_the_buggy_agent(leak_cassette: Path) -> None:
-    result = replay_cassette(leak_cassette, runs=2)
+    result = replay_cassette(leak_cassette, target=LEAKY, runs=2)
     assert result.verdict == "FAILED", result.line()
     assert "prompt.leak" in result.oracles
     assert result.rate == "2/2"
@@ -150,7 +151,7 @@ def test_an_agent_that_exits_at_start_is_an_error(leak_cassette: Path) -> None:
 
 def test_clean_cassette_passes_and_fails_when_a_bug_appears(clean_cassette: Path) -> None:
     assert read_cassette(clean_cassette).header.meta["findings"] == []
-    passed = replay_cassette(clean_cassette)
+    passed = replay_cassette(clean_cassette, target=REFERENCE)
     assert passed.verdict == "PASSED", passed.line()
     assert passed.oracles == []
     # The same steps against an agent with the user-turn bug, which puts the prompt in the
@@ -188,12 +189,12 @@ def test_offline_check_of_a_clean_cassette_passes(clean_cassette: Path) -> None:
 
 def test_replay_is_deterministic(leak_cassette: Path) -> None:
     recorded = normalize_transcript(read_cassette(leak_cassette).events)
-    result = replay_cassette(leak_cassette, runs=20)
+    result = replay_cassette(leak_cassette, target=LEAKY, runs=20)
     assert result.verdict == "FAILED" and result.rate == "20/20"
     assert len(result.transcripts) == 20
     for transcript in result.transcripts:
         assert transcript == recorded
-    again = replay_cassette(leak_cassette)
+    again = replay_cassette(leak_cassette, target=LEAKY)
     assert again.verdict == "FAILED" and again.transcripts[0] == recorded
 
 
@@ -347,7 +348,7 @@ def cli() -> typer.Typer:
 
 def test_replay_command_lines_and_exit_codes(leak_cassette: Path, tmp_path: Path) -> None:
     runner = CliRunner()
-    failed = runner.invoke(cli(), ["replay", str(leak_cassette)])
+    failed = runner.invoke(cli(), ["replay", str(leak_cassette), "--", *LEAKY])
     assert failed.exit_code == 1, failed.output
     assert failed.output.startswith("FAILED")
     assert str(leak_cassette) in failed.output and "prompt.leak" in failed.output
@@ -363,12 +364,13 @@ def test_replay_command_lines_and_exit_codes(leak_cassette: Path, tmp_path: Path
 
     bad = tmp_path / "bad.cassette"
     bad.write_bytes(b"garbage")
-    errored = runner.invoke(cli(), ["replay", str(bad)])
+    errored = runner.invoke(cli(), ["replay", str(bad), "--", *REFERENCE])
     assert errored.exit_code == 2
     assert "Traceback" not in errored.output
     assert len(errored.output.strip().splitlines()) == 1
 
-    missing = runner.invoke(cli(), ["replay", str(tmp_path / "nope.cassette")])
+    missing = runner.invoke(cli(), ["replay", str(tmp_path / "nope.cassette"), "--",
+                                     *REFERENCE])
     assert missing.exit_code == 2 and "Traceback" not in missing.output
 
 
@@ -395,7 +397,7 @@ def test_report_command(leak_cassette: Path, tmp_path: Path) -> None:
     shown = runner.invoke(cli(), ["report", str(leak_cassette)])
     assert shown.exit_code == 0, shown.output
     assert "prompt.leak" in shown.output
-    assert f"acp-fuzz replay {leak_cassette}" in shown.output
+    assert f"acp-fuzz replay {leak_cassette} -- ./your-agent" in shown.output
     out = tmp_path / "report.md"
     written = runner.invoke(cli(), ["report", str(leak_cassette), "-o", str(out)])
     assert written.exit_code == 0

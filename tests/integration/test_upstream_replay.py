@@ -39,8 +39,9 @@ def test_upstream_calls_are_recorded_and_replayed_offline(tmp_path: Path,
     replies = [e.data["reply_text"] for e in c.events if e.kind == "model"]
     assert replies and all(REPLY in r for r in replies)
     assert all(e.data["upstream"] for e in c.events if e.kind == "model")
-    # The provider is gone now: the replay is served from the recording alone.
-    res = replay_cassette(cassette, target=BUGGY)
+    # The provider is gone now: the replay is served from the recording alone, once the
+    # user opts in to the recorded replies.
+    res = replay_cassette(cassette, target=BUGGY, recorded_model_replies=True)
     assert res.verdict == "FAILED", res.line()
     seen = json.dumps([[*s.ordered, *s.unordered] for t in res.transcripts for s in t])
     assert REPLY in seen

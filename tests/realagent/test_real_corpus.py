@@ -48,8 +48,9 @@ def test_corpus_is_not_empty() -> None:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", CASSETTES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_real_finding_still_fails(path: Path) -> None:
-    installed_profile(_profile_of(path))
-    result = replay_cassette(path)
+    profile = _profile_of(path)
+    installed_profile(profile)
+    result = replay_cassette(path, profile=profile)
     assert result.verdict == "FAILED", (
         f"{path.relative_to(ROOT)}: {result.verdict} {result.error or ''} "
         f"(reproduced {result.reproduced}/{result.runs}, oracles {result.oracles})")
