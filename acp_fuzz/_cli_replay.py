@@ -142,6 +142,9 @@ def replay_cmd(
                               trust=trust_recorded_command, model=recorded_model_replies,
                               runs=runs, timeout=timeout):
         results.append(result)
+        for note in result.notes:
+            typer.echo(f"note: {visible(str(result.path))}: {note} (--recorded-model-replies)",
+                       err=True)
         typer.echo(result.line())
         if result.divergence is not None:
             for line in result.divergence.lines():

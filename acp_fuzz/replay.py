@@ -59,6 +59,7 @@ from acp_fuzz.campaign import run_steps, steps_of
 from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
 from acp_fuzz.findings import Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
+from acp_fuzz.gateway.upstream import RecordingError
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.oracles import Baseline, evaluate
 from acp_fuzz.runner import HarnessError, TargetSpec
@@ -143,7 +144,8 @@ class ReplayResult:
     run (one list per run). ``transcripts``: each run's normalised ACP transcript.
     ``divergence``: the first difference from the recording in the first run that differs, or
     ``None``. ``error``: the one-line reason of an ``ERROR``. ``mode``: ``live`` or
-    ``offline``.
+    ``offline``. ``notes``: one-line remarks on how the replay ran (for example, that the
+    cassette's recorded model replies were not served).
     """
 
     path: Path
@@ -156,6 +158,7 @@ class ReplayResult:
     divergence: Divergence | None = None
     error: str | None = None
     mode: str = "live"
+    notes: list[str] = field(default_factory=list)
 
     @property
     def rate(self) -> str:
@@ -305,21 +308,27 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
         recorded = recorded_failures(cassette)
         baseline, strict = _settings(cassette)
         spec = _spec_for(cassette, target, profile, trust_recorded_command, timeout)
+        # A run against a real model carries its upstream calls (vcrpy, attachment "vcr"):
+        # when the user opts in, the gateway serves them back with no network, so the replay
+        # sees the same replies. They are checked and bounded before anything is started.
+        vcr = cassette.attachments.get("vcr")
+        recorder = UpstreamRecorder.from_bytes(vcr) if vcr and recorded_model_replies else None
     except CassetteError as e:
         return ReplayResult(p, "ERROR", error=e.reason)
-    except (HarnessError, ValueError, KeyError, TypeError) as e:
+    except RecordingError as e:
+        return ReplayResult(p, "ERROR", error=f"the recorded model replies (attachment 'vcr') "
+                                              f"cannot be used: {_one_line(e)}")
+    except (HarnessError, ValueError, KeyError, TypeError, OSError) as e:
         return ReplayResult(p, "ERROR", error=_one_line(e))
 
+    notes = [] if recorder is not None or not vcr else [
+        "the cassette carries recorded model replies; the fake model answered instead "
+        "(they are served only on request)"]
     recorded_transcript = normalize_transcript(cassette.events)
     per_run: list[list[Finding]] = []
     transcripts: list[list[StepMessages]] = []
     divergence: Divergence | None = None
     try:
-        # A run against a real model carries its upstream calls (vcrpy, attachment "vcr"):
-        # when the user opts in, the gateway serves them back with no network, so the replay
-        # sees the same replies.
-        vcr = cassette.attachments.get("vcr") if recorded_model_replies else None
-        recorder = UpstreamRecorder.from_bytes(vcr) if vcr else None
         with Gateway(None, side_request=spec.side_request,
                      upstream_recorder=recorder) as gateway:
             for _ in range(runs):
@@ -332,10 +341,13 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
                     divergence = first_divergence(recorded_transcript, transcript)
     except (HarnessError, OSError) as e:
         return ReplayResult(p, "ERROR", error=_one_line(e), runs=len(per_run),
-                            findings=per_run, transcripts=transcripts)
+                            findings=per_run, transcripts=transcripts, notes=notes)
+    finally:
+        if recorder is not None:
+            recorder.close()
     verdict, oracles, k = _verdict(recorded, per_run)
     return ReplayResult(p, verdict, oracles=oracles, runs=runs, reproduced=k, findings=per_run,
-                        transcripts=transcripts, divergence=divergence)
+                        transcripts=transcripts, divergence=divergence, notes=notes)
 
 
 def offline_check(path: str | os.PathLike[str]) -> ReplayResult:

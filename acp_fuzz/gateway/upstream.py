@@ -13,6 +13,11 @@ connection stub, bound to its cassette, to a private :mod:`urllib` opener. The r
 the same as the one ``use_cassette`` makes.
 
 Replies are buffered, not streamed: vcrpy reads an upstream body whole before it records it.
+
+A recording read back from a cassette is untrusted data (cassettes come from strangers):
+:meth:`UpstreamRecorder.from_bytes` checks it with :func:`check_recording` first, bounded by
+:data:`RECORDING_LIMITS` and type-checked field by field, and refuses anything else with a
+one-line :class:`RecordingError`, before vcrpy sees it.
 """
 
 from __future__ import annotations
@@ -37,11 +42,15 @@ from vcr.stubs import VCRHTTPConnection, VCRHTTPSConnection
 from acp_fuzz.gateway.redact import REDACTED, SECRET_HEADERS, is_secret_name
 
 __all__ = [
+    "RECORDING_LIMITS",
     "MsgpackPersister",
     "MsgpackSerializer",
+    "RecordingError",
+    "RecordingLimits",
     "UpstreamError",
     "UpstreamRecorder",
     "UpstreamResponse",
+    "check_recording",
     "forward",
 ]
 
@@ -60,6 +69,147 @@ _HOP_BY_HOP = frozenset({
 
 class UpstreamError(Exception):
     """The upstream could not be reached, or a replay has no recorded reply for a request."""
+
+
+class RecordingError(UpstreamError):
+    """A recording (a cassette's ``"vcr"`` attachment) is malformed or breaks a bound.
+    ``str(error)`` is one line saying what is wrong and where."""
+
+
+@dataclass(frozen=True)
+class RecordingLimits:
+    """Bounds on a recording read back from a cassette.
+
+    ``max_bytes``: the encoded recording; ``max_interactions``: recorded request/reply pairs;
+    ``max_body_bytes``: one request or reply body; ``max_headers``: headers of one message;
+    ``max_header_bytes``: one header name or value; ``max_uri_bytes``: one request URI."""
+
+    max_bytes: int = 64 * 1024 * 1024
+    max_interactions: int = 10_000
+    max_body_bytes: int = 16 * 1024 * 1024
+    max_headers: int = 200
+    max_header_bytes: int = 64 * 1024
+    max_uri_bytes: int = 16 * 1024
+
+
+RECORDING_LIMITS = RecordingLimits()
+
+
+def check_recording(data: bytes, limits: RecordingLimits = RECORDING_LIMITS) -> None:
+    """Check that ``data`` is a recording :meth:`UpstreamRecorder.to_bytes` could have made:
+    msgpack of ``{"version": 1, "interactions": [...], "metadata": {"upstream": URL}}``,
+    each interaction a ``request`` (``method``, ``uri``, ``body``, ``headers``) and a
+    ``response`` (``status`` ``{code, message}``, ``headers``, ``body`` ``{string}``), with
+    headers mapping names to lists of strings, within ``limits``. Raises
+    :class:`RecordingError` otherwise; never anything else."""
+    if not isinstance(data, bytes | bytearray):
+        raise RecordingError(f"the recording is {type(data).__name__}, not bytes")
+    if len(data) > limits.max_bytes:
+        raise RecordingError(f"the recording is {len(data)} bytes, over the limit of "
+                             f"{limits.max_bytes}")
+    try:
+        # unpackb bounds every length by the size of ``data``, already capped above.
+        obj = msgpack.unpackb(bytes(data), raw=False, strict_map_key=True, ext_hook=_no_ext)
+    except RecordingError:
+        raise
+    except Exception as exc:  # msgpack raises many types for bad input; all mean the same
+        raise RecordingError(f"the recording is not valid msgpack "
+                             f"({type(exc).__name__})") from None
+    _map(obj, "the recording", required={"interactions"},
+         optional={"version", "metadata"})
+    if "version" in obj and (type(obj["version"]) is not int or obj["version"] != 1):
+        raise RecordingError("the recording's version is not 1")
+    meta = obj.get("metadata")
+    if meta is not None:
+        _map(meta, "metadata", required=set(), optional={"upstream"})
+        if "upstream" in meta:
+            _url(meta["upstream"], "metadata.upstream", limits)
+    interactions = obj["interactions"]
+    if not isinstance(interactions, list):
+        raise RecordingError("'interactions' is not a list")
+    if len(interactions) > limits.max_interactions:
+        raise RecordingError(f"{len(interactions)} interactions, over the limit of "
+                             f"{limits.max_interactions}")
+    for i, item in enumerate(interactions):
+        where = f"interaction {i}"
+        _map(item, where, required={"request", "response"})
+        req, resp = item["request"], item["response"]
+        _map(req, f"{where}.request", required={"method", "uri", "body", "headers"})
+        method = req["method"]
+        if not isinstance(method, str) or not 0 < len(method) <= 16 \
+                or not method.isascii() or not method.isalpha():
+            raise RecordingError(f"{where}.request.method is not an HTTP method")
+        _url(req["uri"], f"{where}.request.uri", limits)
+        _body(req["body"], f"{where}.request.body", limits, allow_none=True)
+        _headers(req["headers"], f"{where}.request.headers", limits)
+        _map(resp, f"{where}.response", required={"status", "headers", "body"})
+        status = resp["status"]
+        _map(status, f"{where}.response.status", required={"code", "message"})
+        code = status["code"]
+        if type(code) is not int or not 100 <= code <= 599:
+            raise RecordingError(f"{where}.response.status.code is not an HTTP status")
+        if not isinstance(status["message"], str) \
+                or len(status["message"]) > limits.max_header_bytes:
+            raise RecordingError(f"{where}.response.status.message is not a short string")
+        _headers(resp["headers"], f"{where}.response.headers", limits)
+        _map(resp["body"], f"{where}.response.body", required={"string"})
+        _body(resp["body"]["string"], f"{where}.response.body.string", limits,
+              allow_none=False)
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise RecordingError(f"the recording holds a msgpack extension type ({code})")
+
+
+def _map(obj: Any, where: str, *, required: set[str], optional: frozenset[str] | set[str]
+         = frozenset()) -> None:
+    if not isinstance(obj, dict):
+        raise RecordingError(f"{where} is {type(obj).__name__}, not a map")
+    if not all(isinstance(k, str) for k in obj):
+        raise RecordingError(f"{where} has a key that is not text")
+    missing = sorted(required - obj.keys())
+    if missing:
+        raise RecordingError(f"{where} has no {missing[0]!r}")
+    extra = sorted(obj.keys() - required - optional)
+    if extra:
+        raise RecordingError(f"{where} has an unexpected key {extra[0][:40]!r}")
+
+
+def _url(value: Any, where: str, limits: RecordingLimits) -> None:
+    if not isinstance(value, str) or len(value) > limits.max_uri_bytes \
+            or not value.startswith(("http://", "https://")) or not value.isprintable():
+        raise RecordingError(f"{where} is not an http(s) URL")
+
+
+def _body(value: Any, where: str, limits: RecordingLimits, *, allow_none: bool) -> None:
+    if value is None and allow_none:
+        return
+    if not isinstance(value, str | bytes):
+        raise RecordingError(f"{where} is {type(value).__name__}, not text or bytes")
+    # A str's UTF-8 size is at most 4 bytes a character; len() is the cheap bound first.
+    size = len(value) if isinstance(value, bytes) else len(value.encode("utf-8", "replace"))
+    if size > limits.max_body_bytes:
+        raise RecordingError(f"{where} is {size} bytes, over the limit of "
+                             f"{limits.max_body_bytes}")
+
+
+def _headers(value: Any, where: str, limits: RecordingLimits) -> None:
+    if not isinstance(value, dict):
+        raise RecordingError(f"{where} is {type(value).__name__}, not a map")
+    if len(value) > limits.max_headers:
+        raise RecordingError(f"{where}: {len(value)} headers, over the limit of "
+                             f"{limits.max_headers}")
+    for name, values in value.items():
+        if not isinstance(name, str) or not name or len(name) > limits.max_header_bytes \
+                or not name.isprintable():
+            raise RecordingError(f"{where} has a header with a bad name")
+        if not isinstance(values, list) or not all(
+                isinstance(v, str) and len(v) <= limits.max_header_bytes
+                and "\r" not in v and "\n" not in v for v in values):
+            raise RecordingError(f"{where}[{name[:40]!r}] is not a list of one-line strings")
+        if len(values) > limits.max_headers:
+            raise RecordingError(f"{where}[{name[:40]!r}] repeats over {limits.max_headers} "
+                                 "times")
 
 
 class MsgpackSerializer:
@@ -231,8 +381,18 @@ class UpstreamRecorder:
 
     @classmethod
     def from_bytes(cls, data: bytes, *, record_mode: str = "none") -> UpstreamRecorder:
-        """A recorder holding the recording :meth:`to_bytes` made."""
-        return cls(record_mode=record_mode, _data=data)
+        """A recorder holding the recording :meth:`to_bytes` made.
+
+        The recording is checked first (:func:`check_recording`): a malformed one, or one
+        over :data:`RECORDING_LIMITS`, raises :class:`RecordingError`."""
+        check_recording(data)
+        try:
+            return cls(record_mode=record_mode, _data=data)
+        except (RecordingError, OSError):
+            raise
+        except Exception as exc:  # vcrpy refusing what the check let through
+            raise RecordingError(f"vcrpy cannot load the recording: {type(exc).__name__}: "
+                                 f"{' '.join(str(exc).split())[:200]}") from None
 
     @classmethod
     def load(cls, path: str | os.PathLike[str], *, record_mode: str = "none") -> UpstreamRecorder:
