@@ -30,7 +30,6 @@ The main CLI (:mod:`acp_fuzz.cli`) registers these two functions::
 from __future__ import annotations
 
 import sys
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
@@ -38,6 +37,7 @@ from typing import NoReturn
 import typer
 
 from acp_fuzz.cassette import CassetteError, read_cassette
+from acp_fuzz.escaping import terminal
 from acp_fuzz.replay import (
     DEFAULT_TIMEOUT,
     ReplayResult,
@@ -52,7 +52,7 @@ __all__ = ["replay_cmd", "report_cmd"]
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {' '.join(message.split())}", err=True)
+    typer.echo(f"error: {terminal(' '.join(message.split()))}", err=True)
     raise typer.Exit(code)
 
 
@@ -145,10 +145,10 @@ def replay_cmd(
         for note in result.notes:
             typer.echo(f"note: {visible(str(result.path))}: {note} (--recorded-model-replies)",
                        err=True)
-        typer.echo(result.line())
+        typer.echo(terminal(result.line()))
         if result.divergence is not None:
             for line in result.divergence.lines():
-                typer.echo(f"    {line}")
+                typer.echo(terminal(f"    {line}"))
     if junit is not None:
         try:
             write_junit(junit, results)
@@ -225,15 +225,11 @@ def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
 def write_junit(path: Path, results: list[ReplayResult]) -> None:
     """Write ``results`` as JUnit XML: one ``testcase`` per cassette; ``FAILED``/``FLAKY``
     are failures, ``ERROR`` an error, ``FIXED``/``PASSED`` pass."""
-    failures = sum(1 for r in results if r.verdict in ("FAILED", "FLAKY"))
-    errors = sum(1 for r in results if r.verdict == "ERROR")
-    suites = ET.Element("testsuites", name="acp-fuzz replay", tests=str(len(results)),
-                        failures=str(failures), errors=str(errors))
-    suite = ET.SubElement(suites, "testsuite", name="acp-fuzz replay",
-                          tests=str(len(results)), failures=str(failures),
-                          errors=str(errors), skipped="0")
+    from acp_fuzz.junit import Case
+    from acp_fuzz.junit import write_junit as write
+
+    cases = []
     for r in results:
-        case = ET.SubElement(suite, "testcase", classname="acp-fuzz.replay", name=str(r.path))
         detail = [r.line()]
         if r.divergence is not None:
             detail.extend(r.divergence.lines())
@@ -244,14 +240,15 @@ def write_junit(path: Path, results: list[ReplayResult]) -> None:
                                   f"{f.message}")
         text = "\n".join(detail)
         if r.verdict == "ERROR":
-            ET.SubElement(case, "error", message=r.error or "error", type="ERROR").text = text
+            cases.append(Case(str(r.path), "acp-fuzz.replay", "error", r.error or "error",
+                              "ERROR", text))
         elif r.verdict in ("FAILED", "FLAKY"):
-            ET.SubElement(case, "failure", message=f"{r.verdict}: {', '.join(r.oracles)} "
-                                                   f"({r.rate})", type=r.verdict).text = text
+            cases.append(Case(str(r.path), "acp-fuzz.replay", "failure",
+                              f"{r.verdict}: {', '.join(r.oracles)} ({r.rate})", r.verdict,
+                              text))
         else:
-            ET.SubElement(case, "system-out").text = text
-    ET.indent(suites)
-    ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+            cases.append(Case(str(r.path), "acp-fuzz.replay", text=text))
+    write(path, "acp-fuzz replay", cases)
 
 
 def report_cmd(

@@ -21,6 +21,7 @@ never prints and never imports the CLI.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -33,15 +34,16 @@ from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from acp_fuzz import __version__
-from acp_fuzz.cassette import Header, write_cassette
+from acp_fuzz.cassette import Header, write_cassette_bounded
 from acp_fuzz.database import AgentScoped, open_database
 from acp_fuzz.dialects import resolve
 from acp_fuzz.findings import Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
-from acp_fuzz.history import Event, History, scrub_events
+from acp_fuzz.history import Event, History
 from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.payloads import Capabilities
 from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec
+from acp_fuzz.scrub import Scrubber
 from acp_fuzz.strategies import LifecycleMachine
 
 __all__ = [
@@ -675,22 +677,39 @@ def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: _Failure, baselin
 
 def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event],
                  report: FindingReport, baseline: Baseline, init: Any,
-                 gateway: Gateway | None = None, *, secrets: Iterable[str] = ()) -> Path:
-    """Write the minimal failing run as a cassette named after its oracle."""
-    cfg.cassette_dir.mkdir(parents=True, exist_ok=True)
+                 gateway: Gateway | None = None, *, secrets: Iterable[str] = ()) -> Path | None:
+    """Write the minimal failing run as a cassette named after its oracle, and return its
+    path; ``None`` (with a warning) when not even a clipped cassette could be written.
+
+    Everything is scrubbed first (:mod:`acp_fuzz.scrub`): header, events, attachments, and
+    the report's own findings, steps and requests, which the JSON and JUnit reports show.
+    A cassette too large or odd to write as recorded is written clipped
+    (:func:`~acp_fuzz.cassette.write_cassette_bounded`): the finding is never lost."""
+    scrubber = Scrubber(secrets)
+    report.findings = [Finding.from_wire(scrubber.value(f.to_wire())) for f in report.findings]
+    report.steps = scrubber.value(report.steps)
+    report.requests = scrubber.value(report.requests)
     primary = report.oracles[0] if report.oracles else "finding"
     name = re.sub(r"[^a-z0-9.-]+", "-", f"{primary}-seed{cfg.seed}").strip("-")
     path = cfg.cassette_dir / f"{name}.cassette"
-    header = Header(
-        format=1, acp_fuzz_version=__version__, target=list(spec.argv), seed=cfg.seed,
-        settings={**cfg.to_wire(), "baseline": baseline.to_wire(), "profile": spec.profile,
-                  "dialect": resolve(spec.dialect, init)},
-        kind="finding", initialize=init,
-        meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,
-              "findings": [f.to_wire() for f in report.findings]})
-    attachments = {}
-    if gateway is not None and gateway.upstream_recorder is not None:
-        attachments["vcr"] = gateway.upstream_recorder.to_bytes()
-    # A secret the agent echoed (stderr, a model request) must not travel with a bug report.
-    write_cassette(path, header, scrub_events(events, secrets), attachments)
-    return path
+    try:
+        header = Header(
+            format=1, acp_fuzz_version=__version__, target=list(spec.argv), seed=cfg.seed,
+            settings={**cfg.to_wire(), "baseline": baseline.to_wire(), "profile": spec.profile,
+                      "dialect": resolve(spec.dialect, init)},
+            kind="finding", initialize=init,
+            meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,
+                  "findings": [f.to_wire() for f in report.findings]})
+        attachments = {}
+        if gateway is not None and gateway.upstream_recorder is not None:
+            attachments["vcr"] = gateway.upstream_recorder.to_bytes()
+        # A secret the agent echoed (stderr, a model request, its agentInfo, the baseline,
+        # an upstream recording) must not travel with a bug report.
+        header, clean, attachments = scrubber.cassette(header, events, attachments)
+        cfg.cassette_dir.mkdir(parents=True, exist_ok=True)
+        return write_cassette_bounded(path, header, clean, attachments)
+    except (OSError, ValueError, TypeError, MemoryError) as e:
+        warnings.warn(f"acp-fuzz: the cassette {path} could not be written "
+                      f"({type(e).__name__}: {e}); the finding is in the report",
+                      RuntimeWarning, stacklevel=2)
+        return None

@@ -40,7 +40,7 @@ import secrets
 import stat
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -63,6 +63,7 @@ __all__ = [
     "open_cassette",
     "read_cassette",
     "write_cassette",
+    "write_cassette_bounded",
 ]
 
 #: The cassette format this module writes and the only one it reads.
@@ -453,6 +454,103 @@ def write_cassette(
         writer.abort()
         raise
     return writer.close()
+
+
+#: Strings (and bytes) longer than this are clipped when a cassette has to be fitted.
+CLIP_STRING = 64 * 1024
+#: An event whose encoded size is still over this after its strings are clipped keeps only
+#: its small top-level fields.
+CLIP_EVENT_BYTES = 8 * _MiB
+
+
+def write_cassette_bounded(
+    path: str | os.PathLike[str],
+    header: Header,
+    events: Sequence[Event],
+    attachments: Mapping[str, bytes] | None = None,
+) -> Path:
+    """Like :func:`write_cassette`, but what cannot be written is clipped instead of refused.
+
+    A run must never lose its finding because one event is too large (an agent's 80 MiB
+    message), nests too deep, or holds a value msgpack cannot encode. When the plain write
+    fails for such a reason, the cassette is written again with each offending event fitted
+    (long strings cut to :data:`CLIP_STRING` characters around a visible marker, unsupported
+    values shown by their ``repr``, and an event still over :data:`CLIP_EVENT_BYTES` reduced
+    to its small top-level fields), attachments that do not fit dropped, and the header's
+    ``meta["clipped"]`` saying what was changed. I/O errors (``OSError``) are raised as
+    they are; the write is atomic either way."""
+    try:
+        return write_cassette(path, header, events, attachments)
+    except (ValueError, TypeError, OverflowError, MemoryError):
+        pass
+    clipped: list[int] = []
+    fitted: list[Event] = []
+    for event in events:
+        fit = _fit_event(event)
+        if fit is not event:
+            clipped.append(event.seq)
+        fitted.append(fit)
+    kept: dict[str, bytes] = {}
+    dropped: list[str] = []
+    for name, blob in (attachments or {}).items():
+        if sum(map(len, kept.values())) + len(blob) <= _DEFAULT_LIMITS.max_attachment_bytes:
+            kept[name] = blob
+        else:
+            dropped.append(name)
+    fields = {f.name: getattr(header, f.name) for f in dataclasses.fields(Header)
+              if f.name not in ("format", "target")}
+    fields = _fit_value(fields)
+    meta = fields.get("meta") if isinstance(fields.get("meta"), dict) else {}
+    meta = {**meta, "clipped": {"events": clipped[:1000], "events_clipped": len(clipped),
+                                "attachments_dropped": dropped,
+                                "why": "too large or not encodable as written"}}
+    fitted_header = dataclasses.replace(header, **{**fields, "meta": meta})
+    return write_cassette(path, fitted_header, fitted, kept)
+
+
+def _fit_event(event: Event) -> Event:
+    wire = event.to_wire()
+    try:
+        _walk(wire, _DEFAULT_LIMITS, "event")
+        size = len(_PACKER_CHECK(wire))
+    except (ValueError, TypeError, OverflowError):
+        size = -1
+    if 0 <= size <= CLIP_EVENT_BYTES:
+        return event
+    data = _fit_value(dict(event.data))
+    if len(_PACKER_CHECK(data)) > CLIP_EVENT_BYTES:
+        small = {k: v for k, v in data.items() if len(_PACKER_CHECK(v)) <= 4096}
+        data = {**small, "acp_fuzz_clipped": f"[acp-fuzz: event clipped, {size} bytes]"}
+    return Event(seq=event.seq, t=event.t, kind=event.kind, data=data)
+
+
+def _fit_value(value: Any) -> Any:
+    from acp_fuzz.history import clip_depth
+    from acp_fuzz.scrub import map_leaves
+
+    def leaf(v: Any) -> Any:
+        half = CLIP_STRING // 2
+        size = len(v) if isinstance(v, str | bytes) else 0
+        marker = f"... [acp-fuzz: clipped, {size} in all] ..."
+        if isinstance(v, str) and len(v) > CLIP_STRING:
+            return v[:half] + marker + v[-half:]
+        if isinstance(v, bytes) and len(v) > CLIP_STRING:
+            return v[:half] + marker.encode() + v[-half:]
+        if isinstance(v, bool | float | str | bytes) or v is None:
+            return v
+        if isinstance(v, int):
+            return v if -(2**63) <= v < 2**64 else repr(v)[:CLIP_STRING]
+        return repr(v)[:CLIP_STRING]
+
+    fitted = map_leaves(value, leaf, key=lambda k: k if isinstance(k, str) else repr(k))
+    if isinstance(fitted, dict):
+        return clip_depth(fitted, _DEFAULT_LIMITS.max_depth - 16)
+    return fitted
+
+
+def _PACKER_CHECK(value: Any) -> bytes:
+    packed: bytes = msgpack.packb(value, use_bin_type=True, unicode_errors=_UNICODE_ERRORS)
+    return packed
 
 
 def _fsync_dir(directory: Path) -> None:

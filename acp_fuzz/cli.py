@@ -40,8 +40,10 @@ from acp_fuzz.campaign import (
 )
 from acp_fuzz.cassette import CassetteError, read_cassette
 from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
+from acp_fuzz.escaping import markup, terminal
 from acp_fuzz.findings import Finding
 from acp_fuzz.runner import HarnessError, TargetSpec
+from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import describe
 
 app = typer.Typer(
@@ -60,7 +62,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error and exit; the single exit path for user-facing errors."""
-    err.print(f"acp-fuzz: error: {message}", markup=False)
+    err.print(f"acp-fuzz: error: {terminal(message)}", markup=False)
     raise typer.Exit(code)
 
 
@@ -151,7 +153,9 @@ def target(
     pass_env: list[str] = typer.Option(
         [], "--pass-env", metavar="NAME",
         help="Pass this variable from your environment to the agent (repeatable; e.g. a real "
-             "key for --model-upstream). Its value is scrubbed from cassettes."),
+             "key for --model-upstream). Its value, whatever the name, is a secret: it is "
+             "scrubbed from cassettes and from the JSON and JUnit reports (values shorter "
+             "than 6 characters excepted)."),
     workers: int = typer.Option(1, "--workers", "-j", min=1,
                                 help="Parallel workers, each with its own agents and gateway, "
                                      "sharing one example database."),
@@ -237,8 +241,10 @@ def target(
                 f"{cassette} -- {shlex.join(command or [])}")
 
     _print_result(result, time.monotonic() - t0, again)
+    secrets = sorted(env_secrets({n: os.environ[n] for n in spec.passthrough_env
+                                  if n in os.environ}, spec.passthrough_env))
     for kind, path in reports:
-        (_write_json if kind == "json" else _write_junit)(result, path)
+        (_write_json if kind == "json" else _write_junit)(result, path, secrets)
     raise typer.Exit(result.exit_code)  # 130 when interrupted
 
 
@@ -284,13 +290,17 @@ def _install_interrupt_handlers() -> Callable[[], None]:
 def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
     name = agent.get("name", "?")
     version = agent.get("version", "?")
-    out.print(f"[bold]agent[/]: {name} {version}")
+    # Agent-controlled text: never rich markup, never a raw control character.
+    out.print(f"[bold]agent[/]: {markup(name)} {markup(version)}")
     caps = init.get("agentCapabilities", {}) if isinstance(init, Mapping) else {}
     sess = caps.get("sessionCapabilities", {}) if isinstance(caps, Mapping) else {}
     sp = sess.get("systemPrompt") if isinstance(sess, Mapping) else None
-    out.print(f"  loadSession: {caps.get('loadSession', False)}  sessionCapabilities: "
-              f"{', '.join(sorted(sess)) if isinstance(sess, Mapping) else '-'}", markup=False)
-    out.print(f"  systemPrompt: {json.dumps(sp) if sp is not None else 'not advertised'}",
+    load = caps.get("loadSession", False) if isinstance(caps, Mapping) else False
+    out.print(terminal(f"  loadSession: {load}  sessionCapabilities: "
+                       f"{', '.join(map(str, sess)) if isinstance(sess, Mapping) else '-'}"),
+              markup=False)
+    out.print(terminal("  systemPrompt: "
+                       f"{json.dumps(sp, default=repr) if sp is not None else 'not advertised'}"),
               markup=False)
 
 
@@ -303,7 +313,7 @@ def _print_result(result: CampaignResult, elapsed: float,
         out.print(f"model requests: {mr.get('turn', 0)} turn (tied to a session), "
                   f"{mr.get('side', 0)} side, {mr.get('untied', 0)} untied", markup=False)
     for f in result.info:
-        out.print(f"  info  {f.oracle} [{f.rule}]: {f.message}", markup=False)
+        out.print(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}"), markup=False)
     if not result.reports:
         out.print("[green]no failing findings[/]")
         return
@@ -316,71 +326,78 @@ def _print_result(result: CampaignResult, elapsed: float,
             _print_finding(f)
         out.print("[bold]steps[/] (the JSON-RPC requests sent, in order):")
         for i, s in enumerate(rep.steps, 1):
-            out.print(f"  {i}. {describe(s)}", markup=False)
+            out.print(terminal(f"  {i}. {describe(s)}"), markup=False)
         for i, r in enumerate(rep.requests, 1):
-            out.print(f"     [{i}] {_clip(json.dumps(r, ensure_ascii=False), 300)}",
+            out.print(terminal(f"     [{i}] {_clip(json.dumps(r, ensure_ascii=False), 300)}"),
                       markup=False)
-        out.print(f"cassette: {rep.cassette}", markup=False)
-        if rep.cassette is not None:
-            out.print(f"replay:   acp-fuzz replay {again(rep.cassette)}", markup=False)
+        if rep.cassette is None:
+            out.print("cassette: not written (see the warning above); the finding is "
+                      "reported here and in --report files", markup=False)
+            continue
+        out.print(terminal(f"cassette: {rep.cassette}"), markup=False)
+        out.print(terminal(f"replay:   acp-fuzz replay {again(rep.cassette)}"), markup=False)
 
 
 def _print_finding(f: Finding) -> None:
     color = {"MUST": "red", "SHOULD": "yellow"}.get(f.severity, "cyan")
-    out.print(f"  [{color}]{f.severity:6}[/] {f.oracle} [{f.rule}] step {f.step + 1}: ",
-              end="")
-    out.print(f.message, markup=False)
+    out.print(f"  [{color}]{markup(f.severity):6}[/] {markup(f.oracle)} \\[{markup(f.rule)}] "
+              f"step {f.step + 1}: ", end="")
+    out.print(terminal(f.message), markup=False)
     for k, v in f.evidence.items():
-        out.print(f"         {k}: {_clip(json.dumps(v, ensure_ascii=False), 200)}",
-                  markup=False)
+        text = _clip(json.dumps(v, ensure_ascii=False, default=repr), 200)
+        out.print(terminal(f"         {k}: {text}"), markup=False)
 
 
 def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[:n] + "..."
 
 
-def result_to_json(result: CampaignResult) -> dict[str, Any]:
+def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``--report json:PATH`` document, with every value in ``secrets`` redacted."""
+    from acp_fuzz.scrub import Scrubber
+
     findings = []
     for rep in result.reports:
         for f in rep.findings:
             findings.append({**f.to_wire(), "status": rep.status,
                              "rate": rep.rate, "steps": rep.steps,
                              "cassette": str(rep.cassette) if rep.cassette else None})
-    return {"acp_fuzz_version": __version__, "agent": result.initialize,
+    doc = {"acp_fuzz_version": __version__, "agent": result.initialize,
             "examples_run": result.examples_run, "steps_run": result.steps_run,
             "seed": result.settings.seed, "strict": result.settings.strict,
             "findings": findings, "info": [f.to_wire() for f in result.info],
             "model_requests": dict(result.model_requests),
             "interrupted": result.interrupted, "exit_code": result.exit_code}
+    return dict(Scrubber(secrets).value(doc))
 
 
-def _write_json(result: CampaignResult, path: Path) -> None:
-    _atomic_write(path, json.dumps(result_to_json(result), indent=2, ensure_ascii=False))
+def _write_json(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:
+    _atomic_write(path, json.dumps(result_to_json(result, secrets), indent=2,
+                                   ensure_ascii=False, default=repr))
 
 
-def _write_junit(result: CampaignResult, path: Path) -> None:
-    from xml.sax.saxutils import escape, quoteattr
+def _write_junit(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:
+    from acp_fuzz.junit import Case, write_junit
+    from acp_fuzz.scrub import Scrubber
 
+    scrub = Scrubber(secrets).text
     cases = []
-    failures = 0
     for rep in result.reports:
         for f in rep.findings:
             if f.severity == "info":
                 continue
             failing = f.severity == "MUST" or result.settings.strict
-            body = escape(f"{f.message}\nrule: {f.rule}\nstatus: {rep.status} ({rep.rate})\n"
-                          f"cassette: {rep.cassette}")
-            inner = (f'<failure message={quoteattr(f.oracle)} type="{f.severity}">{body}'
-                     "</failure>" if failing else f"<system-out>{body}</system-out>")
-            failures += failing
-            cases.append(f'<testcase classname="acp-fuzz" name={quoteattr(f.oracle)}>'
-                         f"{inner}</testcase>")
+            body = scrub(f"{f.message}\nrule: {f.rule}\nstatus: {rep.status} ({rep.rate})\n"
+                         f"cassette: {rep.cassette or 'not written'}")
+            cases.append(Case(name=f.oracle, classname="acp-fuzz",
+                              outcome="failure" if failing else "pass",
+                              message=f.oracle, type=f.severity, text=body))
     if not cases:
-        cases.append('<testcase classname="acp-fuzz" name="campaign"/>')
-    xml = ('<?xml version="1.0" encoding="utf-8"?>\n'
-           f'<testsuite name="acp-fuzz target" tests="{len(cases)}" failures="{failures}">'
-           + "".join(cases) + "</testsuite>\n")
-    _atomic_write(path, xml)
+        cases.append(Case(name="campaign", classname="acp-fuzz"))
+    try:
+        write_junit(path, "acp-fuzz target", cases)
+    except OSError as e:
+        fail(f"cannot write {path}: {e.strerror or e}")
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -405,7 +422,7 @@ def show(cassette: Path = typer.Argument(..., help="A cassette file."),
     except CassetteError as e:
         fail(str(e))
     for line in render_timeline(c, full=full):
-        out.print(line, markup=False)
+        out.print(terminal(line, newlines=True), markup=False)
 
 
 # -- gateway -------------------------------------------------------------------------------------

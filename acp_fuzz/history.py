@@ -46,7 +46,6 @@ __all__ = [
     "ModelExchange",
     "Segment",
     "clip_depth",
-    "scrub_events",
 ]
 
 EventKind = Literal["acp", "model", "process", "stderr", "step", "verdict"]
@@ -254,28 +253,3 @@ class History:
             if direction is None or e.data.get("dir") == direction:
                 out.append((e, e.data.get("msg")))
         return out
-
-
-def scrub_events(events: Iterable[Event], secrets: Iterable[str],
-                 replacement: str = "<redacted>") -> list[Event]:
-    """Copies of ``events`` with every occurrence of each secret string replaced, in every
-    string anywhere in the event data (keys included). Used before a history is written to
-    a cassette, so that a secret the agent echoed (to stderr, into a model request) does not
-    travel with a bug report."""
-    needles = sorted({s for s in secrets if s}, key=len, reverse=True)
-    if not needles:
-        return list(events)
-
-    def clean(v: Any) -> Any:
-        if isinstance(v, str):
-            for s in needles:
-                if s in v:
-                    v = v.replace(s, replacement)
-            return v
-        if isinstance(v, Mapping):
-            return {clean(k): clean(x) for k, x in v.items()}
-        if isinstance(v, list | tuple):
-            return [clean(x) for x in v]
-        return v
-
-    return [Event(seq=e.seq, t=e.t, kind=e.kind, data=clean(dict(e.data))) for e in events]

@@ -57,6 +57,7 @@ from typing import Any, Literal
 
 from acp_fuzz.campaign import run_steps, steps_of
 from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
+from acp_fuzz.escaping import terminal
 from acp_fuzz.findings import Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.gateway.upstream import RecordingError
@@ -246,7 +247,7 @@ def visible(text: str) -> str:
     """``text`` with every non-printable character (newlines, the ESC of an ANSI or OSC
     sequence...) shown as its Python escape, so that it prints on one line and the terminal
     interprets none of it: a crafted command must not hide itself on the user's screen."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return terminal(text)  # the one policy for every output: acp_fuzz.escaping
 
 
 def _untrusted(cassette: Cassette) -> str:

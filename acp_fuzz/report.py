@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from acp_fuzz.cassette import Cassette
+from acp_fuzz.escaping import md_code, md_text, terminal
 from acp_fuzz.findings import CATALOG, Finding
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.payloads import Capabilities, blocks_of
@@ -60,7 +61,10 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
 
     out: list[str] = []
     title = failing[0].oracle if failing else "no failure"
-    out.append(f"# {title}: {agent_name} {agent_version}".rstrip())
+    # Agent- and cassette-chosen text goes through acp_fuzz.escaping: code spans, one line,
+    # `|` escaped in tables, so it cannot add HTML, links, rows or hide the report.
+    version = f" {md_code(agent_version)}" if agent_version else ""
+    out.append(f"# {md_text(title)}: {md_code(agent_name)}{version}")
     out.append("")
     out.append(
         "This report was produced by acp-fuzz, a tester for agents that "
@@ -77,10 +81,11 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     out.append("")
     out.append("| | |")
     out.append("|---|---|")
-    out.append(f"| Agent | `{agent_name}` {_code(agent_version) if agent_version else ''} |")
-    out.append(f"| Command | {_code(' '.join(header.target))} |")
+    version = f" {md_code(agent_version, table=True)}" if agent_version else ""
+    out.append(f"| Agent | {md_code(agent_name, table=True)}{version} |")
+    out.append(f"| Command | {md_code(' '.join(header.target), table=True)} |")
     out.append(f"| Advertises `systemPrompt` | {_advertised(init)} |")
-    out.append(f"| Recorded by | acp-fuzz {header.acp_fuzz_version} |")
+    out.append(f"| Recorded by | acp-fuzz {md_text(header.acp_fuzz_version, table=True)} |")
     out.append("")
 
     # -- finding ----------------------------------------------------------------------------
@@ -98,24 +103,25 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
         out.append("| Oracle | Rule | Severity | Status | Reproduced |")
         out.append("|---|---|---|---|---|")
         for f in failing:
-            out.append(f"| `{f.oracle}` | `{f.rule}` | {f.severity} | "
-                       f"{status if isinstance(status, str) else '-'} | {rate} |")
+            shown = md_text(status, table=True) if isinstance(status, str) else "-"
+            out.append(f"| {md_code(f.oracle, table=True)} | {md_code(f.rule, table=True)} | "
+                       f"{md_text(f.severity, table=True)} | {shown} | {rate} |")
         out.append("")
         if isinstance(status, str) and isinstance(runs, int):
             what = ("in every one of" if status == "failed" else "in only some of")
-            out.append(f"Status `{status}`: the minimal steps below showed the failure "
+            out.append(f"Status {md_code(status)}: the minimal steps below showed the failure "
                        f"{what} {runs} confirmation run(s) on fresh agent processes "
                        f"({rate}).")
             out.append("")
         for f in failing:
             summary = CATALOG[f.oracle].summary if f.oracle in CATALOG else ""
             where = f" (step {f.step + 1})" if f.step >= 0 else ""
-            out.append(f"- **`{f.oracle}`**{where}: {_text(f.message)}."
+            out.append(f"- **{md_code(f.oracle)}**{where}: {_text(f.message)}."
                        + (f" In general: {summary}." if summary else ""))
         out.append("")
     if info:
         out.append("Also observed (informational, not a failure): "
-                   + "; ".join(f"`{f.oracle}` ({_text(f.message)})" for f in info) + ".")
+                   + "; ".join(f"{md_code(f.oracle)} ({_text(f.message)})" for f in info) + ".")
         out.append("")
 
     # -- steps ------------------------------------------------------------------------------
@@ -129,7 +135,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
         out.append("(no steps recorded)")
     for i, ev in enumerate(steps, 1):
         args = ev.data.get("args") or {}
-        out.append(f"{i}. {describe(args) if isinstance(args, Mapping) else args}")
+        out.append(f"{i}. {md_text(describe(args) if isinstance(args, Mapping) else args)}")
     out.append("")
 
     # -- transcript -------------------------------------------------------------------------
@@ -140,12 +146,12 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
                "temporary directory the agent ran in.")
     out.append("")
     for i, (req, resp) in enumerate(_requests(events), 1):
-        out.append(f"{i}. `{req.get('method')}`")
+        out.append(f"{i}. {md_code(req.get('method'))}")
         out.append("")
         out.extend("   " + line for line in _fence(_json(_body(req)), "json").splitlines())
         out.append("")
         if resp is not None:
-            out.append(f"   Response: {_code(_json_line(_body(resp)))}")
+            out.append(f"   Response: {md_code(_json_line(_body(resp)))}")
         else:
             out.append("   (no response)" if "id" in req else "   (notification)")
         out.append("")
@@ -266,8 +272,8 @@ def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
     session = f.session or x.session
     turn = f" (turn {x.turn})" if x.turn is not None else ""
     out.append(f"The system slot (the model API's place for system instructions) of the "
-               f"agent's model request for session {session}{turn}, exactly as the fake model "
-               "server received it:")
+               f"agent's model request for session {md_code(session)}{turn}, exactly as the "
+               "fake model server received it:")
     out.append("")
     system = "\n".join(x.texts("system"))
     out.append(_fence(_clip(normalize_sandbox(system), SYSTEM_CLIP) if system
@@ -278,8 +284,8 @@ def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
         mode, blocks = expected
         where = ("after the agent's own default instructions" if mode == "append"
                  else "in place of the agent's own default instructions")
-        out.append(f"What should have been there: the client's `{mode}` text for session "
-                   f"{session}, {where}:")
+        out.append(f"What should have been there: the client's {md_code(mode)} text for session "
+                   f"{md_code(session)}, {where}:")
         out.append("")
         out.append(_fence("\n\n".join(_clip(b, SYSTEM_CLIP) for b in blocks), "text"))
         out.append("")
@@ -287,8 +293,8 @@ def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
     if f.oracle == "prompt.leak" and isinstance(foreign, str):
         other = _client_prompt(events, foreign, f.step)
         if other is not None:
-            out.append(f"Instead, the request carries session {foreign}'s text, which was "
-                       f"given only to session {foreign}:")
+            out.append(f"Instead, the request carries session {md_code(foreign)}'s text, which "
+                       f"was given only to session {md_code(foreign)}:")
             out.append("")
             out.append(_fence("\n\n".join(_clip(b, SYSTEM_CLIP) for b in other[1]), "text"))
             out.append("")
@@ -355,22 +361,12 @@ def _json_line(v: Any) -> str:
 
 
 def _text(s: str) -> str:
-    return " ".join(normalize_sandbox(s).split()).rstrip(".")
-
-
-def _code(s: str) -> str:
-    """Inline code that survives backticks inside ``s``."""
-    run = 0
-    longest = 0
-    for ch in s:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    ticks = "`" * (longest + 1)
-    pad = " " if s.startswith("`") or s.endswith("`") else ""
-    return f"{ticks}{pad}{s}{pad}{ticks}"
+    return md_text(" ".join(normalize_sandbox(str(s)).split()).rstrip("."))
 
 
 def _fence(text: str, lang: str) -> str:
+    """A fenced block that nothing inside can close, with control characters shown."""
+    text = terminal(text, newlines=True)
     fence = "```"
     while fence in text:
         fence += "`"

@@ -31,7 +31,8 @@ from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_par
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
 from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
-from acp_fuzz.sandbox import Sandbox, secret_values
+from acp_fuzz.sandbox import Sandbox
+from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import nonce_for, prompt_text, validate_step
 from acp_fuzz.transport import AgentProcess, AgentStartError, Reply, default_client_handler
 
@@ -151,7 +152,8 @@ class Run:
         self._step_index = 0
         self.dead = False
         self.dialect = "standard"
-        #: Values of the agent's secret-looking variables, scrubbed from saved cassettes.
+        #: Secret values of the agent's environment (every --pass-env value, and variables
+        #: named like secrets), scrubbed from saved cassettes (see :mod:`acp_fuzz.scrub`).
         self.secrets: set[str] = set()
 
     # -- set-up and tear-down ----------------------------------------------------------------
@@ -214,7 +216,7 @@ class Run:
             if name in os.environ:
                 extra.pop(name, None)
         env = self.sandbox.build_env(extra, passthrough=self.spec.passthrough_env)
-        self.secrets |= secret_values(env)
+        self.secrets |= env_secrets(env, self.spec.passthrough_env)
         return env
 
     def _spawn(self) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from acp_fuzz.cassette import Cassette
+from acp_fuzz.escaping import terminal
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.steps import describe
 
@@ -24,6 +25,15 @@ def _clip(s: str, n: int, full: bool) -> str:
 
 
 def render_timeline(c: Cassette, *, full: bool = False) -> Iterator[str]:
+    """The timeline of ``c``, one string per event (a model event spans several lines).
+    Everything the agent or the cassette chose is shown through
+    :func:`acp_fuzz.escaping.terminal`: no control character reaches the terminal, and
+    only the renderer's own line breaks do."""
+    for line in _render(c, full):
+        yield terminal(line)
+
+
+def _render(c: Cassette, full: bool) -> Iterator[str]:
     h = c.header
     agent = (h.initialize or {}).get("agentInfo", {}) if isinstance(h.initialize, Mapping) else {}
     yield (f"cassette: {h.kind}, format {h.format}, acp-fuzz {h.acp_fuzz_version}, "
@@ -36,16 +46,19 @@ def render_timeline(c: Cassette, *, full: bool = False) -> Iterator[str]:
         status = h.meta.get("status", "")
         yield f"recorded: {status} ({h.meta.get('reproduced', '?')}/{h.meta.get('runs', '?')})"
         for f in findings:
-            yield f"  {f.get('severity', '?'):6} {f.get('oracle')} [{f.get('rule')}] " \
+            yield f"  {f.get('severity', '?')!s:6} {f.get('oracle')} [{f.get('rule')}] " \
                   f"{f.get('message', '')}"
     yield ""
     for ev in c.events:
         line = _line(ev, full)
-        if line is not None:
+        if isinstance(line, list):  # a model event: its slots on lines of their own
+            yield f"{ev.seq:5} {ev.t:9.3f}  {line[0]}"
+            yield from line[1:]
+        elif line is not None:
             yield f"{ev.seq:5} {ev.t:9.3f}  {line}"
 
 
-def _line(ev: Event, full: bool) -> str | None:
+def _line(ev: Event, full: bool) -> str | list[str] | None:
     d = ev.data
     if ev.kind == "step":
         return f"== step {d.get('index', 0) + 1}: {describe(d.get('args', {}))}"
@@ -70,7 +83,7 @@ def _line(ev: Event, full: bool) -> str | None:
         for s in x.segments:
             if s.slot in ("system", "user"):
                 lines.append(f"{'':18}{s.slot:7} {s.path}: {_clip(s.text, 160, full)}")
-        return "\n".join(lines)
+        return lines
     if ev.kind == "process":
         return f"PROCESS {d.get('what')} pid={d.get('pid')} gen={d.get('generation')}" + (
             f" returncode={d.get('returncode')}" if "returncode" in d else "")

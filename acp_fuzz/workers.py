@@ -23,7 +23,7 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -42,28 +42,42 @@ from acp_fuzz.campaign import (
 from acp_fuzz.findings import Finding
 from acp_fuzz.runner import TargetSpec
 
-__all__ = ["run_parallel"]
+__all__ = ["run_parallel", "spec_from_wire", "spec_to_wire"]
 
 
-def _spec(argv: tuple[str, ...], profile: str | None, timeout: float, dialect: str
-          ) -> TargetSpec:
-    # Profiles carry functions, so a worker rebuilds its spec from names instead of
-    # receiving a pickled one.
-    if profile is None:
-        return TargetSpec(argv=argv, request_timeout=timeout, init_timeout=max(timeout, 10.0),
-                          dialect=dialect)
-    return TargetSpec.from_profile(profile, timeout=timeout, dialect=dialect)
+def spec_to_wire(spec: TargetSpec) -> dict[str, Any]:
+    """What a worker process needs to rebuild ``spec``, as plain picklable data.
+
+    A profile's spec carries functions (environment, HOME set-up, side-request test), so it
+    travels by the profile's name; every plain field travels as is, ``passthrough_env``
+    (``--pass-env``) included."""
+    return {"argv": list(spec.argv), "profile": spec.profile,
+            "passthrough_env": list(spec.passthrough_env),
+            "init_timeout": spec.init_timeout, "request_timeout": spec.request_timeout,
+            "shutdown_grace": spec.shutdown_grace, "dialect": spec.dialect}
 
 
-def _worker(argv: tuple[str, ...], profile: str | None, timeout: float, dialect: str,
-            cfg: CampaignSettings, index: int, events: Any) -> CampaignResult:
+def spec_from_wire(wire: Mapping[str, Any]) -> TargetSpec:
+    """The :class:`TargetSpec` that :func:`spec_to_wire` described."""
+    plain = {"passthrough_env": tuple(wire["passthrough_env"]), "dialect": wire["dialect"],
+             "init_timeout": wire["init_timeout"], "request_timeout": wire["request_timeout"],
+             "shutdown_grace": wire["shutdown_grace"]}
+    if wire["profile"] is None:
+        return TargetSpec(argv=tuple(wire["argv"]), **plain)
+    spec = TargetSpec.from_profile(wire["profile"], timeout=wire["request_timeout"],
+                                   dialect=wire["dialect"])
+    return replace(spec, **plain)
+
+
+def _worker(spec: Mapping[str, Any], cfg: CampaignSettings, index: int,
+            events: Any) -> CampaignResult:
     def forward(ev: CampaignEvent) -> None:
         if isinstance(ev, ExampleDone):
             events.put(("example", index, ev.examples, ev.steps, ev.failing))
         elif isinstance(ev, FailureFound):
             events.put(("failure", index, ev.oracles))
 
-    return run_campaign(_spec(argv, profile, timeout, dialect), cfg, forward)
+    return run_campaign(spec_from_wire(spec), cfg, forward)
 
 
 def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
@@ -100,8 +114,8 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     pumper.start()
     try:
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            futures = [pool.submit(_worker, spec.argv, spec.profile, spec.request_timeout,
-                                   spec.dialect, replace(cfg, seed=cfg.seed + i, max_examples=per,
+            futures = [pool.submit(_worker, spec_to_wire(spec),
+                                   replace(cfg, seed=cfg.seed + i, max_examples=per,
                                            database=database), i, events)
                        for i in range(workers)]
             try:

@@ -23,7 +23,8 @@ from acp_fuzz.gateway.slots import detect_api, split_request, user_turn_is_tool_
 from acp_fuzz.gateway.upstream import UpstreamError, UpstreamRecorder, forward
 from acp_fuzz.history import History, ModelExchange, Segment
 
-__all__ = ["MAX_BODY", "NONCE_RE", "Gateway", "is_side_request"]
+__all__ = ["MAX_BODY", "NONCE_RE", "Gateway", "is_side_request", "recorded_body",
+           "recorded_segments"]
 
 #: The harness nonce the runner puts into each ``session/prompt`` text.
 NONCE_RE = re.compile(r"acpfuzz-[0-9a-f]{12}")
@@ -31,6 +32,18 @@ NONCE_RE = re.compile(r"acpfuzz-[0-9a-f]{12}")
 MAX_BODY = 64 * 1024 * 1024
 #: Longest non-JSON body text kept in a recorded exchange.
 MAX_TEXT_BODY = 1024 * 1024
+#: Largest request body recorded as it came (parsed). A bigger one is recorded as its first
+#: :data:`BODY_PREVIEW` bytes of text and a marker: the oracles judge the segments, not the
+#: body, and a body of up to :data:`MAX_BODY` would otherwise be stored twice per request.
+MAX_RECORDED_BODY = 1024 * 1024
+BODY_PREVIEW = 64 * 1024
+#: Characters of segment text recorded per request, whole, system and user slots first (a
+#: fuzzed prompt is at most about 400 KiB). Past it each segment keeps its head and tail
+#: (:data:`SEGMENT_KEEP` characters) around a marker, so a canary at either end survives.
+MAX_RECORDED_TEXT = 16 * 1024 * 1024
+SEGMENT_KEEP = 4096
+#: Segments recorded per request; the rest are counted in one marker segment.
+MAX_RECORDED_SEGMENTS = 10_000
 DUMMY_KEY = "acp-fuzz-dummy-key"
 
 #: The APIs whose requests are model turns (counted in :attr:`Gateway.counts`).
@@ -141,6 +154,44 @@ def _parse_body(raw: bytes) -> Any:
     except (ValueError, RecursionError):
         # Not JSON, or nested deeper than the parser goes (a hostile agent): kept as text.
         return raw[:MAX_TEXT_BODY].decode("utf-8", errors="replace")
+
+
+def recorded_body(body: Any, raw: bytes) -> Any:
+    """What the history keeps of a request body: the parsed body, or for one larger than
+    :data:`MAX_RECORDED_BODY` bytes a text preview ending in a visible marker."""
+    if len(raw) <= MAX_RECORDED_BODY:
+        return body
+    head = raw[:BODY_PREVIEW].decode("utf-8", errors="replace")
+    return f"{head}... [acp-fuzz: body clipped, {len(raw)} bytes in all; segments hold the text]"
+
+
+_SLOT_ORDER = {"system": 0, "user": 1, "history": 2}
+
+
+def recorded_segments(segments: list[Segment]) -> list[Segment]:
+    """The segments the history keeps: all of them, whole, while their text fits in
+    :data:`MAX_RECORDED_TEXT` characters (system and user slots are counted first: they are
+    what the oracles judge); past that, each keeps its head and tail around a marker. At
+    most :data:`MAX_RECORDED_SEGMENTS` are kept, in request order."""
+    if len(segments) <= MAX_RECORDED_SEGMENTS and \
+            sum(len(s.text) for s in segments) <= MAX_RECORDED_TEXT:
+        return segments
+    order = sorted(range(len(segments)), key=lambda i: _SLOT_ORDER.get(segments[i].slot, 3))
+    keep = sorted(order[:MAX_RECORDED_SEGMENTS])
+    left = MAX_RECORDED_TEXT
+    texts: dict[int, str] = {}
+    for i in sorted(keep, key=lambda i: _SLOT_ORDER.get(segments[i].slot, 3)):
+        text = segments[i].text
+        if len(text) > max(left, 2 * SEGMENT_KEEP):
+            text = (f"{text[:SEGMENT_KEEP]}... [acp-fuzz: {len(text) - 2 * SEGMENT_KEEP} "
+                    f"characters clipped] ...{text[-SEGMENT_KEEP:]}")
+        left = max(0, left - len(text))
+        texts[i] = text
+    out = [Segment(segments[i].slot, segments[i].path, texts[i]) for i in keep]
+    dropped = len(segments) - len(keep)
+    if dropped:
+        out.append(Segment("other", "", f"[acp-fuzz: {dropped} more segments clipped]"))
+    return out
 
 
 class Gateway:
@@ -293,12 +344,12 @@ class Gateway:
         if tie is None:
             side = True
         if self.upstream is not None or self.upstream_recorder is not None:
-            self._forward(handler, api, method, path, header_pairs, headers, body, raw,
-                          segments, tie, side)
+            self._forward(handler, api, method, path, header_pairs, headers,
+                          recorded_body(body, raw), raw, recorded_segments(segments), tie, side)
             return
         reply = replies.build_reply(api, method, path, body, raw, self.reply_text)
-        self._record(api, method, path, headers, body, segments, tie, reply.status, reply.text,
-                     side)
+        self._record(api, method, path, headers, recorded_body(body, raw),
+                     recorded_segments(segments), tie, reply.status, reply.text, side)
         self._write(handler, reply.status, reply.content_type, dict(reply.headers), reply.body)
 
     def _forward(self, handler: _Handler, api: str, method: str, path: str,

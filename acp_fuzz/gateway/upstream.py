@@ -39,7 +39,7 @@ from vcr.errors import CannotOverwriteExistingCassetteException, UnhandledHTTPRe
 from vcr.persisters.filesystem import CassetteNotFoundError
 from vcr.stubs import VCRHTTPConnection, VCRHTTPSConnection
 
-from acp_fuzz.gateway.redact import REDACTED, SECRET_HEADERS, is_secret_name
+from acp_fuzz.scrub import REDACTED, SECRET_HEADERS, is_secret_header, redact_url
 
 __all__ = [
     "RECORDING_LIMITS",
@@ -256,15 +256,17 @@ def _redact_request(request: Any) -> Any:
     if tie is not None:
         request.headers[TIE_HEADER] = tie
     for name in list(request.headers):
-        if is_secret_name(name):
+        if is_secret_header(name):
             request.headers[name] = REDACTED
+    # Every secret-looking query parameter (api_key, access_token, sig, ...), not only ?key=.
+    request.uri = redact_url(request.uri)
     return request
 
 
 def _redact_response(response: Any) -> Any:
     headers = response.get("headers") or {}
     for name in list(headers):
-        if is_secret_name(name):
+        if is_secret_header(name):
             headers[name] = [REDACTED]
     return response
 
@@ -279,7 +281,6 @@ def _make_vcr() -> vcr.VCR:
     config = vcr.VCR(
         serializer="msgpack",
         filter_headers=[(h, REDACTED) for h in SECRET_HEADERS],
-        filter_query_parameters=[("key", REDACTED)],
         before_record_request=_redact_request,
         before_record_response=_redact_response,
         decode_compressed_response=False,
@@ -357,8 +358,8 @@ class UpstreamRecorder:
     every reply from the recording and never touches the network: a request with no
     recorded twin gets :class:`UpstreamError`, which the gateway answers with a 502.
 
-    The recording is vcrpy's cassette format, msgpack-encoded. Secret headers and the
-    ``key`` query parameter are stored as ``"<redacted>"``.
+    The recording is vcrpy's cassette format, msgpack-encoded. Secret headers and query
+    parameters (see :mod:`acp_fuzz.scrub`) are stored as ``"<redacted>"``.
     """
 
     def __init__(self, *, record_mode: str = "all", _data: bytes | None = None) -> None:

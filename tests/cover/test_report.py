@@ -20,7 +20,7 @@ SHOWN = "docs/examples/leak.cassette"
 def test_example_report_has_every_part() -> None:
     text = render_markdown(read_cassette(EXAMPLE), path=SHOWN)
     # Agent name and version, from the recorded initialize result.
-    assert text.startswith("# prompt.leak: acp-fuzz-reference-agent 0.1.0\n")
+    assert text.startswith("# prompt.leak: `acp-fuzz-reference-agent` `0.1.0`\n")
     # The finding: oracle, rule, severity, status and rate.
     assert "| `prompt.leak` | `SP-AGENT-APPLY-NEW-MUST` | MUST | failed | 3/3 |" in text
     # The transcript: the four requests, numbered, each as a JSON block.
@@ -81,7 +81,7 @@ def test_long_strings_are_clipped_and_fences_survive_backticks() -> None:
     assert "x" * 5000 not in text
     assert "x" * (CLIP - 10) in text and "[5004 chars]" in text
     # No agentInfo: the agent is named by its command.
-    assert text.startswith("# prompt.lost: my-agent\n")
+    assert text.startswith("# prompt.lost: `my-agent`\n")
     assert "| `prompt.lost` | `SP-AGENT-APPLY-NEW-MUST` | MUST | flaky | 1/3 |" in text
     assert "in only some of 3" in text
     assert "`lifecycle.omitted-fallback`" in text.split("## What the client did")[0]
@@ -96,7 +96,7 @@ def test_a_cassette_without_failures_says_so() -> None:
     events = [{"kind": "step", "data": {"index": 0, "name": "list", "args": {"op": "list"}}},
               _send(1, "session/list", {})]
     text = render_markdown(_cassette(events, []), path="x.cassette")
-    assert text.startswith("# no failure: my-agent")
+    assert text.startswith("# no failure: `my-agent`")
     assert "No MUST or SHOULD finding was recorded" in text
     assert "## What reached the model" not in text
     assert "(no response)" in text

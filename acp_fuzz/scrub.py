@@ -1,0 +1,283 @@
+"""The scrubber: what acp-fuzz redacts before anything is recorded or written (pure).
+
+Cassettes are attached to bug reports, so nothing secret may travel in one. Three rules, one
+module, used by every cassette writer and by the gateway:
+
+**Secret values.** The value of every variable the user passes with ``--pass-env NAME`` is a
+secret, whatever its name, and so is the value of every variable in the agent's environment
+whose name contains ``KEY``, ``TOKEN``, ``SECRET``, ``PASSWORD``, ``PASSWD``, ``CREDENTIAL``,
+``AUTH`` or ``COOKIE`` (any case). Each such value is replaced by :data:`REDACTED` wherever it
+occurs in a cassette: in the header (the agent's ``initialize`` result, the settings with the
+learned baseline, the findings with their evidence), in every event, and in the attachments
+(the vcrpy recording of ``--model-upstream`` calls). Values shorter than
+:data:`MIN_SECRET_LENGTH` characters are not scrubbed: no credential is that short, and
+replacing every ``1`` in a cassette would destroy it.
+
+**Secret headers.** A header is secret when its lower-cased name is one of
+:data:`SECRET_HEADERS` or contains one of :data:`SECRET_NAME_PARTS`; its value is recorded as
+:data:`REDACTED`.
+
+**Secret query parameters.** A query parameter is secret when its lower-cased name is one of
+:data:`SECRET_QUERY_NAMES` (``code``, ``sig``, ``signature``, ``password``, ...) or contains
+one of :data:`SECRET_NAME_PARTS` (``api_key``, ``access_token``, ``client_secret``,
+``X-Amz-Credential``, ...); its value is recorded as :data:`REDACTED`.
+
+Example::
+
+    scrubber = Scrubber({"sk-live-0123456789"})
+    header, events, attachments = scrubber.cassette(header, events, {"vcr": vcr_bytes})
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import msgpack
+
+from acp_fuzz.history import Event
+
+__all__ = [
+    "MIN_SECRET_LENGTH",
+    "REDACTED",
+    "SECRET_HEADERS",
+    "SECRET_NAME_PARTS",
+    "SECRET_QUERY_NAMES",
+    "Scrubber",
+    "env_secrets",
+    "is_secret_header",
+    "is_secret_param",
+    "is_secret_variable",
+    "map_leaves",
+    "redact_headers",
+    "redact_url",
+]
+
+#: What a secret is replaced with.
+REDACTED = "<redacted>"
+#: Values shorter than this are never scrubbed (see the module docs).
+MIN_SECRET_LENGTH = 6
+
+#: Headers that carry credentials in the model APIs and in HTTP generally.
+SECRET_HEADERS = frozenset({
+    "authorization", "proxy-authorization", "x-api-key", "x-goog-api-key", "api-key",
+    "cookie", "set-cookie", "x-amz-security-token", "x-auth-token", "x-csrf-token",
+})
+#: A header or query parameter whose lower-cased name contains one of these is secret.
+#: Broad on purpose: a false positive costs a little detail, a false negative a credential.
+SECRET_NAME_PARTS = ("key", "token", "secret", "auth", "cookie", "passw", "credential",
+                     "signature")
+#: Query parameters that carry credentials without saying so in their name: OAuth codes,
+#: signed-URL signatures (Azure SAS ``sig``, S3/GCS ``X-*-Signature``), passwords.
+SECRET_QUERY_NAMES = frozenset({"code", "sig", "pwd", "pass", "password", "jwt",
+                                "session", "sessionid", "ticket", "assertion"})
+#: An environment variable whose upper-cased name contains one of these is secret.
+SECRET_VARIABLE_PARTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL",
+                         "AUTH", "COOKIE")
+
+
+def is_secret_header(name: str) -> bool:
+    """True when a header of this name may carry a credential."""
+    lower = name.lower()
+    return lower in SECRET_HEADERS or any(part in lower for part in SECRET_NAME_PARTS)
+
+
+def is_secret_param(name: str) -> bool:
+    """True when a URL query parameter of this name may carry a credential."""
+    lower = name.lower()
+    return lower in SECRET_QUERY_NAMES or any(part in lower for part in SECRET_NAME_PARTS)
+
+
+def is_secret_variable(name: str) -> bool:
+    """True when an environment variable of this name is a secret by its name alone."""
+    upper = name.upper()
+    return any(part in upper for part in SECRET_VARIABLE_PARTS)
+
+
+def env_secrets(env: Mapping[str, str], passthrough: Iterable[str] = ()) -> frozenset[str]:
+    """The secret values of an agent environment: every ``passthrough`` variable (the user's
+    ``--pass-env`` names, whatever they are called) and every variable named like a secret,
+    except values shorter than :data:`MIN_SECRET_LENGTH`."""
+    passed = set(passthrough)
+    return frozenset(v for k, v in env.items()
+                     if (k in passed or is_secret_variable(k)) and len(v) >= MIN_SECRET_LENGTH)
+
+
+def redact_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Lower-cased header names to values, secrets redacted, repeated headers joined by
+    ``", "``."""
+    out: dict[str, str] = {}
+    for name, value in pairs:
+        lower = name.lower()
+        value = REDACTED if is_secret_header(lower) else value
+        out[lower] = f"{out[lower]}, {value}" if lower in out else value
+    return out
+
+
+def redact_url(url: str) -> str:
+    """``url`` (a full URL or a path) with the values of secret query parameters redacted.
+
+    The fragment is dropped with the query when a secret is redacted (OAuth implicit flows
+    put tokens there)."""
+    bare, sep, query = url.partition("?")
+    if not sep:
+        return url
+    query, hash_sep, fragment = query.partition("#")
+    pairs = parse_qsl(query, keep_blank_values=True)
+    if not any(is_secret_param(k) for k, _ in pairs) and not fragment:
+        return url
+    redacted = bare + "?" + urlencode(
+        [(k, REDACTED if is_secret_param(k) else v) for k, v in pairs], safe="<>")
+    return redacted + (hash_sep + REDACTED if fragment else "")
+
+
+class Scrubber:
+    """Replaces every occurrence of each secret value, in any string or bytes anywhere in a
+    value (map keys included), by :data:`REDACTED`.
+
+    Longer secrets are replaced first, so a secret that contains another is redacted whole.
+    """
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.needles: tuple[str, ...] = tuple(sorted(
+            {s for s in secrets if isinstance(s, str) and len(s) >= MIN_SECRET_LENGTH},
+            key=len, reverse=True))
+        self._byte_needles = tuple(
+            (s.encode("utf-8", "surrogatepass"), REDACTED.encode()) for s in self.needles)
+
+    def __bool__(self) -> bool:
+        return bool(self.needles)
+
+    def text(self, s: str) -> str:
+        for needle in self.needles:
+            if needle in s:
+                s = s.replace(needle, REDACTED)
+        return s
+
+    def value(self, v: Any) -> Any:
+        """A copy of ``v`` (plain data: maps, lists, strings, bytes, numbers) with every
+        secret replaced. Iterative, so any nesting depth is fine."""
+        if not self.needles:
+            return v
+        return map_leaves(v, self._leaf)
+
+    def _leaf(self, v: Any) -> Any:
+        if isinstance(v, str):
+            return self.text(v)
+        if isinstance(v, bytes | bytearray):
+            b = bytes(v)
+            for needle, repl in self._byte_needles:
+                if needle in b:
+                    b = b.replace(needle, repl)
+            return b
+        return v
+
+    def events(self, events: Iterable[Event]) -> list[Event]:
+        if not self.needles:
+            return list(events)
+        return [Event(seq=e.seq, t=e.t, kind=e.kind, data=self.value(dict(e.data)))
+                for e in events]
+
+    def header(self, header: Any) -> Any:
+        """A copy of a :class:`~acp_fuzz.cassette.Header` with every field scrubbed."""
+        if not self.needles:
+            return header
+        changes = {f.name: self.value(getattr(header, f.name))
+                   for f in dataclasses.fields(header) if f.name != "format"}
+        return dataclasses.replace(header, **changes)
+
+    def attachment(self, name: str, blob: bytes) -> bytes:
+        """An attachment with every secret replaced. A msgpack attachment (the ``vcr``
+        recording) is decoded and walked, so secret URL query parameters and headers are
+        redacted too, and encoded again; anything else is scrubbed as raw bytes."""
+        try:
+            data = msgpack.unpackb(blob, raw=False, strict_map_key=False)
+        except Exception:  # not msgpack (or not ours): plain bytes replacement
+            return bytes(self._leaf(blob))
+        cleaned = map_leaves(redact_vcr(data), self._leaf) if self.needles else redact_vcr(data)
+        packed: bytes = msgpack.packb(cleaned, use_bin_type=True)
+        return packed
+
+    def cassette(self, header: Any, events: Sequence[Event],
+                 attachments: Mapping[str, bytes]) -> tuple[Any, list[Event], dict[str, bytes]]:
+        """Header, events and attachments of one cassette, all scrubbed."""
+        return (self.header(header), self.events(events),
+                {k: self.attachment(k, v) for k, v in attachments.items()})
+
+
+def redact_vcr(data: Any) -> Any:
+    """A vcrpy recording (``{"requests": [...], "responses": [...]}``) with secret query
+    parameters in request URIs and secret request and response headers redacted, whatever
+    recorded it (older acp-fuzz versions redacted only ``?key=``)."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for req_key in ("requests", "interactions"):
+        items = out.get(req_key)
+        if isinstance(items, list):
+            out[req_key] = [_redact_http(x) for x in items]
+    responses = out.get("responses")
+    if isinstance(responses, list):
+        out["responses"] = [_redact_http(x) for x in responses]
+    return out
+
+
+def _redact_http(item: Any) -> Any:
+    if not isinstance(item, dict):
+        return item
+    item = dict(item)
+    for k in ("request", "response"):
+        if isinstance(item.get(k), dict):
+            item[k] = _redact_http(item[k])
+    if isinstance(item.get("uri"), str):
+        item["uri"] = redact_url(item["uri"])
+    headers = item.get("headers")
+    if isinstance(headers, dict):
+        item["headers"] = {
+            k: (([REDACTED] * len(v) if isinstance(v, list) else REDACTED)
+                if isinstance(k, str) and is_secret_header(k) else v)
+            for k, v in headers.items()}
+    return item
+
+
+def map_leaves(root: Any, leaf: Callable[[Any], Any],
+               key: Callable[[Any], Any] | None = None) -> Any:
+    """``root`` rebuilt with ``leaf`` applied to every non-container value and ``key``
+    (default: ``leaf``) to every map key, without recursion (hostile data may nest deeply).
+    Tuples become lists."""
+    key = key or leaf
+    if not isinstance(root, dict | list | tuple):
+        return leaf(root)
+    # Post-order over an explicit stack: each container is rebuilt once its children are.
+    out_root: list[Any] = [None]
+    stack: list[tuple[Any, list[Any], int]] = [(root, out_root, 0)]
+    pending: list[tuple[Any, list[Any], int, list[Any]]] = []
+    while stack:
+        node, parent, index = stack.pop()
+        if isinstance(node, dict):
+            items = list(node.items())
+            slots: list[Any] = [None] * len(items)
+            pending.append((node, parent, index, slots))
+            for i, (_, v) in enumerate(items):
+                if isinstance(v, dict | list | tuple):
+                    stack.append((v, slots, i))
+                else:
+                    slots[i] = leaf(v)
+        elif isinstance(node, list | tuple):
+            slots = [None] * len(node)
+            pending.append((node, parent, index, slots))
+            for i, v in enumerate(node):
+                if isinstance(v, dict | list | tuple):
+                    stack.append((v, slots, i))
+                else:
+                    slots[i] = leaf(v)
+    # Children were pushed after their parent, so building in reverse order finishes every
+    # child before its parent reads it.
+    for node, parent, index, slots in reversed(pending):
+        if isinstance(node, dict):
+            parent[index] = {key(k): v for k, v in zip(node.keys(), slots, strict=True)}
+        else:
+            parent[index] = slots
+    return out_root[0]

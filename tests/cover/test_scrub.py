@@ -1,0 +1,151 @@
+"""The scrubber (acp_fuzz.scrub), the bounded cassette write and the gateway's recording caps."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from acp_fuzz.cassette import Header, read_cassette, write_cassette, write_cassette_bounded
+from acp_fuzz.gateway.server import (
+    MAX_RECORDED_BODY,
+    MAX_RECORDED_TEXT,
+    recorded_body,
+    recorded_segments,
+)
+from acp_fuzz.history import Event, Segment
+from acp_fuzz.runner import TargetSpec
+from acp_fuzz.scrub import (
+    REDACTED,
+    Scrubber,
+    env_secrets,
+    is_secret_header,
+    map_leaves,
+    redact_url,
+)
+from acp_fuzz.workers import spec_from_wire, spec_to_wire
+
+SECRET = "plain-value-0123456789"
+
+
+def test_every_passed_variable_is_a_secret_whatever_its_name() -> None:
+    env = {"MY_PLAIN_VAR": SECRET, "OPENAI_API_KEY": "sk-0123456789", "HOME": "/home/u",
+           "PGPASSWORD": "hunter2hunter2", "DEBUG": "1"}
+    assert env_secrets(env, ["MY_PLAIN_VAR", "DEBUG"]) == {
+        SECRET, "sk-0123456789", "hunter2hunter2"}  # "1" is too short to scrub
+    assert SECRET not in env_secrets(env)
+
+
+@pytest.mark.parametrize("param", ["key", "api_key", "apikey", "access_token", "token", "auth",
+                                   "sig", "signature", "code", "client_secret",
+                                   "X-Amz-Credential", "X-Goog-Signature", "password"])
+def test_secret_query_parameters_are_redacted(param: str) -> None:
+    url = f"https://api.example/v1/models?alt=sse&{param}=s3cr3t-value"
+    assert redact_url(url) == f"https://api.example/v1/models?alt=sse&{param}={REDACTED}"
+    assert redact_url("/v1/messages?beta=true") == "/v1/messages?beta=true"
+
+
+@pytest.mark.parametrize("name", ["Authorization", "x-api-key", "X-Goog-Api-Key", "Cookie",
+                                  "proxy-authorization", "set-cookie", "x-auth-token"])
+def test_secret_headers(name: str) -> None:
+    assert is_secret_header(name)
+    assert not is_secret_header("content-type")
+
+
+def _vcr_blob() -> bytes:
+    req = {"method": "POST", "uri": "https://up.example/v1beta/m:gen?api_key=AK-1234567&alt=sse",
+           "body": f'{{"system": "you hold {SECRET}"}}'.encode(),
+           "headers": {"Authorization": ["Bearer sk-real-0000000"], "X-Custom": [SECRET]}}
+    resp = {"status": {"code": 200, "message": "OK"},
+            "headers": {"set-cookie": ["sess=abcdef123"]},
+            "body": {"string": f"echo {SECRET}".encode()}}
+    data = {"version": 1, "interactions": [{"request": req, "response": resp}]}
+    packed: bytes = msgpack.packb(data, use_bin_type=True)
+    return packed
+
+
+def test_the_whole_cassette_is_scrubbed(tmp_path: Path) -> None:
+    scrub = Scrubber({SECRET})
+    header = Header(target=["agent"], kind="finding",
+                    initialize={"agentInfo": {"name": f"agent {SECRET}"}},
+                    settings={"baseline": {"lines": [f"key: {SECRET}"]}},
+                    meta={"findings": [{"evidence": {SECRET: SECRET}}]})
+    events = [Event(0, 0.0, "stderr", {"text": f"my key is {SECRET}", "generation": 0}),
+              Event(1, 0.1, "model", {"body": {"deep": [[[{"t": SECRET.encode()}]]]}})]
+    h, evs, att = scrub.cassette(header, events, {"vcr": _vcr_blob(), "raw": SECRET.encode()})
+    path = write_cassette(tmp_path / "x.cassette", h, evs, att)
+    raw = path.read_bytes()
+    assert SECRET.encode() not in raw
+    assert b"AK-1234567" not in raw and b"sk-real-0000000" not in raw
+    assert b"abcdef123" not in raw
+    back = read_cassette(path)
+    assert back.events[0].data["text"] == f"my key is {REDACTED}"
+    assert back.header.initialize == {"agentInfo": {"name": f"agent {REDACTED}"}}
+    vcr = msgpack.unpackb(back.attachments["vcr"], raw=False)
+    req = vcr["interactions"][0]["request"]
+    assert req["uri"].endswith(f"api_key={REDACTED}&alt=sse")
+    assert req["headers"]["Authorization"] == [REDACTED]
+
+
+def test_map_leaves_survives_deep_nesting() -> None:
+    deep: object = "x"
+    for _ in range(10_000):
+        deep = [deep]
+    out = map_leaves(deep, lambda v: v.upper() if isinstance(v, str) else v)
+    for _ in range(10_000):
+        assert isinstance(out, list)
+        out = out[0]
+    assert out == "X"
+
+
+@given(st.recursive(st.text(max_size=5) | st.integers() | st.binary(max_size=5),
+                    lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=3), c,
+                                                                         max_size=3)))
+def test_map_leaves_identity_is_equal(value: object) -> None:
+    assert map_leaves(value, lambda v: v) == value
+
+
+def test_an_80_mib_event_yields_a_clipped_readable_cassette(tmp_path: Path) -> None:
+    big = "y" * (80 * 1024 * 1024)
+    events = [Event(0, 0.0, "stderr", {"text": "before", "generation": 0}),
+              Event(1, 0.1, "stderr", {"text": big, "generation": 0}),
+              Event(2, 0.2, "verdict", {"step": 0, "what": "reply", "odd": {1, 2}})]
+    header = Header(target=["agent"], kind="finding", meta={"findings": [{"oracle": "x"}]})
+    with pytest.raises(ValueError):  # what the plain writer does with it
+        write_cassette(tmp_path / "plain.cassette", header, events)
+    assert not (tmp_path / "plain.cassette").exists()
+    path = write_cassette_bounded(tmp_path / "x.cassette", header, events)
+    back = read_cassette(path)
+    assert [e.data.get("text", "")[:6] for e in back.events[:2]] == ["before", "yyyyyy"]
+    assert "acp-fuzz: clipped" in back.events[1].data["text"]
+    assert len(back.events[1].data["text"]) < 1024 * 1024
+    assert back.header.meta["findings"] == [{"oracle": "x"}]
+    assert back.header.meta["clipped"]["events"] == [1, 2]
+
+
+def test_gateway_records_bounded_bodies_and_whole_judged_text() -> None:
+    raw = b'{"x": "' + b"a" * (MAX_RECORDED_BODY + 10) + b'"}'
+    kept = recorded_body({"x": "..."}, raw)
+    assert isinstance(kept, str) and "body clipped" in kept and len(kept) < 100_000
+    assert recorded_body({"x": 1}, b'{"x": 1}') == {"x": 1}
+    system = Segment("system", "messages[0]", "S" * 500_000 + " canary-end")
+    padding = [Segment("history", f"messages[{i}]", "h" * (4 * 1024 * 1024))
+               for i in range(1, 9)]
+    out = recorded_segments([system, *padding])
+    assert out[0] == system  # what the oracles judge is kept whole
+    assert sum(len(s.text) for s in out) <= MAX_RECORDED_TEXT + 9 * 9000
+    assert all(s.text.endswith("h") for s in out[1:])  # head and tail survive clipping
+    many = [Segment("other", f"tools[{i}]", "t") for i in range(20_000)]
+    out = recorded_segments(many)
+    assert len(out) == 10_001 and "10000 more segments clipped" in out[-1].text
+
+
+def test_a_spec_travels_to_workers_with_its_passed_variables() -> None:
+    spec = TargetSpec(argv=("agent", "--acp"), passthrough_env=("MY_PLAIN_VAR",),
+                      request_timeout=7.0, init_timeout=11.0, dialect="standard")
+    wire = pickle.loads(pickle.dumps(spec_to_wire(spec)))
+    assert spec_from_wire(wire) == spec
