@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 
 from acp_fuzz import __version__
 from acp_fuzz.campaign import (
@@ -40,7 +41,7 @@ from acp_fuzz.campaign import (
 )
 from acp_fuzz.cassette import CassetteError, read_cassette
 from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
-from acp_fuzz.escaping import markup, terminal
+from acp_fuzz.escaping import terminal
 from acp_fuzz.findings import Finding
 from acp_fuzz.runner import HarnessError, TargetSpec
 from acp_fuzz.scrub import env_secrets
@@ -291,7 +292,7 @@ def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
     name = agent.get("name", "?")
     version = agent.get("version", "?")
     # Agent-controlled text: never rich markup, never a raw control character.
-    out.print(f"[bold]agent[/]: {markup(name)} {markup(version)}")
+    out.print(Text.assemble(("agent", "bold"), f": {terminal(name)} {terminal(version)}"))
     caps = init.get("agentCapabilities", {}) if isinstance(init, Mapping) else {}
     sess = caps.get("sessionCapabilities", {}) if isinstance(caps, Mapping) else {}
     sp = sess.get("systemPrompt") if isinstance(sess, Mapping) else None
@@ -340,9 +341,8 @@ def _print_result(result: CampaignResult, elapsed: float,
 
 def _print_finding(f: Finding) -> None:
     color = {"MUST": "red", "SHOULD": "yellow"}.get(f.severity, "cyan")
-    out.print(f"  [{color}]{markup(f.severity):6}[/] {markup(f.oracle)} \\[{markup(f.rule)}] "
-              f"step {f.step + 1}: ", end="")
-    out.print(terminal(f.message), markup=False)
+    out.print(Text.assemble("  ", (f"{f.severity:6}", color), terminal(
+        f" {f.oracle} [{f.rule}] step {f.step + 1}: {f.message}")))
     for k, v in f.evidence.items():
         text = _clip(json.dumps(v, ensure_ascii=False, default=repr), 200)
         out.print(terminal(f"         {k}: {text}"), markup=False)

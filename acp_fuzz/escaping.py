@@ -7,9 +7,9 @@ under test (or by whoever made a cassette), so every output treats them as hosti
 Python escape, never interpreted: C0 controls (so ESC, and with it every CSI and OSC sequence),
 DEL, C1 (``\\x9b`` is a one-byte CSI), the bidirectional overrides and isolates
 (``\\u202e``), zero-width and other format characters, separators other than the space, lone
-surrogates. A newline is kept only where the output is meant to span lines. For the rich
-console, :func:`markup` also escapes rich's ``[style]`` markup, so an agent named ``[/x]`` is
-printed as such.
+surrogates. A newline is kept only where the output is meant to span lines. The rich console
+never parses agent text as markup: it goes in :class:`rich.text.Text` objects or is printed
+with ``markup=False``, so an agent named ``[/x]`` is printed as such.
 
 **Markdown** (:func:`md_code`, :func:`md_text`): agent text goes into inline code spans with a
 fence longer than any backtick run inside, newlines collapsed to spaces, and (in tables)
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["markup", "md_code", "md_text", "terminal", "xml_text"]
+__all__ = ["md_code", "md_text", "terminal", "xml_text"]
 
 def _escape(match: re.Match[str]) -> str:
     code = ord(match.group())
@@ -46,14 +46,6 @@ def terminal(text: object, *, newlines: bool = False) -> str:
         return s
     return "".join(c if c.isprintable() or (newlines and c == "\n") else repr(c)[1:-1]
                    for c in s)
-
-
-def markup(text: object) -> str:
-    """``text`` safe to embed in a rich markup string: :func:`terminal`, then rich's own
-    markup escaping, so ``[bold]`` or ``[/x]`` in an agent's name is printed, not applied."""
-    from rich.markup import escape
-
-    return escape(terminal(text))
 
 
 def _one_line(text: object) -> str:

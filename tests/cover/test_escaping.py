@@ -11,9 +11,8 @@ from pathlib import Path
 from hypothesis import example, given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
-from rich.text import Text
 
-from acp_fuzz.escaping import markup, md_code, md_text, terminal, xml_text
+from acp_fuzz.escaping import md_code, md_text, terminal, xml_text
 from acp_fuzz.junit import Case, write_junit
 
 # Any text, with the hostile characters made likely.
@@ -52,14 +51,6 @@ def test_terminal_leaves_printable_ascii_alone(s: str) -> None:
 def test_terminal_shows_escapes_visibly() -> None:
     assert terminal("a\x1b[2Jb\u202ec\x9b") == "a\\x1b[2Jb\\u202ec\\x9b"
     assert terminal("one\ntwo", newlines=True) == "one\ntwo"
-
-
-@given(texts)
-@example("[/x]")
-@example("name\\")
-def test_rich_prints_markup_escaped_text_literally(s: str) -> None:
-    # Text.from_markup raises MarkupError on "[/x]" unless it is escaped.
-    assert Text.from_markup(f"[bold]{markup(s)}[/]").plain == terminal(s)
 
 
 @given(texts)
