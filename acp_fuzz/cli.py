@@ -202,9 +202,11 @@ def target(
             _print_agent(ev.agent, ev.initialize)
             progress.start()
         elif isinstance(ev, Calibrated):
-            n = len(ev.baseline.lines)
-            out.print(f"baseline: {n} default-instruction line(s) learned" if n else
-                      "baseline: no default instructions seen (default checks off)")
+            b = ev.baseline
+            out.print(f"baseline: {b.size_lines} default-instruction line(s), {b.size_chars} "
+                      "characters learned" + ("" if b.substantial else
+                                              " (too small to judge override and append)")
+                      if b.known else "baseline: no default instructions seen (default checks off)")
         elif isinstance(ev, ExampleDone):
             progress.update(task, completed=min(ev.examples, max_examples), steps=ev.steps,
                             findings="[red]failure found, shrinking[/]" if ev.failing else "",

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CATALOG", "SEVERITIES", "Finding", "OracleInfo", "is_failure"]
+__all__ = ["CATALOG", "HARNESS_RULES", "SEVERITIES", "Finding", "OracleInfo", "is_failure"]
 
 SEVERITIES = ("MUST", "SHOULD", "info")
 
@@ -24,17 +24,33 @@ class OracleInfo:
     summary: str
 
 
+#: Rules of acp-fuzz's own, for oracles that no rule of the ACP reference states (each is
+#: argued in docs/oracles.md, "Rules of acp-fuzz's own"). The prefix marks them as the
+#: harness's, never the spec's.
+HARNESS_RULES: dict[str, str] = {
+    "ACPFUZZ-SESSION-ISOLATION-MUST":
+        "a systemPrompt sent on one session reaches that session (and forks made from it) only",
+    "ACPFUZZ-PROMPT-ONCE-SHOULD":
+        "a block the client sent once reaches the model once per request",
+    "ACPFUZZ-VERBATIM-SHOULD":
+        "the characters of each block reach the model as sent (not escaped, not normalised)",
+    "ACPFUZZ-SCHEMA-SHAPE-SHOULD":
+        "an advertising agent rejects a systemPrompt that is not an object (the earlier "
+        "drafts' string and array, acp-reference.md §7.4)",
+}
+
 #: The oracles, with their *default* severity and rule. Some oracles take the severity of the
 #: rule that the specific case breaks (``payload.invalid-accepted`` is MUST for an unknown mode,
 #: info for an empty ``content``); the finding always carries the one that applied.
 CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
-    OracleInfo("prompt.leak", "MUST", "SP-AGENT-APPLY-NEW-MUST",
+    OracleInfo("prompt.leak", "MUST", "ACPFUZZ-SESSION-ISOLATION-MUST",
                "a session's model request contains another session's client text"),
     OracleInfo("prompt.lost", "MUST", "SP-AGENT-APPLY-NEW-MUST",
-               "an applied or re-sent prompt is missing from the session's model request"),
+               "an accepted prompt (new, re-sent or changed) is missing from the session's "
+               "model request, and it is not the old one kept back either"),
     OracleInfo("prompt.altered", "MUST", "SP-AGENT-APPLY-NEW-MUST",
                "the prompt arrives, but not verbatim (truncated, a block dropped, mangled)"),
-    OracleInfo("prompt.duplicated", "SHOULD", "SP-CLIENT-RESEND-SHOULD",
+    OracleInfo("prompt.duplicated", "SHOULD", "ACPFUZZ-PROMPT-ONCE-SHOULD",
                "the prompt appears more than once in one model request"),
     OracleInfo("prompt.misplaced", "SHOULD", "SP-AGENT-APPEND-PLACEMENT-SHOULD",
                "the prompt sits in user or history content instead of the system slot"),
@@ -56,8 +72,17 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
                "a malformed JSON-RPC message, or one that breaks the schema"),
     OracleInfo("prompt.change-deferred", "info", "SP-LIFECYCLE-DEFER-MAY",
                "a changed prompt on load, resume or fork was accepted but not (yet) applied"),
+    OracleInfo("prompt.change-ignored", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD",
+               "a changed prompt is still not applied after the agent rebuilt the session in "
+               "a new process (a restart, then load or resume)"),
     OracleInfo("lifecycle.omitted-fallback", "info", "SP-LIFECYCLE-OMIT-MAY",
                "which behaviour the agent chose for an omitted prompt (kept or default)"),
+    OracleInfo("lifecycle.omitted-inconsistent", "info", "SP-LIFECYCLE-OMIT-MAY",
+               "with the prompt omitted, one session kept its stored prompt and another, in "
+               "the same situation, fell back to the defaults"),
+    OracleInfo("defaults.too-small", "info", "SP-AGENT-OVERRIDE-REPLACES-DEF",
+               "override and append are not judged: the learned default instructions are too "
+               "small to tell kept from replaced"),
     OracleInfo("cancel.error", "MUST", "CANCEL-AGENT-STOPREASON-MUST",
                "a prompt cancelled mid-turn was answered with an error, not a stop reason"),
     OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",

@@ -15,6 +15,7 @@ The same function runs live after each step and offline on a cassette, so a live
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -26,6 +27,7 @@ from jsonschema import Draft202012Validator
 from acp_fuzz.findings import CATALOG, Finding
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.payloads import blocks_of
+from acp_fuzz.steps import describe
 
 __all__ = ["Baseline", "Evaluator", "evaluate", "learn_baseline"]
 
@@ -45,19 +47,52 @@ class Baseline:
 
     ``lines`` are the system-slot lines that every baseline request shared: dynamic parts
     (dates, paths, ids) differ between baseline sessions, which are made with different
-    working directories, and drop out of the intersection.
+    working directories, and drop out of the intersection. Of these, only
+    :attr:`instructions` count: lines that are not instructions (``x-anthropic-billing-header:
+    …`` and other ``key: value`` headers, Markdown headings, tag-only markers, ids, anything
+    with fewer than three words) are left out.
+
+    ``override.not-applied`` and ``append.replaced-default`` judge only a
+    :attr:`substantial` baseline: at least :data:`MIN_BASELINE_LINES` instruction lines and
+    :data:`MIN_BASELINE_CHARS` characters. Below that, a share of "the defaults" is one or two
+    lines (an SDK's one-line identity, say) and one kept line flips it from 0 to 100 %.
     """
 
     lines: frozenset[str] = frozenset()
 
     @property
+    def instructions(self) -> frozenset[str]:
+        """The baseline lines that are instructions (see :func:`is_instruction`)."""
+        return frozenset(ln for ln in self.lines if is_instruction(ln))
+
+    @property
     def known(self) -> bool:
-        return bool(self.lines)
+        """Whether calibration saw any default instruction at all."""
+        return bool(self.instructions)
+
+    @property
+    def size_lines(self) -> int:
+        return len(self.instructions)
+
+    @property
+    def size_chars(self) -> int:
+        """The size of the default instructions in characters (the lines, without newlines)."""
+        return sum(len(ln) for ln in self.instructions)
+
+    @property
+    def substantial(self) -> bool:
+        """Whether there is enough default text to judge override and append by."""
+        return self.size_lines >= MIN_BASELINE_LINES and self.size_chars >= MIN_BASELINE_CHARS
 
     def share_in(self, text: str) -> float:
-        if not self.lines:
+        lines = self.instructions
+        if not lines:
             return 0.0
-        return sum(1 for line in self.lines if line in text) / len(self.lines)
+        return sum(1 for line in lines if line in text) / len(lines)
+
+    def kept_in(self, text: str) -> list[str]:
+        """The baseline lines (instructions or not) that ``text`` holds, in order."""
+        return sorted(ln for ln in self.lines if ln in text)
 
     def to_wire(self) -> list[str]:
         return sorted(self.lines)
@@ -67,6 +102,28 @@ class Baseline:
         if not isinstance(obj, list):
             return cls()
         return cls(frozenset(x for x in obj if isinstance(x, str)))
+
+
+#: A baseline is substantial (override and append are judged) from this many instruction
+#: lines and characters on. The reference agent's defaults are 4 lines and 237 characters,
+#: codex's and Claude Code's hundreds of lines; the Claude Agent SDK's bare default (a billing
+#: header and the one-line identity "You are a Claude agent, built on …") is 1 line, ~60.
+MIN_BASELINE_LINES = 3
+MIN_BASELINE_CHARS = 150
+_HEADER = re.compile(r"^[A-Za-z][\w.]*-[\w.-]*\s*:|^[\w.-]+\s*:\s*[\w.-]+=")
+_MARKER = re.compile(r"^(#|<[^>]*>$|[-=*_]{3,}$)")
+_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
+def is_instruction(line: str) -> bool:
+    """Whether a default-prompt line reads as an instruction to the model: three or more
+    words, and not a ``key-name: value`` header (``x-anthropic-billing-header: cc_version=…``),
+    a Markdown heading, a tag-only marker line or a rule. Ids, hashes and dates have too few
+    words."""
+    s = line.strip()
+    if _HEADER.match(s) or _MARKER.match(s):
+        return False
+    return len(_WORD.findall(s)) >= 3
 
 
 def learn_baseline(system_texts: Sequence[str]) -> Baseline:
@@ -83,6 +140,17 @@ def learn_baseline(system_texts: Sequence[str]) -> Baseline:
 
 # -- the harness's model of a session -----------------------------------------------------------
 
+#: The rule an accepted prompt rests on, by how it arrived: on ``session/new`` it must be
+#: applied (SP-AGENT-APPLY-NEW-MUST); on a load, resume or fork the schema says an agent that
+#: cannot apply it MUST answer with an error instead (SP-AGENT-ERROR-NOSIDEEFFECT-MUST), so
+#: accepting it claims that it can.
+NEW_RULE = "SP-AGENT-APPLY-NEW-MUST"
+LIFECYCLE_RULE = "SP-AGENT-ERROR-NOSIDEEFFECT-MUST"
+OMIT_RULE = "SP-LIFECYCLE-OMIT-MAY"
+#: How many steps of a session's history its findings quote as evidence.
+MAX_TRAIL = 24
+
+
 @dataclass(frozen=True)
 class Prompt:
     mode: str
@@ -95,12 +163,28 @@ class Prompt:
                                    if len(b.strip()) >= MIN_SIGNIFICANT))
 
 
+def _same(a: Prompt | None, b: Prompt | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a.mode == b.mode and a.blocks == b.blocks
+
+
 @dataclass(frozen=True)
 class Candidate:
+    """A prompt a correct agent may be sending for a session right now.
+
+    ``label``: ``applied`` (the prompt the last request carried, or the session's settled
+    prompt), ``deferred`` (the one before a change, SP-LIFECYCLE-DEFER-MAY), ``kept`` or
+    ``default`` (the two choices for an omitted prompt, SP-LIFECYCLE-OMIT-MAY). ``severity``
+    and ``rule``: what missing it costs when it is the first candidate and nothing fits.
+    ``origin``: how the prompt arrived (``new``, ``lifecycle``, or ``kept`` after an omitted
+    one), which sets the severity of the default-instruction checks."""
+
     prompt: Prompt | None  # None: the agent's defaults only
-    label: str  # applied | deferred | kept | default
-    severity: str  # what missing this candidate costs when it is the only one left
+    label: str
+    severity: str
     rule: str
+    origin: str = "new"
 
 
 @dataclass
@@ -111,9 +195,22 @@ class SessionModel:
     tainted: bool = False  # state unknown (an invalid payload was accepted)
     closed: bool = False  # session/close succeeded, and no load or resume since
     own: set[str] = field(default_factory=set)  # every block this session may legitimately hold
+    #: A cold load (a load or resume in a new agent process) came with or after the last
+    #: accepted change: the agent rebuilt the session, so the change can no longer be deferred.
+    rebuilt: bool = False
+    trail: list[str] = field(default_factory=list)  # the steps behind this session's state
+    #: Vendor ``_meta`` texts sent next to the standard prompt: field path -> text.
+    vendor: dict[str, str] = field(default_factory=dict)
+    #: ``prompt.change-deferred`` findings to withdraw when the change shows up after all.
+    deferred_keys: list[tuple[str, str | None, int]] = field(default_factory=list)
+    #: An omitted prompt with a stored one to keep, until a turn shows the choice:
+    #: (op, cold) and the steps that led there.
+    omit_situation: tuple[str, bool] | None = None
+    omit_trail: list[str] = field(default_factory=list)
 
-    def current(self) -> Prompt | None:
-        return self.candidates[0].prompt if self.candidates else None
+    def note(self, line: str) -> None:
+        self.trail.append(line)
+        del self.trail[:-MAX_TRAIL]
 
 
 @dataclass
@@ -132,15 +229,20 @@ class _State:
     findings: dict[tuple[str, str | None, int], Finding] = field(default_factory=dict)
     requests: dict[int, str] = field(default_factory=dict)  # JSON-RPC id -> method
     expecting_exit: bool = False
+    #: The first choice seen for an omitted prompt, per situation: (choice, session, steps).
+    omitted_choices: dict[tuple[str, bool], tuple[str, str, list[str]]] = field(
+        default_factory=dict)
+    too_small_reported: bool = False
 
     def add(self, oracle: str, message: str, *, severity: str | None = None,
             rule: str | None = None, session: str | None = None, step: int | None = None,
-            **evidence: Any) -> None:
+            **evidence: Any) -> tuple[str, str | None, int]:
         info = CATALOG[oracle]
         f = Finding(oracle=oracle, severity=severity or info.severity, rule=rule or info.rule,
                     message=message, step=self.step.get("index", -1) if step is None else step,
                     session=session, evidence=evidence)
         self.findings.setdefault(f.key(), f)
+        return f.key()
 
 
 def evaluate(events: Iterable[Event], *, baseline: Baseline | None = None,
@@ -305,36 +407,52 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
     sid = verdict.get("sessionId")
     if isinstance(sid, str):
         st.known_ids.add(sid)
+    line = f"{idx + 1}: {_describe(args)}"
+    vendor = {k: v for k, v in st.step.get("_vendor", {}).items()
+              if v.strip() not in {b.strip() for b in blocks}}
 
     if op == "new" and isinstance(handle, str):
-        m = SessionModel(sid, [], st.generation)
+        m = SessionModel(sid, [], st.generation, vendor=vendor)
         if kind == "valid":
-            m.candidates = [Candidate(prompt, "applied", "MUST", "SP-AGENT-APPLY-NEW-MUST")]
+            m.candidates = [Candidate(prompt, "applied", "MUST", NEW_RULE)]
         elif kind in ("omitted", "null"):
             m.candidates = [Candidate(None, "default", "MUST", "SP-NEW-OMIT-DEFAULT-DEF")]
         else:
             m.tainted = True
         if prompt:
             m.own.update(prompt.significant)
+        m.note(line)
         st.sessions[handle] = m
     elif op in ("load", "resume") and handle in st.sessions:
         m = st.sessions[handle]
-        rebuilt = m.generation != st.generation
+        cold = m.generation != st.generation
         m.generation = st.generation
         m.closed = False
-        m.candidates = _after_lifecycle(m.current(), prompt, kind, rebuilt, m.tainted)
+        m.note(line)
+        _reattach(m, op, prompt, kind, cold, vendor)
         m.tainted = m.tainted or kind in ("invalid", "probe")
-        if prompt:
-            m.own.update(prompt.significant)
     elif op == "fork" and handle in st.sessions and isinstance(args.get("new"), str):
         src = st.sessions[handle]
-        m = SessionModel(sid, [], st.generation, tainted=src.tainted)
-        m.candidates = _after_lifecycle(src.current(), prompt, kind, False, src.tainted)
+        m = SessionModel(sid, list(src.candidates), st.generation, tainted=src.tainted,
+                         own=set(src.own), rebuilt=src.rebuilt, trail=list(src.trail),
+                         vendor=dict(src.vendor))
+        m.note(line)
+        _reattach(m, op, prompt, kind, False, vendor)
         m.tainted = m.tainted or kind in ("invalid", "probe")
-        m.own = set(src.own) | (set(prompt.significant) if prompt else set())
         st.sessions[args["new"]] = m
     elif op == "restart":
         st.generation += 1
+        for m in st.sessions.values():
+            m.note(line)
+    elif op in ("prompt", "cancel", "close") and handle in st.sessions:
+        st.sessions[handle].note(line)
+
+
+def _describe(args: Mapping[str, Any]) -> str:
+    try:
+        return describe(args)
+    except (KeyError, TypeError):  # a hand-edited cassette's step: name the op only
+        return str(args.get("op"))
 
 
 def _resent(st: _State, op: Any, args: Mapping[str, Any], sp: Any) -> bool:
@@ -348,23 +466,49 @@ def _resent(st: _State, op: Any, args: Mapping[str, Any], sp: Any) -> bool:
                and c.prompt.blocks == blocks for c in m.candidates)
 
 
-def _after_lifecycle(old: Prompt | None, new: Prompt | None, kind: Any, rebuilt: bool,
-                     tainted: bool) -> list[Candidate]:
-    """The candidates after a load, resume or fork that the agent accepted."""
+def _reattach(m: SessionModel, op: str, new: Prompt | None, kind: Any, cold: bool,
+              vendor: dict[str, str]) -> None:
+    """A load, resume or fork that the agent accepted: the session's candidates after it.
+
+    Call OLD what the session may be sending now (its candidates) and NEW the prompt the
+    request carried. NEW is expected (MUST: accepting it claims it can be applied). Each OLD
+    that differs stays as ``deferred`` (SP-LIFECYCLE-DEFER-MAY) until a turn shows NEW;
+    ``rebuilt`` records that a cold load came with or after the change, after which an OLD
+    still in use is ``prompt.change-ignored``. An omitted prompt keeps every OLD (as
+    ``kept``) next to the defaults (SP-LIFECYCLE-OMIT-MAY)."""
+    olds = m.candidates
     if kind == "valid" and new is not None:
-        if old is not None and old.blocks == new.blocks and old.mode == new.mode:
-            return [Candidate(new, "applied", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD")]
-        cands = [Candidate(new, "applied", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD")]
-        if not rebuilt:
-            # The RFD lets the agent keep the old prompt until it next rebuilds it.
-            cands.append(Candidate(old, "deferred", "info", "SP-LIFECYCLE-DEFER-MAY"))
-        return cands
+        out = [Candidate(new, "applied", "MUST", LIFECYCLE_RULE, "lifecycle")]
+        for c in olds:
+            if not any(_same(o.prompt, c.prompt) for o in out):
+                out.append(Candidate(c.prompt, "deferred", "info", "SP-LIFECYCLE-DEFER-MAY",
+                                     c.origin))
+        m.candidates = out
+        m.rebuilt = cold
+        m.own.update(new.significant)
+        m.vendor = vendor
+        m.omit_situation = None
+        return
     if kind in ("omitted", "null"):
-        if old is None:
-            return [Candidate(None, "default", "SHOULD", "SP-LIFECYCLE-OMIT-MAY")]
-        return [Candidate(old, "kept", "info", "SP-LIFECYCLE-OMIT-MAY"),
-                Candidate(None, "default", "info", "SP-LIFECYCLE-OMIT-MAY")]
-    return []
+        out = []
+        for c in olds:
+            if any(_same(o.prompt, c.prompt) for o in out):
+                continue
+            if c.label == "deferred":
+                out.append(c)
+            elif c.prompt is None:
+                out.append(Candidate(None, "default", "info", OMIT_RULE, c.origin))
+            else:
+                out.append(Candidate(c.prompt, "kept", "SHOULD", OMIT_RULE, "kept"))
+        if not any(o.prompt is None for o in out):
+            out.append(Candidate(None, "default", "info", OMIT_RULE, "kept"))
+        m.candidates = out
+        m.rebuilt = m.rebuilt or cold
+        if any(c.label == "kept" for c in out):
+            m.omit_situation = (op, cold)
+            m.omit_trail = list(m.trail)
+        return
+    m.candidates = []
 
 
 # -- model requests ------------------------------------------------------------------------------
@@ -431,39 +575,27 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
         if _full(c.prompt, everything, m):
             matched = c
             break
-    primary = m.candidates[0]
     if matched is None:
-        # Nothing fits: report against the first candidate.
-        p = primary.prompt
-        if p is None:
-            return
-        sig = p.significant
-        present = [b for b in sig if b in everything]
-        loose = [b for b in sig if b not in present and _norm(b) in _norm(everything)]
-        cut = [b for b in sig if b not in present and b not in loose and _truncated(b, everything)]
-        sev, rule = _sev(primary)
-        partial = _short_blocks_delivered(st, m, handle, p, everything) if not present else []
-        if present or loose or cut or partial:
-            missing = [b for b in sig if b not in present]
-            st.add("prompt.altered",
-                   f"session {handle}: {len(missing)} of {len(sig)} block(s) of the prompt "
-                   f"from step {p.step + 1} are not in the request verbatim"
-                   + (f" (its short block(s) {', '.join(repr(_clip(b)) for b in partial)} "
-                      "are)" if partial else ""),
-                   severity="SHOULD" if loose and len(loose) == len(missing) else sev,
-                   rule=rule, session=handle, model_event=seq,
-                   missing=[_clip(b) for b in missing])
-        elif sig:
-            st.add("prompt.lost",
-                   f"session {handle}: the prompt from step {p.step + 1} is not in the request",
-                   severity=sev, rule=rule, session=handle, model_event=seq,
-                   expected=_clip(sig[0]), system_slot=_clip(SEP.join(x.texts("system"))))
+        _report_missing(st, m, handle, x, seq, everything)
         return
-    if matched is not primary or len(m.candidates) > 1:
+    if matched.label in ("applied", "kept"):
+        # The change shows (a kept prompt is the last one applied): a deferral before it was
+        # the agent's right, not a finding.
+        for key in m.deferred_keys:
+            st.findings.pop(key, None)
+        m.deferred_keys = []
+    if matched.label == "applied":
+        m.candidates = [matched]
+        m.rebuilt = False
+    elif len(m.candidates) == 1:
+        pass  # nothing to choose between: a session made without a prompt
+    elif matched.label == "deferred":
+        _report_deferred(st, m, handle, matched, seq)
+    else:
         _report_choice(st, m, handle, matched, seq)
-    m.candidates = [Candidate(matched.prompt, matched.label, _collapsed(matched),
-                              matched.rule if matched.label == "applied"
-                              else "SP-LIFECYCLE-OMIT-MAY")]
+        # The choice is made: from now on the session's prompt is the one it showed.
+        m.candidates = [Candidate(matched.prompt, "applied", "MUST", LIFECYCLE_RULE,
+                                  matched.origin)]
     p = matched.prompt
     if p is None:
         return
@@ -484,43 +616,138 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
                    session=handle, model_event=seq, count=seen, block=_clip(b),
                    paths=[s.path for s in x.segments if b in s.text])
             break
-    if st.baseline.known:
-        share = st.baseline.share_in(system)
-        if p.mode == "override" and share >= DEFAULT_PRESENT:
-            st.add("override.not-applied",
-                   f"session {handle}: override mode, yet {share:.0%} of the default "
-                   "instruction lines are in the system slot", session=handle,
-                   model_event=seq, share=round(share, 3))
-        if p.mode == "append" and share <= DEFAULT_ABSENT:
-            st.add("append.replaced-default",
-                   f"session {handle}: append mode, yet only {share:.0%} of the default "
-                   "instruction lines are in the system slot", session=handle,
-                   model_event=seq, share=round(share, 3))
+    _judge_defaults(st, handle, p, matched.origin, system, seq)
+
+
+def _judge_defaults(st: _State, handle: str, p: Prompt, origin: str, system: str,
+                    seq: int) -> None:
+    """``override.not-applied`` and ``append.replaced-default``, judged only on a substantial
+    baseline. Their severity follows how the prompt arrived: MUST for one from ``session/new``
+    or accepted on a lifecycle request, info for one the agent kept when a later request
+    omitted it (keeping it at all was the agent's choice, SP-LIFECYCLE-OMIT-MAY)."""
+    bl = st.baseline
+    if not bl.lines or p.mode not in ("override", "append"):
+        return
+    if not bl.substantial:
+        if not st.too_small_reported:
+            st.too_small_reported = True
+            st.add("defaults.too-small",
+                   f"{p.mode} not judged: the learned default instructions are too small to "
+                   f"judge ({bl.size_lines} instruction line(s), {bl.size_chars} characters; "
+                   f"at least {MIN_BASELINE_LINES} lines and {MIN_BASELINE_CHARS} characters "
+                   "are needed)", session=handle, model_event=seq,
+                   baseline_lines=bl.size_lines, baseline_chars=bl.size_chars,
+                   baseline=[_clip(ln, 200) for ln in bl.to_wire()],
+                   kept=[_clip(ln, 200) for ln in bl.kept_in(system)])
+        return
+    sev = "info" if origin == "kept" else None
+    share = bl.share_in(system)
+    if p.mode == "override" and share >= DEFAULT_PRESENT:
+        st.add("override.not-applied",
+               f"session {handle}: override mode, yet {share:.0%} of the default "
+               "instruction lines are in the system slot", severity=sev, session=handle,
+               model_event=seq, share=round(share, 3), origin=origin)
+    if p.mode == "append" and share <= DEFAULT_ABSENT:
+        st.add("append.replaced-default",
+               f"session {handle}: append mode, yet only {share:.0%} of the default "
+               "instruction lines are in the system slot", severity=sev, session=handle,
+               model_event=seq, share=round(share, 3), origin=origin)
+
+
+def _report_missing(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq: int,
+                    everything: str) -> None:
+    """No candidate fits: the session's prompt is lost or altered. Reported against the first
+    candidate, the prompt the session must be using (for a lifecycle request: NEW)."""
+    primary = m.candidates[0]
+    p = primary.prompt
+    if p is None:
+        return
+    sig = p.significant
+    present = [b for b in sig if b in everything]
+    missing = [b for b in sig if b not in present]
+    reformatted: dict[str, tuple[str, str]] = {}
+    for b in missing:
+        found = _loose_find(b, x)
+        if found is not None:
+            reformatted[b] = found
+    cut = [b for b in missing if b not in reformatted and _truncated(b, everything)]
+    sev = primary.severity if primary.severity != "info" else "SHOULD"
+    rule = primary.rule
+    partial = _short_blocks_delivered(st, m, handle, p, everything) if not present else []
+    won = {path: text for path, text in m.vendor.items()
+           if len(text.strip()) >= MIN_SIGNIFICANT and text.strip() in everything}
+    extra: dict[str, Any] = {}
+    note = ""
+    if won:
+        path = next(iter(won))
+        extra = {"won": path, "vendor_text": _clip(won[path])}
+        note = f"; the text of the vendor field {path} is there instead"
+    if present or reformatted or cut or partial:
+        if reformatted and len(reformatted) == len(missing):
+            # Only the form changed (SP-AGENT-APPEND-FORMAT-DEF): never MUST.
+            spacing = all(kind == "whitespace" for kind, _ in reformatted.values())
+            sev, rule = ("info", "SP-AGENT-APPEND-FORMAT-DEF") if spacing \
+                else ("SHOULD", "ACPFUZZ-VERBATIM-SHOULD")
+            extra["received"] = [{"sent": _clip(b), "as": kind, "received": got}
+                                 for b, (kind, got) in reformatted.items()]
+        st.add("prompt.altered",
+               f"session {handle}: {len(missing)} of {len(sig)} block(s) of the prompt "
+               f"from step {p.step + 1} are not in the request verbatim"
+               + (f" (its short block(s) {', '.join(repr(_clip(b)) for b in partial)} "
+                  "are)" if partial else "") + note,
+               severity=sev, rule=rule, session=handle, model_event=seq,
+               missing=[_clip(b) for b in missing], **extra)
+    elif sig:
+        st.add("prompt.lost",
+               f"session {handle}: the prompt from step {p.step + 1} is not in the request"
+               + note, severity=sev, rule=rule, session=handle, model_event=seq,
+               expected=_clip(sig[0]), system_slot=_clip(SEP.join(x.texts("system"))),
+               steps=list(m.trail), **extra)
+
+
+def _report_deferred(st: _State, m: SessionModel, handle: str, matched: Candidate,
+                     seq: int) -> None:
+    new = m.candidates[0].prompt
+    evidence: dict[str, Any] = {
+        "model_event": seq, "steps": list(m.trail),
+        "requested": _clip(new.significant[0]) if new and new.significant else None,
+        "in_use": _clip(matched.prompt.significant[0])
+        if matched.prompt and matched.prompt.significant else "(the default instructions)"}
+    if m.rebuilt:
+        st.add("prompt.change-ignored",
+               f"session {handle}: the changed prompt was accepted, and the old one is still "
+               "in use after the agent rebuilt the session in a new process", session=handle,
+               **evidence)
+    else:
+        key = st.add("prompt.change-deferred",
+                     f"session {handle}: the changed prompt was accepted but the old one is "
+                     "still in use", severity="SHOULD" if st.strict else "info",
+                     session=handle, **evidence)
+        m.deferred_keys.append(key)
+
+
+_CHOICE = {"kept": "kept the stored prompt", "default": "fell back to its defaults"}
 
 
 def _report_choice(st: _State, m: SessionModel, handle: str, matched: Candidate,
                    seq: int) -> None:
-    if matched.label == "deferred":
-        st.add("prompt.change-deferred",
-               f"session {handle}: the changed prompt was accepted but the old one is still "
-               "in use", severity="SHOULD" if st.strict else "info", session=handle,
-               model_event=seq)
-    elif matched.label in ("kept", "default"):
-        st.add("lifecycle.omitted-fallback",
-               f"session {handle}: with the prompt omitted, the agent "
-               + ("kept the stored prompt" if matched.label == "kept"
-                  else "fell back to its defaults"),
-               session=handle, model_event=seq, choice=matched.label)
-
-
-def _collapsed(c: Candidate) -> str:
-    return c.severity if c.label == "applied" else "SHOULD"
-
-
-def _sev(c: Candidate) -> tuple[str, str]:
-    if c.severity == "info":
-        return "SHOULD", c.rule
-    return c.severity, c.rule
+    st.add("lifecycle.omitted-fallback",
+           f"session {handle}: with the prompt omitted, the agent {_CHOICE[matched.label]}",
+           session=handle, model_event=seq, choice=matched.label)
+    sit, m.omit_situation = m.omit_situation, None
+    if sit is None:
+        return
+    first = st.omitted_choices.setdefault(sit, (matched.label, handle, list(m.omit_trail)))
+    if first[0] != matched.label:
+        op, cold = sit
+        where = f"{op} after a restart" if cold else op
+        st.add("lifecycle.omitted-inconsistent",
+               f"session {handle}: with the prompt omitted on {where}, the agent "
+               f"{_CHOICE[matched.label]}, but for session {first[1]} in the same situation "
+               f"it {_CHOICE[first[0]]}",
+               session=handle, model_event=seq,
+               first={"session": first[1], "choice": first[0], "steps": first[2]},
+               now={"session": handle, "choice": matched.label, "steps": list(m.omit_trail)})
 
 
 #: A block counts as truncated (altered, not lost) when at least its first half arrived, and
@@ -535,19 +762,68 @@ def _truncated(block: str, everything: str) -> bool:
 
 def _full(p: Prompt | None, everything: str, m: SessionModel) -> bool:
     if p is None:
-        # The defaults-only state fits when none of this session's own texts are present.
-        return not any(b in everything for b in m.own)
+        # The defaults-only state fits when none of this session's own texts are present
+        # (its standard prompts, or the vendor texts sent with them).
+        vendor = {t.strip() for t in m.vendor.values() if len(t.strip()) >= MIN_SIGNIFICANT}
+        return not any(b in everything for b in m.own | vendor)
     sig = p.significant
     return all(b in everything for b in sig) if sig else True
 
 
 _INVISIBLE = re.compile(r"[\u0000-\u0008\u000b-\u001f\u007f\u200b-\u200f\u2060\ufeff]")
+#: One unit of escaped text: an HTML entity, a JSON escape, or any one character.
+_ESCAPE = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z]{2,8});|\\u[0-9a-fA-F]{4}"
+                     r"|\\[nrt\"\\/']|.", re.DOTALL)
+_JSON_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
 
 
-def _norm(s: str) -> str:
-    s = unicodedata.normalize("NFC", s)
-    s = _INVISIBLE.sub("", s)
-    return " ".join(s.split())
+def _squeeze(s: str, *, unescape: bool) -> tuple[str, list[tuple[int, int]]]:
+    """``s`` without whitespace (and, with ``unescape``, NFC-normalised, without invisible
+    characters, with HTML entities and JSON escapes decoded), and for each character kept the
+    span of ``s`` it came from."""
+    if unescape:
+        s = unicodedata.normalize("NFC", s)
+    out: list[str] = []
+    where: list[tuple[int, int]] = []
+    for tok in _ESCAPE.finditer(s):
+        t = tok.group()
+        if unescape and len(t) > 1:
+            if t.startswith("&"):
+                t = html.unescape(t)
+            elif t.startswith("\\u"):
+                t = chr(int(t[2:], 16))
+            else:
+                t = _JSON_ESCAPES.get(t[1], t[1])
+        for ch in t:
+            if ch.isspace() or ch == "\x00" or (unescape and _INVISIBLE.match(ch)):
+                continue
+            out.append(ch)
+            where.append(tok.span())
+    return "".join(out), where
+
+
+def _loose_find(block: str, x: ModelExchange) -> tuple[str, str] | None:
+    """Where a block that is not in the request verbatim arrived in another form: with other
+    whitespace or split across neighbouring segments (two system blocks): ``"whitespace"``;
+    escaped (HTML entities, JSON quoting), with invisible characters removed or in another
+    Unicode normalisation: ``"escaped"``. Returns (that kind, the text as received), or
+    ``None``. Only the form is forgiven: every other character must be there, in order."""
+    texts = [s.text for s in x.segments]
+    # Each segment alone, then each pair of neighbours (a block split in two).
+    spans = texts + [texts[i] + SEP + texts[i + 1] for i in range(len(texts) - 1)]
+    for kind, unescape in (("whitespace", False), ("escaped", True)):
+        want, _ = _squeeze(block, unescape=unescape)
+        if not want:
+            return None
+        for hay in spans:
+            squeezed, where = _squeeze(hay, unescape=unescape)
+            i = squeezed.find(want)
+            if i >= 0:
+                if unescape:
+                    hay = unicodedata.normalize("NFC", hay)
+                got = hay[where[i][0]: where[i + len(want) - 1][1]]
+                return kind, _clip(got.replace(SEP, " | "))
+    return None
 
 
 def _slot_of(x: ModelExchange, text: str) -> str:
@@ -619,6 +895,8 @@ def _on_acp(st: _State, ev: Event) -> None:
     if d.get("dir") == "send":
         if isinstance(msg, Mapping) and "method" in msg and "id" in msg:
             st.requests[msg["id"]] = msg["method"]
+            if msg["method"] in _LIFECYCLE_METHODS and isinstance(msg.get("params"), Mapping):
+                st.step["_vendor"] = vendor_texts(msg["params"])
         return
     if d.get("error"):
         st.add("protocol.malformed", f"the agent wrote a bad line ({d['error']})",
@@ -637,6 +915,43 @@ def _on_acp(st: _State, ev: Event) -> None:
     if problem is not None:
         st.add("protocol.malformed", f"a message from the agent breaks the schema: {problem}",
                evidence_event=ev.seq, offending=_clip(dict(msg), 200))
+
+
+_LIFECYCLE_METHODS = ("session/new", "session/load", "session/resume", "session/fork")
+
+
+def vendor_texts(params: Mapping[str, Any]) -> dict[str, str]:
+    """The texts a request carries in ``_meta`` next to a standard ``systemPrompt``, by field
+    path: the legacy carriers (claude-agent-acp's ``_meta.systemPrompt`` string or
+    ``{append}``, ``_meta.claudeCode.options.systemPrompt``, pi-acp's ``_meta.systemPrompt``,
+    JetBrains' ``customInstructions``) and any other string in a ``_meta`` of the request, of
+    the ``systemPrompt`` object or of its blocks. Without a standard field there is no
+    conflict to judge (a legacy dialect sends its prompt in ``_meta`` alone): empty."""
+    sp = params.get("systemPrompt")
+    if not isinstance(sp, Mapping):
+        return {}
+    out: dict[str, str] = {}
+    _strings(params.get("_meta"), "_meta", out, 0)
+    _strings(sp.get("_meta"), "systemPrompt._meta", out, 0)
+    content = sp.get("content")
+    if isinstance(content, list):
+        for i, block in enumerate(content[:64]):
+            if isinstance(block, Mapping):
+                _strings(block.get("_meta"), f"systemPrompt.content[{i}]._meta", out, 0)
+    return out
+
+
+def _strings(v: Any, path: str, out: dict[str, str], depth: int) -> None:
+    if depth > 8 or len(out) >= 32:
+        return
+    if isinstance(v, str) and len(v.strip()) >= MIN_SIGNIFICANT:
+        out[path] = v
+    elif isinstance(v, Mapping):
+        for k, x in list(v.items())[:32]:
+            _strings(x, f"{path}.{k}", out, depth + 1)
+    elif isinstance(v, list):
+        for i, x in enumerate(v[:32]):
+            _strings(x, f"{path}[{i}]", out, depth + 1)
 
 
 def _first_error(v: Draft202012Validator, obj: Any) -> str | None:

@@ -121,10 +121,13 @@ INVALID_REASONS: dict[str, tuple[str, str]] = {
     "content-not-array": ("MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST"),
     # The RFD lets the agent accept or reject an empty array.
     "content-empty": ("info", "SP-AGENT-EMPTY-MAY"),
-    # Earlier drafts (acp-reference.md §7.4): invalid now; an advertising agent should reject.
-    "draft-string": ("SHOULD", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST"),
-    "draft-array": ("SHOULD", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST"),
-    "not-object": ("SHOULD", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST"),
+    # Earlier drafts (acp-reference.md §7.4): invalid now; an advertising agent *should*
+    # reject. Not MUST: these are not prompts the agent "cannot apply", they are not prompts
+    # at all, and one read as absent changes nothing. So the rule is a SHOULD of acp-fuzz's
+    # own (findings.HARNESS_RULES), not a MUST of the spec with a SHOULD beside it.
+    "draft-string": ("SHOULD", "ACPFUZZ-SCHEMA-SHAPE-SHOULD"),
+    "draft-array": ("SHOULD", "ACPFUZZ-SCHEMA-SHAPE-SHOULD"),
+    "not-object": ("SHOULD", "ACPFUZZ-SCHEMA-SHAPE-SHOULD"),
 }
 
 

@@ -160,6 +160,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "payload.invalid-accepted", "payload.valid-rejected", "reject.side-effect",
         "agent.crash", "agent.hang", "protocol.malformed", "prompt.change-deferred",
         "lifecycle.omitted-fallback", "payload.probe", "cancel.error",
+        "prompt.change-ignored", "lifecycle.omitted-inconsistent", "defaults.too-small",
     }
 
 
@@ -566,24 +567,30 @@ def test_applied_change_on_load_gives_nothing() -> None:
     assert h.findings() == []
 
 
-def test_change_after_restart_cannot_be_deferred() -> None:
+def test_change_on_a_cold_load_still_unapplied_is_change_ignored_not_lost() -> None:
+    # The old prompt in use is a change kept back (SP-LIFECYCLE-CHANGE-SHOULD), never "lost";
+    # the cold load in a new process was the rebuild, so it is no longer a deferral.
     h = H()
     h.new("A", sp("append", P))
     h.step("restart")
     h.step("load", "A", systemPrompt=sp("append", Q))
     h.prompt("A", system=appended(P))
-    f = only(h.findings(), "prompt.lost")
+    f = only(h.findings(), "prompt.change-ignored")
     assert (f.severity, f.rule) == ("SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD")
+    assert "prompt.lost" not in ids(h.findings())
 
 
 def test_same_prompt_resent_after_restart_must_arrive() -> None:
+    # The headline bug: accepted on a cold load, then the defaults only. MUST, because the
+    # schema says an agent that cannot apply the prompt MUST answer with an error instead.
     h = H()
     h.new("A", sp("append", P))
     h.step("restart")
     step = h.step("resume", "A", systemPrompt=sp("append", P))
     h.prompt("A", system=appended())
     f = only(h.findings(), "prompt.lost")
-    assert f.severity == "SHOULD" and f.step == step + 1
+    assert (f.severity, f.rule) == ("MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST")
+    assert f.step == step + 1
 
 
 @pytest.mark.parametrize("op", ["load", "resume"])
