@@ -228,7 +228,7 @@ def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline:
                 judge.feed(run.history.snapshot())
                 if _interesting(judge.findings(), strict):
                     break
-        run.close()
+        run.close(grace=0)  # no restart follows: nothing will read the agent's state again
         events = run.history.snapshot()
     judge.feed(events)  # what arrived while closing (an exit, late stderr) counts too
     return History.from_events(events), judge.findings()
@@ -255,6 +255,7 @@ def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
                     texts.append("\n".join(instruction_texts(x.texts("system"), cwd)))
                     break
         caps = run.caps
+        run.close(grace=0)
     return init, caps, learn_baseline(texts)
 
 
@@ -317,6 +318,16 @@ class _WarmRuns:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="acp-fuzz-prespawn") \
             if prespawn else None
         self._next: Future[tuple[Run, HarnessError | None]] | None = None
+        # Finished runs are stopped here, so that the next example starts at once.
+        self._closer = ThreadPoolExecutor(1, thread_name_prefix="acp-fuzz-close")
+
+    def retire(self, run: Run) -> None:
+        """Stop a finished example's agent at once (no restart follows, so its state is
+        never read again) on a background thread; the gateway is released first."""
+        try:
+            run.detach()
+        finally:
+            self._closer.submit(run.close, 0)
 
     def _prepare(self) -> tuple[Run, HarnessError | None]:
         run = Run(self.spec, gateway=self.gateway)
@@ -334,20 +345,27 @@ class _WarmRuns:
         else:
             current = self._next or self._pool.submit(self._prepare)
             self._next = self._pool.submit(self._prepare)
-            run, error = current.result()
+            try:
+                run, error = current.result()
+            except BaseException:
+                # Interrupted while waiting (Ctrl-C): the run being prepared is still ours
+                # to close, whenever it is ready; close() waits for the pool to finish it.
+                current.add_done_callback(lambda f: f.result()[0].close(grace=0))
+                raise
         run.activate()
         if error is not None:
-            run.close()
+            run.close(grace=0)
             raise error
         return run
 
     def close(self) -> None:
         if self._next is not None:
             run, _ = self._next.result()
-            run.close()
+            run.close(grace=0)
             self._next = None
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        self._closer.shutdown(wait=True)
 
 
 @dataclass
@@ -409,7 +427,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                         info.setdefault(f"{f.oracle}:{f.evidence.get('choice', '')}", f)
                 bad = _interesting(findings, cfg.strict)
                 if bad:
-                    self.run.close()
+                    self.run.close(grace=0)
                     last["failure"] = _Failure(list(self.steps), self.run.history.snapshot(),
                                                findings, frozenset(self.run.secrets))
                     if budget["left"] < 0:
@@ -420,7 +438,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             def teardown(self) -> None:
                 if self.spent:
                     return
-                self.run.close()
+                warm.retire(self.run)
                 result.examples_run += 1
                 on_event(ExampleDone(result.examples_run, result.steps_run,
                                      "failure" in last))

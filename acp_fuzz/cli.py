@@ -84,10 +84,10 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> TargetSpec:
     """The target from ``AGENT``/``-- CMD ARGS`` or ``--profile``, with clear errors."""
     if profile:
-        if command:
-            fail("give either --profile or an agent command, not both")
         try:
-            return TargetSpec.from_profile(profile, timeout=timeout)
+            # With a command: your own build, run the way the profile runs its agent.
+            return TargetSpec.from_profile(profile, timeout=timeout,
+                                           command=list(command) if command else None)
         except HarnessError as e:
             fail(str(e))
     if not command:

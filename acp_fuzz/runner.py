@@ -68,21 +68,31 @@ class TargetSpec:
     init_timeout: float = 30.0
     request_timeout: float = 30.0
     shutdown_grace: float = 3.0
+    #: Seconds a ``restart`` step gives the agent to exit on its own after its stdin closes,
+    #: so that it can persist its sessions before the next process loads them; ``None``: the
+    #: ``shutdown_grace``. (When no restart follows, the agent is stopped at once.)
+    restart_grace: float | None = None
     profile: str | None = None
     #: How a system prompt is sent: ``auto`` (detected from ``initialize``), ``standard``,
     #: or a legacy dialect (see :mod:`acp_fuzz.dialects`).
     dialect: str = "auto"
 
     @classmethod
-    def from_profile(cls, name: str, *, timeout: float = 30.0, **kw: Any) -> TargetSpec:
+    def from_profile(cls, name: str, *, timeout: float = 30.0,
+                     command: Sequence[str] | None = None, **kw: Any) -> TargetSpec:
         """A known agent (``acp-fuzz profiles``), wired to the gateway by its profile.
 
-        Raises :class:`HarnessError` for an unknown profile or an agent not installed."""
+        ``command`` runs your own build of that agent instead of the pinned install, with the
+        profile's environment, HOME set-up, side-request rules and timeouts (``acp-fuzz
+        target --profile codex-acp -- ./my-build``).
+
+        Raises :class:`HarnessError` for an unknown profile, an agent not installed, or a
+        ``command`` that cannot be run."""
         from acp_fuzz.profiles import get_profile
 
         try:
             p = get_profile(name)
-            argv = p.command()
+            argv = _checked_argv(command) if command is not None else p.command()
         except KeyError as e:
             raise HarnessError(str(e.args[0]) if e.args else f"unknown profile {name}") from None
         except FileNotFoundError as e:
@@ -90,28 +100,35 @@ class TargetSpec:
         return cls(argv=tuple(argv), extra_env=p.env, setup_home=p.setup_home,
                    side_request=p.side_request, init_timeout=p.init_timeout,
                    request_timeout=max(timeout, p.request_timeout),
-                   shutdown_grace=p.shutdown_grace, profile=p.name, **kw)
+                   shutdown_grace=p.shutdown_grace, restart_grace=p.restart_grace,
+                   profile=p.name, **kw)
 
     @classmethod
     def from_command(cls, argv: Sequence[str], **kw: Any) -> TargetSpec:
         """A target from a command line. A single string with spaces is split like a shell."""
-        args = list(argv)
-        if len(args) == 1 and " " in args[0] and not os.path.exists(args[0]):
-            args = shlex.split(args[0])
-        if not args:
-            raise HarnessError("no target command given")
-        exe = args[0]
-        if os.sep in exe:
-            p = Path(exe)
-            if not p.exists():
-                raise HarnessError(f"agent not found: {exe}")
-            if p.is_dir() or not os.access(p, os.X_OK):
-                raise HarnessError(f"agent is not an executable file: {exe}")
-            # abspath, not resolve(): a venv python is a symlink whose target has no venv.
-            args[0] = os.path.abspath(exe)
-        elif shutil.which(exe) is None:
-            raise HarnessError(f"agent command not found on PATH: {exe}")
-        return cls(argv=tuple(args), **kw)
+        return cls(argv=tuple(_checked_argv(argv)), **kw)
+
+
+def _checked_argv(argv: Sequence[str]) -> list[str]:
+    """``argv`` with its program made absolute; :class:`HarnessError` if it cannot run. A
+    single string with spaces is split like a shell."""
+    args = list(argv)
+    if len(args) == 1 and " " in args[0] and not os.path.exists(args[0]):
+        args = shlex.split(args[0])
+    if not args:
+        raise HarnessError("no target command given")
+    exe = args[0]
+    if os.sep in exe:
+        p = Path(exe)
+        if not p.exists():
+            raise HarnessError(f"agent not found: {exe}")
+        if p.is_dir() or not os.access(p, os.X_OK):
+            raise HarnessError(f"agent is not an executable file: {exe}")
+        # abspath, not resolve(): a venv python is a symlink whose target has no venv.
+        args[0] = os.path.abspath(exe)
+    elif shutil.which(exe) is None:
+        raise HarnessError(f"agent command not found on PATH: {exe}")
+    return args
 
 
 @dataclass
@@ -159,7 +176,11 @@ class Run:
     # -- set-up and tear-down ----------------------------------------------------------------
 
     def __enter__(self) -> Run:
-        self.start()
+        try:
+            self.start()
+        except BaseException:
+            self.close(grace=0)  # an interrupt mid-start must not leave the sandbox behind
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -187,15 +208,27 @@ class Run:
         self.gateway.history = self.history
         self.gateway.forget_nonces()
 
-    def close(self) -> None:
+    def detach(self) -> None:
+        """Unbind a shared gateway from this run, so that the next run can take it over while
+        this one is still being closed (see :meth:`close`)."""
+        if self.gateway is not None and not self._own_gateway \
+                and self.gateway.history is self.history:
+            self.gateway.history = None
+
+    def close(self, grace: float | None = None) -> None:
+        """Stop the agent, release the gateway and remove the sandbox. Idempotent.
+
+        ``grace`` is how long the agent may take to exit on its own once its stdin closes
+        (default: the target's ``shutdown_grace``). Pass ``0`` when nothing will read the
+        agent's state again (the end of an example): it is then sent ``SIGTERM`` at once.
+        Nothing an agent could write while it shuts down is judged at the end of an example,
+        so waiting there buys nothing (codex-acp takes 2 s to exit after its stdin closes)."""
         if self._agent is not None:
-            self._agent.close(self.spec.shutdown_grace)
+            self._agent.close(self.spec.shutdown_grace if grace is None else grace)
             self._agent = None
-        if self.gateway is not None:
-            if self._own_gateway:
-                self.gateway.stop()
-            elif self.gateway.history is self.history:
-                self.gateway.history = None
+        self.detach()
+        if self.gateway is not None and self._own_gateway:
+            self.gateway.stop()
         if self._sandbox is not None:
             self._sandbox.__exit__(None, None, None)
             self._sandbox = None
@@ -445,7 +478,9 @@ class Run:
     def _do_restart(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         old = self._agent
         if old is not None:
-            old.close(self.spec.shutdown_grace)
+            # A fair chance to persist its sessions: the next process is asked to load them.
+            grace = self.spec.restart_grace
+            old.close(self.spec.shutdown_grace if grace is None else grace)
         self._generation += 1
         self.history.append("process", {"what": "restart", "generation": self._generation})
         self._spawn()

@@ -436,7 +436,11 @@ class AgentProcess:
         Closes stdin (after queued writes), waits up to ``grace`` seconds for the agent to
         exit, then sends ``SIGTERM`` to the process group, waits about a second, and sends
         ``SIGKILL``. The group is always sent ``SIGKILL`` at the end, so children the agent
-        left behind die too. Requests still in flight return ``"exited"``. Idempotent."""
+        left behind die too. Requests still in flight return ``"exited"``. Idempotent.
+
+        With ``grace`` 0 the ``SIGTERM`` follows the end of stdin at once (its ``kill`` event
+        says ``reason: "stop"`` instead of ``"grace-expired"``): for when nothing will read
+        the agent's state again."""
         with self._close_lock:
             if self._proc is None:
                 return None
@@ -447,7 +451,7 @@ class AgentProcess:
                 self._closing = True
             self._outq.put(None)
             if not self._exited_evt.wait(max(grace, 0.0)):
-                self._kill(signal.SIGTERM, "grace-expired")
+                self._kill(signal.SIGTERM, "grace-expired" if grace > 0 else "stop")
                 if not self._exited_evt.wait(_TERM_WAIT):
                     self._kill(signal.SIGKILL, "term-ignored")
                     self._exited_evt.wait(_KILL_WAIT)

@@ -56,3 +56,30 @@ def test_a_shared_database_keeps_each_agents_examples_apart() -> None:
     assert list(a.fetch(b"k2")) == [b"from-a"] and list(a.fetch(b"k")) == []
     a.delete(b"k2", b"from-a")
     assert list(shared.fetch(a.prefix + b"k2")) == []
+
+
+def test_your_own_build_runs_under_a_known_agents_profile(tmp_path: Path) -> None:
+    # A maintainer's local build: it notes what the codex-acp profile gave it (CODEX_HOME,
+    # the config.toml pointing at the gateway), then is the reference agent.
+    seen = tmp_path / "seen.txt"
+    build = tmp_path / "my_build.py"
+    build.write_text(
+        "import os, pathlib, runpy, sys\n"
+        "home = os.environ['CODEX_HOME']\n"
+        "config = pathlib.Path(home, 'config.toml').read_text()\n"
+        "pathlib.Path(sys.argv[1]).write_text(home + '\\n' + config)\n"
+        "sys.argv = ['reference_agent']\n"
+        "runpy.run_module('acp_fuzz.reference_agent', run_name='__main__')\n")
+    proc = _cli(tmp_path, "target", "--profile", "codex-acp", "--max-examples", "1",
+                "--cassette-dir", str(tmp_path / "c"), "--", sys.executable, str(build),
+                str(seen))
+    assert proc.returncode == 0, proc.stderr
+    home, config = seen.read_text().split("\n", 1)
+    assert home.endswith("/.codex")
+    assert 'model_provider = "fakellm"' in config and "127.0.0.1" in config
+
+
+def test_a_profile_with_a_missing_build_says_so(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "target", "--profile", "codex-acp", "--", "./no-such-build")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == "acp-fuzz: error: agent not found: ./no-such-build"

@@ -53,3 +53,26 @@ def test_a_prepared_run_does_not_take_the_active_runs_model_requests(
         finally:
             spare.close()
             active.close()
+
+
+def test_a_restart_lets_the_agent_exit_but_an_example_end_stops_it_at_once(
+        no_orphans: object) -> None:
+    from pathlib import Path
+
+    from acp_fuzz.campaign import run_steps
+    from acp_fuzz.oracles import learn_baseline
+
+    agent = Path(__file__).resolve().parents[1] / "hostile_agents" / "slow_exit.py"
+    spec = TargetSpec.from_command([sys.executable, str(agent)])
+    history, _ = run_steps(spec, [{"op": "new", "session": "A"}, {"op": "restart"},
+                                  {"op": "new", "session": "B"}],
+                           baseline=learn_baseline([]))
+    procs = [e.data for e in history.events if e.kind == "process"]
+    first = [p for p in procs if p.get("generation") == 0]
+    last = [p for p in procs if p.get("generation") == 1]
+    # The restarted process had its chance to finish on its own (persist its sessions) ...
+    assert [p["what"] for p in first if p["what"] in ("kill", "exit")] == ["exit"]
+    assert next(p for p in first if p["what"] == "exit")["returncode"] == 0
+    # ... but after the last step nothing reads its state again: SIGTERM at once.
+    kills = [(p["signal"], p["reason"]) for p in last if p["what"] == "kill"]
+    assert kills[:1] == [(15, "stop")]
