@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_fuzz import __version__
+from acp_fuzz.client_policy import ClientPolicy
 from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_params, resolve
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
@@ -34,7 +35,7 @@ from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.sandbox import Sandbox
 from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import nonce_for, prompt_text, validate_step
-from acp_fuzz.transport import AgentProcess, AgentStartError, Reply, default_client_handler
+from acp_fuzz.transport import AgentProcess, AgentStartError, Reply
 
 __all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec"]
 
@@ -256,7 +257,7 @@ class Run:
         work = str(self.sandbox.work)
         agent = AgentProcess(
             list(self.spec.argv), env=self._env(), cwd=work, history=self.history,
-            generation=self._generation, client_handler=default_client_handler([work]),
+            generation=self._generation, client_handler=ClientPolicy([work]),
             max_recorded_notifications=MAX_RECORDED_NOTIFICATIONS,
             max_recorded_notification_bytes=MAX_RECORDED_NOTIFICATION_BYTES)
         try:

@@ -227,7 +227,10 @@ class AgentProcess:
             run, +1 per restart).
         client_handler: answers requests from the agent (``session/request_permission``,
             ``fs/*``, ...). ``None`` answers every such request with ``-32601``. It runs on
-            one worker thread, so it may block without stalling the reading of stdout.
+            one worker thread, so it may block without stalling the reading of stdout. If it
+            has a ``sent(method, params)`` method, that is called with every request and
+            notification queued for the agent, before it is written (so a client policy
+            knows about a ``session/cancel``; see :class:`acp_fuzz.client_policy.ClientPolicy`).
         max_line_bytes: the longest stdout line accepted; longer lines are discarded.
         stderr_tail_bytes: how much of the end of stderr :attr:`stderr_tail` keeps.
         stderr_record_limit: how many stderr bytes are recorded as events in total.
@@ -524,6 +527,7 @@ class AgentProcess:
             with self._lock:
                 self._pending.pop(rid, None)
             raise
+        self._tell_handler(method, params)
         self._outq.put((line, {"dir": "send"}, rid))
         return Pending(self, rid, slot)
 
@@ -549,7 +553,13 @@ class AgentProcess:
         with self._lock:
             if self._dead or self._closing or self._write_broken:
                 return
+        self._tell_handler(method, params)
         self._outq.put((line, {"dir": "send"}, None))
+
+    def _tell_handler(self, method: str, params: Any) -> None:
+        sent = getattr(self.client_handler, "sent", None)
+        if callable(sent):
+            sent(method, params)
 
     def send_raw(self, line: bytes) -> None:
         """Write ``line`` to the agent's stdin exactly as given (no newline is added), for
@@ -996,103 +1006,8 @@ class AgentProcess:
 
 
 def default_client_handler(cwd_roots: Sequence[str]) -> ClientHandler:
-    """A deterministic client for fuzzing runs.
+    """The harness's client policy; it lives in :mod:`acp_fuzz.client_policy` (it is client
+    policy, not transport) and is kept here so that existing imports keep working."""
+    from acp_fuzz.client_policy import ClientPolicy
 
-    * ``session/request_permission``: selects the first option of kind ``allow_once``, else
-      the first option; with no options, answers ``{"outcome": {"outcome": "cancelled"}}``.
-    * ``fs/read_text_file`` / ``fs/write_text_file``: served only for absolute paths that,
-      after resolving symlinks and ``..``, lie inside one of ``cwd_roots``; anything else is
-      ``-32602``. A missing file is ``-32002``. ``line`` (1-based) and ``limit`` (lines) are
-      honoured; a write creates missing parent directories inside the root.
-    * ``terminal/*`` and every other method: ``-32601``.
-    """
-    roots = tuple(os.path.realpath(r) for r in cwd_roots)
-
-    def handler(method: str, params: Any) -> Any:
-        if method == "session/request_permission":
-            return _choose_permission(params)
-        if method == "fs/read_text_file":
-            return _read_text_file(roots, params)
-        if method == "fs/write_text_file":
-            return _write_text_file(roots, params)
-        raise RpcError(-32601, "Method not found", {"method": method})
-
-    return handler
-
-
-def _choose_permission(params: Any) -> dict[str, Any]:
-    options = params.get("options") if isinstance(params, dict) else None
-    candidates = [o for o in options if isinstance(o, dict)] if isinstance(options, list) else []
-    if not candidates:
-        return {"outcome": {"outcome": "cancelled"}}
-    chosen = next((o for o in candidates if o.get("kind") == "allow_once"), candidates[0])
-    return {"outcome": {"outcome": "selected", "optionId": chosen.get("optionId")}}
-
-
-def _resolve_inside(roots: tuple[str, ...], params: Any) -> str:
-    if not isinstance(params, dict):
-        raise RpcError(-32602, "Invalid params: expected an object")
-    path = params.get("path")
-    if not isinstance(path, str) or not os.path.isabs(path) or "\0" in path:
-        raise RpcError(-32602, "Invalid params: path must be an absolute path", {"path": path})
-    real = os.path.realpath(path)
-    for root in roots:
-        if os.path.commonpath([root, real]) == root:
-            return real
-    raise RpcError(-32602, "Invalid params: path is outside the session directories",
-                   {"path": path})
-
-
-def _optional_int(params: dict[str, Any], name: str, minimum: int) -> int | None:
-    value = params.get(name)
-    if value is None:
-        return None
-    if type(value) is not int or value < minimum:
-        raise RpcError(-32602, f"Invalid params: {name} must be an integer >= {minimum}",
-                       {name: value})
-    return value
-
-
-def _read_text_file(roots: tuple[str, ...], params: Any) -> dict[str, Any]:
-    real = _resolve_inside(roots, params)
-    line = _optional_int(params, "line", 1)
-    limit = _optional_int(params, "limit", 0)
-    try:
-        with open(real, encoding="utf-8", errors="replace", newline="") as f:
-            content = f.read()
-    except FileNotFoundError:
-        raise RpcError(-32002, "Resource not found", {"path": params["path"]}) from None
-    except IsADirectoryError:
-        raise RpcError(-32602, "Invalid params: path is a directory",
-                       {"path": params["path"]}) from None
-    except OSError as exc:
-        raise RpcError(-32603, "Internal error", {"path": params["path"],
-                                                  "reason": exc.strerror}) from None
-    if line is not None or limit is not None:
-        lines = content.splitlines(keepends=True)
-        begin = (line or 1) - 1
-        stop = None if limit is None else begin + limit
-        content = "".join(lines[begin:stop])
-    return {"content": content}
-
-
-def _write_text_file(roots: tuple[str, ...], params: Any) -> dict[str, Any]:
-    real = _resolve_inside(roots, params)
-    content = params.get("content")
-    if not isinstance(content, str):
-        raise RpcError(-32602, "Invalid params: content must be a string")
-    try:
-        data = content.encode("utf-8")
-    except UnicodeEncodeError:
-        raise RpcError(-32602, "Invalid params: content is not valid Unicode") from None
-    try:
-        os.makedirs(os.path.dirname(real), exist_ok=True)
-        with open(real, "wb") as f:
-            f.write(data)
-    except IsADirectoryError:
-        raise RpcError(-32602, "Invalid params: path is a directory",
-                       {"path": params["path"]}) from None
-    except OSError as exc:
-        raise RpcError(-32603, "Internal error", {"path": params["path"],
-                                                  "reason": exc.strerror}) from None
-    return {}
+    return ClientPolicy(cwd_roots)

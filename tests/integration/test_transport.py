@@ -531,7 +531,7 @@ def test_default_client_handler(spawn: Spawn, sandbox: Sandbox) -> None:
         return r["result"] if "result" in r else r["error"]["code"]
 
     assert [outcome(r) for r in responses] == [
-        {"outcome": {"outcome": "selected", "optionId": "a1"}},
+        {"outcome": {"outcome": "selected", "optionId": "r1"}},  # refused, never approved
         {"outcome": {"outcome": "selected", "optionId": "r1"}},
         {"outcome": {"outcome": "cancelled"}},
         {"content": "l1\nl2\nl3\n"},
