@@ -85,6 +85,10 @@ def replay_cmd(
         False, "--as-agent",
         help="Serve the recorded AGENT side on stdio, to test an ACP client (editor) against "
              "it; problems are printed to stderr at end of input (exit 1)."),
+    forward_fs_terminal: bool = typer.Option(
+        False, "--forward-fs-terminal",
+        help="With --as-agent: also send your client the fs/* and terminal/* requests the "
+             "cassette recorded (dropped by default: they write files and run commands)."),
     runs: int = typer.Option(
         1, "--runs", min=1,
         help="Replay each cassette this many times; a failure seen in only some runs is "
@@ -114,7 +118,9 @@ def replay_cmd(
         if profile or trust_recorded_command or sandbox_net or recorded_model_replies:
             _fail("--as-agent starts no agent: do not give --profile, "
                   "--trust-recorded-command, --sandbox-net or --recorded-model-replies")
-        _serve_as_agent(cassette, argv, offline, runs, junit)
+        _serve_as_agent(cassette, argv, offline, runs, junit, forward_fs_terminal)
+    if forward_fs_terminal:
+        _fail("--forward-fs-terminal goes with --as-agent only")
     if offline and (argv or profile or trust_recorded_command or recorded_model_replies):
         _fail("--offline starts no agent: do not give an agent command, --profile, "
               "--trust-recorded-command or --recorded-model-replies")
@@ -206,7 +212,7 @@ def exit_code(results: list[ReplayResult]) -> int:
 
 
 def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
-                    junit: Path | None) -> NoReturn:
+                    junit: Path | None, forward_fs_terminal: bool) -> NoReturn:
     from acp_fuzz.as_agent import serve
 
     if argv or offline or junit is not None or runs != 1:
@@ -218,7 +224,8 @@ def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
         recording = read_cassette(cassette)
     except CassetteError as e:
         _fail(str(e))
-    code = serve(recording, sys.stdin.buffer, sys.stdout.buffer, sys.stderr)
+    code = serve(recording, sys.stdin.buffer, sys.stdout.buffer, sys.stderr,
+                 forward_fs_terminal=forward_fs_terminal)
     raise typer.Exit(code)
 
 

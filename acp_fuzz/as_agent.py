@@ -12,9 +12,14 @@ notifications and agent requests the recorded agent sent while it worked on that
 then the recorded response, carrying the client's own request id. Paths under the recorded
 working directory are rewritten to the client's (learned from the ``cwd`` the client sends).
 A request with no recorded counterpart gets a JSON-RPC error (``-32603``). Responses the
-client sends to the agent's requests are read and otherwise ignored. Only the first agent
-process of a recording is served (a recorded ``restart`` cannot be re-enacted on one stdio
-connection).
+client sends to the agent's requests are read and otherwise ignored.
+
+A cassette may come from anyone, and the agent-to-client requests it stores are replayed to
+*your* client: the ``fs/*`` and ``terminal/*`` ones (a write to any path, a command to run) are
+dropped unless ``forward_fs_terminal`` is set (``--forward-fs-terminal``); the end-of-input
+summary counts what was dropped. Permission requests are forwarded: the client asks its user.
+Only the first agent process of a recording is served (a recorded ``restart`` cannot be
+re-enacted on one stdio connection).
 
 What it checks (each problem names a rule of the ACP ``systemPrompt`` RFD, or ``ORDER``):
 
@@ -41,11 +46,13 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
+from acp_fuzz.escaping import terminal
 from acp_fuzz.payloads import Capabilities
 
 __all__ = ["AgentReplayer", "Exchange", "Problem", "exchanges_of", "main", "serve"]
@@ -129,8 +136,11 @@ class AgentReplayer:
     ``handle(line)`` takes one line from the client and returns the messages to send back;
     ``finish()`` is called at end of input and returns every problem found."""
 
-    def __init__(self, cassette: Cassette) -> None:
+    def __init__(self, cassette: Cassette, *, forward_fs_terminal: bool = False) -> None:
         self.exchanges = exchanges_of(cassette)
+        self.forward_fs_terminal = forward_fs_terminal
+        #: Recorded agent requests not sent to the client, by method.
+        self.dropped: Counter[str] = Counter()
         self.cursor = 0
         self.problems: list[Problem] = []
         self.line = 0
@@ -169,7 +179,7 @@ class AgentReplayer:
                                "message": f"acp-fuzz replay: the recording has no further "
                                           f"{method} request to answer"}}]
         self._learn_paths(ex.params, msg.get("params"))
-        out = [self._rewrite(m) for m in ex.before]
+        out = [self._rewrite(m) for m in ex.before if self._keep(m)]
         if is_request:
             if ex.response is not None:
                 response = self._rewrite(ex.response)
@@ -178,8 +188,18 @@ class AgentReplayer:
             else:
                 self._problem(ORDER, f"the recorded agent never answered this {method}; "
                                      "no answer is sent")
-        out.extend(self._rewrite(m) for m in ex.after)
+        out.extend(self._rewrite(m) for m in ex.after if self._keep(m))
         return out
+
+    def _keep(self, msg: Mapping[str, Any]) -> bool:
+        """False (and counted) for a recorded ``fs/*`` or ``terminal/*`` message, unless the
+        user asked for them: they would make the client write files or run commands."""
+        method = msg.get("method")
+        if self.forward_fs_terminal or not isinstance(method, str) \
+                or not method.startswith(("fs/", "terminal/")):
+            return True
+        self.dropped[method] += 1
+        return False
 
     def finish(self) -> list[Problem]:
         left = [e.method for e in self.exchanges[self.cursor:]]
@@ -279,12 +299,14 @@ def _map_strings(v: Any, paths: Sequence[tuple[str, str]]) -> Any:
     return v
 
 
-def serve(cassette: Cassette, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[str]) -> int:
+def serve(cassette: Cassette, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[str], *,
+          forward_fs_terminal: bool = False) -> int:
     """Serve ``cassette`` as an agent over the given streams until ``stdin`` ends.
 
-    Writes the summary of problems to ``stderr``; returns the exit status (``1`` when the
-    client broke a rule or diverged from the recording, else ``0``)."""
-    replayer = AgentReplayer(cassette)
+    Writes the summary of problems (and of the recorded ``fs/*``/``terminal/*`` requests
+    dropped, unless ``forward_fs_terminal``) to ``stderr``; returns the exit status (``1``
+    when the client broke a rule or diverged from the recording, else ``0``)."""
+    replayer = AgentReplayer(cassette, forward_fs_terminal=forward_fs_terminal)
     for raw in stdin:
         text = raw.decode("utf-8", errors="replace")
         for msg in replayer.handle(text):
@@ -295,6 +317,11 @@ def serve(cassette: Cassette, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[st
             except BrokenPipeError:
                 break
     problems = replayer.finish()
+    if replayer.dropped:
+        what = ", ".join(f"{terminal(m)} x{n}" for m, n in sorted(replayer.dropped.items()))
+        stderr.write(f"acp-fuzz replay --as-agent: dropped {sum(replayer.dropped.values())} "
+                     f"recorded agent request(s) to the client ({what}); "
+                     "--forward-fs-terminal sends them\n")
     if problems:
         stderr.write(f"acp-fuzz replay --as-agent: {len(problems)} problem(s) with the client:\n")
         for p in problems:
@@ -307,11 +334,15 @@ def serve(cassette: Cassette, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m acp_fuzz.as_agent CASSETTE``: the same as ``acp-fuzz replay --as-agent``.
+    """``python -m acp_fuzz.as_agent [--forward-fs-terminal] CASSETTE``: the same as
+    ``acp-fuzz replay --as-agent``.
     Exit status 2 when the cassette cannot be read."""
     args = list(sys.argv[1:] if argv is None else argv)
+    forward = "--forward-fs-terminal" in args
+    args = [a for a in args if a != "--forward-fs-terminal"]
     if len(args) != 1:
-        sys.stderr.write("usage: python -m acp_fuzz.as_agent CASSETTE\n")
+        sys.stderr.write("usage: python -m acp_fuzz.as_agent [--forward-fs-terminal] "
+                         "CASSETTE\n")
         return 2
     try:
         cassette = read_cassette(args[0])
@@ -319,7 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"error: {e}\n")
         return 2
     try:
-        return serve(cassette, sys.stdin.buffer, sys.stdout.buffer, sys.stderr)
+        return serve(cassette, sys.stdin.buffer, sys.stdout.buffer, sys.stderr,
+                     forward_fs_terminal=forward)
     except KeyboardInterrupt:
         return 130
     finally:
