@@ -65,7 +65,9 @@ def replay_cmd(
         help="The agent to replay against (your build). Required unless --profile, --offline "
              "or --trust-recorded-command is given."),
     profile: str | None = typer.Option(
-        None, "--profile", "-p", help="Replay against a known agent (see `acp-fuzz profiles`)."),
+        None, "--profile", "-p",
+        help="Replay against a known agent (see `acp-fuzz profiles`); with a command after "
+             "--, that command run the way the profile runs its agent."),
     trust_recorded_command: bool = typer.Option(
         False, "--trust-recorded-command",
         help="Run the agent command (or profile) recorded in each cassette. A cassette can "
@@ -124,8 +126,6 @@ def replay_cmd(
     if offline and (argv or profile or trust_recorded_command or recorded_model_replies):
         _fail("--offline starts no agent: do not give an agent command, --profile, "
               "--trust-recorded-command or --recorded-model-replies")
-    if argv and profile:
-        _fail("give either --profile or an agent command, not both")
     if not cassette.exists():
         _fail(f"no such file or folder: {cassette}")
     if cassette.is_dir():

@@ -261,11 +261,13 @@ def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | N
     # The cassette's dialect, so that the prompt travels the way it did when recorded.
     dialect = cassette.header.settings.get("dialect")
     kw: dict[str, Any] = {"dialect": dialect if isinstance(dialect, str) else "auto"}
+    if profile:
+        # With a command too: your own build, run the way the profile runs its agent.
+        return TargetSpec.from_profile(profile, timeout=timeout,
+                                       command=list(target) if target else None, **kw)
     if target:
         return TargetSpec.from_command(list(target), request_timeout=timeout,
                                        init_timeout=max(timeout, 10.0), **kw)
-    if profile:
-        return TargetSpec.from_profile(profile, timeout=timeout, **kw)
     if not trust_recorded_command:
         raise HarnessError(_untrusted(cassette))
     recorded = cassette.header.settings.get("profile")
@@ -285,7 +287,8 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     """Replay the cassette at ``path`` ``runs`` times on fresh agent processes.
 
     The agent is ``target`` (a command line, for example a fixed build) or ``profile`` (a
-    known agent, see ``acp-fuzz profiles``). With neither, the result is an ``ERROR`` whose
+    known agent, see ``acp-fuzz profiles``; with ``target`` too, that command run the way the
+    profile runs its agent). With neither, the result is an ``ERROR`` whose
     reason shows what the cassette records (:func:`recorded_agent`); that recorded command
     (or recorded profile) is run only with ``trust_recorded_command=True``, because a
     cassette may come from anyone.
@@ -300,8 +303,6 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     """
     if runs < 1:
         raise ValueError(f"runs={runs} must be at least 1")
-    if target and profile:
-        raise ValueError("give either target or profile, not both")
     p = Path(path)
     try:
         cassette = read_cassette(p)
