@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.database import ExampleDatabase
@@ -37,9 +37,10 @@ from acp_fuzz import __version__
 from acp_fuzz.cassette import Header, write_cassette_bounded
 from acp_fuzz.database import AgentScoped, open_database
 from acp_fuzz.dialects import resolve
-from acp_fuzz.findings import Finding
+from acp_fuzz.findings import CATALOG, Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.history import Event, History
+from acp_fuzz.minimize import Failure, Shape, embeds, interesting, minimize, shape_of
 from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.payloads import Capabilities
 from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec
@@ -56,6 +57,10 @@ __all__ = [
     "FailureFound",
     "FindingReport",
     "Finished",
+    "InfoReport",
+    "SearchMachine",
+    "SearchState",
+    "Shrinking",
     "Started",
     "calibrate",
     "run_campaign",
@@ -85,6 +90,16 @@ class CampaignSettings:
     #: Forward model requests to this real provider (base URL) instead of the fake replies;
     #: the upstream exchanges are recorded with vcrpy into each finding cassette ("vcr").
     model_upstream: str | None = None
+    #: Stop after this many distinct failures (``--max-failures``; ``-x`` is 1). Each costs a
+    #: shrink and ``confirm_runs`` re-runs, minutes against a slow agent: ten is more than
+    #: the distinct bugs of any agent measured so far, and bounds an agent broken so badly
+    #: that every oracle fails in many shapes.
+    max_failures: int = 10
+    #: Oracles whose findings do not fail an example and are not reported
+    #: (``--exclude-oracle``: a known bug, while the search looks for others).
+    exclude_oracles: tuple[str, ...] = ()
+    #: Write a cassette for each distinct info observation too (``--keep-info``).
+    keep_info: bool = False
 
     def __post_init__(self) -> None:
         if self.max_examples < 1:
@@ -95,6 +110,11 @@ class CampaignSettings:
             raise ValueError(f"shrink_examples={self.shrink_examples} must not be negative")
         if self.confirm_runs < 1:
             raise ValueError(f"confirm_runs={self.confirm_runs} must be at least 1")
+        if self.max_failures < 1:
+            raise ValueError(f"max_failures={self.max_failures} must be at least 1")
+        unknown = sorted(set(self.exclude_oracles) - set(CATALOG))
+        if unknown:
+            raise ValueError(f"unknown oracle {unknown[0]!r} (known: {', '.join(sorted(CATALOG))})")
 
     def to_wire(self) -> dict[str, Any]:
         return {"max_examples": self.max_examples, "seed": self.seed, "strict": self.strict,
@@ -128,13 +148,20 @@ class ExampleDone(CampaignEvent):
 
 
 @dataclass(frozen=True)
+class Shrinking(CampaignEvent):
+    """A new failure is being shrunk (the campaign's own passes, after Hypothesis')."""
+
+    steps: int
+
+
+@dataclass(frozen=True)
 class Confirming(CampaignEvent):
     steps: int
 
 
 @dataclass(frozen=True)
 class FailureFound(CampaignEvent):
-    """The first failing example: shrinking starts."""
+    """A failing example that no known failure explains: shrinking starts."""
 
     oracles: tuple[str, ...]
 
@@ -143,7 +170,7 @@ class FailureFound(CampaignEvent):
 class FindingReport:
     """A confirmed (or flaky) failure with its minimal reproduction."""
 
-    status: str  # failed | flaky | unconfirmed (interrupted before the confirm runs)
+    status: str  # failed | flaky | unconfirmed (interrupted before the confirm runs) | info
     runs: int
     reproduced: int
     findings: list[Finding]
@@ -157,12 +184,30 @@ class FindingReport:
 
     @property
     def oracles(self) -> list[str]:
-        return sorted({f.oracle for f in self.findings if f.severity != "info"})
+        """The failing oracles (the observed ones for an info report)."""
+        failing = {f.oracle for f in self.findings if f.severity != "info"}
+        return sorted(failing or {f.oracle for f in self.findings})
 
     def to_wire(self) -> dict[str, Any]:
         return {"status": self.status, "runs": self.runs, "reproduced": self.reproduced,
                 "findings": [f.to_wire() for f in self.findings], "steps": self.steps,
                 "requests": self.requests,
+                "cassette": str(self.cassette) if self.cassette else None}
+
+
+@dataclass
+class InfoReport:
+    """A distinct info observation (oracle and choice) with its evidence: the shortest
+    steps that showed it (a prefix of the example that did: never longer), an excerpt of
+    the system slot of the model request it rests on, and with ``keep_info`` a cassette."""
+
+    finding: Finding
+    steps: list[dict[str, Any]]
+    excerpt: str = ""
+    cassette: Path | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        return {**self.finding.to_wire(), "steps": self.steps, "excerpt": self.excerpt,
                 "cassette": str(self.cassette) if self.cassette else None}
 
 
@@ -174,8 +219,15 @@ class CampaignResult:
     settings: CampaignSettings
     examples_run: int = 0
     steps_run: int = 0
+    #: One report per distinct failure, in the order found.
     reports: list[FindingReport] = field(default_factory=list)
+    #: One finding per distinct info observation (oracle and choice), by oracle.
     info: list[Finding] = field(default_factory=list)
+    #: The same observations with their evidence: the shortest steps that showed each, an
+    #: excerpt of what reached the model, and (``keep_info``) a cassette.
+    info_reports: list[InfoReport] = field(default_factory=list)
+    #: Failing examples that a failure already found explained (counted, not shrunk again).
+    explained: int = 0
     interrupted: bool = False
     #: Model requests the gateway served over the whole campaign (calibration, search,
     #: shrinking, confirmation): ``turn`` (tied to a harness session), ``side`` and
@@ -209,16 +261,15 @@ class AgentBug(Exception):
         self.findings = list(findings)
 
 
-def _interesting(findings: Sequence[Finding], strict: bool) -> list[Finding]:
-    # SHOULD findings fail a Hypothesis example even without --strict, so that they are
-    # shrunk and reported; --strict only decides the exit code (and promotes deferrals).
-    return [f for f in findings if f.severity in ("MUST", "SHOULD")]
-
-
 def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline: Baseline,
               strict: bool = False, gateway: Gateway | None = None,
-              stop_on_failure: bool = False) -> tuple[History, list[Finding]]:
-    """Run ``steps`` on a fresh agent and return the history and the findings over it."""
+              stop_on_failure: bool = False, ignore: Iterable[str] = ()
+              ) -> tuple[History, list[Finding]]:
+    """Run ``steps`` on a fresh agent and return the history and the findings over it.
+
+    ``stop_on_failure`` ends the run at the first failing finding of an oracle not in
+    ``ignore``."""
+    skip = set(ignore)
     judge = Evaluator(baseline=baseline, strict=strict)
     with Run(spec, gateway=gateway) as run:
         run.initialize()
@@ -226,7 +277,7 @@ def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline:
             run.execute(step)
             if stop_on_failure:
                 judge.feed(run.history.snapshot())
-                if _interesting(judge.findings(), strict):
+                if any(f.oracle not in skip for f in interesting(judge.findings(), strict)):
                     break
         run.close(grace=0)  # no restart follows: nothing will read the agent's state again
         events = run.history.snapshot()
@@ -369,19 +420,174 @@ class _WarmRuns:
 
 
 @dataclass
-class _Failure:
-    steps: list[dict[str, Any]]
-    events: list[Event]
-    findings: list[Finding]
-    #: Values to scrub from the cassette (the same for every run of one target).
-    secrets: frozenset[str] = frozenset()
+class _Known:
+    """A distinct failure found so far: its minimal shape and oracles, and its report."""
+
+    shape: Shape
+    oracles: frozenset[str]
+    report: FindingReport | None
+    seen: int = 1
+
+
+#: After this many shrinks of one oracle's failures ended in a known reproduction, further
+#: failures of that oracle that no known reproduction explains are counted, not shrunk: a
+#: bug that shows in many shapes (a global prompt leaks into every later session) would
+#: otherwise cost a full shrink for each example it fails.
+DUPLICATE_SHRINKS = 2
+
+
+@dataclass
+class SearchState:
+    """What the search machine's examples share: the target, the settings, the runs, and
+    what the campaign found so far. :func:`run_campaign` builds one per campaign and binds it
+    to :class:`SearchMachine` with :meth:`SearchMachine.bound`."""
+
+    spec: TargetSpec
+    cfg: CampaignSettings
+    baseline: Baseline
+    warm: _WarmRuns
+    result: CampaignResult
+    on_event: Callable[[CampaignEvent], None]
+    known: list[_Known] = field(default_factory=list)
+    info: dict[str, InfoReport] = field(default_factory=dict)
+    #: Shrinks per oracle that ended in a reproduction already known.
+    duplicates: dict[str, int] = field(default_factory=dict)
+    #: The current round's new failure (None until one is seen).
+    failure: Failure | None = None
+    #: Shrink examples left in this round; -1 until its failure.
+    shrink_left: int = -1
+    #: Examples the current round generated (its failing example included).
+    generated: int = 0
+    #: Failing examples that a known failure explained (not shrunk again).
+    explained_count: int = 0
+
+    def new_round(self) -> None:
+        self.failure, self.shrink_left, self.generated = None, -1, 0
+
+    def failing(self, findings: Sequence[Finding]) -> list[Finding]:
+        """The findings that fail an example (MUST, SHOULD), minus ``--exclude-oracle``."""
+        skip = set(self.cfg.exclude_oracles)
+        return [f for f in interesting(findings, self.cfg.strict) if f.oracle not in skip]
+
+    def explained(self, steps: Sequence[Mapping[str, Any]], oracles: set[str]) -> bool:
+        """Whether known failures account for a failing example: each of its oracles is one
+        of a known failure whose minimal steps occur in it (ending at its failing step), or
+        one whose failures were shrunk into known ones often enough already."""
+        shape = shape_of(steps)
+        covered: set[str] = set()
+        for k in self.known:
+            if k.oracles & oracles and embeds(k.shape, shape):
+                covered |= k.oracles
+                k.seen += 1
+        known = set().union(*(k.oracles for k in self.known)) if self.known else set()
+        for o in oracles - covered:
+            if o in known and self.duplicates.get(o, 0) >= DUPLICATE_SHRINKS:
+                covered.add(o)
+        return oracles <= covered
+
+    def note_info(self, findings: Sequence[Finding], steps: Sequence[Mapping[str, Any]],
+                  events: Sequence[Event]) -> None:
+        """Keep each distinct info observation with the shortest steps that showed it."""
+        for f in findings:
+            if f.severity != "info":
+                continue
+            key = f"{f.oracle}:{f.evidence.get('choice', '')}"
+            upto = [dict(s) for s in (steps[:f.step + 1] if f.step >= 0 else steps)]
+            seen = self.info.get(key)
+            if seen is None or len(upto) < len(seen.steps):
+                self.info[key] = InfoReport(f, upto, _excerpt(events, f))
+
+
+class SearchMachine(LifecycleMachine):
+    """The campaign's Hypothesis machine: each example runs on a fresh agent, and the oracles
+    judge it after every step.
+
+    A failure that known failures explain (:meth:`SearchState.explained`) ends the example
+    quietly, so that the search goes on; a new one raises :class:`AgentBug`, and Hypothesis
+    shrinks it within the shrink budget. Use :meth:`bound` to get a class to run."""
+
+    search: ClassVar[SearchState]
+
+    @classmethod
+    def bound(cls, search: SearchState, *, caps: Capabilities, long_texts: bool,
+              resend_on_lifecycle: bool) -> type[SearchMachine]:
+        """A subclass bound to ``search``. Named ``AcpFuzzLifecycle`` whatever the agent:
+        the example database's key is derived from the name."""
+        return type("AcpFuzzLifecycle", (cls,), {
+            "search": search, "caps": caps, "long_texts": long_texts,
+            "resend_on_lifecycle": resend_on_lifecycle, "__qualname__": "AcpFuzzLifecycle"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        s = self.search
+        self.steps: list[dict[str, Any]] = []
+        self.done = False  # a known failure ended this example: the rest does nothing
+        # Past the shrink budget an example does nothing and passes: Hypothesis then
+        # cannot improve on the round's failure and stops quickly.
+        self.spent = s.shrink_left == 0
+        if s.shrink_left > 0:
+            s.shrink_left -= 1
+        if self.spent:
+            return
+        if s.shrink_left < 0:
+            s.generated += 1
+        self.judge = Evaluator(baseline=s.baseline, strict=s.cfg.strict)
+        try:
+            self.run = s.warm.take()
+        except HarnessError as e:
+            self.spent = True  # nothing to tear down
+            crash = [Finding("agent.crash", "MUST", "SES-AGENT-BASELINE-MUST",
+                             f"the agent did not initialize: {e}")]
+            if not s.failing(crash):
+                return
+            raise AgentBug(crash) from None
+
+    def execute(self, step: dict[str, Any]) -> None:
+        if self.spent or self.done:
+            return
+        s = self.search
+        self.steps.append(step)
+        self.run.execute(step)
+        s.result.steps_run += 1
+        events = self.run.history.snapshot()
+        self.judge.feed(events)
+        findings = self.judge.findings()
+        s.note_info(findings, self.steps, events)
+        bad = s.failing(findings)
+        if not bad:
+            return
+        if s.failure is None and s.explained(self.steps, {f.oracle for f in bad}):
+            s.explained_count += 1
+            self.done = True
+            return
+        self.run.close(grace=0)
+        s.failure = Failure(list(self.steps), self.run.history.snapshot(), findings,
+                            frozenset(self.run.secrets))
+        if s.shrink_left < 0:
+            s.shrink_left = s.cfg.shrink_examples
+            s.on_event(FailureFound(tuple(sorted({f.oracle for f in bad}))))
+        raise AgentBug(bad)
+
+    def teardown(self) -> None:
+        if self.spent:
+            return
+        s = self.search
+        s.warm.retire(self.run)
+        s.result.examples_run += 1
+        s.on_event(ExampleDone(s.result.examples_run, s.result.steps_run,
+                               s.failure is not None))
 
 
 def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                  on_event: Callable[[CampaignEvent], None] = lambda e: None,
                  *, database: ExampleDatabase | None = None) -> CampaignResult:
     """Run a whole campaign against ``spec``. Raises :class:`HarnessError` when the agent
-    cannot be driven at all (it does not start, or cannot create a plain session)."""
+    cannot be driven at all (it does not start, or cannot create a plain session).
+
+    The search goes on after a failure: each new failure is shrunk, compared with the ones
+    found before (by oracle and by the shape of its minimal steps), and, when it is a new
+    one, confirmed and written as a cassette. It ends after ``max_examples`` generated
+    examples, or at ``max_failures`` distinct failures."""
     recorder = UpstreamRecorder() if cfg.model_upstream else None
     with Gateway(None, side_request=spec.side_request, upstream=cfg.model_upstream,
                  upstream_recorder=recorder) as gateway:
@@ -389,64 +595,11 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         agent = init.get("agentInfo") if isinstance(init, Mapping) else None
         agent = dict(agent) if isinstance(agent, Mapping) else {}
         result = CampaignResult(agent=agent, initialize=init, caps=caps, settings=cfg)
-
-        last: dict[str, _Failure] = {}
-        info: dict[str, Finding] = {}
-        budget = {"left": -1}  # shrink examples left; -1 until the first failure
         warm = _WarmRuns(spec, gateway, prespawn=cfg.prespawn)
-
-        class Machine(LifecycleMachine):
-            def __init__(self) -> None:
-                super().__init__()
-                self.steps: list[dict[str, Any]] = []
-                # Past the shrink budget an example does nothing and passes: Hypothesis then
-                # cannot improve on the last failure and stops quickly.
-                self.spent = budget["left"] == 0
-                if budget["left"] > 0:
-                    budget["left"] -= 1
-                if self.spent:
-                    return
-                self.judge = Evaluator(baseline=baseline, strict=cfg.strict)
-                try:
-                    self.run = warm.take()
-                except HarnessError as e:
-                    self.spent = True  # nothing to tear down
-                    raise AgentBug([Finding("agent.crash", "MUST", "SES-AGENT-BASELINE-MUST",
-                                            f"the agent did not initialize: {e}")]) from None
-
-            def execute(self, step: dict[str, Any]) -> None:
-                if self.spent:
-                    return
-                self.steps.append(step)
-                self.run.execute(step)
-                result.steps_run += 1
-                self.judge.feed(self.run.history.snapshot())
-                findings = self.judge.findings()
-                for f in findings:
-                    if f.severity == "info":
-                        info.setdefault(f"{f.oracle}:{f.evidence.get('choice', '')}", f)
-                bad = _interesting(findings, cfg.strict)
-                if bad:
-                    self.run.close(grace=0)
-                    last["failure"] = _Failure(list(self.steps), self.run.history.snapshot(),
-                                               findings, frozenset(self.run.secrets))
-                    if budget["left"] < 0:
-                        budget["left"] = cfg.shrink_examples
-                        on_event(FailureFound(tuple(sorted({f.oracle for f in bad}))))
-                    raise AgentBug(bad)
-
-            def teardown(self) -> None:
-                if self.spent:
-                    return
-                warm.retire(self.run)
-                result.examples_run += 1
-                on_event(ExampleDone(result.examples_run, result.steps_run,
-                                     "failure" in last))
-
-        Machine.caps = caps
-        Machine.long_texts = cfg.long_texts
-        Machine.resend_on_lifecycle = resolve(spec.dialect, init) == "standard"
-        Machine.__name__ = Machine.__qualname__ = "AcpFuzzLifecycle"
+        search = SearchState(spec, cfg, baseline, warm, result, on_event)
+        machine = SearchMachine.bound(
+            search, caps=caps, long_texts=cfg.long_texts,
+            resend_on_lifecycle=resolve(spec.dialect, init) == "standard")
         db = database
         if db is None and cfg.database:
             db = open_database(cfg.database)
@@ -455,221 +608,146 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             # agent's examples to itself, keyed by what it is, not by where it runs.
             db = AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
                                   f"|{spec.profile or spec.argv[-1]}")
-        hyp = settings(
-            max_examples=cfg.max_examples,
-            stateful_step_count=cfg.max_steps,
-            deadline=None,
-            database=db,
-            suppress_health_check=list(HealthCheck),
-            report_multiple_bugs=False,
-            verbosity=Verbosity.quiet,
-            print_blob=False,
-            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
-        )
-        flaky = False
+        on_event(Started(agent, caps, init))
+        on_event(Calibrated(baseline))
+        generated = 0
+        pending: Failure | None = None  # a failure not yet confirmed when interrupted
         try:
-            on_event(Started(agent, caps, init))
-            on_event(Calibrated(baseline))
-            run_state_machine_as_test(seed(cfg.seed)(Machine), settings=hyp)
+            for round_ in range(cfg.max_examples):
+                search.new_round()
+                hyp = settings(
+                    max_examples=cfg.max_examples - generated,
+                    stateful_step_count=cfg.max_steps,
+                    deadline=None,
+                    database=db,
+                    suppress_health_check=list(HealthCheck),
+                    report_multiple_bugs=False,
+                    verbosity=Verbosity.quiet,
+                    print_blob=False,
+                    # Later rounds do not replay the database: its failures are known by
+                    # then, and a replay that no longer fails would delete them from it. Nor
+                    # do they let Hypothesis shrink: the campaign's own passes reach the same
+                    # minimum (tests/quality), and Hypothesis' budget was most of a round.
+                    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
+                    if round_ == 0 else [Phase.explicit, Phase.generate],
+                )
+                flaky = False
+                try:
+                    # Each round at its own seed: the same seed would re-draw the examples
+                    # the last round already ran.
+                    run_state_machine_as_test(seed(cfg.seed + round_)(machine), settings=hyp)
+                except AgentBug:
+                    pass
+                except (Flaky, ExceptionGroup):
+                    # Hypothesis could not reproduce the failure it shrank to. Past the shrink
+                    # budget that is by design (the replay was a no-op); otherwise the failure
+                    # is flaky. The confirm runs below decide in both cases.
+                    flaky = search.shrink_left != 0
+                generated += search.generated
+                pending = search.failure
+                if pending is None:
+                    break  # the examples ran out without a new failure
+                _settle(search, pending, gateway, init, flaky_hint=flaky)
+                pending = None
+                if len(result.reports) >= cfg.max_failures or generated >= cfg.max_examples:
+                    break
         except KeyboardInterrupt:
             # Ctrl-C or SIGTERM: Hypothesis has torn the example down (its agent is closed).
-            # Keep what was found so far, unconfirmed, and stop.
+            # Keep what was found so far, the last failure unconfirmed, and stop.
             result.interrupted = True
-        except AgentBug:
-            pass
-        except (Flaky, ExceptionGroup):
-            # Hypothesis could not reproduce the failure it shrank to. Past the shrink budget
-            # that is by design (the replay was a no-op); otherwise the failure is flaky. The
-            # confirm runs below decide in both cases.
-            flaky = budget["left"] != 0
+            pending = pending or search.failure
         finally:
             warm.close()
-        failure = last.get("failure")
-        if failure is not None and not result.interrupted:
-            on_event(Confirming(len(failure.steps)))
-            try:
-                result.reports.append(_confirm(spec, cfg, failure, baseline, gateway, init,
-                                               flaky_hint=flaky))
-            except KeyboardInterrupt:
-                result.interrupted = True
-        if failure is not None and result.interrupted and not result.reports:
+        if pending is not None and result.interrupted:
             report = FindingReport(status="unconfirmed", runs=0, reproduced=0,
-                                   findings=failure.findings, steps=failure.steps,
-                                   requests=requests_of(failure.events), cassette=None)
-            report.cassette = save_finding(spec, cfg, failure.events, report, baseline, init,
-                                           gateway, secrets=failure.secrets)
+                                   findings=_kept(cfg, pending.findings), steps=pending.steps,
+                                   requests=requests_of(pending.events), cassette=None)
+            report.cassette = save_finding(spec, cfg, pending.events, report, baseline, init,
+                                           gateway, secrets=pending.secrets,
+                                           suffix=_suffix(result, report))
             result.reports.append(report)
-        result.info = sorted(info.values(), key=lambda f: f.oracle)
+        result.info_reports = sorted(search.info.values(), key=lambda i: i.finding.oracle)
+        result.info = [i.finding for i in result.info_reports]
+        result.explained = search.explained_count
+        if cfg.keep_info and not result.interrupted:
+            for i, rep in enumerate(result.info_reports):
+                _keep_info(search, rep, gateway, init, i)
         result.model_requests = dict(gateway.counts)
     on_event(Finished(result))
     return result
 
 
-def minimize_steps(spec: TargetSpec, failure: _Failure, baseline: Baseline, gateway: Gateway,
-                   *, strict: bool) -> _Failure:
-    """Make the failing steps 1-minimal: no single step can be dropped and still fail.
-
-    Hypothesis shrinks the draws, but for stateful tests it does not promise that no step can
-    be deleted (a restart that changes nothing for the failure can survive its shrinker, and a
-    step that a later one refers to can only go once that one is gone). So, on top:
-
-    1. the smallest forms first (:func:`_short_forms`): each payload the steps sent on a
-       fresh ``session/new``, alone, with one turn, or re-sent by the load, resume or fork
-       the failure used (what most systemPrompt bugs reduce to);
-    2. delete steps one at a time, sweeping again until a whole sweep deletes nothing;
-    3. simplify each payload (fewer, shorter blocks), where the failure allows;
-    4. rename the sessions A, B, ... in order of appearance.
-
-    A trial only counts when it fails with one of the same oracles.
-    """
-    oracles = {f.oracle for f in _interesting(failure.findings, strict)}
-
-    def attempt(trial: list[dict[str, Any]]) -> _Failure | None:
-        if not trial or not _references_ok(trial):
-            return None
-        history, findings = run_steps(spec, trial, baseline=baseline, strict=strict,
-                                      gateway=gateway, stop_on_failure=True)
-        if oracles & {f.oracle for f in _interesting(findings, strict)}:
-            return _Failure(trial, history.snapshot(), findings, failure.secrets)
-        return None
-
-    best = failure
-    for trial in _short_forms(best.steps):
-        if len(trial) >= len(best.steps):
-            continue
-        found = attempt(trial)
-        if found is not None:
-            best = found
-            break
-    changed = True
-    while changed and len(best.steps) > 1:
-        changed = False
-        i = 0
-        while i < len(best.steps) and len(best.steps) > 1:
-            found = attempt(best.steps[:i] + best.steps[i + 1:])
-            if found is not None:
-                best, changed = found, True
-            else:
-                i += 1
-    # 3. the smallest payload: each one simplified everywhere it occurs (a re-sent prompt
-    #    must stay identical to the original), keeping the canary at the end of its text.
-    for sp in _payloads(best.steps):
-        for smaller in _simpler_payloads(sp):
-            found = attempt(_replace_payload(best.steps, sp, smaller))
-            if found is not None:
-                best = found
-                break
-    # 4. readable names: sessions A, B, ... in order of appearance (checked like the rest).
-    renamed = _canonical_handles(best.steps)
-    if renamed != best.steps and (found := attempt(renamed)) is not None:
-        best = found
-    return best
+def _excerpt(events: Sequence[Event], f: Finding, width: int = 300) -> str:
+    """The system slot of the model request a finding rests on, clipped to ``width``."""
+    seq = f.evidence.get("model_event")
+    for e, x in History.from_events(events).model_exchanges():
+        if e.seq == seq:
+            text = "\n".join(x.texts("system"))
+            return text if len(text) <= width else text[:width] + "..."
+    return ""
 
 
-def _canonical_handles(steps: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    names: dict[str, str] = {}
-
-    def name(h: str) -> str:
-        return names.setdefault(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[len(names) % 26])
-
-    out = []
-    for s in steps:
-        t = dict(s)
-        for key in ("session", "new"):
-            if isinstance(t.get(key), str):
-                t[key] = name(t[key])
-        out.append(t)
-    return out
+def _keep_info(search: SearchState, rep: InfoReport, gateway: Gateway, init: Any,
+               index: int) -> None:
+    """Re-run an info observation's steps and write them as a cassette (``--keep-info``)."""
+    history, findings = run_steps(search.spec, rep.steps, baseline=search.baseline,
+                                  strict=search.cfg.strict, gateway=gateway)
+    shown = [f for f in findings if f.oracle == rep.finding.oracle]
+    report = FindingReport(status="info", runs=1, reproduced=1 if shown else 0,
+                           findings=shown or [rep.finding], steps=rep.steps,
+                           requests=requests_of(history.snapshot()), cassette=None)
+    rep.cassette = save_finding(search.spec, search.cfg, history.snapshot(), report,
+                                search.baseline, init, gateway,
+                                suffix=f"-info{index + 1}")
 
 
-def _payloads(steps: Sequence[Mapping[str, Any]]) -> list[Any]:
-    out: list[Any] = []
-    for s in steps:
-        if "systemPrompt" in s and s["systemPrompt"] not in out:
-            out.append(s["systemPrompt"])
-    return out
+def _kept(cfg: CampaignSettings, findings: Sequence[Finding]) -> list[Finding]:
+    skip = set(cfg.exclude_oracles)
+    return [f for f in findings if f.oracle not in skip]
 
 
-def _simpler_payloads(sp: Any) -> list[dict[str, Any]]:
-    """Smaller variants of a valid payload: one short block, then every block cut to its
-    last 64 characters (the canary sits at the end of the last non-blank block)."""
-    if not (isinstance(sp, Mapping) and isinstance(sp.get("content"), list)
-            and all(isinstance(b, Mapping) and isinstance(b.get("text"), str)
-                    for b in sp["content"]) and sp["content"]):
-        return []
-    blocks = sp["content"]
-    tail = next((b["text"] for b in reversed(blocks) if b["text"].strip()), "")
-    one = {**sp, "content": [{"type": "text", "text": tail[-64:]}]}
-    cut = {**sp, "content": [{**b, "text": b["text"][-64:]} for b in blocks]}
-    return [c for c in (one, cut) if c != sp]
+def _suffix(result: CampaignResult, report: FindingReport) -> str:
+    """``-2``, ``-3``, ... for the second, third, ... report whose cassette would have the
+    same name (the same primary oracle)."""
+    primary = report.oracles[:1]
+    n = sum(1 for r in result.reports if r.oracles[:1] == primary)
+    return f"-{n + 1}" if n else ""
 
 
-def _replace_payload(steps: Sequence[Mapping[str, Any]], old: Any, new: Any
-                     ) -> list[dict[str, Any]]:
-    return [{**s, "systemPrompt": new} if "systemPrompt" in s and s["systemPrompt"] == old
-            else dict(s) for s in steps]
+def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, *,
+            flaky_hint: bool) -> None:
+    """Shrink a round's failure; if it is a new one, confirm it and write its cassette."""
+    cfg, spec, baseline = search.cfg, search.spec, search.baseline
+
+    def run(trial: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+        history, findings = run_steps(spec, trial, baseline=baseline, strict=cfg.strict,
+                                      gateway=gateway, stop_on_failure=True,
+                                      ignore=cfg.exclude_oracles)
+        return history.snapshot(), findings
+
+    search.on_event(Shrinking(len(failure.steps)))
+    small = minimize(failure, run, strict=cfg.strict,
+                     oracles=failure.oracles(cfg.strict) - set(cfg.exclude_oracles))
+    oracles = frozenset(o for o in small.oracles(cfg.strict) if o not in cfg.exclude_oracles)
+    shape = shape_of(small.steps)
+    for k in search.known:
+        if k.shape == shape and k.oracles & oracles:
+            k.seen += 1
+            for o in oracles:
+                search.duplicates[o] = search.duplicates.get(o, 0) + 1
+            return
+    search.on_event(Confirming(len(small.steps)))
+    report = _confirm(spec, cfg, small, baseline, gateway, init, flaky_hint=flaky_hint,
+                      suffix_of=search.result)
+    search.result.reports.append(report)
+    search.known.append(_Known(shape, oracles, report))
 
 
-def _short_forms(steps: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Canonical short sequences built from the payloads and operations of ``steps``,
-    shortest first: most systemPrompt bugs reduce to one of these shapes, which step
-    deletion alone cannot always reach (a prompt set by ``load`` rather than ``new``)."""
-    payloads = _payloads(steps)
-    ops = [s["op"] for s in steps]
-    forms: list[list[dict[str, Any]]] = []
-    for sp in payloads:
-        new = {"op": "new", "session": "A", "systemPrompt": sp}
-        turn = {"op": "prompt", "session": "A"}
-        forms += [[new], [new, turn],
-                  # the shape of a leak: the prompt given to one session, a turn in another
-                  [new, {"op": "new", "session": "B"}, {"op": "prompt", "session": "B"}]]
-        for op in ("load", "resume"):
-            if op in ops:
-                again = {"op": op, "session": "A", "systemPrompt": sp}
-                forms.append([new, again, turn])
-                if "restart" in ops:
-                    forms.append([new, {"op": "restart"}, again, turn])
-        if "fork" in ops:
-            forms.append([new, {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp},
-                          {"op": "prompt", "session": "B"}])
-    return sorted(forms, key=len)
-
-
-def _references_ok(steps: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a trial obeys the lifecycle machine's own preconditions.
-
-    A step on a session no earlier step created would be skipped by the runner, and a turn on
-    a session that a restart or a close unloaded (and no load or resume re-attached) asks a
-    correct agent for an error: such trials prove nothing, or prove the wrong thing, so they
-    are not tried."""
-    made: set[str] = set()
-    loaded: set[str] = set()
-    for s in steps:
-        op, handle = s["op"], str(s.get("session"))
-        if op == "new":
-            made.add(handle)
-            loaded.add(handle)
-        elif op == "restart":
-            loaded.clear()
-        elif op in ("load", "resume"):
-            if handle not in made:
-                return False
-            loaded.add(handle)
-        elif op in ("prompt", "cancel", "close", "fork"):
-            if handle not in loaded:
-                return False
-            if op == "close":
-                loaded.discard(handle)
-            elif op == "fork":
-                made.add(s["new"])
-                loaded.add(s["new"])
-    return True
-
-
-def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: _Failure, baseline: Baseline,
-             gateway: Gateway, init: Any, *, flaky_hint: bool) -> FindingReport:
-    failure = minimize_steps(spec, failure, baseline, gateway, strict=cfg.strict)
-    oracles = {f.oracle for f in _interesting(failure.findings, cfg.strict)}
+def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: Failure, baseline: Baseline,
+             gateway: Gateway, init: Any, *, flaky_hint: bool,
+             suffix_of: CampaignResult) -> FindingReport:
+    """Re-run the minimal steps ``confirm_runs`` times on fresh agents; write the cassette."""
+    oracles = failure.oracles(cfg.strict)
     reproduced = 0
     for i in range(cfg.confirm_runs):
         last = i == cfg.confirm_runs - 1
@@ -679,25 +757,27 @@ def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: _Failure, baselin
             gateway.upstream_recorder = UpstreamRecorder()
         history, findings = run_steps(spec, failure.steps, baseline=baseline,
                                       strict=cfg.strict, gateway=gateway)
-        if oracles & {f.oracle for f in _interesting(findings, cfg.strict)}:
+        if oracles & {f.oracle for f in interesting(findings, cfg.strict)}:
             reproduced += 1
             if last and gateway.upstream_recorder is not None:
-                failure = _Failure(failure.steps, history.snapshot(), findings,
-                                   failure.secrets)
+                failure = Failure(failure.steps, history.snapshot(), findings,
+                                  failure.secrets)
     status = "failed" if reproduced == cfg.confirm_runs and not flaky_hint else "flaky"
     report = FindingReport(status=status, runs=cfg.confirm_runs, reproduced=reproduced,
-                           findings=failure.findings, steps=failure.steps,
+                           findings=_kept(cfg, failure.findings), steps=failure.steps,
                            requests=requests_of(failure.events), cassette=None)
     report.cassette = save_finding(spec, cfg, failure.events, report, baseline, init, gateway,
-                                   secrets=failure.secrets)
+                                   secrets=failure.secrets, suffix=_suffix(suffix_of, report))
     return report
 
 
 def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event],
                  report: FindingReport, baseline: Baseline, init: Any,
-                 gateway: Gateway | None = None, *, secrets: Iterable[str] = ()) -> Path | None:
-    """Write the minimal failing run as a cassette named after its oracle, and return its
-    path; ``None`` (with a warning) when not even a clipped cassette could be written.
+                 gateway: Gateway | None = None, *, secrets: Iterable[str] = (),
+                 suffix: str = "") -> Path | None:
+    """Write the minimal failing run as a cassette named after its oracle (``suffix`` tells
+    apart the distinct failures of one oracle in one campaign), and return its path;
+    ``None`` (with a warning) when not even a clipped cassette could be written.
 
     Everything is scrubbed first (:mod:`acp_fuzz.scrub`): header, events, attachments, and
     the report's own findings, steps and requests, which the JSON and JUnit reports show.
@@ -708,7 +788,7 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
     report.steps = scrubber.value(report.steps)
     report.requests = scrubber.value(report.requests)
     primary = report.oracles[0] if report.oracles else "finding"
-    name = re.sub(r"[^a-z0-9.-]+", "-", f"{primary}-seed{cfg.seed}").strip("-")
+    name = re.sub(r"[^a-z0-9.-]+", "-", f"{primary}-seed{cfg.seed}{suffix}").strip("-")
     path = cfg.cassette_dir / f"{name}.cassette"
     try:
         header = Header(

@@ -163,11 +163,23 @@ def target(
     model_upstream: str | None = typer.Option(
         None, "--model-upstream", metavar="URL",
         help="Forward model requests to a real provider; recorded with vcrpy into cassettes."),
+    max_failures: int = typer.Option(
+        10, "--max-failures", min=1, metavar="N",
+        help="Stop after N distinct failures (each is shrunk, confirmed and recorded)."),
+    exitfirst: bool = typer.Option(False, "--exitfirst", "-x",
+                                   help="Stop at the first failure (--max-failures 1)."),
+    exclude_oracle: list[str] = typer.Option(
+        [], "--exclude-oracle", metavar="ID",
+        help="Skip this oracle's findings, e.g. a known bug (repeatable)."),
+    keep_info: bool = typer.Option(False, "--keep-info",
+                                   help="Write a cassette for each info observation too."),
 ) -> None:
-    """Fuzz an agent's systemPrompt handling; shrink any failure to a minimal reproduction."""
+    """Fuzz an agent's systemPrompt handling; shrink each distinct failure to a minimal
+    reproduction."""
     if dialect not in DIALECT_CHOICES:
         fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
     reports = _parse_reports(report)
+    excluded = _check_oracles(exclude_oracle)
     from acp_fuzz.netns import maybe_reexec
 
     code = maybe_reexec(sandbox_net)
@@ -188,7 +200,9 @@ def target(
             fail(str(e))
     cfg = CampaignSettings(max_examples=max_examples, seed=seed, strict=strict,
                            max_steps=max_steps, cassette_dir=cassette_dir, database=database,
-                           model_upstream=_check_url(model_upstream))
+                           model_upstream=_check_url(model_upstream),
+                           max_failures=1 if exitfirst else max_failures,
+                           exclude_oracles=excluded, keep_info=keep_info)
     t0 = time.monotonic()
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                         TextColumn("{task.completed}/{task.total} examples"),
@@ -249,6 +263,16 @@ def target(
     for kind, path in reports:
         (_write_json if kind == "json" else _write_junit)(result, path, secrets)
     raise typer.Exit(result.exit_code)  # 130 when interrupted
+
+
+def _check_oracles(ids: Sequence[str]) -> tuple[str, ...]:
+    from acp_fuzz.findings import CATALOG
+
+    for oracle in ids:
+        if oracle not in CATALOG:
+            fail(f"--exclude-oracle: unknown oracle {oracle!r} (see docs/oracles.md; known: "
+                 f"{', '.join(sorted(CATALOG))})")
+    return tuple(ids)
 
 
 def _check_url(url: str | None) -> str | None:
@@ -367,7 +391,8 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[
     doc = {"acp_fuzz_version": __version__, "agent": result.initialize,
             "examples_run": result.examples_run, "steps_run": result.steps_run,
             "seed": result.settings.seed, "strict": result.settings.strict,
-            "findings": findings, "info": [f.to_wire() for f in result.info],
+            "findings": findings, "info": [i.to_wire() for i in result.info_reports],
+            "explained": result.explained,
             "model_requests": dict(result.model_requests),
             "interrupted": result.interrupted, "exit_code": result.exit_code}
     return dict(Scrubber(secrets).value(doc))

@@ -35,11 +35,12 @@ from acp_fuzz.campaign import (
     CampaignSettings,
     ExampleDone,
     FailureFound,
+    InfoReport,
     Started,
     calibrate,
     run_campaign,
 )
-from acp_fuzz.findings import Finding
+from acp_fuzz.minimize import Shape, shape_of
 from acp_fuzz.runner import TargetSpec
 
 __all__ = ["run_parallel", "spec_from_wire", "spec_to_wire"]
@@ -136,20 +137,26 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
             shutil.rmtree(own_db, ignore_errors=True)
     merged = CampaignResult(agent=results[0].agent, initialize=results[0].initialize,
                             caps=results[0].caps, settings=cfg)
-    seen: set[tuple[str, ...]] = set()
-    info: dict[tuple[str, Any], Finding] = {}
+    # Workers find the same bugs: one report per oracle set and shape of the minimal steps
+    # (the campaign's own rule for "distinct"), the first worker's.
+    seen: set[tuple[tuple[str, ...], Shape]] = set()
+    info: dict[tuple[str, Any], InfoReport] = {}
     for r in results:
         merged.examples_run += r.examples_run
         merged.steps_run += r.steps_run
         for k, n in r.model_requests.items():
             merged.model_requests[k] = merged.model_requests.get(k, 0) + n
         merged.interrupted = merged.interrupted or r.interrupted
+        merged.explained += r.explained
         for rep in r.reports:
-            key = tuple(rep.oracles)
+            key = (tuple(rep.oracles), shape_of(rep.steps))
             if key not in seen:
                 seen.add(key)
                 merged.reports.append(rep)
-        for f in r.info:
-            info.setdefault((f.oracle, f.evidence.get("choice")), f)
-    merged.info = list(info.values())
+        for i in r.info_reports:
+            key2 = (i.finding.oracle, i.finding.evidence.get("choice"))
+            if key2 not in info or len(i.steps) < len(info[key2].steps):
+                info[key2] = i
+    merged.info_reports = sorted(info.values(), key=lambda i: i.finding.oracle)
+    merged.info = [i.finding for i in merged.info_reports]
     return merged

@@ -1,30 +1,45 @@
-"""The minimizer only tries sequences the lifecycle machine itself could have drawn (pure)."""
+"""The minimizer (pure): it tries only sequences the lifecycle machine itself could have
+drawn, deleting a fork re-points its later steps to the source, a cancelled turn becomes a plain
+one, and two failures are the same bug when their minimal steps have the same shape."""
 
 from __future__ import annotations
 
-from acp_fuzz.campaign import _canonical_handles, _references_ok, _short_forms
+from typing import Any
+
+from acp_fuzz.findings import Finding
+from acp_fuzz.history import Event
+from acp_fuzz.minimize import (
+    Failure,
+    canonical_handles,
+    delete_step,
+    embeds,
+    minimize,
+    references_ok,
+    shape_of,
+    short_forms,
+)
 
 NEW_A = {"op": "new", "session": "A"}
 
 
 def test_a_turn_after_a_restart_needs_a_load_first() -> None:
-    assert not _references_ok([NEW_A, {"op": "restart"}, {"op": "prompt", "session": "A"}])
-    assert not _references_ok([NEW_A, {"op": "restart"}, {"op": "cancel", "session": "A"}])
-    assert _references_ok([NEW_A, {"op": "restart"}, {"op": "load", "session": "A"},
+    assert not references_ok([NEW_A, {"op": "restart"}, {"op": "prompt", "session": "A"}])
+    assert not references_ok([NEW_A, {"op": "restart"}, {"op": "cancel", "session": "A"}])
+    assert references_ok([NEW_A, {"op": "restart"}, {"op": "load", "session": "A"},
                            {"op": "prompt", "session": "A"}])
 
 
 def test_a_closed_session_is_reattached_before_use() -> None:
     closed = [NEW_A, {"op": "close", "session": "A"}]
-    assert not _references_ok([*closed, {"op": "prompt", "session": "A"}])
-    assert _references_ok([*closed, {"op": "resume", "session": "A"},
+    assert not references_ok([*closed, {"op": "prompt", "session": "A"}])
+    assert references_ok([*closed, {"op": "resume", "session": "A"},
                             {"op": "prompt", "session": "A"}])
 
 
 def test_unknown_sessions_are_not_tried() -> None:
-    assert not _references_ok([{"op": "load", "session": "A"}])
-    assert not _references_ok([{"op": "fork", "session": "A", "new": "B"}])
-    assert _references_ok([NEW_A, {"op": "fork", "session": "A", "new": "B"},
+    assert not references_ok([{"op": "load", "session": "A"}])
+    assert not references_ok([{"op": "fork", "session": "A", "new": "B"}])
+    assert references_ok([NEW_A, {"op": "fork", "session": "A", "new": "B"},
                            {"op": "prompt", "session": "B"}])
 
 
@@ -33,14 +48,127 @@ def test_every_short_form_is_a_legal_sequence() -> None:
     steps = [{"op": "new", "session": "C", "systemPrompt": sp}, {"op": "restart"},
              {"op": "load", "session": "C", "systemPrompt": sp},
              {"op": "fork", "session": "C", "new": "D", "systemPrompt": sp}]
-    forms = _short_forms(steps)
-    assert forms and all(_references_ok(f) for f in forms)
+    forms = short_forms(steps)
+    assert forms and all(references_ok(f) for f in forms)
     assert [len(f) for f in forms] == sorted(len(f) for f in forms)
 
 
 def test_canonical_names_follow_first_appearance() -> None:
     steps = [{"op": "new", "session": "C"}, {"op": "fork", "session": "C", "new": "A"},
              {"op": "prompt", "session": "A"}]
-    assert _canonical_handles(steps) == [
+    assert canonical_handles(steps) == [
         {"op": "new", "session": "A"}, {"op": "fork", "session": "A", "new": "B"},
         {"op": "prompt", "session": "B"}]
+
+
+# -- the minimizer's passes, on a model of an agent (pure) --------------------------------------
+
+
+def sp(text: str, mode: str = "append") -> dict[str, Any]:
+    return {"mode": mode, "content": [{"type": "text", "text": text}]}
+
+
+def shared_cwd_agent(steps: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+    """A model of an agent that stores the prompt per directory: a prompt set on any session
+    is used by every session in the same directory (a fork runs in its source's). A turn on
+    a session whose own prompt is not the one used is a leak."""
+    cwd: dict[str, str] = {}
+    own: dict[str, Any] = {}
+    stored: dict[str, Any] = {}
+    for i, s in enumerate(steps):
+        h = s.get("session")
+        if s["op"] == "new":
+            cwd[h] = h
+            own[h] = s.get("systemPrompt")
+        elif s["op"] == "fork":
+            cwd[s["new"]] = cwd[h]
+            own[s["new"]] = s.get("systemPrompt", own[h])
+        elif s["op"] in ("prompt", "cancel"):
+            if stored.get(cwd[h], own[h]) != own[h]:
+                return [], [Finding("prompt.leak", "MUST", "R", "leak", step=i, session=h)]
+            continue
+        else:
+            continue
+        target = s["new"] if s["op"] == "fork" else h
+        if s.get("systemPrompt") is not None:
+            stored[cwd[target]] = s["systemPrompt"]
+    return [], []
+
+
+def failure(steps: list[dict[str, Any]]) -> Failure:
+    events, findings = shared_cwd_agent(steps)
+    assert findings, "the model does not fail these steps"
+    return Failure(steps, events, findings)
+
+
+def test_deleting_a_fork_repoints_its_later_steps_to_the_source() -> None:
+    steps = [NEW_A, {"op": "fork", "session": "A", "new": "B"},
+             {"op": "fork", "session": "B", "new": "C"}, {"op": "prompt", "session": "B"}]
+    assert delete_step(steps, 1) == [NEW_A, {"op": "fork", "session": "A", "new": "C"},
+                                     {"op": "prompt", "session": "A"}]
+    assert steps[2]["session"] == "B"  # the input is not changed
+
+
+def test_a_fork_of_a_fork_of_a_fork_shrinks_to_one_fork() -> None:
+    # The issue's reproduction: 5 steps where 3 show the same leak.
+    steps = [{"op": "new", "session": "A", "systemPrompt": sp("P")},
+             {"op": "fork", "session": "A", "new": "B"},
+             {"op": "fork", "session": "B", "new": "C"},
+             {"op": "fork", "session": "C", "new": "D", "systemPrompt": sp("Q", "override")},
+             {"op": "prompt", "session": "A"}]
+    small = minimize(failure(steps), shared_cwd_agent)
+    assert small.steps == [{"op": "new", "session": "A", "systemPrompt": sp("P")},
+                           {"op": "fork", "session": "A", "new": "B",
+                            "systemPrompt": sp("Q", "override")},
+                           {"op": "prompt", "session": "A"}]
+
+
+def test_a_cancelled_turn_becomes_a_plain_turn() -> None:
+    steps = [{"op": "new", "session": "A", "systemPrompt": sp("P")},
+             {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp("Q")},
+             {"op": "cancel", "session": "A"}]
+    small = minimize(failure(steps), shared_cwd_agent)
+    assert [s["op"] for s in small.steps] == ["new", "fork", "prompt"]
+
+
+def test_a_cancel_that_is_the_point_stays() -> None:
+    def cancel_bug(steps: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+        bad = [Finding("cancel.error", "MUST", "R", "x", step=i)
+               for i, s in enumerate(steps) if s["op"] == "cancel"]
+        return [], bad[:1]
+
+    steps = [NEW_A, {"op": "prompt", "session": "A"}, {"op": "cancel", "session": "A"}]
+    small = minimize(Failure(steps, [], cancel_bug(steps)[1]), cancel_bug)
+    assert small.steps == [NEW_A, {"op": "cancel", "session": "A"}]
+
+
+def test_the_shape_ignores_texts_and_handle_letters() -> None:
+    one = [{"op": "new", "session": "C", "systemPrompt": sp("P")},
+           {"op": "fork", "session": "C", "new": "A", "systemPrompt": sp("Q")},
+           {"op": "prompt", "session": "C"}]
+    two = [{"op": "new", "session": "A", "systemPrompt": sp("other text")},
+           {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp("more")},
+           {"op": "prompt", "session": "A"}]
+    assert shape_of(one) == shape_of(two)
+    # ... but not the mode, a re-sent (same) prompt, the session a turn is on, or a defect.
+    variants = [
+        [two[0], {**two[1], "systemPrompt": sp("more", "override")}, two[2]],
+        [two[0], {**two[1], "systemPrompt": two[0]["systemPrompt"]}, two[2]],
+        [two[0], two[1], {"op": "prompt", "session": "B"}],
+        [two[0], {**two[1], "systemPrompt": {"mode": "prepend", "content": []}}, two[2]],
+    ]
+    for v in variants:
+        assert shape_of(v) != shape_of(two), v
+
+
+def test_a_known_reproduction_explains_an_example_that_ends_with_it() -> None:
+    known = shape_of([{"op": "new", "session": "A", "systemPrompt": sp("P")},
+                      {"op": "new", "session": "B"}, {"op": "prompt", "session": "B"}])
+    example = [{"op": "new", "session": "A", "systemPrompt": sp("x")},
+               {"op": "prompt", "session": "A"}, {"op": "list"},
+               {"op": "new", "session": "B", "systemPrompt": sp("y")},
+               {"op": "new", "session": "C"}, {"op": "prompt", "session": "C"}]
+    assert embeds(known, shape_of(example))
+    # Not when the example's failing step is elsewhere, or when the sessions differ.
+    assert not embeds(known, shape_of(example[:-1]))
+    assert not embeds(known, shape_of([*example[:-1], {"op": "prompt", "session": "A"}]))

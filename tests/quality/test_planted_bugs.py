@@ -1,6 +1,8 @@
-"""End to end: ``acp-fuzz target`` (``run_campaign``) with DEFAULT settings finds every planted
-bug of the reference agent, names the right oracle, confirms it, and shrinks it to the bug's
-known minimal length; the correct agent gives nothing; a finding cassette reproduces.
+"""End to end: ``acp-fuzz target -x`` (``run_campaign``, default settings but for stopping at
+the first failure) finds every planted bug of the reference agent, names the right oracle,
+confirms it, and shrinks it to the bug's known minimal length; the correct agent gives nothing;
+a finding cassette reproduces. (Without ``-x`` the campaign goes on to look for other bugs:
+``test_campaign_all_bugs.py``.)
 
 Slow by nature (every example spawns a fresh agent; measured on 2 cores under heavy load: 20 s
 to 2.5 min per bug and seed). Seeds: ``ACP_FUZZ_QUALITY_SEEDS`` (comma-separated, default
@@ -80,6 +82,11 @@ def campaign(spec: TargetSpec, tmp_path: Path, **kw: int) -> CampaignResult:
     return run_campaign(spec, CampaignSettings(cassette_dir=tmp_path / "cassettes", **kw))
 
 
+def first_failure(spec: TargetSpec, tmp_path: Path, **kw: int) -> CampaignResult:
+    """``-x``: the campaign ends with its first distinct failure."""
+    return campaign(spec, tmp_path, max_failures=1, **kw)
+
+
 def _cases() -> list[object]:
     out: list[object] = []
     for seed in SEEDS:
@@ -94,7 +101,7 @@ def _cases() -> list[object]:
 def test_planted_bug_found_and_shrunk(bug: str, seed: int, tmp_path: Path,
                                       no_orphans: Track) -> None:
     oracle, minimum = MINIMUM[bug]
-    result = campaign(reference(bug), tmp_path, seed=seed)
+    result = first_failure(reference(bug), tmp_path, seed=seed)
     assert result.reports, f"{bug} not found in {result.examples_run} examples"
     report = result.reports[0]
     # A MUST finding fails the run; a SHOULD one (misplaced, duplicated) only under --strict.
@@ -122,7 +129,7 @@ def test_correct_agent_has_no_must_or_should_findings(tmp_path: Path,
 
 def test_finding_cassette_reproduces_the_same_oracle(tmp_path: Path, no_orphans: Track) -> None:
     spec = reference("user-turn")
-    result = campaign(spec, tmp_path, seed=0)
+    result = first_failure(spec, tmp_path, seed=0)
     (report,) = result.reports
     assert report.cassette is not None
     cassette = read_cassette(report.cassette)

@@ -1,0 +1,362 @@
+"""The minimizer: make a failing step sequence as short and as plain as it can be (pure).
+
+Hypothesis shrinks the draws of the lifecycle machine, but for stateful tests it does not
+promise that no step can be deleted (a restart that changes nothing for the failure can survive
+its shrinker, and a step that a later one refers to can only go once that one is gone).
+:func:`minimize` works on the steps themselves, on top of it:
+
+1. the smallest forms first (:func:`short_forms`): each payload the steps sent on a fresh
+   ``session/new``, alone, with one turn, or re-sent by the load, resume or fork the failure
+   used (what most systemPrompt bugs reduce to), even when no shorter than the failure;
+2. delete steps one at a time, sweeping again until a whole sweep deletes nothing. Deleting a
+   fork re-points the later steps on the fork to its source (:func:`delete_step`), so a fork
+   of a fork becomes a fork of the root; a turn with a cancel becomes a plain turn;
+3. simplify each payload (fewer, shorter blocks), where the failure allows;
+4. rename the sessions A, B, ... in order of appearance.
+
+A trial counts only when it fails with one of the same oracles. The minimizer never runs an
+agent itself: it is handed a function that runs steps and returns their findings, so that it
+is pure and testable on a model of an agent (``tests/cover/test_minimize.py``).
+
+:func:`shape_of` is what two failures must share to be the same bug: the operations with the
+sessions named by first appearance and each payload by its kind, not its text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from acp_fuzz.findings import Finding
+from acp_fuzz.history import Event
+from acp_fuzz.payloads import Capabilities, blocks_of, classify
+
+__all__ = [
+    "Failure",
+    "Shape",
+    "canonical_handles",
+    "delete_step",
+    "embeds",
+    "interesting",
+    "minimize",
+    "references_ok",
+    "shape_of",
+    "short_forms",
+]
+
+Steps = list[dict[str, Any]]
+#: Runs steps on a fresh agent: (the events, the findings), stopping at the first failure.
+Runner = Callable[[Steps], tuple[list[Event], list[Finding]]]
+
+
+@dataclass
+class Failure:
+    """A failing run: its steps, its events and what the oracles said about it."""
+
+    steps: Steps
+    events: list[Event]
+    findings: list[Finding]
+    #: Values to scrub from the cassette (the same for every run of one target).
+    secrets: frozenset[str] = frozenset()
+
+    def oracles(self, strict: bool = False) -> set[str]:
+        return {f.oracle for f in interesting(self.findings, strict)}
+
+
+def interesting(findings: Sequence[Finding], strict: bool = False) -> list[Finding]:
+    """The findings that fail an example: MUST and SHOULD.
+
+    SHOULD findings fail a Hypothesis example even without ``--strict``, so that they are
+    shrunk and reported; ``--strict`` only decides the exit code."""
+    return [f for f in findings if f.severity in ("MUST", "SHOULD")]
+
+
+def minimize(failure: Failure, run: Runner, *, strict: bool = False,
+             oracles: set[str] | None = None, max_trials: int | None = None) -> Failure:
+    """Make ``failure.steps`` 1-minimal (no single step can be dropped and still fail), with
+    the plainest operations and payloads that still fail with one of the same oracles.
+
+    ``oracles`` are the ones a trial must fail with (default: the failure's own);
+    ``max_trials`` bounds the runs (None: as many as it takes; the passes always end)."""
+    if oracles is None:
+        oracles = failure.oracles(strict)
+    trials = {"n": 0}
+
+    def attempt(trial: Steps) -> Failure | None:
+        if not trial or not references_ok(trial):
+            return None
+        if max_trials is not None and trials["n"] >= max_trials:
+            return None
+        trials["n"] += 1
+        events, findings = run(trial)
+        if oracles & {f.oracle for f in interesting(findings, strict)}:
+            return Failure(trial, events, findings, failure.secrets)
+        return None
+
+    best = failure
+    for trial in short_forms(best.steps):
+        # At the same length too: a short form is the canonical reproduction of its shape,
+        # so two failures of one bug end in the same steps (and are told to be one).
+        if len(trial) > len(best.steps) or trial == best.steps:
+            continue
+        found = attempt(trial)
+        if found is not None:
+            best = found
+            break
+    changed = True
+    while changed and len(best.steps) > 1:
+        changed = False
+        i = 0
+        while i < len(best.steps) and len(best.steps) > 1:
+            found = attempt(delete_step(best.steps, i))
+            if found is not None:
+                best, changed = found, True
+            else:
+                i += 1
+        # A turn cancelled mid-flight is a plain turn, unless the cancel is the point.
+        for i, s in enumerate(best.steps):
+            if s["op"] == "cancel":
+                found = attempt([*best.steps[:i], {"op": "prompt", "session": s["session"]},
+                                 *best.steps[i + 1:]])
+                if found is not None:
+                    best, changed = found, True
+    # 3. the smallest payload: each one simplified everywhere it occurs (a re-sent prompt
+    #    must stay identical to the original), keeping the canary at the end of its text.
+    for sp in _payloads(best.steps):
+        for smaller in _simpler_payloads(sp):
+            found = attempt(_replace_payload(best.steps, sp, smaller))
+            if found is not None:
+                best = found
+                break
+    # 4. readable names: sessions A, B, ... in order of appearance (checked like the rest).
+    renamed = canonical_handles(best.steps)
+    if renamed != best.steps and (found := attempt(renamed)) is not None:
+        best = found
+    return best
+
+
+def delete_step(steps: Sequence[Mapping[str, Any]], i: int) -> Steps:
+    """``steps`` without step ``i``. When step ``i`` forks a session, the later steps on the
+    fork act on its source instead: the fork's own turns become the source's turns and a
+    fork of the fork becomes a fork of the source (``new A; fork A→B; fork B→C`` without the
+    first fork is ``new A; fork A→C``)."""
+    gone = steps[i]
+    rest = [dict(s) for s in steps[:i]] + [dict(s) for s in steps[i + 1:]]
+    if gone.get("op") != "fork":
+        return rest
+    old, src = gone["new"], gone["session"]
+    for s in rest[i:]:
+        if s.get("session") == old:
+            s["session"] = src
+    return rest
+
+
+def canonical_handles(steps: Sequence[Mapping[str, Any]]) -> Steps:
+    """The same steps with the sessions renamed A, B, ... in order of first appearance."""
+    names: dict[str, str] = {}
+
+    def name(h: str) -> str:
+        return names.setdefault(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[len(names) % 26])
+
+    out = []
+    for s in steps:
+        t = dict(s)
+        for key in ("session", "new"):
+            if isinstance(t.get(key), str):
+                t[key] = name(t[key])
+        out.append(t)
+    return out
+
+
+def _payloads(steps: Sequence[Mapping[str, Any]]) -> list[Any]:
+    out: list[Any] = []
+    for s in steps:
+        if "systemPrompt" in s and s["systemPrompt"] not in out:
+            out.append(s["systemPrompt"])
+    return out
+
+
+def _simpler_payloads(sp: Any) -> list[dict[str, Any]]:
+    """Smaller variants of a valid payload: one short block, then every block cut to its
+    last 64 characters (the canary sits at the end of the last non-blank block)."""
+    if not (isinstance(sp, Mapping) and isinstance(sp.get("content"), list)
+            and all(isinstance(b, Mapping) and isinstance(b.get("text"), str)
+                    for b in sp["content"]) and sp["content"]):
+        return []
+    blocks = sp["content"]
+    tail = next((b["text"] for b in reversed(blocks) if b["text"].strip()), "")
+    one = {**sp, "content": [{"type": "text", "text": tail[-64:]}]}
+    cut = {**sp, "content": [{**b, "text": b["text"][-64:]} for b in blocks]}
+    return [c for c in (one, cut) if c != sp]
+
+
+def _replace_payload(steps: Sequence[Mapping[str, Any]], old: Any, new: Any) -> Steps:
+    return [{**s, "systemPrompt": new} if "systemPrompt" in s and s["systemPrompt"] == old
+            else dict(s) for s in steps]
+
+
+def short_forms(steps: Sequence[Mapping[str, Any]]) -> list[Steps]:
+    """Canonical short sequences built from the payloads and operations of ``steps``,
+    shortest first: most systemPrompt bugs reduce to one of these shapes, which step
+    deletion alone cannot always reach (a prompt set by ``load`` rather than ``new``)."""
+    payloads = _payloads(steps)
+    ops = [s["op"] for s in steps]
+    forms: list[Steps] = []
+    for sp in payloads:
+        new = {"op": "new", "session": "A", "systemPrompt": sp}
+        turn = {"op": "prompt", "session": "A"}
+        forms += [[new], [new, turn],
+                  # the shape of a leak: the prompt given to one session, a turn in another
+                  [new, {"op": "new", "session": "B"}, {"op": "prompt", "session": "B"}]]
+        for op in ("load", "resume"):
+            if op in ops:
+                again = {"op": op, "session": "A", "systemPrompt": sp}
+                forms.append([new, again, turn])
+                if "restart" in ops:
+                    forms.append([new, {"op": "restart"}, again, turn])
+        if "fork" in ops:
+            forms.append([new, {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp},
+                          {"op": "prompt", "session": "B"}])
+    return sorted(forms, key=len)
+
+
+def references_ok(steps: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a trial obeys the lifecycle machine's own preconditions.
+
+    A step on a session no earlier step created would be skipped by the runner, and a turn on
+    a session that a restart or a close unloaded (and no load or resume re-attached) asks a
+    correct agent for an error: such trials prove nothing, or prove the wrong thing, so they
+    are not tried."""
+    made: set[str] = set()
+    loaded: set[str] = set()
+    for s in steps:
+        op, handle = s["op"], str(s.get("session"))
+        if op == "new":
+            made.add(handle)
+            loaded.add(handle)
+        elif op == "restart":
+            loaded.clear()
+        elif op in ("load", "resume"):
+            if handle not in made:
+                return False
+            loaded.add(handle)
+        elif op in ("prompt", "cancel", "close", "fork"):
+            if handle not in loaded:
+                return False
+            if op == "close":
+                loaded.discard(handle)
+            elif op == "fork":
+                made.add(s["new"])
+                loaded.add(s["new"])
+    return True
+
+
+# -- the shape of a reproduction -------------------------------------------------------------------
+
+#: One step of a shape: (op, session index, new-session index, payload kind, cwd).
+ShapeStep = tuple[str, int, int, str, str]
+Shape = tuple[ShapeStep, ...]
+
+_ALL = Capabilities(system_prompt=True, override=True, load=True, resume=True, fork=True,
+                    close=True, list=True)
+#: A prompt this long is "long" in a shape: near the 64 KiB where truncation bugs live.
+LONG_TEXT = 32 * 1024
+
+
+def payload_kind(step: Mapping[str, Any], current: Any = None) -> str:
+    """What a step's prompt is, without its text: ``omit``, ``null``, ``invalid:<reason>``,
+    or the mode with ``+same`` (a load, resume or fork re-sending the session's own prompt),
+    ``/blocks`` (more than one block) and ``/long`` (over 32 KiB of text)."""
+    if "systemPrompt" not in step:
+        return "omit"
+    sp = step["systemPrompt"]
+    if sp is None:
+        return "null"
+    c = classify(sp, _ALL)
+    if c.kind != "valid":
+        return f"invalid:{c.reason}"
+    kind = str(sp["mode"])
+    if step["op"] in ("load", "resume", "fork") and sp == current:
+        kind += "+same"
+    texts = blocks_of(sp)
+    if len(texts) > 1:
+        kind += "/blocks"
+    if sum(len(t) for t in texts) > LONG_TEXT:
+        kind += "/long"
+    return kind
+
+
+def shape_of(steps: Sequence[Mapping[str, Any]]) -> Shape:
+    """The shape of a reproduction: what makes two failures of one oracle the same bug.
+
+    Sessions are numbered by first appearance, each payload is reduced to its kind
+    (:func:`payload_kind`), a turn with a cancel counts as ``cancel``, and an invalid request
+    by its method. Texts, canaries and handle letters do not count."""
+    index: dict[str, int] = {}
+    prompts: dict[str, Any] = {}
+
+    def idx(h: Any) -> int:
+        return index.setdefault(str(h), len(index)) if isinstance(h, str) else -1
+
+    out: list[ShapeStep] = []
+    for s in steps:
+        op = s["op"]
+        session = s.get("session")
+        current = prompts.get(str(session))
+        kind = payload_kind(s, current) if op in ("new", "load", "resume", "fork") else ""
+        if op == "invalid":
+            kind = str(s.get("method"))
+        cwd = "shared" if op == "new" and s.get("cwd") == "shared" else ""
+        out.append((op, idx(session), idx(s.get("new")), kind, cwd))
+        if op in ("new", "load", "resume", "fork") and kind not in ("omit", "null") \
+                and not kind.startswith("invalid"):
+            prompts[str(s["new"] if op == "fork" else session)] = s["systemPrompt"]
+        elif op == "fork" and session is not None:
+            prompts[str(s["new"])] = current
+    return tuple(out)
+
+
+def _matches(pattern: ShapeStep, step: ShapeStep) -> bool:
+    op, _, _, kind, cwd = pattern
+    if op != step[0]:
+        return False
+    if cwd and cwd != step[4]:
+        return False
+    # A step the pattern sends nothing with may send something in the example.
+    return kind == step[3] or kind == "omit"
+
+
+def embeds(pattern: Shape, example: Shape) -> bool:
+    """Whether the reproduction ``pattern`` occurs in ``example`` as a subsequence that ends
+    at the example's last step (its failing step), with the sessions mapped one to one.
+
+    A known bug's minimal reproduction embedded in a new failing example explains that
+    failure without shrinking it again."""
+    if not pattern or not example or not _matches(pattern[-1], example[-1]):
+        return False
+
+    def go(pi: int, ei: int, fwd: dict[int, int], back: dict[int, int]) -> bool:
+        if pi < 0:
+            return True
+        p = pattern[pi]
+        last = pi == len(pattern) - 1
+        candidates = [len(example) - 1] if last else range(ei, -1, -1)
+        for j in candidates:
+            e = example[j]
+            if not _matches(p, e):
+                continue
+            f2, b2 = dict(fwd), dict(back)
+            ok = True
+            for a, b in ((p[1], e[1]), (p[2], e[2])):
+                if a < 0:
+                    continue
+                if f2.get(a, b) != b or b2.get(b, a) != a:
+                    ok = False
+                    break
+                f2[a], b2[b] = b, a
+            if ok and go(pi - 1, j - 1, f2, b2):
+                return True
+        return False
+
+    return go(len(pattern) - 1, len(example) - 2, {}, {})
