@@ -101,8 +101,32 @@ client prompt texts.
 ``truncate-64k``
     The client text is cut to 65536 characters. 2 steps: new (append a 65537+ character
     text); prompt → the end of the text is missing.
+``lost-override-after-restart``
+    After a restart, a load or resume that re-sends an *override* prompt is accepted, and the
+    session runs on the built-in defaults. 4 steps: new (override P); restart; load (override
+    P); prompt → the defaults, not P (``prompt.lost``, MUST).
+``vendor-meta-wins``
+    A vendor ``_meta.systemPrompt`` (claude-agent-acp's string or ``{"append": text}``) next
+    to the standard ``systemPrompt`` silently replaces it. 2 steps: new (append P, and
+    ``_meta.systemPrompt {append: V}``); prompt → V, not P (``prompt.lost`` naming the field).
+``tiny-baseline``
+    The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
+    the one-line SDK identity, and both stay under override. Too little to judge override by:
+    the oracles must give no MUST (``defaults.too-small``, info).
+
+Correct variants (``--variant NAME``)
+=====================================
+
+Behaviours the RFD allows, which a harness must not call bugs.
+
+``defer-then-apply``
+    A changed prompt on a live session (load, resume, fork) is used from the second turn after
+    the change on; the first still sends the old one (SP-LIFECYCLE-DEFER-MAY).
+``defer-until-restart``
+    A changed prompt on a live session is stored, but the old one is sent until the session
+    is loaded or resumed in a new process; a change carried by such a cold load applies at once.
 """
 
-from .agent import BUGS, DEFAULT_INSTRUCTIONS, Agent, default_instructions, main
+from .agent import BUGS, DEFAULT_INSTRUCTIONS, VARIANTS, Agent, default_instructions, main
 
-__all__ = ["BUGS", "DEFAULT_INSTRUCTIONS", "Agent", "default_instructions", "main"]
+__all__ = ["BUGS", "DEFAULT_INSTRUCTIONS", "VARIANTS", "Agent", "default_instructions", "main"]

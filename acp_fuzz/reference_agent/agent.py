@@ -62,7 +62,27 @@ BUGS: dict[str, str] = {
     "fork-corrupts-source": "a fork's re-sent prompt is written onto its source session too",
     "drop-last-block": "the last block of a multi-block prompt is lost",
     "truncate-64k": "the client text is truncated to 65536 characters",
+    "lost-override-after-restart": "after a restart, a load or resume re-sending an override "
+    "prompt is accepted and the session runs on the built-in defaults",
+    "vendor-meta-wins": "a vendor _meta.systemPrompt next to the standard systemPrompt silently "
+    "replaces it",
+    "tiny-baseline": "the defaults are a billing header and a one-line SDK identity, both kept "
+    "under override (a quirk the oracles must not call MUST)",
 }
+
+# Correct behaviours the RFD allows, which a harness must not call bugs (``--variant``).
+VARIANTS: dict[str, str] = {
+    "defer-then-apply": "a changed prompt on a live session is used from the second turn after "
+    "the change on (SP-LIFECYCLE-DEFER-MAY)",
+    "defer-until-restart": "a changed prompt on a live session is used only once the session is "
+    "loaded or resumed in a new process (a change on such a cold load applies at once)",
+}
+
+# BUG(tiny-baseline): what an adapter on the Claude Agent SDK sends as its default system slot.
+TINY_DEFAULTS = (
+    "x-anthropic-billing-header: cc_version=0.1.0.ref; cc_entrypoint=reference-agent;\n"
+    "You are a Claude agent, built on Anthropic's Claude Agent SDK."
+)
 
 GOOSE_METHOD = "_goose/unstable/session/system-prompt/set"
 DIALECTS = ("standard", "claude-meta", "pi-meta", "goose")
@@ -220,6 +240,7 @@ class Agent:
         bugs: Iterable[str] = (),
         log: Callable[[str], None] = lambda _line: None,
         dialect: str = "standard",
+        variants: Iterable[str] = (),
     ) -> None:
         self.dialect = dialect
         self.store = store
@@ -227,6 +248,10 @@ class Agent:
         self.send = send
         self.cancelled = cancelled
         self.bugs = frozenset(bugs)  # the planted defects (--bug, repeatable)
+        self.variants = frozenset(variants)  # correct variants (--variant)
+        # --variant defer-*: session id -> (the prompt still sent, turns left or None = until
+        # this process ends). In memory only: a new process applies what is stored.
+        self.deferred: dict[str, tuple[SystemPrompt | None, int | None]] = {}
         self.log = log
         self.initialized = False
         self.live: dict[str, Session] = {}  # sessions loaded in this process
@@ -368,6 +393,18 @@ class Agent:
         raw = params.get("systemPrompt")
         if raw is None:  # omitted and null are equivalent (SP-NEW-OMIT-DEFAULT-DEF)
             return None
+        if "vendor-meta-wins" in self.bugs:
+            try:
+                vendor = self.parse_legacy_prompt(params)
+            except RpcError:
+                vendor = None
+            if vendor is not None:
+                self.parse_standard_prompt(raw)  # still validated, then silently replaced
+                return vendor  # BUG(vendor-meta-wins): _meta must change nothing (SP-META-MUSTNOT)
+        return self.parse_standard_prompt(raw)
+
+    def parse_standard_prompt(self, raw: Any) -> SystemPrompt:
+        """Validate a non-null ``systemPrompt`` value (see :meth:`parse_system_prompt`)."""
         if not isinstance(raw, dict):
             raise invalid_params("systemPrompt must be an object or null")
         mode = raw.get("mode")
@@ -410,9 +447,16 @@ class Agent:
         none:     the default instructions alone.
         """
         prompt = session.system_prompt
+        if session.session_id in self.deferred:
+            prompt = self._deferred_prompt(session.session_id)
         if "leak" in self.bugs and self.last_client_prompt is not None:
             prompt = self.last_client_prompt  # BUG(leak): process-global state, not per session
         defaults = default_instructions(session.cwd)
+        if "tiny-baseline" in self.bugs:
+            defaults = f"{TINY_DEFAULTS}\n\nWorking directory: {session.cwd}"
+            if prompt is not None and prompt.mode == "override":
+                # BUG(tiny-baseline): the SDK's header and identity stay under override.
+                return f"{TINY_DEFAULTS}\n\n{prompt.client_text()}", user_text
         if prompt is None:
             return defaults, user_text
         client_text = prompt.client_text()
@@ -437,13 +481,38 @@ class Agent:
             # prompt; the session silently runs on the default instructions.
             session.system_prompt = None
             return
+        if ("lost-override-after-restart" in self.bugs and prompt is not None
+                and prompt.mode == "override" and session.session_id not in self.seen_here):
+            # BUG(lost-override-after-restart): accepted, then the built-in defaults are sent.
+            session.system_prompt = None
+            return
         if prompt is None:
             return
         old = session.system_prompt
+        if session.session_id in self.live and prompt != old:
+            self._defer(session.session_id, old)
         if "duplicate-on-resume" in self.bugs and old is not None:
             prompt = SystemPrompt(prompt.mode, old.texts + prompt.texts)  # BUG(duplicate-on-resume)
         session.system_prompt = prompt
         self.last_client_prompt = prompt
+
+    def _defer(self, session_id: str, old: SystemPrompt | None) -> None:
+        """--variant defer-*: keep sending ``old`` after a change on a live session (the RFD
+        allows deferring a change until the next rebuild, SP-LIFECYCLE-DEFER-MAY)."""
+        if "defer-until-restart" in self.variants:
+            self.deferred.setdefault(session_id, (old, None))
+        elif "defer-then-apply" in self.variants:
+            self.deferred[session_id] = (self.deferred.get(session_id, (old, 1))[0], 1)
+
+    def _deferred_prompt(self, session_id: str) -> SystemPrompt | None:
+        """The prompt a deferring variant still sends this turn; counts the turn down."""
+        prompt, left = self.deferred[session_id]
+        if left is not None:
+            if left <= 1:
+                del self.deferred[session_id]
+            else:
+                self.deferred[session_id] = (prompt, left - 1)
+        return prompt
 
     def _find(self, session_id: str) -> Session:
         """A session loaded in this process, else the stored one; ``-32002`` if neither exists."""
@@ -568,6 +637,8 @@ class Agent:
         if "fork-drops-prompt" in self.bugs:
             inherited = None  # BUG(fork-drops-prompt)
         fork = self.store.create(cwd, inherited, [dict(m) for m in source.history])
+        if prompt is not None and prompt != source.system_prompt:
+            self._defer(fork.session_id, source.system_prompt)
         if "fork-corrupts-source" in self.bugs and prompt is not None:
             source.system_prompt = prompt  # BUG(fork-corrupts-source)
             self.store.save(source)
@@ -719,6 +790,14 @@ def main(argv: list[str] | None = None) -> int:
         + "; ".join(f"{name}: {text}" for name, text in sorted(BUGS.items())),
     )
     parser.add_argument(
+        "--variant",
+        choices=sorted(VARIANTS),
+        action="append",
+        default=[],
+        help="a correct behaviour the RFD allows, which is not a bug: "
+        + "; ".join(f"{name}: {text}" for name, text in sorted(VARIANTS.items())),
+    )
+    parser.add_argument(
         "--dialect",
         choices=DIALECTS,
         default="standard",
@@ -754,6 +833,7 @@ def main(argv: list[str] | None = None) -> int:
         bugs=args.bug,
         log=log,
         dialect=args.dialect,
+        variants=args.variant,
     )
     log(f"ready (bug={','.join(args.bug) or None})")
     try:

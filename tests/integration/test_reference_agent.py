@@ -842,6 +842,23 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         long_text = "x" * 65536 + "END"
         agent.prompt(agent.new(sp("append", long_text)))
         return not model.system().endswith(long_text)
+    if name == "lost-override-after-restart":
+        session = agent.new(sp("override", P))
+        agent.close()
+        agent = start(spawn, bug)
+        agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": [],
+                                  "systemPrompt": sp("override", P)})
+        agent.prompt(session)
+        return model.system() != P
+    if name == "vendor-meta-wins":
+        created = agent.ok("session/new", {"cwd": CWD, "mcpServers": [],
+                                           "systemPrompt": sp("append", P),
+                                           "_meta": {"systemPrompt": {"append": Q}}})
+        agent.prompt(created["sessionId"])
+        return model.system() != f"{defaults()}\n\n{P}"
+    if name == "tiny-baseline":
+        agent.prompt(agent.new(sp("override", P)))
+        return model.system() != P
     raise AssertionError(f"no reproduction for bug {name}")
 
 
@@ -885,3 +902,22 @@ def test_duplicate_bug_repeats_the_client_text(spawn: Spawner, model: ModelServe
     agent.ok("session/load", params)
     agent.prompt(session)
     assert model.system() == f"{defaults()}\n\n{P}\n\n{P}"
+
+
+@pytest.mark.parametrize("variant, turns", [("defer-then-apply", [P, Q, Q]),
+                                            ("defer-until-restart", [P, P, P])])
+def test_deferring_variants_keep_the_old_prompt_then_apply(
+    spawn: Spawner, model: ModelServer, variant: str, turns: list[str]
+) -> None:
+    agent = spawn("--variant", variant).init()
+    session = agent.new(sp("append", P))
+    agent.ok("session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": sp("append", Q)})
+    for text in turns:
+        agent.prompt(session)
+        assert model.system() == f"{defaults()}\n\n{text}"
+    # A new process applies the stored change, whatever the variant.
+    agent.close()
+    agent = spawn("--variant", variant).init()
+    agent.ok("session/resume", {"sessionId": session, "cwd": CWD})
+    agent.prompt(session)
+    assert model.system() == f"{defaults()}\n\n{Q}"
