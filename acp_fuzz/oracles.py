@@ -26,7 +26,7 @@ from jsonschema import Draft202012Validator
 
 from acp_fuzz.findings import CATALOG, Finding
 from acp_fuzz.history import Event, ModelExchange
-from acp_fuzz.payloads import blocks_of
+from acp_fuzz.payloads import OMIT, Capabilities, Classification, blocks_of, classify
 from acp_fuzz.steps import describe
 
 __all__ = ["Baseline", "Evaluator", "evaluate", "learn_baseline"]
@@ -218,6 +218,7 @@ class _State:
     strict: bool
     baseline: Baseline
     caps: dict[str, Any] = field(default_factory=dict)
+    dialect: str | None = None  # recorded at initialize; None in older cassettes
     sessions: dict[str, SessionModel] = field(default_factory=dict)
     known_ids: set[str] = field(default_factory=set)
     step: dict[str, Any] = field(default_factory=dict)
@@ -306,6 +307,8 @@ def _on_verdict(st: _State, ev: Event) -> None:
     if what == "initialize":
         caps = d.get("capabilities")
         st.caps = dict(caps) if isinstance(caps, Mapping) else {}
+        dialect = d.get("dialect")
+        st.dialect = dialect if isinstance(dialect, str) else None
         return
     if what == "probe-list":
         listed = d.get("sessions")
@@ -347,7 +350,7 @@ def _last_rejected_creation(st: _State) -> bool:
 def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
                 verdict: Mapping[str, Any]) -> None:
     st.step["_outcome"] = outcome
-    cls = st.step.get("class") or {}
+    cls = _classify(st, op, args)
     kind = cls.get("kind")
     idx = st.step.get("index", -1)
     sp = args.get("systemPrompt")
@@ -364,10 +367,9 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
 
     # Payload oracles: judged on the answer alone.
     if kind == "invalid" and outcome == "ok":
-        sev = cls.get("severity") or "MUST"
         st.add("payload.invalid-accepted",
                f"{op} with an invalid systemPrompt ({cls.get('reason')}) got a success",
-               severity=sev, rule=cls.get("rule"), session=handle, reason=cls.get("reason"),
+               severity=cls.get("severity") or "MUST", rule=cls.get("rule"), session=handle, reason=cls.get("reason"),
                systemPrompt=_clip(sp))
     if kind == "probe" and outcome is not None:
         st.add("payload.probe",
@@ -453,6 +455,27 @@ def _describe(args: Mapping[str, Any]) -> str:
         return describe(args)
     except (KeyError, TypeError):  # a hand-edited cassette's step: name the op only
         return str(args.get("op"))
+
+
+def _classify(st: _State, op: Any, args: Mapping[str, Any]) -> dict[str, str]:
+    """The payload's classification, computed here from the payload as sent and the
+    capabilities recorded at ``initialize`` (acp-reference.md §7.7), never read back from the
+    ``class`` the runner wrote into the step: so ``replay --offline`` judges an old cassette
+    with today's classifier. A legacy dialect's invalid payload is a probe (no RFD rule governs
+    a vendor extension); a cassette from before the dialect was recorded says so through the
+    rule of its recorded class."""
+    if op not in ("new", "load", "resume", "fork"):
+        return {}
+    caps = Capabilities(**{k: v is True for k, v in st.caps.items()
+                           if k in Capabilities.__slots__})
+    c = classify(args.get("systemPrompt", OMIT), caps)
+    recorded = st.step.get("class")
+    legacy = st.dialect not in (None, "standard") or (
+        st.dialect is None and isinstance(recorded, Mapping)
+        and recorded.get("rule") == "EXT-META-MUSTNOT")
+    if legacy and c.kind == "invalid":
+        c = Classification("probe", c.reason, "info", "EXT-META-MUSTNOT")
+    return {"kind": c.kind, "reason": c.reason, "severity": c.severity, "rule": c.rule}
 
 
 def _resent(st: _State, op: Any, args: Mapping[str, Any], sp: Any) -> bool:

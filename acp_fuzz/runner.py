@@ -295,7 +295,8 @@ class Run:
             raise HarnessError(str(e)) from None
         self.caps = capabilities(self.dialect, reply.result)
         self.history.append("verdict", {"step": self._step_index - 1, "what": "initialize",
-                                        "outcome": "ok", "capabilities": self.caps.to_wire()})
+                                        "outcome": "ok", "capabilities": self.caps.to_wire(),
+                                        "dialect": self.dialect})
         return reply.result
 
     def stderr_note(self) -> str:

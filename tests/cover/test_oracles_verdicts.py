@@ -473,3 +473,41 @@ def test_builder_sanity() -> None:
     # The helpers above record what the runner records (used by every test here).
     assert nonce_for("A", 1) != nonce_for("A", 2)
     assert ALL_CAPS.system_prompt and classify(OMIT, ALL_CAPS).kind == "omitted"
+
+
+# -- offline replay re-judges: the classification is the oracles', not the recording's ----------
+
+
+def test_offline_replay_reclassifies_instead_of_repeating_the_recorded_class(
+        tmp_path: Path) -> None:
+    import dataclasses
+
+    from acp_fuzz.cassette import read_cassette, write_cassette
+    from acp_fuzz.history import Event
+    from acp_fuzz.replay import offline_check
+
+    root = Path(__file__).resolve().parents[2]
+    c = read_cassette(root / "cassettes" / "reference" / "accept-unknown-mode.cassette")
+    edited = []
+    for e in c.events:
+        if e.kind == "step" and "class" in e.data:
+            # A hand edit (or an older classifier) says the unknown mode was valid.
+            e = Event(e.seq, e.t, e.kind, {**e.data, "class": {
+                "kind": "valid", "reason": "", "severity": "", "rule": ""}})
+        edited.append(e)
+    path = write_cassette(tmp_path / "edited.cassette", dataclasses.replace(c.header),
+                          edited, c.attachments)
+    result = offline_check(path)
+    assert (result.verdict, result.oracles) == ("FAILED", ["payload.invalid-accepted"])
+    (f,) = [f for f in result.findings[0] if f.oracle == "payload.invalid-accepted"]
+    assert (f.severity, f.rule, f.evidence["reason"]) == (
+        "MUST", "SP-AGENT-UNKNOWN-MODE-MUST", "mode-unknown")
+
+
+def test_every_corpus_cassette_still_reads_and_gives_its_recorded_verdict_offline() -> None:
+    from acp_fuzz.replay import offline_check
+
+    root = Path(__file__).resolve().parents[2] / "cassettes"
+    paths = sorted(root.rglob("*.cassette"))
+    assert len(paths) >= 11
+    assert {p: offline_check(p).verdict for p in paths} == {p: "FAILED" for p in paths}
