@@ -369,8 +369,8 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
     if kind == "invalid" and outcome == "ok":
         st.add("payload.invalid-accepted",
                f"{op} with an invalid systemPrompt ({cls.get('reason')}) got a success",
-               severity=cls.get("severity") or "MUST", rule=cls.get("rule"), session=handle, reason=cls.get("reason"),
-               systemPrompt=_clip(sp))
+               severity=cls.get("severity") or "MUST", rule=cls.get("rule"), session=handle,
+               reason=cls.get("reason"), systemPrompt=_clip(sp))
     if kind == "probe" and outcome is not None:
         st.add("payload.probe",
                f"{op} carried a systemPrompt the agent does not advertise; it answered {outcome}",
