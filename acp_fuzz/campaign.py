@@ -20,6 +20,7 @@ never prints and never imports the CLI.
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -783,7 +784,10 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
     the report's own findings, steps and requests, which the JSON and JUnit reports show.
     A cassette too large or odd to write as recorded is written clipped
     (:func:`~acp_fuzz.cassette.write_cassette_bounded`): the finding is never lost."""
-    scrubber = Scrubber(secrets)
+    # Every --pass-env value is a secret, whichever path led here (a caller that passes no
+    # run secrets, such as --keep-info, included).
+    passed = {os.environ[n] for n in spec.passthrough_env if n in os.environ}
+    scrubber = Scrubber({*secrets, *passed})
     report.findings = [Finding.from_wire(scrubber.value(f.to_wire())) for f in report.findings]
     report.steps = scrubber.value(report.steps)
     report.requests = scrubber.value(report.requests)

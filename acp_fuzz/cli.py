@@ -18,6 +18,7 @@ import shlex
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -468,8 +469,8 @@ def gateway(reply: str = typer.Option("ok", "--reply", help="The text every mode
             d = ev.data
             sys_text = " | ".join(s["text"][:60] for s in d.get("segments", [])
                                   if s.get("slot") == "system")
-            out.print(f"{d.get('method')} {d.get('path')} [{d.get('api')}] "
-                      f"system: {sys_text!r}", markup=False)
+            out.print(terminal(f"{d.get('method')} {d.get('path')} [{d.get('api')}] "
+                               f"system: {sys_text!r}"), markup=False)
 
     hist = History(sink=sink)
     try:
@@ -516,6 +517,12 @@ def _register_replay() -> None:
 _register_replay()
 
 
+def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,
+                      lineno: int, line: str | None = None) -> str:
+    text = terminal(" ".join(str(message).split()))
+    return (text if text.startswith("acp-fuzz:") else f"acp-fuzz: warning: {text}") + "\n"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-fuzz`` console script."""
     # Hypothesis keeps caches under its storage directory, by default ./.hypothesis in
@@ -523,6 +530,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(
         Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "acp-fuzz"
         / "hypothesis"))
+    # The engine reports what it could not do (a cassette it could not write) as warnings:
+    # one line each, not Python's file:line and source excerpt.
+    warnings.formatwarning = _one_line_warning
     try:
         app(args=list(argv) if argv is not None else None, standalone_mode=True)
     except SystemExit as e:

@@ -45,7 +45,9 @@ def _render(c: Cassette, full: bool) -> Iterator[str]:
     if findings:
         status = h.meta.get("status", "")
         yield f"recorded: {status} ({h.meta.get('reproduced', '?')}/{h.meta.get('runs', '?')})"
-        for f in findings:
+        for f in findings if isinstance(findings, list) else []:
+            if not isinstance(f, Mapping):
+                continue
             yield f"  {f.get('severity', '?')!s:6} {f.get('oracle')} [{f.get('rule')}] " \
                   f"{f.get('message', '')}"
     yield ""

@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from acp_fuzz.campaign import CampaignSettings, FindingReport, save_finding
 from acp_fuzz.cassette import Header, read_cassette, write_cassette, write_cassette_bounded
+from acp_fuzz.findings import Finding
 from acp_fuzz.gateway.server import (
     MAX_RECORDED_BODY,
     MAX_RECORDED_TEXT,
@@ -18,6 +20,7 @@ from acp_fuzz.gateway.server import (
     recorded_segments,
 )
 from acp_fuzz.history import Event, Segment
+from acp_fuzz.oracles import Baseline
 from acp_fuzz.runner import TargetSpec
 from acp_fuzz.scrub import (
     REDACTED,
@@ -149,3 +152,30 @@ def test_a_spec_travels_to_workers_with_its_passed_variables() -> None:
                       request_timeout=7.0, init_timeout=11.0, dialect="standard")
     wire = pickle.loads(pickle.dumps(spec_to_wire(spec)))
     assert spec_from_wire(wire) == spec
+
+
+def _report(message: str) -> tuple[FindingReport, Finding]:
+    f = Finding("prompt.leak", "MUST", "SP-AGENT-APPLY-NEW-MUST", message, step=0, session="A")
+    return FindingReport(status="failed", runs=3, reproduced=3, findings=[f],
+                         steps=[{"op": "new", "session": "A"}], requests=[], cassette=None), f
+
+
+def test_save_finding_scrubs_passed_values_and_never_raises(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACPFUZZ_PLAIN", SECRET)
+    spec = TargetSpec(argv=("agent",), passthrough_env=("ACPFUZZ_PLAIN",))
+    report, _ = _report(f"leaked {SECRET}")
+    events = [Event(0, 0.0, "stderr", {"text": SECRET, "generation": 0})]
+    # No run secrets given (as for --keep-info): the passed value is still a secret.
+    cfg = CampaignSettings(cassette_dir=tmp_path / "found")
+    path = save_finding(spec, cfg, events, report, Baseline(), {"agentInfo": {"name": SECRET}})
+    assert path is not None and SECRET.encode() not in path.read_bytes()
+    assert report.findings[0].message == f"leaked {REDACTED}"
+    # A cassette folder that cannot be made: no exception, no cassette, the finding stays.
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    report, f = _report("still here")
+    with pytest.warns(RuntimeWarning, match="could not be written"):
+        assert save_finding(spec, CampaignSettings(cassette_dir=blocker / "sub"), events,
+                            report, Baseline(), None) is None
+    assert report.findings == [f]
