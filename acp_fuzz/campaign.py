@@ -25,7 +25,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,6 +37,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from acp_fuzz import __version__
 from acp_fuzz.cassette import Header, write_cassette_bounded
 from acp_fuzz.database import AgentScoped, open_database
+from acp_fuzz.deadlines import Deadlines
 from acp_fuzz.dialects import resolve
 from acp_fuzz.findings import CATALOG, Finding
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
@@ -234,6 +235,9 @@ class CampaignResult:
     #: shrinking, confirmation): ``turn`` (tied to a harness session), ``side`` and
     #: ``untied`` (not a side request, yet tied to no session; see ``Gateway.counts``).
     model_requests: dict[str, int] = field(default_factory=dict)
+    #: The deadlines learned from the agent, and how many waits took the full timeout
+    #: (:meth:`acp_fuzz.deadlines.Deadlines.to_wire`).
+    deadlines: dict[str, Any] = field(default_factory=dict)
 
     def failing(self) -> bool:
         strict = self.settings.strict
@@ -499,6 +503,15 @@ class SearchState:
                 self.info[key] = InfoReport(f, upto, _excerpt(events, f))
 
 
+def _shrink_budget(cfg: CampaignSettings, bad: Sequence[Finding]) -> int:
+    """Examples Hypothesis may shrink a failure with. None for a hang alone: each of its trials
+    that hangs costs a whole (learned) deadline, and :func:`~acp_fuzz.minimize.minimize`
+    reaches the minimum anyway (a hang is most often one request: its first short form)."""
+    if all(f.oracle == "agent.hang" for f in bad):
+        return 0
+    return cfg.shrink_examples
+
+
 class SearchMachine(LifecycleMachine):
     """The campaign's Hypothesis machine: each example runs on a fresh agent, and the oracles
     judge it after every step.
@@ -565,7 +578,7 @@ class SearchMachine(LifecycleMachine):
         s.failure = Failure(list(self.steps), self.run.history.snapshot(), findings,
                             frozenset(self.run.secrets))
         if s.shrink_left < 0:
-            s.shrink_left = s.cfg.shrink_examples
+            s.shrink_left = _shrink_budget(s.cfg, bad)
             s.on_event(FailureFound(tuple(sorted({f.oracle for f in bad}))))
         raise AgentBug(bad)
 
@@ -590,6 +603,8 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
     one, confirmed and written as a cassette. It ends after ``max_examples`` generated
     examples, or at ``max_failures`` distinct failures."""
     recorder = UpstreamRecorder() if cfg.model_upstream else None
+    # Every run of the campaign learns from the agent's answer times and waits accordingly.
+    spec = replace(spec, deadlines=Deadlines(spec.request_timeout))
     with Gateway(None, side_request=spec.side_request, upstream=cfg.model_upstream,
                  upstream_recorder=recorder) as gateway:
         init, caps, baseline = calibrate(spec, gateway=gateway)
@@ -674,6 +689,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             for i, rep in enumerate(result.info_reports):
                 _keep_info(search, rep, gateway, init, i)
         result.model_requests = dict(gateway.counts)
+        result.deadlines = spec.deadlines.to_wire() if spec.deadlines else {}
     on_event(Finished(result))
     return result
 
@@ -798,7 +814,8 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
         header = Header(
             format=1, acp_fuzz_version=__version__, target=list(spec.argv), seed=cfg.seed,
             settings={**cfg.to_wire(), "baseline": baseline.to_wire(), "profile": spec.profile,
-                      "dialect": resolve(spec.dialect, init)},
+                      "dialect": resolve(spec.dialect, init),
+                      **({"deadlines": spec.deadlines.to_wire()} if spec.deadlines else {})},
             kind="finding", initialize=init,
             meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,
                   "findings": [f.to_wire() for f in report.findings]})

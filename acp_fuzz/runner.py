@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import Any
 
 from acp_fuzz import __version__
 from acp_fuzz.client_policy import ClientPolicy
+from acp_fuzz.deadlines import Deadlines
 from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_params, resolve
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
@@ -35,7 +37,7 @@ from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.sandbox import Sandbox
 from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import nonce_for, prompt_text, validate_step
-from acp_fuzz.transport import AgentProcess, AgentStartError, Reply
+from acp_fuzz.transport import AgentProcess, AgentStartError, Pending, Reply
 
 __all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec"]
 
@@ -74,6 +76,9 @@ class TargetSpec:
     #: ``shutdown_grace``. (When no restart follows, the agent is stopped at once.)
     restart_grace: float | None = None
     profile: str | None = None
+    #: Deadlines learned from the agent, shared by every run of a campaign (see
+    #: :mod:`acp_fuzz.deadlines`); ``None``: every request may take its full timeout.
+    deadlines: Deadlines | None = field(default=None, compare=False)
     #: How a system prompt is sent: ``auto`` (detected from ``initialize``), ``standard``,
     #: or a legacy dialect (see :mod:`acp_fuzz.dialects`).
     dialect: str = "auto"
@@ -173,6 +178,8 @@ class Run:
         #: Secret values of the agent's environment (every --pass-env value, and variables
         #: named like secrets), scrubbed from saved cassettes (see :mod:`acp_fuzz.scrub`).
         self.secrets: set[str] = set()
+        #: How the last request was waited for (its deadline; whether the full timeout).
+        self.last_wait: dict[str, Any] = {}
 
     # -- set-up and tear-down ----------------------------------------------------------------
 
@@ -305,8 +312,30 @@ class Run:
         return f" (stderr: {lines[-1][:200]})" if lines else ""
 
     def _request(self, method: str, params: Any, *, timeout: float | None = None) -> Reply:
-        return self.agent.request(method, params,
-                                  timeout=self.spec.request_timeout if timeout is None else timeout)
+        return self._await(self.agent.send_request(method, params), method,
+                           self.spec.request_timeout if timeout is None else timeout)
+
+    def _await(self, pending: Pending, method: str, ceiling: float) -> Reply:
+        """The answer to ``pending``, waiting as :mod:`acp_fuzz.deadlines` says: up to the
+        learned deadline, then (the first time ``method`` overruns it) up to ``ceiling``."""
+        d = self.spec.deadlines
+        first = ceiling if d is None else d.deadline(method, ceiling)
+        self.last_wait = {"deadline": round(first, 3), "ceiling": ceiling}
+        started = time.monotonic()
+        if d is None:
+            return pending.wait(ceiling)
+        trusted = first >= ceiling or d.trusted(method)
+        reply = pending.wait(first, give_up=trusted)
+        if reply.outcome != "timeout" or trusted:
+            if reply.outcome == "ok":  # every answer teaches: a deadline only grows
+                d.observe(method, time.monotonic() - started)
+            return reply
+        # Overdue for the first time: slow or hung? The full timeout decides, once.
+        reply = pending.wait(max(ceiling - first, 0.0))
+        answered = time.monotonic() - started if reply.outcome != "timeout" else None
+        d.overran(method, answered)
+        self.last_wait["full_wait"] = True
+        return reply
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -338,6 +367,8 @@ class Run:
         else:
             out = getattr(self, f"_do_{step['op']}")(step, annotations)
         verdict: dict[str, Any] = {"step": index, "what": "reply", "outcome": out.outcome}
+        if out.outcome == "timeout":
+            verdict["waited"] = dict(self.last_wait)  # the deadline, and if the full timeout
         if out.error is not None:
             verdict["error"] = out.error
         if step["op"] in ("new", "fork") and out.outcome == "ok":
@@ -462,7 +493,8 @@ class Run:
             return StepOutcome("skipped")
         pending = self.agent.send_request("session/prompt", self._turn(handle, ann))
         self.agent.notify("session/cancel", {"sessionId": self.sessions[handle].agent_id})
-        return self._reply_outcome(pending.wait(self.spec.request_timeout))
+        return self._reply_outcome(self._await(pending, "session/prompt",
+                                               self.spec.request_timeout))
 
     def _do_close(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         s = self.sessions.get(step["session"])

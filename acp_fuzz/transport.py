@@ -206,10 +206,17 @@ class Pending:
         self.id = rid
         self._slot = slot
 
-    def wait(self, timeout: float) -> Reply:
-        """Wait up to ``timeout`` seconds for the answer (see :meth:`AgentProcess.request`)."""
+    def wait(self, timeout: float, *, give_up: bool = True) -> Reply:
+        """Wait up to ``timeout`` seconds for the answer (see :meth:`AgentProcess.request`).
+
+        With ``give_up=False`` a request not answered in time stays in flight: the reply is
+        ``"timeout"`` but a later :meth:`wait` can still get its answer."""
         if self.id is None or self._slot is None:
             return _EXITED
+        if not give_up:
+            if self._slot.event.wait(timeout):
+                return self._slot.reply
+            return Reply("timeout", id=self.id)
         return self._agent._wait(self.id, self._slot, timeout)
 
 

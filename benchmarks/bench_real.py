@@ -36,7 +36,8 @@ in ``acp_fuzz`` knows), so the same script measures today's code and an older ch
 the campaign's steps (``CampaignResult.steps_run``) per wall second of the whole campaign;
 ``all steps/s`` counts every step executed, the campaign's own shrink trials and
 confirmations included. The 100-example estimate is the fixed part (probe, calibrate, shrink,
-confirm) plus 100 times the search seconds per example.
+confirm) plus 100 times the search seconds per example searched (examples Hypothesis ran while
+shrinking are counted under "shrink").
 """
 
 from __future__ import annotations
@@ -70,7 +71,10 @@ FLOOR_RESTART_GRACE = 0.25
 # -- instrumentation ---------------------------------------------------------------------------
 
 class Clock:
-    """Exclusive wall time per label on the main thread; inclusive time on other threads."""
+    """Exclusive wall time per label on the main thread; inclusive time on other threads.
+
+    The engine's functions are wrapped once (:func:`instrument`); the wrappers charge the
+    clock in :data:`ACTIVE`, one per campaign."""
 
     def __init__(self) -> None:
         self.main: dict[str, float] = defaultdict(float)
@@ -84,14 +88,15 @@ class Clock:
         #: model requests the gateway answered, by kind: [count, seconds to answer]
         self.gateway: dict[str, list[float]] = {}
 
-    def wrap(self, owner: Any, name: str, label: str | Callable[..., str],
+    @staticmethod
+    def wrap(owner: Any, name: str, label: str | Callable[..., str],
              relabel: Callable[[Any, Any], str | None] | None = None) -> None:
         original = getattr(owner, name, None)
         if original is None:
             return
-        clock = self
 
         def wrapper(*args: Any, **kw: Any) -> Any:
+            clock = ACTIVE[0]
             lab = label(*args, **kw) if callable(label) else label
             if threading.current_thread() is not clock._main:
                 t0 = time.perf_counter()
@@ -146,31 +151,43 @@ def _step_label(run: Any, step: Mapping[str, Any], *a: Any, **k: Any) -> str:
     return "other lifecycle"
 
 
+ACTIVE: list[Clock] = []
+
+
 def instrument(clock: Clock) -> None:
+    """Make ``clock`` the one charged; wrap the engine's functions the first time."""
+    first = not ACTIVE
+    ACTIVE[:] = [clock]
+    if first:
+        _wrap_engine()
+
+
+def _wrap_engine() -> None:
     from acp_fuzz import campaign, gateway, oracles, runner, transport
 
-    clock.wrap(runner.Run, "start", "agent start")
-    clock.wrap(runner.Run, "initialize", "initialize")
+    Clock.wrap(runner.Run, "close", "closing (sandbox removal)")
+    Clock.wrap(runner.Run, "start", "agent start")
+    Clock.wrap(runner.Run, "initialize", "initialize")
 
     def timed_out(args: Any, out: Any) -> str | None:
         if getattr(out, "outcome", None) == "timeout":
-            clock.full_timeouts += 1
+            ACTIVE[0].full_timeouts += 1
             return "waiting on timeouts"
         return None
 
-    clock.wrap(runner.Run, "execute", _step_label, timed_out)
-    clock.wrap(transport.AgentProcess, "close", "waiting for exit")
-    clock.wrap(oracles.Evaluator, "feed", "oracles")
-    clock.wrap(oracles.Evaluator, "findings", "oracles")
+    Clock.wrap(runner.Run, "execute", _step_label, timed_out)
+    Clock.wrap(transport.AgentProcess, "close", "waiting for exit")
+    Clock.wrap(oracles.Evaluator, "feed", "oracles")
+    Clock.wrap(oracles.Evaluator, "findings", "oracles")
     if hasattr(campaign, "_WarmRuns"):
-        clock.wrap(campaign._WarmRuns, "take", "waiting for a pre-spawned agent")
+        Clock.wrap(campaign._WarmRuns, "take", "waiting for a pre-spawned agent")
 
     start = runner.Run.start
 
     def record_start(self: Any, *a: Any, **k: Any) -> Any:
         steps: list[dict[str, Any]] = []
         self._bench_steps = steps
-        clock.runs.append((clock.phase, steps))
+        ACTIVE[0].runs.append((ACTIVE[0].phase, steps))
         return start(self, *a, **k)
 
     runner.Run.start = record_start  # type: ignore[method-assign]
@@ -190,26 +207,31 @@ def instrument(clock: Clock) -> None:
             serve(self, handler)
         finally:
             kind = next((k for k, v in self.counts.items() if v != before.get(k)), "other")
-            slot = clock.gateway.setdefault(kind, [0, 0.0])
+            slot = ACTIVE[0].gateway.setdefault(kind, [0, 0.0])
             slot[0] += 1
             slot[1] += time.perf_counter() - t0
 
     gateway.Gateway._serve = timed_serve  # type: ignore[method-assign]
 
-    def phase(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def phase(name: str, after: str | None, fn: Callable[..., Any]) -> Callable[..., Any]:
         def wrapper(*a: Any, **k: Any) -> Any:
+            clock = ACTIVE[0]
             before = clock.phase
             clock.set_phase(name)
             try:
                 return fn(*a, **k)
             finally:
-                clock.set_phase("confirm" if name == "shrink" else before)
+                clock.set_phase(after or before)
         return wrapper
 
-    for fname, ph in (("calibrate", "probe+calibrate"), ("minimize_steps", "shrink"),
-                      ("_confirm", "confirm")):
+    # (function, its phase, the phase after it; None: the one before)
+    for fname, ph, after in (("calibrate", "probe+calibrate", None),
+                             ("minimize_steps", "shrink", "confirm"),
+                             ("minimize", "shrink", "confirm"),
+                             ("_confirm", "confirm", None),
+                             ("_settle", "shrink", "search")):
         if hasattr(campaign, fname):
-            setattr(campaign, fname, phase(ph, getattr(campaign, fname)))
+            setattr(campaign, fname, phase(ph, after, getattr(campaign, fname)))
 
 
 # -- the raw client: the floor -------------------------------------------------------------------
@@ -388,26 +410,18 @@ def floor(profile_name: str, runs: Sequence[tuple[str, list[dict[str, Any]]]]
 # -- one campaign --------------------------------------------------------------------------------
 
 def campaign(profile_name: str, examples: int, seed: int, workers: int) -> dict[str, Any]:
-    from acp_fuzz.campaign import CampaignSettings, ExampleDone, FailureFound, run_campaign
+    from acp_fuzz.campaign import CampaignSettings, FailureFound, run_campaign
     from acp_fuzz.runner import TargetSpec
 
     clock = Clock()
     instrument(clock)
     spec = TargetSpec.from_profile(profile_name)
-    found: list[str] = []
-    search_examples = {"n": 0, "t": 0.0}
-    t_search0: list[float] = []
 
     def on_event(e: Any) -> None:
         if type(e).__name__ == "Calibrated":
             clock.set_phase("search")
-            t_search0.append(time.perf_counter())
         if isinstance(e, FailureFound):
-            clock.set_phase("shrink")
-            found.extend(e.oracles)
-            search_examples["t"] = time.perf_counter() - t_search0[0]
-        if isinstance(e, ExampleDone) and not found:
-            search_examples["n"] = e.examples
+            clock.set_phase("shrink")  # Hypothesis' own shrinking, then the campaign's
 
     with tempfile.TemporaryDirectory(prefix="bench-real-") as tmp:
         cfg = CampaignSettings(max_examples=examples, seed=seed,
@@ -420,11 +434,6 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int) -> dict[
             result = run_campaign(spec, cfg, on_event)
         wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
         clock.set_phase("done")
-    if not found and t_search0:
-        search_examples["t"] = wall - (t_search0[0] - t0)
-        search_examples["n"] = result.examples_run
-    fixed = wall - search_examples["t"]
-    per_example = search_examples["t"] / max(search_examples["n"], 1)
     all_steps = sum(len(s) for _, s in clock.runs)
     shares: dict[str, float] = defaultdict(float)
     phases: dict[str, float] = defaultdict(float)
@@ -432,6 +441,10 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int) -> dict[
         phase, label = key.split("|", 1)
         shares[label] += secs
         phases[phase] += secs
+    phases["unattributed"] = max(wall - sum(clock.main.values()), 0.0)
+    searched = sum(1 for ph, s in clock.runs if ph == "search" and s)
+    per_example = phases.get("search", 0.0) / max(searched, 1)
+    fixed = wall - phases.get("search", 0.0)
     shares["rest (Hypothesis, cassette, ...)"] = max(wall - sum(clock.main.values()), 0.0) \
         + shares.pop("rest", 0.0)
     return {
@@ -441,6 +454,7 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int) -> dict[
         "examples_per_s": result.examples_run / wall, "steps_per_s": result.steps_run / wall,
         "all_steps_per_s": all_steps / wall,
         "wall_100": fixed + 100 * per_example, "search_s_per_example": per_example,
+        "search_examples": searched,
         "findings": sorted({o for r in result.reports for o in r.oracles}),
         "statuses": [f"{r.status} {r.rate}" for r in result.reports],
         "model_requests": dict(getattr(result, "model_requests", {})),
@@ -449,6 +463,37 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int) -> dict[
         "full_timeouts": clock.full_timeouts,
         "runs": clock.runs, "workers": workers,
     }
+
+
+def hang(timeout: float, seed: int) -> dict[str, Any]:
+    """``agent.hang`` from first sight to the confirmed cassette, against ``later.py hang``
+    (behaves through calibration, then hangs on the first request with a systemPrompt)."""
+    from acp_fuzz.campaign import CampaignSettings, FailureFound, run_campaign
+    from acp_fuzz.runner import TargetSpec
+
+    agent = Path(__file__).resolve().parents[1] / "tests" / "hostile_agents" / "later.py"
+    spec = TargetSpec.from_command([sys.executable, str(agent), "hang"],
+                                   request_timeout=timeout)
+    seen: list[float] = []
+
+    def on_event(e: Any) -> None:
+        if isinstance(e, FailureFound):
+            seen.append(time.perf_counter())
+
+    with tempfile.TemporaryDirectory(prefix="bench-hang-") as tmp:
+        cfg = CampaignSettings(max_examples=20, seed=seed, cassette_dir=Path(tmp) / "c")
+        load0, t0 = loadavg(), time.perf_counter()
+        result = run_campaign(spec, cfg, on_event)
+        end = time.perf_counter()
+    learned = getattr(result, "deadlines", {}) or {}
+    deadline = (learned.get("deadlines") or {}).get("session/new", timeout)
+    first = seen[0] if seen else t0
+    return {"timeout": timeout, "wall": end - t0, "first_sight_to_cassette": end - first,
+            "deadline": deadline, "confirm_runs": cfg.confirm_runs,
+            "bound": 3 * deadline * cfg.confirm_runs, "full_waits": learned.get("full_waits"),
+            "findings": [f"{r.status} {r.rate} {r.oracles}" for r in result.reports],
+            "steps": [len(r.steps) for r in result.reports],
+            "load_before": load0, "load_after": loadavg()}
 
 
 # -- reporting -----------------------------------------------------------------------------------
@@ -504,9 +549,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--label", default="new")
     ap.add_argument("--no-floor", action="store_true")
     ap.add_argument("--compare", nargs=2, metavar="JSON")
+    ap.add_argument("--hang", type=float, metavar="TIMEOUT",
+                    help="instead: time an agent.hang finding with this --timeout")
     args = ap.parse_args(argv)
     if args.compare:
         print(compare(args.compare))
+        return 0
+    if args.hang:
+        h = hang(args.hang, args.seed)
+        print(json.dumps(h, indent=1))
+        RESULTS.mkdir(exist_ok=True)
+        (RESULTS / f"hang-{args.label}.json").write_text(json.dumps(h, indent=1))
         return 0
     from acp_fuzz.netns import maybe_reexec
 

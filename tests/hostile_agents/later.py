@@ -17,7 +17,10 @@ any model) and reports what the misbehaviour is as a finding. ``later.py MODE``:
 - ``half-line``: writes the first half of its answer without a newline, then only reads;
 - ``wrong-ids``: answers with an unknown id, then with the right one, then again (duplicate);
 - ``deep``: writes a notification nested 200 levels deep and one nested 100,000 levels deep
-  (valid JSON; more than Python's parser takes), then answers.
+  (valid JSON; more than Python's parser takes), then answers;
+- ``slow [SECONDS]``: answers correctly, but only after SECONDS (default 3): slow, not hung;
+- ``slow-exit``: never misbehaves on a request, but like codex-acp takes its time to leave:
+  after stdin EOF it waits 0.5 s more (writing its state, say), then exits 0.
 
 Every request after the trigger is treated the same way (the trigger repeats per request).
 Where it answers, it answers like a correct agent (an invalid systemPrompt gets -32602), so
@@ -29,13 +32,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from typing import Any
 
 from _agentlib import INIT_RESULT, drain_stdin, hang, read_msg, reply, send, write_raw
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "exit"
 MODES = ("exit", "hang", "ignore-sigterm", "grandchild", "non-json", "invalid-utf8",
-         "huge-line", "flood", "half-line", "wrong-ids", "deep")
+         "huge-line", "flood", "half-line", "wrong-ids", "deep", "slow", "slow-exit")
 if MODE not in MODES:
     sys.exit(f"later.py: unknown mode {MODE!r}; one of {', '.join(MODES)}")
 
@@ -127,6 +131,8 @@ def misbehave(msg: dict[str, Any]) -> None:
         for depth in (200, 100_000):
             write_raw(b'{"jsonrpc":"2.0","method":"session/update","params":{"t":'
                       + b"[" * depth + b"]" * depth + b"}}\n")
+    elif MODE == "slow":
+        time.sleep(float(sys.argv[2]) if len(sys.argv) > 2 else 3.0)
     elif MODE == "wrong-ids":
         send({"jsonrpc": "2.0", "id": msg["id"] + 1000, "error": {"code": -32000,
                                                                  "message": "wrong id"}})
@@ -140,7 +146,9 @@ while (msg := read_msg()) is not None:
     if "id" not in msg or "method" not in msg:
         continue  # notifications (session/cancel) and answers
     params = msg.get("params")
-    if isinstance(params, dict) and "systemPrompt" in params:
+    if isinstance(params, dict) and "systemPrompt" in params and MODE != "slow-exit":
         misbehave(msg)
     else:
         answer(msg)
+if MODE == "slow-exit":
+    time.sleep(0.5)

@@ -62,8 +62,8 @@ def test_a_restart_lets_the_agent_exit_but_an_example_end_stops_it_at_once(
     from acp_fuzz.campaign import run_steps
     from acp_fuzz.oracles import learn_baseline
 
-    agent = Path(__file__).resolve().parents[1] / "hostile_agents" / "slow_exit.py"
-    spec = TargetSpec.from_command([sys.executable, str(agent)])
+    agent = Path(__file__).resolve().parents[1] / "hostile_agents" / "later.py"
+    spec = TargetSpec.from_command([sys.executable, str(agent), "slow-exit"])
     history, _ = run_steps(spec, [{"op": "new", "session": "A"}, {"op": "restart"},
                                   {"op": "new", "session": "B"}],
                            baseline=learn_baseline([]))
