@@ -325,7 +325,7 @@ def serve(cassette: Cassette, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[st
     if problems:
         stderr.write(f"acp-fuzz replay --as-agent: {len(problems)} problem(s) with the client:\n")
         for p in problems:
-            stderr.write(f"  {p}\n")
+            stderr.write(f"  {terminal(str(p))}\n")  # client and cassette text: shown, inert
     else:
         stderr.write(f"acp-fuzz replay --as-agent: OK, the client followed the recording "
                      f"({replayer.cursor} message(s)) and the client rules\n")
