@@ -68,7 +68,10 @@ class _AcpItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
         if isinstance(excinfo.value, AcpFailure):
-            return str(excinfo.value)
+            from acp_fuzz.escaping import terminal
+
+            # Agent and cassette text (names, messages, paths): shown, never interpreted.
+            return terminal(str(excinfo.value), newlines=True)
         return str(super().repr_failure(excinfo))
 
 
