@@ -6,10 +6,11 @@ under test (or by whoever made a cassette), so every output treats them as hosti
 **Terminal** (:func:`terminal`): every character Python calls non-printable is shown as its
 Python escape, never interpreted: C0 controls (so ESC, and with it every CSI and OSC sequence),
 DEL, C1 (``\\x9b`` is a one-byte CSI), the bidirectional overrides and isolates
-(``\\u202e``), zero-width and other format characters, separators other than the space, lone
-surrogates. A newline is kept only where the output is meant to span lines. The rich console
-never parses agent text as markup: it goes in :class:`rich.text.Text` objects or is printed
-with ``markup=False``, so an agent named ``[/x]`` is printed as such.
+(``\\u202e``), format characters such as the zero-width space (the zero-width joiners
+excepted), separators other than the space, lone surrogates. A newline is kept only where the
+output is meant to span lines. The rich console never parses agent text as markup: it goes in
+:class:`rich.text.Text` objects or is printed with ``markup=False``, so an agent named
+``[/x]`` is printed as such.
 
 **Markdown** (:func:`md_code`, :func:`md_text`): agent text goes into inline code spans with a
 fence longer than any backtick run inside, newlines collapsed to spaces, and (in tables)
@@ -32,15 +33,21 @@ def terminal(text: object, *, newlines: bool = False) -> str:
     """``text`` safe to print on a terminal: every character Python calls non-printable
     (:meth:`str.isprintable`: controls, format characters such as the bidi overrides,
     separators other than the space, surrogates, unassigned code points) is shown as its
-    Python escape (``\\n``, ``\\x1b``, ``\\u202e``).
+    Python escape (``\\n``, ``\\x1b``, ``\\u202e``), except the zero-width joiner and
+    non-joiner, which emoji and scripts need.
 
     With ``newlines``, ``\\n`` is kept (for output meant to span lines); otherwise it is
     shown as ``\\n`` too, so one value is one line."""
     s = text if isinstance(text, str) else str(text)
     if s.isprintable():
         return s
-    return "".join(c if c.isprintable() or (newlines and c == "\n") else repr(c)[1:-1]
-                   for c in s)
+    return "".join(c if c.isprintable() or c in _JOINERS or (newlines and c == "\n")
+                   else repr(c)[1:-1] for c in s)
+
+
+# Zero-width (non-)joiners build emoji sequences and Indic and Persian words; they move and
+# hide nothing, so they are kept as they are.
+_JOINERS = frozenset("\u200c\u200d")
 
 
 def _one_line(text: object) -> str:
