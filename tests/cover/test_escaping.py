@@ -51,6 +51,10 @@ def test_terminal_leaves_printable_ascii_alone(s: str) -> None:
 def test_terminal_shows_escapes_visibly() -> None:
     assert terminal("a\x1b[2Jb\u202ec\x9b") == "a\\x1b[2Jb\\u202ec\\x9b"
     assert terminal("one\ntwo", newlines=True) == "one\ntwo"
+    # Joiners hide and move nothing; emoji sequences and scripts need them.
+    assert terminal("family \U0001f468\u200d\U0001f469 \u200c") == \
+        "family \U0001f468\u200d\U0001f469 \u200c"
+    assert terminal("zero\u200bwidth \ufeff") == "zero\\u200bwidth \\ufeff"
 
 
 @given(texts)
