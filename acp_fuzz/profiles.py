@@ -212,7 +212,7 @@ def codex_config_toml(gateway_url: str) -> str:
         'name = "fakellm"\n'
         f"base_url = {json.dumps(base_url)}\n"
         'wire_api = "responses"\n'
-        'env_key = "FAKELLM_API_KEY"\n'
+        'env_key = "OPENAI_API_KEY"\n'
         "requires_openai_auth = false\n"
         "request_max_retries = 0\n"
         "stream_max_retries = 0\n"
@@ -227,7 +227,6 @@ def _codex_argv(agent_dir: Path) -> list[str]:
 def _codex_env(gateway_url: str, home: Path) -> dict[str, str]:
     return {
         "CODEX_HOME": str(home / ".codex"),
-        "FAKELLM_API_KEY": "acp-fuzz-offline-key",
         "NO_BROWSER": "1",
         "RUST_LOG": "warn",
         "CODEX_ACP_PROMPT_SUGGESTIONS": "false",

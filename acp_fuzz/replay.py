@@ -59,7 +59,7 @@ from acp_fuzz.campaign import run_steps, steps_of
 from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
 from acp_fuzz.escaping import terminal
 from acp_fuzz.findings import Finding
-from acp_fuzz.gateway import Gateway, UpstreamRecorder
+from acp_fuzz.gateway import NONCE_RE, Gateway, UpstreamRecorder
 from acp_fuzz.gateway.upstream import RecordingError
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.oracles import Baseline, evaluate
@@ -450,7 +450,8 @@ def _normalize_value(v: Any, sessions: Mapping[str, str]) -> Any:
     if isinstance(v, str):
         if v in sessions:
             return sessions[v]
-        return _ISO_TIME.sub("<time>", normalize_sandbox(v))
+        # Turn nonces carry a per-run random salt (steps.nonce_for).
+        return NONCE_RE.sub("<nonce>", _ISO_TIME.sub("<time>", normalize_sandbox(v)))
     if isinstance(v, Mapping):
         return {k: _normalize_value(x, sessions) for k, x in v.items() if k not in _TIME_KEYS}
     if isinstance(v, list | tuple):

@@ -19,6 +19,7 @@ Every step is recorded as a ``step`` event followed by the ACP frames it caused 
 from __future__ import annotations
 
 import os
+import secrets
 import shlex
 import shutil
 import time
@@ -180,6 +181,9 @@ class Run:
         self.secrets: set[str] = set()
         #: How the last request was waited for (its deadline; whether the full timeout).
         self.last_wait: dict[str, Any] = {}
+        #: Mixed into every turn's nonce, so that no other process can forge one. Random:
+        #: comparisons between runs normalise nonces away, and nothing else depends on them.
+        self.salt = secrets.token_hex(8)
 
     # -- set-up and tear-down ----------------------------------------------------------------
 
@@ -252,10 +256,11 @@ class Run:
         if self.spec.extra_env is not None:
             extra.update(self.spec.extra_env(self.gateway.url, Path(self.sandbox.home)))
         # A variable the user passes on purpose (a real key for --model-upstream) wins over
-        # the gateway's dummy of the same name.
+        # the gateway's token in the same variable.
         for name in self.spec.passthrough_env:
-            if name in os.environ:
-                extra.pop(name, None)
+            # ... and the gateway must then accept it as it accepts its own token.
+            if name in os.environ and extra.pop(name, None) is not None:
+                self.gateway.allow_key(os.environ[name])
         env = self.sandbox.build_env(extra, passthrough=self.spec.passthrough_env)
         self.secrets |= env_secrets(env, self.spec.passthrough_env)
         return env
@@ -359,7 +364,7 @@ class Run:
         if step["op"] in ("prompt", "cancel"):
             turn = self.turns.get(step["session"], 0) + 1
             annotations["turn"] = turn
-            annotations["nonce"] = nonce_for(step["session"], turn)
+            annotations["nonce"] = nonce_for(step["session"], turn, self.salt)
         self.history.append("step", {"index": index, "name": step["op"], "args": step,
                                      **annotations})
         if self.dead and step["op"] != "restart":
@@ -475,7 +480,7 @@ class Run:
         assert self.gateway is not None
         self.gateway.register_nonce(ann["nonce"], handle, turn)
         return {"sessionId": s.agent_id,
-                "prompt": [{"type": "text", "text": prompt_text(handle, turn)}]}
+                "prompt": [{"type": "text", "text": prompt_text(handle, turn, self.salt)}]}
 
     def _do_prompt(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         if step["session"] not in self.sessions:

@@ -20,18 +20,22 @@ __all__ = ["OPS", "describe", "nonce_for", "prompt_text", "validate_step"]
 OPS = ("new", "prompt", "load", "resume", "fork", "close", "list", "cancel", "restart", "invalid")
 
 
-def nonce_for(session: str, turn: int) -> str:
-    """The deterministic nonce the harness puts into turn ``turn`` of ``session``.
+def nonce_for(session: str, turn: int, salt: str = "") -> str:
+    """The nonce the harness puts into turn ``turn`` of ``session``.
 
-    It is derived from the logical handle and turn number only, so a replay of the same steps
-    produces byte-identical prompts, and the gateway can tie each model request to its turn.
+    It is derived from the logical handle, the turn number and the run's ``salt`` (random per
+    run, see :class:`acp_fuzz.runner.Run`), so the gateway can tie each model request to its
+    turn, and another process cannot compute the nonce of a turn to forge a request for it.
+    Comparisons across runs replace it with ``<nonce>`` (``replay.normalize_transcript``).
     """
-    digest = hashlib.sha256(f"{session}:{turn}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(f"{salt}:{session}:{turn}".encode()).hexdigest()[:12]
     return f"acpfuzz-{digest}"
 
 
-def prompt_text(session: str, turn: int) -> str:
-    return f"Reply with ok. This is turn {turn} of session {session}. [{nonce_for(session, turn)}]"
+def prompt_text(session: str, turn: int, salt: str = "") -> str:
+    """The text of the harness's ``session/prompt`` for this turn, nonce included."""
+    nonce = nonce_for(session, turn, salt)
+    return f"Reply with ok. This is turn {turn} of session {session}. [{nonce}]"
 
 
 def validate_step(step: Any) -> dict[str, Any]:

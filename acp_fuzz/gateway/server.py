@@ -3,12 +3,21 @@
 Every exchange becomes one ``model`` event in the current :class:`~acp_fuzz.history.History`
 (see :class:`~acp_fuzz.history.ModelExchange`), appended *before* the reply is written, so
 once an agent (or a test) has the reply, the event is in the history.
+
+Only the agent under test may talk to the gateway: each gateway makes a random token
+(:attr:`Gateway.token`) and hands it to the agent as every SDK's API key
+(:meth:`Gateway.agent_env`). A request that does not carry it (``Authorization: Bearer``,
+``x-api-key``, ``x-goog-api-key``, ``api-key`` or ``?key=``) is answered 401, its body unread,
+and recorded as a ``model`` event with status 401 and no text, so that another local process
+can neither forge nor hide what the agent sent, and a report shows that someone tried.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import re
+import secrets
 import sys
 import threading
 import zlib
@@ -16,6 +25,7 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+from urllib.parse import parse_qsl
 
 from acp_fuzz.gateway import replies
 from acp_fuzz.gateway.redact import redact_headers, redact_path
@@ -23,11 +33,16 @@ from acp_fuzz.gateway.slots import detect_api, split_request, user_turn_is_tool_
 from acp_fuzz.gateway.upstream import UpstreamError, UpstreamRecorder, forward
 from acp_fuzz.history import History, ModelExchange, Segment
 
-__all__ = ["MAX_BODY", "NONCE_RE", "Gateway", "is_side_request", "recorded_body",
-           "recorded_segments"]
+__all__ = ["KEY_VARIABLES", "MAX_BODY", "NONCE_RE", "Gateway", "is_side_request",
+           "recorded_body", "recorded_segments"]
 
 #: The harness nonce the runner puts into each ``session/prompt`` text.
 NONCE_RE = re.compile(r"acpfuzz-[0-9a-f]{12}")
+#: The SDK variables :meth:`Gateway.agent_env` sets to the gateway's token.
+KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+                 "ACP_FUZZ_MODEL_TOKEN")
+#: Where the APIs the gateway speaks carry their key (besides ``Authorization: Bearer``).
+_KEY_HEADERS = ("x-api-key", "x-goog-api-key", "api-key")
 #: Largest request body accepted (after decompression); bigger bodies get a 413.
 MAX_BODY = 64 * 1024 * 1024
 #: Longest non-JSON body text kept in a recorded exchange.
@@ -44,7 +59,6 @@ MAX_RECORDED_TEXT = 16 * 1024 * 1024
 SEGMENT_KEEP = 4096
 #: Segments recorded per request; the rest are counted in one marker segment.
 MAX_RECORDED_SEGMENTS = 10_000
-DUMMY_KEY = "acp-fuzz-dummy-key"
 
 #: The APIs whose requests are model turns (counted in :attr:`Gateway.counts`).
 _MODEL_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages", "gemini"})
@@ -210,12 +224,21 @@ class Gateway:
 
     With ``upstream`` (a base URL) or an ``upstream_recorder`` the gateway forwards every
     request instead of answering it; see :mod:`acp_fuzz.gateway.upstream`.
+
+    Every request must carry :attr:`token` (random unless given), or a key accepted with
+    :meth:`allow_key`; others get a 401. ``require_token=False`` turns the check off, for a
+    gateway that stands in for a provider behind another gateway.
     """
 
     def __init__(self, history: History | None = None, *, reply_text: str = "ok",
                  side_request: SidePredicate | None = None, upstream: str | None = None,
-                 upstream_recorder: UpstreamRecorder | None = None) -> None:
+                 upstream_recorder: UpstreamRecorder | None = None, token: str | None = None,
+                 require_token: bool = True) -> None:
         self.history = history
+        #: The per-gateway secret the agent gets as its API keys (see :meth:`agent_env`).
+        self.token = token if token is not None else "acpfuzz-token-" + secrets.token_hex(16)
+        self.require_token = require_token
+        self._keys: list[bytes] = [self.token.encode()]
         self.reply_text = reply_text
         self.side_request = side_request
         self.upstream = upstream
@@ -226,8 +249,8 @@ class Gateway:
         #: request), ``side`` (a side request by the built-in or the profile's predicate)
         #: and ``untied`` (not a side request by any predicate, yet no registered nonce in
         #: it: recorded as a side request, so no oracle judges it). A correct profile on a
-        #: well-behaved agent keeps ``untied`` at 0.
-        self.counts: dict[str, int] = {"turn": 0, "side": 0, "untied": 0}
+        #: well-behaved agent keeps ``untied`` at 0. ``refused``: requests without the token.
+        self.counts: dict[str, int] = {"turn": 0, "side": 0, "untied": 0, "refused": 0}
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -271,17 +294,41 @@ class Gateway:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def agent_env(self) -> dict[str, str]:
-        """Environment variables that point OpenAI, Anthropic and Gemini clients here."""
+        """Environment variables that point OpenAI, Anthropic and Gemini clients here, with
+        :attr:`token` as every key (:data:`KEY_VARIABLES`)."""
         url = self.url
         return {
             "OPENAI_BASE_URL": url + "/v1",
-            "OPENAI_API_KEY": DUMMY_KEY,
             "ANTHROPIC_BASE_URL": url,
-            "ANTHROPIC_API_KEY": DUMMY_KEY,
             "GOOGLE_GEMINI_BASE_URL": url,
-            "GEMINI_API_KEY": DUMMY_KEY,
             "ACP_FUZZ_MODEL_URL": url,
+            **dict.fromkeys(KEY_VARIABLES, self.token),
         }
+
+    def allow_key(self, key: str) -> None:
+        """Accept ``key`` as well as :attr:`token`: a real key the user passes to the agent on
+        purpose (``--pass-env``, for ``--model-upstream``) replaces the token in its
+        environment, and its requests must still get through."""
+        if key:
+            with self._lock:
+                self._keys.append(key.encode())
+
+    def _authorized(self, handler: _Handler) -> bool:
+        """Does the request carry an accepted key? Compared in constant time."""
+        if not self.require_token:
+            return True
+        offered = []
+        auth = handler.headers.get("Authorization", "")
+        if auth[:7].lower() == "bearer ":
+            offered.append(auth[7:].strip())
+        offered += [v.strip() for h in _KEY_HEADERS for v in handler.headers.get_all(h) or ()]
+        _path, _sep, query = handler.path.partition("?")
+        offered += [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "key"]
+        with self._lock:
+            keys = list(self._keys)
+        # Every comparison is made, so timing does not tell which key was close.
+        hits = [hmac.compare_digest(o.encode(), k) for o in offered for k in keys]
+        return any(hits)
 
     # -- nonces --------------------------------------------------------------------------------
 
@@ -318,6 +365,18 @@ class Gateway:
         api = detect_api(method, path)
         header_pairs = list(handler.headers.items())
         headers = redact_headers(header_pairs)
+        if not self._authorized(handler):
+            # Unread, the body would be parsed as the next request: close instead of reading
+            # what a stranger sends.
+            handler.close_connection = True
+            with self._lock:
+                self.counts["refused"] += 1
+            reply = replies._json(401, {"error": {
+                "type": "authentication_error",
+                "message": "acp-fuzz gateway: this request does not carry the run's token"}})
+            self._record(api, method, path, headers, None, [], None, 401, "", True)
+            self._write(handler, 401, reply.content_type, dict(reply.headers), reply.body)
+            return
         try:
             raw = handler._read_body()
         except _BodyError as exc:

@@ -24,6 +24,8 @@ from acp_fuzz.history import History, ModelExchange
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 SECRET = "sk-test-SECRET-0xdeadbeef"
+#: The gateways here take SECRET as their token; raw requests carry it like an SDK would.
+AUTH = {"Authorization": f"Bearer {SECRET}"}
 NONCE = "acpfuzz-0123456789ab"
 TITLE_SCHEMA = {"type": "object", "properties": {"title": {"type": "string"}},
                 "required": ["title"], "additionalProperties": False}
@@ -36,7 +38,7 @@ def history() -> History:
 
 @pytest.fixture
 def gw(history: History) -> Iterator[Gateway]:
-    with Gateway(history) as gateway:
+    with Gateway(history, token=SECRET) as gateway:
         gateway.register_nonce(NONCE, "A", 3)
         yield gateway
 
@@ -63,7 +65,8 @@ def post(url: str, body: Any, headers: dict[str, str] | None = None,
          method: str = "POST") -> tuple[int, dict[str, str], bytes]:
     data = body if isinstance(body, bytes) else json.dumps(body).encode()
     req = urllib.request.Request(url, data=data if method == "POST" else None, method=method,
-                                 headers={"content-type": "application/json", **(headers or {})})
+                                 headers={"content-type": "application/json", **AUTH,
+                                          **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, dict(resp.headers.items()), resp.read()
@@ -309,11 +312,12 @@ def test_chunked_and_gzip_bodies(gw: Gateway, history: History) -> None:
     conn = http.client.HTTPConnection("127.0.0.1", int(gw.url.rsplit(":", 1)[1]), timeout=10)
     try:
         conn.request("POST", "/v1/chat/completions", body=iter([body[:10], body[10:]]),
-                     headers={"Content-Type": "application/json"}, encode_chunked=True)
+                     headers={"Content-Type": "application/json", **AUTH}, encode_chunked=True)
         assert json.loads(conn.getresponse().read())["choices"][0]["message"]["content"] == "ok"
         # The same keep-alive connection serves a gzip-encoded body next.
         conn.request("POST", "/v1/chat/completions", body=gzip.compress(body),
-                     headers={"Content-Type": "application/json", "Content-Encoding": "gzip"})
+                     headers={"Content-Type": "application/json", "Content-Encoding": "gzip",
+                              **AUTH})
         assert conn.getresponse().status == 200
     finally:
         conn.close()
@@ -327,6 +331,7 @@ def test_oversized_body_is_refused(gw: Gateway, history: History) -> None:
     try:
         conn.putrequest("POST", "/v1/messages")
         conn.putheader("Content-Length", str(MAX_BODY + 1))
+        conn.putheader("Authorization", f"Bearer {SECRET}")
         conn.endheaders()
         assert conn.getresponse().status == 413
     finally:
@@ -346,7 +351,7 @@ def test_deeply_nested_bodies_are_answered_and_recorded(gw: Gateway, history: Hi
                                           timeout=10)
         try:
             conn.request("POST", "/v1/chat/completions", body=body,
-                         headers={"Content-Type": "application/json"})
+                         headers={"Content-Type": "application/json", **AUTH})
             assert conn.getresponse().status == 200
         finally:
             conn.close()
@@ -382,7 +387,7 @@ def test_history_swap_custom_reply_and_predicate() -> None:
         calls.append(api)
         return bool(headers.get("x-openai-internal-codex-responses-lite") == "true")
 
-    with Gateway(first, reply_text="pong", side_request=side) as gw:
+    with Gateway(first, reply_text="pong", side_request=side, token=SECRET) as gw:
         gw.register_nonce(NONCE, "B", 1)
         body = {"model": "m", "input": NONCE}
         assert json.loads(post(gw.url + "/v1/responses", body)[2])["output"][0][
@@ -420,14 +425,15 @@ def test_register_nonce_rejects_non_nonces(gw: Gateway) -> None:
 
 def test_upstream_record_then_replay_offline() -> None:
     upstream_history, front_history = History(), History()
-    upstream = Gateway(upstream_history, reply_text="from-upstream").start()
+    upstream = Gateway(upstream_history, reply_text="from-upstream", token=SECRET).start()
     upstream_url = upstream.url
     recorder = UpstreamRecorder()
     schema_body = {"model": "m", "input": f"name it {NONCE}", "text": {"format": {
         "type": "json_schema", "name": "t", "schema": TITLE_SCHEMA}}}
     turn_body = {"model": "m", "stream": True, "input": f"do it {NONCE}"}
     try:
-        with Gateway(front_history, upstream=upstream_url, upstream_recorder=recorder) as front:
+        with Gateway(front_history, upstream=upstream_url, upstream_recorder=recorder,
+                     token=SECRET) as front:
             front.register_nonce(NONCE, "A", 1)
             client = openai.OpenAI(base_url=front.url + "/v1", api_key=SECRET, max_retries=0)
             with client.responses.stream(model="m", input=f"do it {NONCE}") as stream:
@@ -457,7 +463,7 @@ def test_upstream_record_then_replay_offline() -> None:
     replay_history = History()
     replayer = UpstreamRecorder.from_bytes(data)
     assert replayer.upstream == upstream_url
-    with Gateway(replay_history, upstream_recorder=replayer) as front:
+    with Gateway(replay_history, upstream_recorder=replayer, token=SECRET) as front:
         front.register_nonce(NONCE, "A", 1)
         replayed_side = post(front.url + "/v1/responses", schema_body)
         client = openai.OpenAI(base_url=front.url + "/v1", api_key=SECRET, max_retries=0)
@@ -478,7 +484,7 @@ def test_upstream_unreachable_is_a_502(history: History) -> None:
     dead = Gateway().start()
     url = dead.url
     dead.stop()
-    with Gateway(history, upstream=url) as front:
+    with Gateway(history, upstream=url, token=SECRET) as front:
         status, _, body = post(front.url + "/v1/messages", {"messages": []})
     assert status == 502 and json.loads(body)["error"]["type"] == "upstream_error"
     assert only_exchange(history).upstream is True

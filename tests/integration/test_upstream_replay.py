@@ -27,7 +27,8 @@ BUGGY = [sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "user-turn"]
 
 def test_upstream_calls_are_recorded_and_replayed_offline(tmp_path: Path,
                                                           no_orphans: object) -> None:
-    with Gateway(None, reply_text=REPLY) as provider:
+    # A stand-in for a real provider: it gets the front gateway's token, not its own.
+    with Gateway(None, reply_text=REPLY, require_token=False) as provider:
         result = run_campaign(TargetSpec.from_command(BUGGY), CampaignSettings(
             max_examples=30, cassette_dir=tmp_path, model_upstream=provider.url))
     assert result.reports, "user-turn not found"

@@ -46,7 +46,8 @@ def test_codex_home_config_points_at_gateway_and_disables_network(tmp_path: Path
     assert provider["base_url"] == url + "/v1"
     assert provider["wire_api"] == "responses"
     assert provider["requires_openai_auth"] is False
-    assert env[provider["env_key"]]
+    # The key is the gateway's per-run token (agent_env()), which the profile must not pin.
+    assert provider["env_key"] == "OPENAI_API_KEY" and "OPENAI_API_KEY" not in env
     assert provider["request_max_retries"] == provider["stream_max_retries"] == 0
     assert config["check_for_update_on_startup"] is False
     assert config["analytics"]["enabled"] is False
