@@ -148,6 +148,10 @@ def target(
              "is advertised), standard, claude-meta, pi-meta or goose."),
     sandbox_net: bool = typer.Option(False, "--sandbox-net",
                                      help="Run in a network namespace with only loopback."),
+    sandbox_fs: bool = typer.Option(
+        False, "--sandbox-fs",
+        help="Agents see only their sandbox (writable), system folders and what they need "
+             "to run (read-only); not your files. Needs bubblewrap (bwrap)."),
     database: str | None = typer.Option(
         None, "--db", metavar="FOLDER|redis://HOST:PORT/N",
         help="Hypothesis example database: a folder, or a Redis URL for many machines "
@@ -187,6 +191,13 @@ def target(
     if code is not None:
         raise typer.Exit(code)
     spec = build_spec(command or [], profile, timeout)
+    if sandbox_fs:
+        from acp_fuzz.sandbox import bwrap_works
+
+        if bwrap_works() is None:
+            fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
+                 "to create namespaces here")
+        spec = dataclasses.replace(spec, sandbox_fs=True)
     if pass_env:
         spec = dataclasses.replace(spec, passthrough_env=(*spec.passthrough_env, *pass_env))
     if dialect != "auto":

@@ -35,7 +35,7 @@ from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_par
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
 from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
-from acp_fuzz.sandbox import Sandbox
+from acp_fuzz.sandbox import Sandbox, SandboxError, agent_command
 from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import nonce_for, prompt_text, validate_step
 from acp_fuzz.transport import AgentProcess, AgentStartError, Pending, Reply
@@ -83,6 +83,13 @@ class TargetSpec:
     #: How a system prompt is sent: ``auto`` (detected from ``initialize``), ``standard``,
     #: or a legacy dialect (see :mod:`acp_fuzz.dialects`).
     dialect: str = "auto"
+    #: Run the agent in its own PID namespace where possible, so nothing it starts outlives
+    #: it (see :func:`acp_fuzz.sandbox.agent_command`).
+    sandbox_pid: bool = True
+    #: Confine the agent's view of the file system (``--sandbox-fs``; needs bubblewrap).
+    sandbox_fs: bool = False
+    #: More paths the file-system sandbox shows the agent, read-only.
+    read_only: tuple[str, ...] = ()
 
     @classmethod
     def from_profile(cls, name: str, *, timeout: float = 30.0,
@@ -267,11 +274,19 @@ class Run:
 
     def _spawn(self) -> None:
         work = str(self.sandbox.work)
+        env = self._env()
+        try:
+            command, how = agent_command(self.spec.argv, root=self.sandbox.root, cwd=work,
+                                         env=env, pid=self.spec.sandbox_pid,
+                                         fs=self.spec.sandbox_fs, read_only=self.spec.read_only)
+        except SandboxError as e:
+            raise HarnessError(str(e)) from None
         agent = AgentProcess(
-            list(self.spec.argv), env=self._env(), cwd=work, history=self.history,
+            list(self.spec.argv), env=env, cwd=work, history=self.history,
             generation=self._generation, client_handler=ClientPolicy([work]),
             max_recorded_notifications=MAX_RECORDED_NOTIFICATIONS,
-            max_recorded_notification_bytes=MAX_RECORDED_NOTIFICATION_BYTES)
+            max_recorded_notification_bytes=MAX_RECORDED_NOTIFICATION_BYTES,
+            command=command, sandbox=how)
         try:
             agent.start()
         except AgentStartError as e:

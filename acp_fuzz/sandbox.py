@@ -10,6 +10,24 @@ The agent never inherits the harness environment: :meth:`Sandbox.build_env` buil
 scratch, so a real API key in the developer's shell cannot leak into an agent (or a cassette).
 Use :func:`redact_env` before writing an environment anywhere persistent.
 
+On top of that, :func:`agent_command` confines the agent process itself, with bubblewrap
+(``bwrap``) where it is installed and works:
+
+- **PID** (on by default): the agent runs in its own PID namespace, so everything it starts,
+  even a grandchild that calls ``setsid`` to leave the process group, dies with it. Without
+  bubblewrap, ``unshare --pid --fork --kill-child`` does the same when running as root;
+  otherwise the agent runs as before (its process group is still killed at the end).
+- **File system** (``fs=True``, ``--sandbox-fs``; needs bubblewrap): the agent sees the
+  system folders (``/usr``, ``/etc``, ``/opt`` and the ``/bin``, ``/lib`` links) read-only,
+  its sandbox root (HOME and work folders) writable, a fresh ``/tmp``, ``/dev`` and
+  ``/proc``, and read-only only what it needs to run: the Python installation running
+  acp-fuzz, acp-fuzz's own package, the agent cache (``$ACP_FUZZ_AGENT_CACHE``), node, and the
+  folder of each file named on its command line. Nothing else of the invoking user's files
+  (the real HOME, other projects) exists for it. As root, every capability is dropped.
+
+Networking is not changed here: ``--sandbox-net`` (:mod:`acp_fuzz.netns`) isolates the whole
+harness, gateway included.
+
 Example::
 
     with Sandbox() as sb:
@@ -20,15 +38,36 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import stat
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-__all__ = ["REDACTED", "Sandbox", "redact_env", "remove_all_sandboxes", "secret_values"]
+__all__ = [
+    "REDACTED",
+    "SYSTEM_DIRS",
+    "Sandbox",
+    "SandboxError",
+    "agent_command",
+    "bwrap_works",
+    "redact_env",
+    "remove_all_sandboxes",
+    "secret_values",
+]
+
+#: What the file-system sandbox shows read-only from the host, when present.
+SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+class SandboxError(Exception):
+    """The isolation asked for cannot be had here (one line, for the user)."""
 
 #: Roots of sandboxes not yet cleaned up, so that a forced exit still leaves no temp folder.
 _LIVE_ROOTS: set[str] = set()
@@ -183,3 +222,117 @@ def _make_writable_and_retry(
 
 def _give_up(func: Callable[..., Any], path: str, exc_info: Any) -> None:
     return None
+
+
+# -- process isolation ----------------------------------------------------------------------
+
+
+@functools.cache
+def bwrap_works() -> str | None:
+    """The path of a bubblewrap that can make PID namespaces here, or ``None``. Tried once
+    per process (a container may forbid the namespaces bubblewrap needs)."""
+    exe = shutil.which("bwrap")
+    if exe is None or not sys.platform.startswith("linux"):
+        return None
+    try:
+        proc = subprocess.run([exe, "--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc",
+                               "--die-with-parent", "true"], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10,
+                              check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return exe if proc.returncode == 0 else None
+
+
+def _unshare_pid() -> list[str] | None:
+    # Only as root: with a user namespace (-r) the agent would believe it is root, which
+    # changes what real agents do.
+    exe = shutil.which("unshare")
+    if exe is None or os.geteuid() != 0 or not sys.platform.startswith("linux"):
+        return None
+    return [exe, "--pid", "--fork", "--kill-child", "--mount-proc"]
+
+
+def _resolve(exe: str, path: str | None) -> str:
+    found = shutil.which(exe, path=path) if os.sep not in exe else exe
+    return os.path.abspath(found) if found else exe
+
+
+def _under(path: str, parents: Sequence[str]) -> bool:
+    return any(path == p or path.startswith(p.rstrip("/") + "/") for p in parents)
+
+
+def agent_read_only_paths(argv: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
+    """What the file-system sandbox shows read-only besides the system folders, for ``argv``:
+    see the module docstring. Existing paths only, without duplicates, outermost first."""
+    from acp_fuzz import agents_cache  # engine module; imported late to keep this one light
+
+    wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                         str(Path(__file__).resolve().parent), str(agents_cache.cache_root())]
+    node = shutil.which("node")
+    if node:
+        real = os.path.realpath(node)
+        wanted.append(str(Path(real).parent.parent))  # <prefix>/bin/node -> <prefix>
+    home = os.path.realpath(os.path.expanduser("~"))
+    for arg in argv:
+        if os.path.isabs(arg) and os.path.exists(arg):
+            for path in {arg, os.path.realpath(arg)}:
+                # A script's folder holds the modules it imports; but a file right in HOME
+                # (or in /) is shown alone, not with the whole folder.
+                folder = os.path.dirname(path)
+                near = os.path.isdir(path) or os.path.realpath(folder) in (home, "/")
+                wanted.append(path if near else folder)
+    wanted += [os.path.abspath(p) for p in extra]
+    out: list[str] = []
+    for path in sorted({os.path.normpath(p) for p in wanted if os.path.exists(p)}, key=len):
+        if path == "/" or _under(path, SYSTEM_DIRS) or _under(path, out):
+            continue
+        out.append(path)
+    return out
+
+
+def _bwrap_fs(exe: str, root: str, cwd: str, read_only: Sequence[str]) -> list[str]:
+    args = [exe, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--die-with-parent", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for path in read_only:
+        args += ["--ro-bind", path, path]
+    args += ["--bind", root, root, "--chdir", cwd]
+    if os.geteuid() == 0:
+        # Root with capabilities could undo the mounts (or open files by handle).
+        args += ["--cap-drop", "ALL"]
+    return [*args, "--"]
+
+
+def agent_command(argv: Sequence[str], *, root: str, cwd: str, env: Mapping[str, str],
+                  pid: bool = True, fs: bool = False, read_only: Sequence[str] = ()
+                  ) -> tuple[list[str], str]:
+    """The command that runs ``argv`` confined as asked, and a short description of how
+    (``"bwrap pid+fs"``, ``"bwrap pid"``, ``"unshare pid"`` or ``"none"``).
+
+    ``root`` is the sandbox root (writable under ``fs``), ``cwd`` the working directory,
+    ``env`` the agent's environment (its ``PATH`` finds ``argv[0]``). ``pid`` is best effort;
+    ``fs`` raises :class:`SandboxError` where bubblewrap is missing or cannot run."""
+    argv = list(argv)
+    if not argv or not (pid or fs):
+        return argv, "none"
+    exe = bwrap_works()
+    # The agent's PATH may not lead to the same files inside: name the program by its path.
+    argv[0] = _resolve(argv[0], env.get("PATH"))
+    if fs:
+        if exe is None:
+            raise SandboxError("--sandbox-fs needs bubblewrap (`bwrap`, Debian package "
+                               "`bubblewrap`) able to create namespaces here")
+        ro = agent_read_only_paths(argv, read_only)
+        return [*_bwrap_fs(exe, root, cwd, ro), *argv], "bwrap pid+fs"
+    if exe is not None:
+        return [exe, "--dev-bind", "/", "/", "--unshare-pid", "--proc", "/proc",
+                "--die-with-parent", "--", *argv], "bwrap pid"
+    fallback = _unshare_pid()
+    if fallback is not None:
+        return [*fallback, *argv], "unshare pid"
+    return argv, "none"

@@ -48,6 +48,7 @@ import json
 import os
 import queue
 import select
+import shutil
 import signal
 import struct
 import subprocess
@@ -245,6 +246,9 @@ class AgentProcess:
             ``acp`` events; the rest are only counted (:attr:`dropped_notifications`).
             ``None`` (the default) records them all; :class:`acp_fuzz.runner.Run` sets a cap.
         max_recorded_notification_bytes: the same cap, on the total size of their lines.
+        command: what is really executed, when it is not ``argv``: ``argv`` wrapped by a
+            sandbox (:func:`acp_fuzz.sandbox.agent_command`). ``argv`` is what is recorded.
+        sandbox: how the process is confined (``"bwrap pid"``, ...), for the spawn event.
 
     All methods are thread-safe; :meth:`request` may be called from many threads at once.
     Also usable as a context manager (``__exit__`` calls :meth:`close`).
@@ -264,10 +268,14 @@ class AgentProcess:
         stderr_record_limit: int = 1024 * 1024,
         max_recorded_notifications: int | None = None,
         max_recorded_notification_bytes: int | None = None,
+        command: Sequence[str] | None = None,
+        sandbox: str = "none",
     ) -> None:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
         self.argv = list(argv)
+        self.command = list(command) if command is not None else list(argv)
+        self.sandbox = sandbox
         self.env = dict(env)
         self.cwd = cwd
         self.history = history
@@ -380,9 +388,11 @@ class AgentProcess:
         if not os.path.isdir(self.cwd):
             raise AgentStartError(f"cannot start agent: working directory {self.cwd!r} "
                                   "does not exist")
+        if self.command != self.argv:
+            self._check_wrapped_program()
         try:
             proc = subprocess.Popen(
-                self.argv,
+                self.command,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -415,8 +425,11 @@ class AgentProcess:
             _LIVE_GROUPS.add(self._pgid)
         self._stop_r, self._stop_w = os.pipe()
         self._exit_r, self._exit_w = os.pipe()
-        self._record("process", {"what": "spawn", "pid": proc.pid, "argv": list(self.argv),
-                                 "generation": self.generation})
+        spawn: dict[str, Any] = {"what": "spawn", "pid": proc.pid, "argv": list(self.argv),
+                                 "generation": self.generation}
+        if self.sandbox != "none":
+            spawn["sandbox"] = self.sandbox
+        self._record("process", spawn)
         for target, name in (
             (self._reader_loop, "stdout"),
             (self._stderr_loop, "stderr"),
@@ -428,6 +441,17 @@ class AgentProcess:
                                  name=f"acp-{name}-{proc.pid}", daemon=True)
             self._threads.append(t)
             t.start()
+
+    def _check_wrapped_program(self) -> None:
+        # A sandbox wrapper would report a missing agent only as its own exit status 1:
+        # keep the one-line error a bare agent gets.
+        exe = self.argv[0]
+        found = shutil.which(exe, path=self.env.get("PATH")) if os.sep not in exe else exe
+        if found is None or not os.path.exists(found):
+            raise AgentStartError(f"cannot start agent: {exe!r} not found "
+                                  f"(PATH={self.env.get('PATH', '')!r})")
+        if os.path.isdir(found) or not os.access(found, os.X_OK):
+            raise AgentStartError(f"cannot start agent: {exe!r} is not executable")
 
     def wait_exit(self, timeout: float) -> int | None:
         """Wait up to ``timeout`` seconds for the process to exit on its own.
