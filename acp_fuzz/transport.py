@@ -54,6 +54,7 @@ import struct
 import subprocess
 import termios
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -90,6 +91,32 @@ def kill_all_agents() -> int:
             os.killpg(pgid, signal.SIGKILL)
     return len(groups)
 
+def _group_has_live_member(pgid: int) -> bool:
+    """Does process group ``pgid`` hold a process that is not a zombie? Read from /proc
+    (``killpg(pgid, 0)`` also counts zombies); without /proc, whatever ``killpg`` says."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return True
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
+            return True
+    return False
+
+
 #: A handler for requests the agent sends to the client: ``handler(method, params)`` returns
 #: the JSON-serialisable result, or raises :class:`RpcError` to answer with an error.
 ClientHandler = Callable[[str, Any], Any]
@@ -106,6 +133,8 @@ _BAD_LINE_MAX = 64 * 1024
 _TERM_WAIT = 1.0
 _KILL_WAIT = 5.0
 _JOIN_WAIT = 5.0
+#: How long a sandboxed agent's PID namespace may take to empty after the agent exited.
+_TEARDOWN_WAIT = 0.5
 
 
 class AgentStartError(Exception):
@@ -631,15 +660,30 @@ class AgentProcess:
             return
         data = {"what": "kill", "pid": self._pid, "pgid": pgid, "signal": int(sig),
                 "reason": reason, "generation": self.generation}
-        if only_if_present:
+        if only_if_present and not self._group_left(pgid):
             # Record the clean-up kill only when something was left in the group.
-            try:
-                os.killpg(pgid, 0)
-            except (ProcessLookupError, PermissionError):
-                return
+            return
         self._record("process", data)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
+
+    def _group_left(self, pgid: int) -> bool:
+        """Is anything left in the group? In a PID namespace the sandbox's init may still be
+        tearing it down for a moment after the agent's exit was reported, and then lingers as
+        a zombie until the system reaps it: wait up to :data:`_TEARDOWN_WAIT` for the group to
+        hold nothing but zombies (the namespace kills everything in it when its init ends)."""
+        if self.sandbox == "none":
+            try:
+                os.killpg(pgid, 0)
+            except (ProcessLookupError, PermissionError):
+                return False
+            return True
+        deadline = time.monotonic() + _TEARDOWN_WAIT
+        while _group_has_live_member(pgid):
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(0.005)  # polled: a process that is not our child cannot be waited for
+        return False
 
     # -- internals: threads -------------------------------------------------------------------
 

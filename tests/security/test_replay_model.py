@@ -42,7 +42,8 @@ def upstream_cassette(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A clean run recorded against a "real model" (a second gateway saying ``CHOSEN``)."""
     directory = tmp_path_factory.mktemp("upstream")
     spec = TargetSpec.from_command(REFERENCE)
-    with Gateway(None, reply_text=CHOSEN) as provider, Gateway(
+    # The "real model" knows nothing of the front gateway's token.
+    with Gateway(None, reply_text=CHOSEN, require_token=False) as provider, Gateway(
             None, upstream=provider.url, upstream_recorder=UpstreamRecorder()) as gateway:
         history, findings = run_steps(spec, STEPS, baseline=Baseline(), gateway=gateway)
         report = FindingReport(status="passed", runs=1, reproduced=0, findings=findings,

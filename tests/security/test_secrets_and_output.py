@@ -59,7 +59,8 @@ def _no_trace(data: bytes) -> None:
 
 
 def test_a_passed_value_leaves_no_trace_in_cassette_or_reports(tmp_path: Path) -> None:
-    with Gateway(History()) as upstream:  # a real model server, as the "real provider"
+    # A real model server, as the "real provider" (which knows nothing of our token).
+    with Gateway(History(), require_token=False) as upstream:
         proc = acp_fuzz(
             tmp_path, "target", "--max-examples", "10", "--cassette-dir", "found",
             "--pass-env", "ACPFUZZ_DEPLOY_KEY", "--model-upstream", upstream.url,
