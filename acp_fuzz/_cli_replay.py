@@ -75,6 +75,10 @@ def replay_cmd(
     sandbox_net: bool = typer.Option(
         False, "--sandbox-net",
         help="Run in a network namespace with only loopback (as `acp-fuzz target` does)."),
+    sandbox_fs: bool = typer.Option(
+        False, "--sandbox-fs",
+        help="The agent sees its sandbox, system folders and what it needs to run, not your "
+             "files (as `acp-fuzz target --sandbox-fs`). Needs bubblewrap (bwrap)."),
     recorded_model_replies: bool = typer.Option(
         False, "--recorded-model-replies",
         help="Serve the real-model replies a --model-upstream cassette recorded, instead of "
@@ -117,9 +121,11 @@ def replay_cmd(
         _fail(f"unexpected {argv[0]!r}: options go before the cassette path, and the agent "
               "command after `--` (acp-fuzz replay --runs 3 CASSETTE -- AGENT ARGS)")
     if as_agent:
-        if profile or trust_recorded_command or sandbox_net or recorded_model_replies:
+        if (profile or trust_recorded_command or sandbox_net or sandbox_fs
+                or recorded_model_replies):
             _fail("--as-agent starts no agent: do not give --profile, "
-                  "--trust-recorded-command, --sandbox-net or --recorded-model-replies")
+                  "--trust-recorded-command, --sandbox-net, --sandbox-fs or "
+                  "--recorded-model-replies")
         _serve_as_agent(cassette, argv, offline, runs, junit, forward_fs_terminal)
     if forward_fs_terminal:
         _fail("--forward-fs-terminal goes with --as-agent only")
@@ -136,6 +142,12 @@ def replay_cmd(
         paths = [cassette]
     if not (offline or argv or profile or trust_recorded_command):
         _refuse_recorded(paths)
+    if sandbox_fs and not offline:
+        from acp_fuzz.sandbox import bwrap_works
+
+        if bwrap_works() is None:
+            _fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
+                  "to create namespaces here")
     if not offline:
         from acp_fuzz.netns import maybe_reexec
 
@@ -146,7 +158,7 @@ def replay_cmd(
     results: list[ReplayResult] = []
     for result in _replay_all(paths, offline=offline, target=argv or None, profile=profile,
                               trust=trust_recorded_command, model=recorded_model_replies,
-                              runs=runs, timeout=timeout):
+                              runs=runs, timeout=timeout, sandbox_fs=sandbox_fs):
         results.append(result)
         for note in result.notes:
             typer.echo(f"note: {visible(str(result.path))}: {note} (--recorded-model-replies)",
@@ -182,7 +194,7 @@ def _refuse_recorded(paths: list[Path]) -> NoReturn:
 
 def _replay_all(paths: list[Path], *, offline: bool, target: list[str] | None,
                 profile: str | None, trust: bool, model: bool, runs: int,
-                timeout: float) -> Iterator[ReplayResult]:
+                timeout: float, sandbox_fs: bool = False) -> Iterator[ReplayResult]:
     for path in paths:
         if offline:
             yield offline_check(path)
@@ -198,7 +210,7 @@ def _replay_all(paths: list[Path], *, offline: bool, target: list[str] | None,
                                f"{shown}", err=True)
             yield replay_cassette(path, target=target, profile=profile,
                                   trust_recorded_command=trust, recorded_model_replies=model,
-                                  runs=runs, timeout=timeout)
+                                  runs=runs, timeout=timeout, sandbox_fs=sandbox_fs)
 
 
 def exit_code(results: list[ReplayResult]) -> int:

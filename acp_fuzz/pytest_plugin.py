@@ -20,7 +20,9 @@ recorded would fail it, fixed or not, and the run would say nothing about your a
 
 ``--acp-sandbox-net`` runs each campaign and replay in a network namespace with only loopback
 (``acp-fuzz target|replay --sandbox-net``, in a child process, since pytest itself cannot move
-into one). ``--acp-recorded-model-replies`` serves the model replies a cassette recorded from a
+into one). ``--acp-sandbox-fs`` runs each agent under the file-system sandbox
+(``--sandbox-fs``: it sees its sandbox and the system folders, not your files).
+``--acp-recorded-model-replies`` serves the model replies a cassette recorded from a
 real model (``--model-upstream``) instead of the fake model's; see ``acp-fuzz replay --help``.
 """
 
@@ -57,6 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="a cassette or a folder of cassettes to replay against --acp-agent")
     group.addoption("--acp-sandbox-net", action="store_true",
                     help="run the agent in a network namespace with only loopback")
+    group.addoption("--acp-sandbox-fs", action="store_true",
+                    help="the agent sees its sandbox and system folders, not your files "
+                         "(needs bubblewrap)")
     group.addoption("--acp-recorded-model-replies", action="store_true",
                     help="serve a cassette's recorded real-model replies during its replay "
                          "(default: the fake model answers)")
@@ -88,7 +93,8 @@ class AcpCampaignItem(_AcpItem):
         if opt("--acp-sandbox-net"):
             args = ["target", "--sandbox-net", "--max-examples", str(opt("--acp-max-examples")),
                     "--seed", str(opt("--acp-seed")), "--cassette-dir", str(cassette_dir)]
-            _run_cli([*args, *(["--strict"] if opt("--acp-strict") else []), "--", *self.argv])
+            _run_cli([*args, *(["--strict"] if opt("--acp-strict") else []),
+                      *(["--sandbox-fs"] if opt("--acp-sandbox-fs") else []), "--", *self.argv])
             return
 
         from acp_fuzz.campaign import CampaignSettings, run_campaign
@@ -96,7 +102,8 @@ class AcpCampaignItem(_AcpItem):
 
         cfg = CampaignSettings(max_examples=opt("--acp-max-examples"), seed=opt("--acp-seed"),
                                strict=opt("--acp-strict"), cassette_dir=cassette_dir)
-        result = run_campaign(TargetSpec.from_command(self.argv), cfg)
+        spec = TargetSpec.from_command(self.argv, sandbox_fs=opt("--acp-sandbox-fs"))
+        result = run_campaign(spec, cfg)
         if result.failing():
             lines = []
             for rep in result.reports:
@@ -123,13 +130,15 @@ class AcpReplayItem(_AcpItem):
         if opt("--acp-sandbox-net"):
             _run_cli(["replay", "--sandbox-net",
                       *(["--recorded-model-replies"] if model else []),
+                      *(["--sandbox-fs"] if opt("--acp-sandbox-fs") else []),
                       str(self.cassette), "--", *self.argv])
             return
 
         from acp_fuzz.replay import replay_cassette
 
         # The agent is the one the user named; the cassette's recorded command is never used.
-        res = replay_cassette(self.cassette, target=self.argv, recorded_model_replies=model)
+        res = replay_cassette(self.cassette, target=self.argv, recorded_model_replies=model,
+                              sandbox_fs=opt("--acp-sandbox-fs"))
         if res.verdict not in ("FIXED", "PASSED"):
             raise AcpFailure(res.line())
 

@@ -46,6 +46,7 @@ acp-fuzz.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -283,7 +284,7 @@ def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | N
 def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | None = None,
                     profile: str | None = None, trust_recorded_command: bool = False,
                     recorded_model_replies: bool = False, runs: int = 1,
-                    timeout: float = DEFAULT_TIMEOUT) -> ReplayResult:
+                    timeout: float = DEFAULT_TIMEOUT, sandbox_fs: bool = False) -> ReplayResult:
     """Replay the cassette at ``path`` ``runs`` times on fresh agent processes.
 
     The agent is ``target`` (a command line, for example a fixed build) or ``profile`` (a
@@ -297,7 +298,8 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     replies (attachment ``"vcr"``). They are served to the agent only with
     ``recorded_model_replies=True``: otherwise the fake model answers as in any run, because
     a recorded reply chooses what "the model" tells your agent (for example, to call a
-    tool). ``timeout`` bounds each request, in seconds. Never raises
+    tool). ``timeout`` bounds each request, in seconds. ``sandbox_fs`` confines the agent's
+    view of the file system (``--sandbox-fs``, see :mod:`acp_fuzz.sandbox`). Never raises
     for a bad cassette or an agent that cannot be started: those give an ``ERROR`` result
     with a one-line :attr:`ReplayResult.error`.
     """
@@ -310,6 +312,8 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
         recorded = recorded_failures(cassette)
         baseline, strict = _settings(cassette)
         spec = _spec_for(cassette, target, profile, trust_recorded_command, timeout)
+        if sandbox_fs:
+            spec = dataclasses.replace(spec, sandbox_fs=True)
         # A run against a real model carries its upstream calls (vcrpy, attachment "vcr"):
         # when the user opts in, the gateway serves them back with no network, so the replay
         # sees the same replies. They are checked and bounded before anything is started.

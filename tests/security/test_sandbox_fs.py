@@ -129,3 +129,26 @@ def test_a_file_in_home_on_the_command_line_is_shown_alone(
     shown = agent_read_only_paths([sys.executable, str(in_home), str(project / "agent.py")])
     assert str(in_home) in shown and str(project) in shown
     assert str(real_home) not in shown and str(tmp_path) not in shown
+
+
+def test_replay_sandbox_fs_hides_your_files_from_the_agent(real_home: Path,
+                                                           tmp_path: Path) -> None:
+    """``replay --sandbox-fs``: the agent (a shell that starts the buggy reference agent
+    only if it cannot see the key) reproduces the recorded leak under the sandbox; without
+    it, it sees the key and stops, an ERROR."""
+    _require_bwrap()
+    cassette = Path(__file__).resolve().parents[2] / "cassettes" / "reference" / "leak.cassette"
+    key = real_home / ".ssh" / "id_ed25519"
+    agent = ["sh", "-c", f"test ! -e '{key}' && exec '{sys.executable}' -m "
+             "acp_fuzz.reference_agent --bug leak"]
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(real_home),
+           "ACP_REF_QUIET": "1"}
+
+    def replay(*flags: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "acp_fuzz", "replay", *flags,
+                               str(cassette), "--", *agent], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    confined = replay("--sandbox-fs")
+    assert confined.returncode == 1 and "FAILED" in confined.stdout, confined.stderr
+    assert replay().returncode == 2  # the control: unconfined, the agent saw the key
