@@ -75,3 +75,21 @@ def test_without_the_pid_sandbox_the_escapee_survives(tag: str) -> None:
         escapees = _processes_tagged(tag)
     _gone, alive = psutil.wait_procs(escapees, timeout=0.5)
     assert alive == escapees
+
+
+def test_the_unshare_fallback_also_takes_the_escapee_along(
+        tag: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without bubblewrap, root gets the same guarantee from ``unshare --pid``."""
+    monkeypatch.setattr("acp_fuzz.sandbox.bwrap_works", lambda: None)
+    _argv, how = agent_command(["true"], root="/", cwd="/", env=os.environ)
+    if how != "unshare pid":
+        pytest.skip("the unshare fallback needs root and util-linux's unshare")
+    spec = TargetSpec.from_command(hostile("grandchild_setsid.py", tag))
+    with Run(spec) as run:
+        run.initialize()
+        escapees = _processes_tagged(tag)
+        assert len(escapees) == 1
+    _gone, alive = psutil.wait_procs(escapees, timeout=10)
+    assert not alive
+    assert [e.data.get("sandbox") for e in run.history.snapshot()
+            if e.kind == "process" and e.data.get("what") == "spawn"] == ["unshare pid"]
