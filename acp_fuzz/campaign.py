@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import warnings
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -268,16 +269,19 @@ class AgentBug(Exception):
 
 def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline: Baseline,
               strict: bool = False, gateway: Gateway | None = None,
-              stop_on_failure: bool = False, ignore: Iterable[str] = ()
-              ) -> tuple[History, list[Finding]]:
+              stop_on_failure: bool = False, ignore: Iterable[str] = (),
+              fresh: Callable[[], Run] | None = None) -> tuple[History, list[Finding]]:
     """Run ``steps`` on a fresh agent and return the history and the findings over it.
 
     ``stop_on_failure`` ends the run at the first failing finding of an oracle not in
-    ``ignore``."""
+    ``ignore``. ``fresh`` hands out a fresh agent already started and initialized (a
+    pre-spawned one, :meth:`_WarmRuns.take`); by default one is started here."""
     skip = set(ignore)
     judge = Evaluator(baseline=baseline, strict=strict)
-    with Run(spec, gateway=gateway) as run:
-        run.initialize()
+    run = fresh() if fresh is not None else Run(spec, gateway=gateway).__enter__()
+    try:
+        if fresh is None:
+            run.initialize()
         for step in steps:
             run.execute(step)
             if stop_on_failure:
@@ -286,6 +290,8 @@ def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline:
                     break
         run.close(grace=0)  # no restart follows: nothing will read the agent's state again
         events = run.history.snapshot()
+    finally:
+        run.close(grace=0)
     judge.feed(events)  # what arrived while closing (an exit, late stderr) counts too
     return History.from_events(events), judge.findings()
 
@@ -361,9 +367,16 @@ def steps_of(events: Sequence[Event]) -> list[dict[str, Any]]:
 
 # -- the campaign ----------------------------------------------------------------------------------
 
+#: How many runs ``_WarmRuns`` keeps prepared ahead. Two: an example of a real agent can be
+#: shorter than its start-up (codex-acp's initialize is 0.6 s on a quiet machine, several
+#: seconds on a busy one; see docs/performance.md, "real agents").
+PRESPAWN_DEPTH = 2
+
+
 class _WarmRuns:
-    """Hands out started and initialized runs; with ``prespawn``, the next one is prepared in
-    a background thread while the current example runs.
+    """Hands out started and initialized runs, each a fresh agent (examples, shrink trials,
+    confirmations); with ``prespawn``, the next :data:`PRESPAWN_DEPTH` are prepared in
+    background threads while the current one runs.
 
     A prepared run leaves the shared gateway bound to the active run until :meth:`take`
     activates it, so model requests are never recorded in the wrong history."""
@@ -371,9 +384,9 @@ class _WarmRuns:
     def __init__(self, spec: TargetSpec, gateway: Gateway, *, prespawn: bool) -> None:
         self.spec = spec
         self.gateway = gateway
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="acp-fuzz-prespawn") \
+        self._pool = ThreadPoolExecutor(PRESPAWN_DEPTH, thread_name_prefix="acp-fuzz-prespawn") \
             if prespawn else None
-        self._next: Future[tuple[Run, HarnessError | None]] | None = None
+        self._ready: deque[Future[tuple[Run, HarnessError | None]]] = deque()
         # Finished runs are stopped here, so that the next example starts at once.
         self._closer = ThreadPoolExecutor(1, thread_name_prefix="acp-fuzz-close")
 
@@ -399,8 +412,9 @@ class _WarmRuns:
         if self._pool is None:
             run, error = self._prepare()
         else:
-            current = self._next or self._pool.submit(self._prepare)
-            self._next = self._pool.submit(self._prepare)
+            while len(self._ready) <= PRESPAWN_DEPTH:
+                self._ready.append(self._pool.submit(self._prepare))
+            current = self._ready.popleft()
             try:
                 run, error = current.result()
             except BaseException:
@@ -415,10 +429,9 @@ class _WarmRuns:
         return run
 
     def close(self) -> None:
-        if self._next is not None:
-            run, _ = self._next.result()
+        while self._ready:
+            run, _ = self._ready.popleft().result()
             run.close(grace=0)
-            self._next = None
         if self._pool is not None:
             self._pool.shutdown(wait=True)
         self._closer.shutdown(wait=True)
@@ -624,11 +637,13 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             # agent's examples to itself, keyed by what it is, not by where it runs.
             db = AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
                                   f"|{spec.profile or spec.argv[-1]}")
-        on_event(Started(agent, caps, init))
-        on_event(Calibrated(baseline))
         generated = 0
         pending: Failure | None = None  # a failure not yet confirmed when interrupted
         try:
+            # Inside the try: an interrupt while the CLI renders these is an interrupt of
+            # the campaign (exit 130 with a report), not of its start.
+            on_event(Started(agent, caps, init))
+            on_event(Calibrated(baseline))
             for round_ in range(cfg.max_examples):
                 search.new_round()
                 hyp = settings(
@@ -739,7 +754,7 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
     def run(trial: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
         history, findings = run_steps(spec, trial, baseline=baseline, strict=cfg.strict,
                                       gateway=gateway, stop_on_failure=True,
-                                      ignore=cfg.exclude_oracles)
+                                      ignore=cfg.exclude_oracles, fresh=search.warm.take)
         return history.snapshot(), findings
 
     search.on_event(Shrinking(len(failure.steps)))
@@ -755,14 +770,15 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
             return
     search.on_event(Confirming(len(small.steps)))
     report = _confirm(spec, cfg, small, baseline, gateway, init, flaky_hint=flaky_hint,
-                      suffix_of=search.result)
+                      suffix_of=search.result, fresh=search.warm.take)
     search.result.reports.append(report)
     search.known.append(_Known(shape, oracles, report))
 
 
 def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: Failure, baseline: Baseline,
              gateway: Gateway, init: Any, *, flaky_hint: bool,
-             suffix_of: CampaignResult) -> FindingReport:
+             suffix_of: CampaignResult, fresh: Callable[[], Run] | None = None
+             ) -> FindingReport:
     """Re-run the minimal steps ``confirm_runs`` times on fresh agents; write the cassette."""
     oracles = failure.oracles(cfg.strict)
     reproduced = 0
@@ -773,7 +789,7 @@ def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: Failure, baseline
             # run: the last confirmation run records into a fresh recorder and becomes it.
             gateway.upstream_recorder = UpstreamRecorder()
         history, findings = run_steps(spec, failure.steps, baseline=baseline,
-                                      strict=cfg.strict, gateway=gateway)
+                                      strict=cfg.strict, gateway=gateway, fresh=fresh)
         if oracles & {f.oracle for f in interesting(findings, cfg.strict)}:
             reproduced += 1
             if last and gateway.upstream_recorder is not None:

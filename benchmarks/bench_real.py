@@ -409,7 +409,8 @@ def floor(profile_name: str, runs: Sequence[tuple[str, list[dict[str, Any]]]]
 
 # -- one campaign --------------------------------------------------------------------------------
 
-def campaign(profile_name: str, examples: int, seed: int, workers: int) -> dict[str, Any]:
+def campaign(profile_name: str, examples: int, seed: int, workers: int,
+             prespawn: bool = True) -> dict[str, Any]:
     from acp_fuzz.campaign import CampaignSettings, FailureFound, run_campaign
     from acp_fuzz.runner import TargetSpec
 
@@ -424,7 +425,7 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int) -> dict[
             clock.set_phase("shrink")  # Hypothesis' own shrinking, then the campaign's
 
     with tempfile.TemporaryDirectory(prefix="bench-real-") as tmp:
-        cfg = CampaignSettings(max_examples=examples, seed=seed,
+        cfg = CampaignSettings(max_examples=examples, seed=seed, prespawn=prespawn,
                                cassette_dir=Path(tmp) / "cassettes")
         load0, cpu0, t0 = loadavg(), cpu_seconds(), time.perf_counter()
         if workers > 1:
@@ -461,7 +462,7 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int) -> dict[
         "shares": dict(shares), "phases": dict(phases),
         "background": dict(clock.background), "gateway": clock.gateway,
         "full_timeouts": clock.full_timeouts,
-        "runs": clock.runs, "workers": workers,
+        "runs": clock.runs, "workers": workers, "prespawn": prespawn,
     }
 
 
@@ -500,6 +501,7 @@ def hang(timeout: float, seed: int) -> dict[str, Any]:
 
 def describe(r: Mapping[str, Any]) -> str:
     out = [f"### {r['profile']} (seed {r['seed']}, workers {r['workers']}, "
+           f"pre-spawn {'on' if r.get('prespawn', True) else 'off'}, "
            f"load {r['load_before']} -> {r['load_after']})", "",
            f"wall {r['wall']:.1f} s, {r['examples']} examples, {r['steps']} steps "
            f"({r['all_steps']} with shrink trials and confirmations); "
@@ -548,6 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--label", default="new")
     ap.add_argument("--no-floor", action="store_true")
+    ap.add_argument("--no-prespawn", action="store_true",
+                    help="prepare each example's agent only when it is needed")
     ap.add_argument("--compare", nargs=2, metavar="JSON")
     ap.add_argument("--hang", type=float, metavar="TIMEOUT",
                     help="instead: time an agent.hang finding with this --timeout")
@@ -568,7 +572,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     results = []
     for prof in args.profiles.split(","):
-        r = campaign(prof, args.examples, args.seed, args.workers)
+        r = campaign(prof, args.examples, args.seed, args.workers, not args.no_prespawn)
         if not args.no_floor and args.workers == 1:
             r["floor"] = floor(prof, r["runs"])
         results.append(r)
