@@ -81,7 +81,10 @@ def _line(ev: Event, full: bool) -> str | list[str] | None:
         x = ModelExchange.from_wire(d)
         tie = f"session {x.session} turn {x.turn}" if x.session else "untied"
         kind = "side request" if x.side else "turn request"
-        lines = [f"MODEL {x.method} {x.path} [{x.api}] {kind}, {tie}"]
+        # Not the model's answer: say so (a 401 is a request without the gateway's token).
+        status = "" if x.status == 200 else f", HTTP {x.status}" + (
+            " (refused: no gateway token)" if x.status == 401 else "")
+        lines = [f"MODEL {x.method} {x.path} [{x.api}] {kind}, {tie}{status}"]
         for s in x.segments:
             if s.slot in ("system", "user"):
                 lines.append(f"{'':18}{s.slot:7} {s.path}: {_clip(s.text, 160, full)}")

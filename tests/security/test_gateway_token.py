@@ -21,7 +21,9 @@ import anthropic
 import openai
 import pytest
 
+from acp_fuzz.cassette import Cassette, Header
 from acp_fuzz.runner import Run, TargetSpec
+from acp_fuzz.timeline import render_timeline
 from tests.security._isolation import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -65,6 +67,9 @@ def test_request_without_the_token_is_refused_and_recorded(run: Run) -> None:
     assert FORGED not in dumped
     assert all(x.side and x.session is None
                for _, x in run.history.model_exchanges() if x.status == 401)
+    # ... and `acp-fuzz show` says what they were.
+    shown = "\n".join(render_timeline(Cassette(Header(target=[]), run.history.snapshot())))
+    assert shown.count("HTTP 401 (refused: no gateway token)") == 2
 
 
 def test_the_token_is_per_gateway_and_is_every_sdk_key(run: Run) -> None:
