@@ -350,7 +350,9 @@ def _print_result(result: CampaignResult, elapsed: float,
     mr = result.model_requests
     if mr:
         out.print(f"model requests: {mr.get('turn', 0)} turn (tied to a session), "
-                  f"{mr.get('side', 0)} side, {mr.get('untied', 0)} untied", markup=False)
+                  f"{mr.get('side', 0)} side, {mr.get('untied', 0)} untied"
+                  + (f", {mr['refused']} refused (without the gateway token: another process)"
+                     if mr.get("refused") else ""), markup=False)
     for f in result.info:
         out.print(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}"), markup=False)
     if not result.reports:
