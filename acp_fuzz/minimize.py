@@ -10,7 +10,8 @@ its shrinker, and a step that a later one refers to can only go once that one is
    used (what most systemPrompt bugs reduce to), even when no shorter than the failure;
 2. delete steps one at a time, sweeping again until a whole sweep deletes nothing. Deleting a
    fork re-points the later steps on the fork to its source (:func:`delete_step`), so a fork
-   of a fork becomes a fork of the root; a turn with a cancel becomes a plain turn;
+   of a fork becomes a fork of the root; a prompt first given by a load or resume moves to
+   the session's creation (:func:`hoist`); a turn with a cancel becomes a plain turn;
 3. simplify each payload (fewer, shorter blocks), where the failure allows;
 4. rename the sessions A, B, ... in order of appearance.
 
@@ -38,6 +39,7 @@ __all__ = [
     "canonical_handles",
     "delete_step",
     "embeds",
+    "hoist",
     "interesting",
     "minimize",
     "references_ok",
@@ -114,6 +116,13 @@ def minimize(failure: Failure, run: Runner, *, strict: bool = False,
                 best, changed = found, True
             else:
                 i += 1
+        # A prompt that a load or resume gives a session created without one moves to its
+        # creation (the new or fork), and the load or resume goes.
+        for i in range(len(best.steps)):
+            hoisted = hoist(best.steps, i)
+            if hoisted is not None and (found := attempt(hoisted)) is not None:
+                best, changed = found, True
+                break
         # A turn cancelled mid-flight is a plain turn, unless the cancel is the point.
         for i, s in enumerate(best.steps):
             if s["op"] == "cancel":
@@ -150,6 +159,29 @@ def delete_step(steps: Sequence[Mapping[str, Any]], i: int) -> Steps:
         if s.get("session") == old:
             s["session"] = src
     return rest
+
+
+def hoist(steps: Sequence[Mapping[str, Any]], i: int) -> Steps | None:
+    """When step ``i`` is a load or resume with a prompt, of a session whose creation (its
+    ``new`` or ``fork``) sent none: the steps with that prompt on the creation and step ``i``
+    gone (``new A; resume A (P); prompt A`` is ``new A (P); prompt A``). None otherwise."""
+    step = steps[i]
+    if step.get("op") not in ("load", "resume") or step.get("systemPrompt") is None:
+        return None
+    handle = step["session"]
+    for j in range(i - 1, -1, -1):
+        s = steps[j]
+        made = s.get("new") if s.get("op") == "fork" else (
+            s.get("session") if s.get("op") == "new" else None)
+        if made != handle:
+            continue
+        if s.get("systemPrompt") is not None:
+            return None
+        out = [dict(x) for x in steps]
+        out[j]["systemPrompt"] = step["systemPrompt"]
+        del out[i]
+        return out
+    return None
 
 
 def canonical_handles(steps: Sequence[Mapping[str, Any]]) -> Steps:

@@ -13,6 +13,7 @@ from acp_fuzz.minimize import (
     canonical_handles,
     delete_step,
     embeds,
+    hoist,
     minimize,
     references_ok,
     shape_of,
@@ -172,3 +173,19 @@ def test_a_known_reproduction_explains_an_example_that_ends_with_it() -> None:
     # Not when the example's failing step is elsewhere, or when the sessions differ.
     assert not embeds(known, shape_of(example[:-1]))
     assert not embeds(known, shape_of([*example[:-1], {"op": "prompt", "session": "A"}]))
+
+
+def test_a_prompt_first_given_by_a_resume_moves_to_the_new() -> None:
+    steps = [{"op": "new", "session": "A", "systemPrompt": None},
+             {"op": "resume", "session": "A", "systemPrompt": sp("P")},
+             {"op": "prompt", "session": "A"}]
+    assert hoist(steps, 1) == [{"op": "new", "session": "A", "systemPrompt": sp("P")},
+                               {"op": "prompt", "session": "A"}]
+    # Not when the session was created with a prompt of its own, nor for other steps.
+    assert hoist([{**steps[0], "systemPrompt": sp("Q")}, *steps[1:]], 1) is None
+    assert hoist(steps, 2) is None
+    # A fork made without a prompt takes it too.
+    fork = [NEW_A, {"op": "fork", "session": "A", "new": "B"},
+            {"op": "load", "session": "B", "systemPrompt": sp("P")}]
+    assert hoist(fork, 2) == [NEW_A, {"op": "fork", "session": "A", "new": "B",
+                                      "systemPrompt": sp("P")}]
