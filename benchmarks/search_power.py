@@ -1,6 +1,7 @@
 """How often the lifecycle strategy draws the shape of each planted bug: no agent, milliseconds.
 
 ``python benchmarks/search_power.py [--seeds 0-19] [--max-examples 100] [--bugs leak,...]``
+``python benchmarks/search_power.py --minimize [--seeds 0-19]``: the minimal-rate table
 
 A real campaign spends ~0.3 s per example on agent start-up, so comparing two rule weightings
 over 11 bugs × 10 seeds with real agents takes hours. This script runs the *same* Hypothesis
@@ -10,7 +11,12 @@ pure-Python model of the reference agent and of each planted bug, so a whole tab
 seconds. The draws are identical to a real campaign's because ``execute`` draws nothing.
 
 For each bug and seed it reports the example at which the bug's shape first appeared (or
-``-`` when it did not in ``max_examples``). It measures *search* only; shrinking is measured by
+``-`` when it did not in ``max_examples``). The planted bugs come first, then bugs that change
+a session other than the one a request names (``CROSS_SESSION``). With ``--minimize`` it runs
+the campaign's minimizer on each first failing example instead, over bug models written for
+that measurement (``MINIMUM``), and reports how often it reaches each model's minimum.
+
+Without ``--minimize`` it measures *search* only; shrinking is measured by
 ``bench_bugs.py`` and ``tests/quality``. The model is a sketch of the oracles (a turn on a
 session whose applied prompt the bug loses, alters, doubles or leaks), so a figure here is a
 prediction to check with ``bench_bugs.py``, not a finding.
@@ -28,11 +34,47 @@ from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from acp_fuzz.campaign import CampaignSettings
+from acp_fuzz.findings import Finding
+from acp_fuzz.minimize import Failure, minimize
 from acp_fuzz.payloads import Capabilities, blocks_of, classify
 
 BUGS = ("leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
         "side-effect-before-validation", "crash-on-image", "override-keeps-default",
         "fork-drops-prompt", "drop-last-block", "truncate-64k")
+
+#: Bugs that change a session other than the one a request names (issue #10 §5), written as
+#: new bugs for this script, not tuned to one example. With the planted fork-corrupts-source,
+#: they are the rows that the turn on a fork's source and on a same-directory sibling serve.
+CROSS_SESSION = ("fork-corrupts-source", "load-rewrites-sibling", "shared-cwd-store")
+
+#: Bug models written for the minimal-rate measurement (``--minimize``), with the length of
+#: their shortest reproduction, worked out by hand before any was run. Not tuned: a model
+#: whose reproductions miss the minimum stays in the table.
+MINIMUM = {
+    # new A (P); fork A -> B (Q); prompt A
+    "fork-corrupts-source": 3,
+    # new A (P, shared cwd); new B (shared cwd); load B (Q); prompt A
+    "load-rewrites-sibling": 4,
+    # new A (P); fork A -> B (Q); prompt A  (a fork shares its source's directory)
+    "shared-cwd-store": 3,
+    # new A (P); cancel A (a turn); prompt A  -> P gone after the cancelled turn
+    "cancel-forgets-prompt": 3,
+    # new A (P); close A; new B; prompt B  -> B runs on A's prompt
+    "close-leaks-into-next": 4,
+    # new A (P); fork A -> B; restart; load B (P again); prompt B  -> P gone
+    "restart-drops-forks": 5,
+    # new A (P); resume A (Q); prompt A  -> P and Q both (the change appended)
+    "resume-appends-change": 3,
+    # Held out: written after the minimizer's hoist rule (which the rows above motivated),
+    # to check it on bugs it was not made for.
+    # new A (P); list; prompt A  -> session/list resets every prompt to the defaults
+    "list-resets-prompt": 3,
+    # new A (P); prompt A; prompt A  -> the second turn of a session runs on the defaults
+    "second-turn-drops-prompt": 3,
+    # new A (P); fork A -> B (P again); fork B -> C (P again); prompt C  -> a fork of a fork
+    # runs on the defaults
+    "fork-of-fork-drops": 4,
+}
 CAPS = Capabilities(system_prompt=True, override=True, load=True, resume=True, fork=True,
                     close=True, list=True)
 TRUNCATE_AT = 65536
@@ -53,6 +95,9 @@ class _Session:
     own: Any = None  # the payload the correct reference agent applies (it keeps on omit)
     actual: Any = None  # the payload the buggy agent applies
     doubled: bool = False
+    cwd: str = ""  # "shared", or the handle of the session whose directory it runs in
+    fork: bool = False  # made by session/fork
+    turns: int = 0
 
 
 @dataclass
@@ -64,6 +109,12 @@ class _Agent:
     live: set[str] = field(default_factory=set)
     seen_here: set[str] = field(default_factory=set)
     last: Any = None  # last client prompt of this process (the leak bug's global)
+    stored: dict[str, Any] = field(default_factory=dict)  # shared-cwd-store: cwd -> prompt
+    closed: Any = None  # close-leaks-into-next: the prompt of the last closed session
+
+    def _store(self, cwd: str, prompt: Any) -> None:
+        if self.bug == "shared-cwd-store" and prompt is not None:
+            self.stored[cwd] = prompt
 
     def step(self, step: dict[str, Any]) -> None:
         op, bug = step["op"], self.bug
@@ -82,7 +133,12 @@ class _Agent:
         prompt = payload if cls is not None and cls.kind == "valid" else None
         if op == "new":
             h = step["session"]
-            self.sessions[h] = _Session(prompt, prompt, prompt)
+            cwd = "shared" if step.get("cwd") == "shared" else h
+            actual = prompt
+            if bug == "close-leaks-into-next" and prompt is None and self.closed is not None:
+                actual = self.closed
+            self.sessions[h] = _Session(prompt, prompt, actual, cwd=cwd)
+            self._store(cwd, prompt)
             self.live.add(h)
             self.seen_here.add(h)
             if prompt is not None:
@@ -94,12 +150,22 @@ class _Agent:
             s.expected = prompt if prompt is not None else UNSURE
             if prompt is not None:
                 s.own = prompt
-            if bug == "lost-after-restart" and step["session"] not in self.seen_here:
+            after_restart = step["session"] not in self.seen_here
+            if after_restart and (bug == "lost-after-restart"
+                                  or (bug == "restart-drops-forks" and s.fork)):
                 s.actual = None
             elif prompt is not None:
-                s.doubled = s.actual is not None and bug == "duplicate-on-resume"
+                s.doubled = s.actual is not None and (
+                    bug == "duplicate-on-resume"
+                    or (bug == "resume-appends-change" and op == "resume"
+                        and prompt is not s.actual))
                 s.actual = prompt
                 self.last = prompt
+                self._store(s.cwd, prompt)
+                if bug == "load-rewrites-sibling":
+                    for h, other in self.sessions.items():
+                        if h != step["session"] and other.cwd == s.cwd:
+                            other.actual = prompt
             self.live.add(step["session"])
             self.seen_here.add(step["session"])
         elif op == "fork":
@@ -107,25 +173,47 @@ class _Agent:
             if src is None:
                 return
             own = prompt if prompt is not None else src.own
-            act = None if bug == "fork-drops-prompt" else (
+            act = None if bug == "fork-drops-prompt" or (
+                bug == "fork-of-fork-drops" and src.fork) else (
                 prompt if prompt is not None else src.actual)
             exp = prompt if prompt is not None else UNSURE
-            self.sessions[step["new"]] = _Session(exp, own, act)
+            self.sessions[step["new"]] = _Session(exp, own, act, cwd=src.cwd, fork=True)
+            self._store(src.cwd, prompt)
             self.live.add(step["new"])
             self.seen_here.add(step["new"])
             if prompt is not None:
                 self.last = prompt
+                if bug == "fork-corrupts-source":
+                    src.actual = prompt
         elif op == "close":
             self.live.discard(step["session"])
+            self.closed = self.sessions[step["session"]].actual
+        elif op == "list" and bug == "list-resets-prompt":
+            for other in self.sessions.values():
+                other.actual = None
         elif op == "restart":
             self.live.clear()
             self.seen_here.clear()
             self.last = None
         elif op in ("prompt", "cancel"):  # a cancel follows a turn that reaches the model
-            self._turn(self.sessions[step["session"]])
+            s = self.sessions.get(step["session"])
+            if s is None:
+                return  # a session whose creation was rejected: the runner skips the turn
+            self._turn(s)
+            s.turns += 1
+            if bug == "second-turn-drops-prompt" and s.turns == 1:
+                s.actual = None
+            if op == "cancel" and bug == "cancel-forgets-prompt":
+                s.actual = None
 
     def _turn(self, s: _Session) -> None:
         bug, used = self.bug, s.actual
+        if bug == "shared-cwd-store":
+            used = self.stored.get(s.cwd, used)
+        if bug in MINIMUM and s.expected is not UNSURE and used is not s.expected:
+            # These bugs put another prompt (or none) where the session's own belongs; the
+            # oracles call it lost, leak or altered, whichever fits.
+            raise Found("wrong-prompt")
         if bug == "leak" and self.last is not None and self.last is not s.own:
             raise Found("leak")
         if s.expected not in (None, UNSURE) and used is None:
@@ -133,7 +221,7 @@ class _Agent:
         if used is None:
             return
         texts = blocks_of(used)
-        if bug == "duplicate-on-resume" and s.doubled:
+        if bug in ("duplicate-on-resume", "resume-appends-change") and s.doubled:
             raise Found("duplicated")
         if bug == "user-turn":
             raise Found("misplaced")
@@ -153,15 +241,37 @@ def _has_image(payload: Any) -> bool:
 
 def first_hit(bug: str, seed_: int, max_examples: int, max_steps: int) -> int | None:
     """The 1-based example at which ``bug`` first showed at ``seed_``, else None."""
+    found = first_failure(bug, seed_, max_examples, max_steps)
+    return None if found is None else found[0]
+
+
+def run_model(bug: str, steps: list[dict[str, Any]]) -> tuple[list[Any], list[Finding]]:
+    """Run ``steps`` on the model of ``bug``, as the minimizer's runner: the first step that
+    shows the bug is a MUST finding named after what the model saw."""
+    agent = _Agent(bug)
+    for i, step in enumerate(steps):
+        try:
+            agent.step(step)
+        except Found as e:
+            return [], [Finding(f"model.{e.args[0]}", "MUST", "MODEL", str(e), step=i)]
+    return [], []
+
+
+def first_failure(bug: str, seed_: int, max_examples: int, max_steps: int
+                  ) -> tuple[int, list[dict[str, Any]]] | None:
+    """The 1-based example at which ``bug`` first showed at ``seed_`` and its steps."""
     count = {"n": 0}
+    steps: list[dict[str, Any]] = []
 
     class Machine(LifecycleMachine):
         def __init__(self) -> None:
             super().__init__()
             count["n"] += 1
             self.agent = _Agent(bug)
+            steps.clear()
 
         def execute(self, step: dict[str, Any]) -> None:
+            steps.append(step)
             self.agent.step(step)
 
     Machine.caps = CAPS
@@ -172,8 +282,22 @@ def first_hit(bug: str, seed_: int, max_examples: int, max_steps: int) -> int | 
     try:
         run_state_machine_as_test(seed(seed_)(Machine), settings=hyp)
     except Found:
-        return count["n"]
+        return count["n"], list(steps)
     return None
+
+
+def minimized(bug: str, seed_: int, max_examples: int, max_steps: int
+              ) -> tuple[int, int] | None:
+    """The first failing example's length and its length after the campaign's minimizer
+    (:func:`acp_fuzz.minimize.minimize`, the same passes a campaign's later rounds use, with
+    no Hypothesis shrinking before them), run on the model; None if not found."""
+    found = first_failure(bug, seed_, max_examples, max_steps)
+    if found is None:
+        return None
+    _, steps = found
+    _, findings = run_model(bug, steps)
+    small = minimize(Failure(steps, [], findings), lambda t: run_model(bug, t))
+    return len(steps), len(small.steps)
 
 
 def _seeds(spec: str) -> list[int]:
@@ -190,9 +314,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0-9")
     ap.add_argument("--max-examples", type=int, default=defaults.max_examples)
     ap.add_argument("--max-steps", type=int, default=defaults.max_steps)
-    ap.add_argument("--bugs", default=",".join(BUGS))
+    ap.add_argument("--bugs", default=None)
+    ap.add_argument("--minimize", action="store_true",
+                    help="measure how often the minimizer reaches each model's minimum "
+                         "(the MINIMUM models by default)")
     args = ap.parse_args(argv)
     seeds = _seeds(args.seeds)
+    if args.minimize:
+        return _minimal_rate(args.bugs.split(",") if args.bugs else list(MINIMUM), seeds,
+                             args.max_examples, args.max_steps)
+    args.bugs = args.bugs or ",".join((*BUGS, *CROSS_SESSION))
     misses = 0
     print(f"{'bug':32} " + " ".join(f"{s:>4}" for s in seeds) + "  found")
     for bug in args.bugs.split(","):
@@ -201,6 +332,27 @@ def main(argv: list[str] | None = None) -> int:
         cells = " ".join(f"{'-' if h is None else h:>4}" for h in hits)
         print(f"{bug:32} {cells}  {len(seeds) - hits.count(None)}/{len(seeds)}", flush=True)
     print(f"misses: {misses}")
+    return 0
+
+
+def _minimal_rate(bugs: list[str], seeds: list[int], max_examples: int, max_steps: int) -> int:
+    at_min = total = 0
+    print(f"{'bug':24} {'min':>3} " + " ".join(f"{s:>5}" for s in seeds) + "  at minimum")
+    for bug in bugs:
+        cells, hits, found = [], 0, 0
+        for s in seeds:
+            r = minimized(bug, s, max_examples, max_steps)
+            if r is None:
+                cells.append("    -")
+                continue
+            found += 1
+            hits += r[1] == MINIMUM[bug]
+            cells.append(f"{r[0]:>2}>{r[1]:<2}")
+        at_min += hits
+        total += found
+        print(f"{bug:24} {MINIMUM[bug]:>3} " + " ".join(cells) + f"  {hits}/{found}",
+              flush=True)
+    print(f"at minimum: {at_min}/{total} ({100 * at_min / max(total, 1):.0f} %)")
     return 0
 
 

@@ -4,7 +4,9 @@
 prompt, with a shared or a distinct cwd), prompt turns, load, resume and fork (each with the
 same, a different, an omitted, a ``null`` or an invalid prompt), close, list, cancel, restarts
 of the agent process and invalid lifecycle requests. A load, resume or fork that succeeds is
-followed by a turn on that session, where its effect on the prompt shows.
+followed by a turn on that session, where its effect on the prompt shows, and by a turn on a
+session it could have changed by mistake: a fork's source, and a loaded session that shares
+the reopened session's directory.
 
 It is deliberately blind to the live agent. Its preconditions read only what the agent
 advertised (``caps``) and the machine's own model of the sessions, so the same draw always
@@ -37,6 +39,9 @@ class SessionView:
 
     prompt: Any = None  # the last valid payload applied (None: defaults)
     loaded: bool = True
+    #: Its working directory: ``shared``, or the handle of the session that made it (a
+    #: fork runs in its source's directory).
+    cwd: str = ""
 
 
 @dataclass
@@ -146,7 +151,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         cwd = data.draw(st.sampled_from(["distinct", "shared"]), label="cwd")
         self.execute({"op": "new", "session": handle, "cwd": cwd, **sp})
         if not (isinstance(applied, tuple) and applied and applied[0] == "REJECT"):
-            self.model.sessions[handle] = SessionView(prompt=applied)
+            self.model.sessions[handle] = SessionView(
+                prompt=applied, cwd="shared" if cwd == "shared" else handle)
 
     @precondition(lambda self: any(s.loaded for s in self.model.sessions.values()))
     @rule(data=st.data())
@@ -169,6 +175,12 @@ class LifecycleMachine(RuleBasedStateMachine):
         view.prompt = applied
         view.loaded = True
         self._turn_after(handle)
+        # A sibling in the same directory: an agent that keys what it stores by cwd
+        # rewrites it too, which shows only in the sibling's next turn.
+        siblings = [h for h in self._loaded()
+                    if h != handle and self.model.sessions[h].cwd == view.cwd]
+        if siblings:
+            self._turn_after(data.draw(st.sampled_from(siblings), label="sibling"))
 
     @precondition(lambda self: self.caps.load and bool(self.model.sessions))
     @rule(data=st.data())
@@ -190,11 +202,15 @@ class LifecycleMachine(RuleBasedStateMachine):
                                         current=self.model.sessions[src].prompt)
         self.execute({"op": "fork", "session": src, "new": new, **sp})
         if not (isinstance(applied, tuple) and applied and applied[0] == "REJECT"):
-            self.model.sessions[new] = SessionView(prompt=applied)
+            source = self.model.sessions[src]
+            self.model.sessions[new] = SessionView(prompt=applied, cwd=source.cwd)
             self._turn_after(new)
+            # The source too: a fork must leave it as it was, and only its own turn shows it.
+            self._turn_after(src)
 
     def _turn_after(self, handle: str) -> None:
-        """A turn on a session that a load, resume or fork has just (re)opened.
+        """A turn on a session that a load, resume or fork has just (re)opened, or could
+        have changed (a fork's source, a sibling sharing the directory of a loaded session).
 
         What such a request did to the prompt shows only in the next model request: a
         restart or fork bug needs the lifecycle step AND a turn on that very session, and

@@ -53,6 +53,8 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "override-keeps-default": ("override.not-applied", 2),
     # new A (P); fork A -> B (P); prompt B  -> defaults only
     "fork-drops-prompt": ("prompt.lost", 3),
+    # new A (P); fork A -> B (Q); prompt A  -> A runs on Q (B's text: a leak, and P lost)
+    "fork-corrupts-source": ("prompt.leak|prompt.lost", 3),
     # new A (append [P, Q]); prompt A  -> Q missing. When the dropped block is the only one
     # with text (["", P]: seed 4), nothing of the prompt arrives, and lost is the right name.
     "drop-last-block": ("prompt.altered|prompt.lost", 2),

@@ -39,3 +39,25 @@ def test_model_is_not_vacuous() -> None:
     assert search_power.first_hit("none", 0, 50, 12) is None
     # and a planted bug is not found in its very first example at every seed
     assert {search_power.first_hit("fork-drops-prompt", s, 100, 12) for s in SEEDS} != {1}
+
+
+@pytest.mark.parametrize("bug", search_power.CROSS_SESSION)
+def test_a_bug_in_another_session_is_drawn_at_most_seeds(bug: str) -> None:
+    """A fork that rewrites its source, a load that rewrites a same-directory sibling: seen
+    only in a turn on the session the request did not name. The strategy's turn on a fork's
+    source and on a sibling finds them at 7-10 of seeds 0-9 (without it: 3-8)."""
+    defaults = CampaignSettings()
+    hits = [s for s in SEEDS
+            if search_power.first_hit(bug, s, defaults.max_examples, defaults.max_steps)]
+    assert len(hits) >= 7, f"{bug}: drawn at seeds {hits} only"
+
+
+@pytest.mark.parametrize("bug", sorted(search_power.MINIMUM))
+def test_the_minimizer_reaches_each_models_minimum(bug: str) -> None:
+    """Over bug models written for this measurement (not for tuning), every first failing
+    example the search finds at seeds 0-4 shrinks to the model's known minimum."""
+    defaults = CampaignSettings()
+    for s in range(5):
+        r = search_power.minimized(bug, s, defaults.max_examples, defaults.max_steps)
+        if r is not None:
+            assert r[1] == search_power.MINIMUM[bug], (bug, s, r)
