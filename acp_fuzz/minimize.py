@@ -130,8 +130,16 @@ def minimize(failure: Failure, run: Runner, *, strict: bool = False,
                                  *best.steps[i + 1:]])
                 if found is not None:
                     best, changed = found, True
-    # 3. the smallest payload: each one simplified everywhere it occurs (a re-sent prompt
-    #    must stay identical to the original), keeping the canary at the end of its text.
+    # 3. the plainest requests: without the extra params (a vendor _meta, an old draft's
+    #    field) where the failure does not need them; then the smallest payload: each one
+    #    simplified everywhere it occurs (a re-sent prompt must stay identical to the
+    #    original), keeping the canary at the end of its text.
+    for i, s in enumerate(best.steps):
+        if "extra" in s or "_meta" in s:
+            plain = {k: v for k, v in s.items() if k not in ("extra", "_meta")}
+            found = attempt([*best.steps[:i], plain, *best.steps[i + 1:]])
+            if found is not None:
+                best = found
     for sp in _payloads(best.steps):
         for smaller in _simpler_payloads(sp):
             found = attempt(_replace_payload(best.steps, sp, smaller))
@@ -299,7 +307,15 @@ LONG_TEXT = 32 * 1024
 def payload_kind(step: Mapping[str, Any], current: Any = None) -> str:
     """What a step's prompt is, without its text: ``omit``, ``null``, ``invalid:<reason>``,
     or the mode with ``+same`` (a load, resume or fork re-sending the session's own prompt),
-    ``/blocks`` (more than one block) and ``/long`` (over 32 KiB of text)."""
+    ``/blocks`` (more than one block), ``/long`` (over 32 KiB of text) and ``/decorated``
+    (``_meta``, annotations, unknown fields); then ``+`` and the paths of the step's extra
+    params and vendor ``_meta`` (``+_meta.claudeCode.options.systemPrompt``)."""
+    extra = {**(step.get("extra") or {}), **({"_meta": step["_meta"]} if "_meta" in step else {})}
+    if extra:
+        # The extra params by name (a vendor _meta carrier, an old draft's field).
+        rest = payload_kind({k: v for k, v in step.items() if k not in ("extra", "_meta")},
+                            current)
+        return rest + "+" + ",".join(sorted(_paths(extra)))
     if "systemPrompt" not in step:
         return "omit"
     sp = step["systemPrompt"]
@@ -316,7 +332,17 @@ def payload_kind(step: Mapping[str, Any], current: Any = None) -> str:
         kind += "/blocks"
     if sum(len(t) for t in texts) > LONG_TEXT:
         kind += "/long"
+    if set(sp) - {"mode", "content"} or any(set(b) - {"type", "text"} for b in sp["content"]):
+        kind += "/decorated"  # _meta, annotations or unknown fields (that must change nothing)
     return kind
+
+
+def _paths(v: Mapping[str, Any], prefix: str = "") -> list[str]:
+    out: list[str] = []
+    for k, x in v.items():
+        path = f"{prefix}{k}"
+        out += _paths(x, path + ".") if isinstance(x, Mapping) and x else [path]
+    return out
 
 
 def shape_of(steps: Sequence[Mapping[str, Any]]) -> Shape:

@@ -370,7 +370,7 @@ class Run:
         annotations: dict[str, Any] = {}
         sp = step.get("systemPrompt", OMIT)
         if step["op"] in ("new", "load", "resume", "fork"):
-            c = classify(sp, self.caps)
+            c = classify(sp, self.caps, extra_params=step.get("extra"))
             if self.dialect != "standard" and c.kind == "invalid":
                 # No RFD rule governs a vendor extension's odd values: a robustness probe.
                 c = Classification("probe", c.reason, "info", "EXT-META-MUSTNOT")
@@ -411,15 +411,20 @@ class Run:
         return self.sandbox.new_cwd(name)
 
     def _sp_params(self, step: Mapping[str, Any]) -> dict[str, Any]:
-        """The request params that carry the step's prompt, in the run's dialect."""
+        """The request params that carry the step's prompt, in the run's dialect, with the
+        step's ``extra`` params (a vendor ``_meta``, an old draft's field) in the standard
+        one. An extra never replaces the session, directory or servers the harness sends."""
+        extra = {k: v for k, v in (step.get("extra") or {}).items()
+                 if k not in ("sessionId", "cwd", "mcpServers", "systemPrompt")} \
+            if self.dialect == "standard" else {}
         if "systemPrompt" not in step:
-            return {}
+            return extra
         sp = step["systemPrompt"]
         if self.dialect == "standard":
             # A step's "_meta" (vendor carriers next to the standard field) goes out as is;
             # the oracles read it back from the request recorded in the history.
             meta = {"_meta": step["_meta"]} if isinstance(step.get("_meta"), Mapping) else {}
-            return {"systemPrompt": sp, **meta}
+            return {**extra, "systemPrompt": sp, **meta}
         if self.dialect in ("claude-meta", "pi-meta") and sp is not None:
             return {"_meta": {"systemPrompt": encode_meta(sp)}}
         return {}  # goose sends it after the session exists; null means nothing to send

@@ -6,7 +6,9 @@ to the agent's own session ids, so the same steps drive any agent, and a recorde
 re-driven against a new build of the agent (replay).
 
 The ``systemPrompt`` key follows the wire: absent means the field is omitted from the request,
-``None`` means an explicit ``null``.
+``None`` means an explicit ``null``. A load, new, resume or fork may carry ``extra``: more
+request params sent as they are beside the prompt (a vendor ``_meta`` with a legacy prompt,
+a field of an old draft), recorded in the step so that the oracles know what was sent.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def validate_step(step: Any) -> dict[str, Any]:
         raise ValueError("step 'fork' needs a string 'new'")
     if op == "invalid" and not isinstance(step.get("method"), str):
         raise ValueError("step 'invalid' needs a string 'method'")
+    if "extra" in step and not isinstance(step["extra"], Mapping):
+        raise ValueError(f"step {op!r}: 'extra' must be a map of request params")
     return dict(step)
 
 
@@ -85,6 +89,10 @@ def describe(step: Mapping[str, Any]) -> str:
 
 
 def _sp_label(step: Mapping[str, Any]) -> str:
+    extra = step.get("extra")
+    if isinstance(extra, Mapping) and extra:
+        return _sp_label({k: v for k, v in step.items() if k != "extra"})[:-1] \
+            + f"; also {', '.join(sorted(map(str, extra)))})"
     if "systemPrompt" not in step:
         return " (systemPrompt omitted)"
     sp = step["systemPrompt"]

@@ -25,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from acp_fuzz.payloads import Capabilities
 
-from .payloads import invalid_system_prompts, valid_system_prompts
+from .payloads import decorated, invalid_system_prompts, valid_system_prompts, vendor_meta
 
 __all__ = ["LifecycleMachine", "SessionView"]
 
@@ -111,12 +111,28 @@ class LifecycleMachine(RuleBasedStateMachine):
         if how == "null":
             return {"systemPrompt": None}, current if lifecycle else None
         if how == "invalid":
-            bad: Any = data.draw(invalid_system_prompts(override=caps.override,
-                                                  canary=self._canary(handle)),
-                           label="invalid systemPrompt")
-            return {"systemPrompt": bad}, ("REJECT", current)
-        sp = data.draw(valid_system_prompts(override=caps.override, canary=self._canary(handle),
+            canary = self._canary(handle)
+            bad: Any = data.draw(invalid_system_prompts(override=caps.override, canary=canary),
+                                 label="invalid systemPrompt")
+            params: dict[str, Any] = {"systemPrompt": bad}
+            # Fields of the old drafts beside it: they must not rescue the request.
+            old = data.draw(st.integers(0, 3), label="old draft field")
+            if old == 2:
+                params["extra"] = {"systemPromptMode": "append"}
+            elif old == 3:
+                params["extra"] = {"sessionInstructions": f"Old draft instructions {canary}"}
+            return params, ("REJECT", current)
+        canary = self._canary(handle)
+        sp = data.draw(valid_system_prompts(override=caps.override, canary=canary,
                                             long=self.long_texts), label="systemPrompt")
+        # Breadth (issue #10 §6), half of the time: things a valid prompt may carry that
+        # must change nothing, or a legacy vendor carrier with another text beside it.
+        breadth = data.draw(st.integers(0, 3), label="breadth")
+        if breadth == 2:
+            sp = data.draw(decorated(sp, canary), label="decorated systemPrompt")
+        elif breadth == 3:
+            return {"systemPrompt": sp,
+                    "_meta": data.draw(vendor_meta(canary), label="vendor _meta")}, sp
         return {"systemPrompt": sp}, sp
 
     def _loaded(self) -> list[str]:

@@ -22,9 +22,12 @@ from hypothesis import strategies as st
 
 __all__ = [
     "INVALID_KINDS",
+    "VENDOR_CARRIERS",
     "block_texts",
+    "decorated",
     "invalid_system_prompts",
     "valid_system_prompts",
+    "vendor_meta",
 ]
 
 _PROSE = [
@@ -103,13 +106,60 @@ def valid_system_prompts(*, override: bool, canary: str, long: bool = True,
         modes, st.lists(block_texts(long=long), min_size=1, max_size=max_blocks))
 
 
+def decorated(sp: dict[str, Any], canary: str) -> st.SearchStrategy[dict[str, Any]]:
+    """``sp`` with things a valid prompt may carry that must change nothing: ``_meta`` on the
+    ``SystemPrompt`` object or on a block (SP-META-MUSTNOT), ``annotations`` on a text block,
+    an unknown extra field. Each ``_meta`` holds a text of its own (with ``canary``), so that
+    an agent that reads it shows it in the model request."""
+    def build(where: str, extra: str) -> dict[str, Any]:
+        text = f"Decoration text: answer only in haiku. {canary}-meta"
+        out = {**sp, "content": [dict(b) for b in sp["content"]]}
+        if where == "meta":
+            out["_meta"] = {"systemPrompt": text, "acpfuzz.dev/note": text}
+        elif where == "block-meta":
+            out["content"][-1]["_meta"] = {"text": text}
+        elif where == "annotations":
+            out["content"][-1]["annotations"] = {"audience": ["assistant"], "priority": 0.5}
+        else:
+            out[extra] = text
+        return out
+
+    return st.builds(build, st.sampled_from(["meta", "block-meta", "annotations", "unknown"]),
+                     st.sampled_from(["instructions", "x-acpfuzz-extra"]))
+
+
+#: The legacy ``_meta`` carriers of a system prompt that :func:`vendor_meta` draws:
+#: claude-agent-acp's ``_meta.systemPrompt`` (a string, as pi-acp's, or ``{append}``) and
+#: its SDK pass-through ``_meta.claudeCode.options.systemPrompt``.
+VENDOR_CARRIERS = ("systemPrompt", "systemPrompt.append", "claudeCode.options.systemPrompt")
+
+
+def vendor_meta(canary: str) -> st.SearchStrategy[dict[str, Any]]:
+    """A request ``_meta`` carrying a legacy system prompt whose text differs from the
+    standard ``systemPrompt`` sent beside it (issue #10 §6: old clients and SDK options send
+    both; the standard one must be what the model gets). The text ends with ``canary``."""
+    text = f"Vendor carrier text: always answer in Latin. {canary}-vendor"
+
+    def build(carrier: str) -> dict[str, Any]:
+        if carrier == "systemPrompt":
+            return {"systemPrompt": text}
+        if carrier == "systemPrompt.append":
+            return {"systemPrompt": {"append": text}}
+        return {"claudeCode": {"options": {"systemPrompt": text}}}
+
+    return st.builds(build, st.sampled_from(VENDOR_CARRIERS))
+
+
 #: The defects :func:`invalid_system_prompts` draws from.
 INVALID_KINDS = (
-    "mode-unknown", "mode-vendor", "mode-missing", "mode-not-string",
+    "mode-unknown", "mode-vendor", "mode-missing", "mode-not-string", "mode-spelling",
     "override-not-advertised", "content-missing", "content-not-array", "content-empty",
     "block-image", "block-audio", "block-resource-link", "block-resource", "block-unknown",
-    "text-missing", "text-not-string", "draft-string", "draft-array",
+    "block-not-object", "text-missing", "text-not-string", "draft-string", "draft-array",
+    "not-object",
 )
+#: Mode spellings that are not ``append`` or ``override``, some of them near misses.
+MODE_SPELLINGS = ("replace", "set", "Append", "", "append ")
 
 
 def invalid_system_prompts(*, override: bool, canary: str
@@ -120,21 +170,27 @@ def invalid_system_prompts(*, override: bool, canary: str
     # Two levels, so that a rare defect family (five kinds of non-text block) is not drowned
     # out by the many ways to break ``mode``: first the part that is broken, then how.
     families = {
-        "mode": ["mode-unknown", "mode-vendor", "mode-missing", "mode-not-string"]
-                + ([] if override else ["override-not-advertised"]),
+        "mode": ["mode-unknown", "mode-vendor", "mode-missing", "mode-not-string",
+                 "mode-spelling"] + ([] if override else ["override-not-advertised"]),
         "content": ["content-missing", "content-not-array", "content-empty"],
         "block": ["block-image", "block-audio", "block-resource-link", "block-resource",
-                  "block-unknown"],
+                  "block-unknown", "block-not-object"],
         "text": ["text-missing", "text-not-string"],
-        "draft": ["draft-string", "draft-array"],
+        "draft": ["draft-string", "draft-array", "not-object"],
     }
     kind_strategy = st.sampled_from(sorted(families)).flatmap(
         lambda fam: st.sampled_from(families[fam]))
     text = {"type": "text", "text": f"Invalid prompt text {canary}"}
 
-    def build(kind: str, junk: Any) -> Any:
+    def build(kind: str, junk: Any, spelling: str) -> Any:
         if kind == "mode-unknown":
             return {"mode": "prepend", "content": [text]}
+        if kind == "mode-spelling":
+            return {"mode": spelling, "content": [text]}
+        if kind == "block-not-object":
+            return {"mode": "append", "content": [text, f"Invalid block {canary}"]}
+        if kind == "not-object":
+            return junk if isinstance(junk, int) else 42  # a number or a boolean
         if kind == "mode-vendor":
             return {"mode": "_acpfuzz_vendor", "content": [text]}
         if kind == "mode-missing":
@@ -173,4 +229,4 @@ def invalid_system_prompts(*, override: bool, canary: str
         return [text]  # draft-array
 
     junk = st.one_of(st.none(), st.integers(), st.booleans(), st.just(["x"]), st.just({"a": 1}))
-    return st.builds(build, kind_strategy, junk)
+    return st.builds(build, kind_strategy, junk, st.sampled_from(MODE_SPELLINGS))

@@ -1,0 +1,78 @@
+"""Payload breadth (issue #10 §6), pure: the strategies draw vendor carriers beside the standard
+prompt, decorations that must change nothing, and more invalid shapes, and the classifier
+files each one where the oracles expect it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp_fuzz.strategies.payloads import (
+    MODE_SPELLINGS,
+    VENDOR_CARRIERS,
+    decorated,
+    invalid_system_prompts,
+    valid_system_prompts,
+    vendor_meta,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acp_fuzz.payloads import Capabilities, blocks_of, classify
+
+CAPS = Capabilities(system_prompt=True, override=True)
+CANARY = "[acp-fuzz canary A1]"
+
+
+def _all(strategy: st.SearchStrategy[Any], n: int = 400) -> list[Any]:
+    out: list[Any] = []
+
+    @settings(max_examples=n, database=None, derandomize=True)
+    @given(strategy)
+    def collect(v: Any) -> None:
+        out.append(v)
+
+    collect()
+    return out
+
+
+def test_every_vendor_carrier_is_drawn_with_a_text_of_its_own() -> None:
+    metas = _all(vendor_meta(CANARY), 60)
+    carriers = set()
+    for m in metas:
+        if isinstance(m.get("systemPrompt"), str):
+            carriers.add("systemPrompt")
+            text = m["systemPrompt"]
+        elif isinstance(m.get("systemPrompt"), dict):
+            carriers.add("systemPrompt.append")
+            text = m["systemPrompt"]["append"]
+        else:
+            carriers.add("claudeCode.options.systemPrompt")
+            text = m["claudeCode"]["options"]["systemPrompt"]
+        assert CANARY in text and "vendor" in text
+    assert carriers == set(VENDOR_CARRIERS)
+
+
+def test_decorations_keep_a_prompt_valid_and_its_blocks_unchanged() -> None:
+    base = {"mode": "append", "content": [{"type": "text", "text": f"Be brief. {CANARY}"}]}
+    seen = set()
+    for sp in _all(decorated(base, CANARY), 60):
+        assert classify(sp, CAPS).kind == "valid", sp
+        assert blocks_of(sp) == blocks_of(base)
+        seen.add(frozenset(sp) | frozenset(sp["content"][-1]))
+    assert any("_meta" in k for k in seen) and any("annotations" in k for k in seen)
+
+
+def test_the_new_invalid_shapes_are_drawn_and_classified_invalid() -> None:
+    reasons = set()
+    for sp in _all(invalid_system_prompts(override=True, canary=CANARY), 600):
+        c = classify(sp, CAPS)
+        assert c.kind == "invalid", sp
+        reasons.add(c.reason)
+        if isinstance(sp, dict) and sp.get("mode") in MODE_SPELLINGS:
+            assert c.reason == "mode-unknown"
+    assert {"block-not-object", "not-object", "mode-unknown"} <= reasons
+
+
+def test_the_valid_strategy_is_unchanged_by_breadth() -> None:
+    for sp in _all(valid_system_prompts(override=True, canary=CANARY, long=False), 50):
+        assert set(sp) == {"mode", "content"}
