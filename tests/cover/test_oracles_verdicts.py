@@ -511,3 +511,21 @@ def test_every_corpus_cassette_still_reads_and_gives_its_recorded_verdict_offlin
     paths = sorted(root.rglob("*.cassette"))
     assert len(paths) >= 11
     assert {p: offline_check(p).verdict for p in paths} == {p: "FAILED" for p in paths}
+
+
+def test_the_real_agents_baselines_stay_substantial_and_lose_only_non_instructions() -> None:
+    # The recorded baselines of codex-acp and claude-agent-acp: what the thresholds and the
+    # instruction filter do to real default prompts (docs/findings.md gives the numbers).
+    from acp_fuzz.cassette import read_cassette
+
+    real = Path(__file__).resolve().parents[2] / "cassettes" / "real"
+    sizes = {}
+    for prof in ("codex-acp", "claude-agent-acp"):
+        path = real / prof / "prompt.change-ignored.cassette"
+        b = Baseline.from_wire(read_cassette(path).header.settings["baseline"])
+        assert b.substantial
+        left_out = b.lines - b.instructions
+        assert all(not is_instruction(ln) for ln in left_out)
+        assert not any(ln.startswith("You ") for ln in left_out), left_out
+        sizes[prof] = (b.size_lines, b.size_chars)
+    assert sizes == {"codex-acp": (117, 18201), "claude-agent-acp": (24, 5244)}
