@@ -468,7 +468,9 @@ def _classify(st: _State, op: Any, args: Mapping[str, Any]) -> dict[str, str]:
         return {}
     caps = Capabilities(**{k: v is True for k, v in st.caps.items()
                            if k in Capabilities.__slots__})
-    c = classify(args.get("systemPrompt", OMIT), caps)
+    extra = args.get("extra")
+    c = classify(args.get("systemPrompt", OMIT), caps,
+                 extra_params=extra if isinstance(extra, Mapping) else None)
     recorded = st.step.get("class")
     legacy = st.dialect not in (None, "standard") or (
         st.dialect is None and isinstance(recorded, Mapping)

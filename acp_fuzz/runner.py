@@ -421,10 +421,7 @@ class Run:
             return extra
         sp = step["systemPrompt"]
         if self.dialect == "standard":
-            # A step's "_meta" (vendor carriers next to the standard field) goes out as is;
-            # the oracles read it back from the request recorded in the history.
-            meta = {"_meta": step["_meta"]} if isinstance(step.get("_meta"), Mapping) else {}
-            return {**extra, "systemPrompt": sp, **meta}
+            return {**extra, "systemPrompt": sp}
         if self.dialect in ("claude-meta", "pi-meta") and sp is not None:
             return {"_meta": {"systemPrompt": encode_meta(sp)}}
         return {}  # goose sends it after the session exists; null means nothing to send
