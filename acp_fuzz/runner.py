@@ -421,7 +421,10 @@ class Run:
             return extra
         sp = step["systemPrompt"]
         if self.dialect == "standard":
-            return {**extra, "systemPrompt": sp}
+            # A step's "_meta" (the strategies' vendor carriers next to the standard field)
+            # goes out as the request's _meta; the oracles read it back from the request.
+            meta = {"_meta": step["_meta"]} if isinstance(step.get("_meta"), Mapping) else {}
+            return {**extra, "systemPrompt": sp, **meta}
         if self.dialect in ("claude-meta", "pi-meta") and sp is not None:
             return {"_meta": {"systemPrompt": encode_meta(sp)}}
         return {}  # goose sends it after the session exists; null means nothing to send
