@@ -9,7 +9,8 @@ Each case plants a behaviour in the reference agent and checks the verdict a use
 * ``--variant defer-until-restart``: a correct agent that defers every change until it rebuilds
   the session in a new process gives no MUST and no ``prompt.lost``.
 * ``--bug vendor-meta-wins``: a vendor ``_meta.systemPrompt`` that silently replaces the
-  standard prompt is a MUST ``prompt.lost`` naming the field that won.
+  standard prompt is a MUST ``prompt.lost`` naming the field that won (the campaign draws
+  such carriers and finds it in 2 steps).
 * ``--bug tiny-baseline``: a default slot of a billing header and a one-line SDK identity, both
   kept under override, gives no MUST (it was a MUST ``override.not-applied`` in 2 steps).
 
@@ -158,6 +159,18 @@ def test_a_vendor_meta_field_that_wins_is_lost_and_named(no_orphans: Track) -> N
     assert f.evidence["vendor_text"] == VENDOR
     # The correct agent ignores _meta (SP-META-MUSTNOT): the same steps pass.
     assert serious(steps_findings(reference(), VENDOR_STEPS)) == []
+
+
+def test_campaign_finds_the_vendor_field_that_wins_and_names_it(tmp_path: Path,
+                                                                no_orphans: Track) -> None:
+    # The strategies draw legacy carriers beside a valid standard prompt (issue #10 §6).
+    result = campaign(reference("--bug", "vendor-meta-wins"), tmp_path, seed=0, max_examples=80)
+    lost = [f for r in result.reports for f in r.findings if f.oracle == "prompt.lost"]
+    assert lost and all(f.severity == "MUST" for f in lost)
+    assert {f.evidence.get("won") for f in lost} <= {"_meta.systemPrompt",
+                                                     "_meta.systemPrompt.append"}
+    assert min(len(r.steps) for r in result.reports) == 2
+    assert result.exit_code == 1
 
 
 # -- a baseline too small to judge ------------------------------------------------------------
