@@ -12,7 +12,9 @@ its shrinker, and a step that a later one refers to can only go once that one is
    fork re-points the later steps on the fork to its source (:func:`delete_step`), so a fork
    of a fork becomes a fork of the root; a prompt first given by a load or resume moves to
    the session's creation (:func:`hoist`); a turn with a cancel becomes a plain turn;
-3. simplify each payload (fewer, shorter blocks), where the failure allows;
+3. drop the extra params and vendor ``_meta`` of a request, and simplify each payload (one
+   short ``append`` block, fewer and shorter blocks, no decorations), where the failure
+   allows;
 4. rename the sessions A, B, ... in order of appearance.
 
 A trial counts only when it fails with one of the same oracles. The minimizer never runs an
@@ -218,17 +220,25 @@ def _payloads(steps: Sequence[Mapping[str, Any]]) -> list[Any]:
 
 
 def _simpler_payloads(sp: Any) -> list[dict[str, Any]]:
-    """Smaller variants of a valid payload: one short block, then every block cut to its
-    last 64 characters (the canary sits at the end of the last non-blank block)."""
+    """Plainer variants of a valid payload, plainest first: one short ``append`` block, one
+    short block in its own mode, every block cut to its last 64 characters, the same blocks
+    (the canary sits at the end of the last non-blank block). None keeps a ``_meta``, an
+    annotation or an unknown field: those stay only when the failure needs them."""
     if not (isinstance(sp, Mapping) and isinstance(sp.get("content"), list)
             and all(isinstance(b, Mapping) and isinstance(b.get("text"), str)
                     for b in sp["content"]) and sp["content"]):
         return []
     blocks = sp["content"]
+    mode = sp.get("mode")
     tail = next((b["text"] for b in reversed(blocks) if b["text"].strip()), "")
-    one = {**sp, "content": [{"type": "text", "text": tail[-64:]}]}
-    cut = {**sp, "content": [{**b, "text": b["text"][-64:]} for b in blocks]}
-    return [c for c in (one, cut) if c != sp]
+    one = {"mode": mode, "content": [{"type": "text", "text": tail[-64:]}]}
+    cut = {"mode": mode, "content": [{"type": "text", "text": b["text"][-64:]} for b in blocks]}
+    plain = {"mode": mode, "content": [{"type": "text", "text": b["text"]} for b in blocks]}
+    out: list[dict[str, Any]] = []
+    for c in ({**one, "mode": "append"}, one, cut, plain):
+        if c != sp and c not in out:
+            out.append(c)
+    return out
 
 
 def _replace_payload(steps: Sequence[Mapping[str, Any]], old: Any, new: Any) -> Steps:

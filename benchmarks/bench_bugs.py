@@ -1,6 +1,10 @@
 """Time to find and shrink each planted bug of the reference agent, DEFAULT settings.
 
-``python benchmarks/bench_bugs.py [--seeds 0,1,2,3,4] [--bugs leak,...]``
+``python benchmarks/bench_bugs.py [--seeds 0,1,2,3,4] [--bugs leak,...] [--max-failures N]``
+
+``--max-failures`` defaults to 1 (``-x``): the campaign ends with its first distinct failure,
+which is what the time to find and shrink a bug means (without it a campaign goes on to
+look for other bugs until ``max_examples``). ``--bugs a+b`` plants both in one agent.
 
 For each bug and seed: the wall time of one whole ``run_campaign`` (probe, calibrate, search,
 shrink, confirm 3 times, write the cassette), whether the expected oracle was reported, and the
@@ -49,18 +53,23 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "fork-drops-prompt": ("prompt.lost", 3),
     "drop-last-block": ("prompt.altered|prompt.lost", 2),  # lost: only the last had text
     "truncate-64k": ("prompt.altered", 2),
+    "fork-corrupts-source": ("prompt.leak|prompt.lost", 3),  # new A; fork A -> B (Q); prompt A
 }
 GOAL_SECONDS = 20.0
 
 
-def one(bug: str, seed: int) -> dict[str, object]:
-    oracle, minimum = MINIMUM[bug]
-    spec = TargetSpec.from_command(reference_argv(bug))
+def one(bug: str, seed: int, max_failures: int = 1) -> dict[str, object]:
+    planted = bug.split("+")
+    oracle = "|".join(MINIMUM[b][0] for b in planted)
+    minimum = min(MINIMUM[b][1] for b in planted)
+    argv = reference_argv(planted[0]) + [a for b in planted[1:] for a in ("--bug", b)]
+    spec = TargetSpec.from_command(argv)
     with tempfile.TemporaryDirectory(prefix="bench-bugs-") as tmp:
         load_before = loadavg()
         cpu0 = cpu_seconds()
         t0 = time.perf_counter()
-        result = run_campaign(spec, CampaignSettings(seed=seed, cassette_dir=Path(tmp)))
+        result = run_campaign(spec, CampaignSettings(seed=seed, cassette_dir=Path(tmp),
+                                                     max_failures=max_failures))
         elapsed = time.perf_counter() - t0
         cpu = cpu_seconds() - cpu0
     rep = next((r for r in result.reports if set(oracle.split("|")) & set(r.oracles)), None)
@@ -69,16 +78,17 @@ def one(bug: str, seed: int) -> dict[str, object]:
             "oracles": sorted({o for r in result.reports for o in r.oracles}),
             "steps": len(rep.steps) if rep else None, "minimum": minimum,
             "examples": result.examples_run, "steps_run": result.steps_run,
+            "reports": [[*r.oracles, len(r.steps)] for r in result.reports],
+            "max_failures": max_failures,
             "load_before": load_before, "load_after": loadavg(),
             "commit": machine()["commit"]}
 
 
 def rows_from(records: list[dict[str, object]]) -> list[Row]:
     rows = []
-    for bug, (_, minimum) in MINIMUM.items():
+    for bug in dict.fromkeys(str(r["bug"]) for r in records):
         rs = [r for r in records if r["bug"] == bug]
-        if not rs:
-            continue
+        minimum = min(MINIMUM[b][1] for b in bug.split("+"))
         secs = [float(r["seconds"]) for r in rs]  # type: ignore[arg-type]
         found = [r for r in rs if r["found"]]
         lengths = [r["steps"] for r in rs]
@@ -99,6 +109,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     ap.add_argument("--seeds", default=os.environ.get("BENCH_SEEDS", "0,1,2,3,4"))
     ap.add_argument("--bugs", default=",".join(MINIMUM))
     ap.add_argument("--fresh", action="store_true", help="ignore earlier results in bugs.jsonl")
+    ap.add_argument("--max-failures", type=int, default=1,
+                    help="distinct failures before a campaign ends (1: the time to the first)")
     args = ap.parse_args(argv)
     seeds = [int(s) for s in args.seeds.split(",") if s]
     bugs = [b for b in args.bugs.split(",") if b]
@@ -111,14 +123,16 @@ def main(argv: list[str] | None = None) -> list[Row]:
         log.unlink()
     for seed in seeds:
         for bug in bugs:
-            if any(r["bug"] == bug and r["seed"] == seed for r in done):
+            if any(r["bug"] == bug and r["seed"] == seed
+                   and r.get("max_failures", 1) == args.max_failures for r in done):
                 continue
-            rec = one(bug, seed)
+            rec = one(bug, seed, args.max_failures)
             done.append(rec)
             with log.open("a") as f:
                 f.write(json.dumps(rec) + "\n")
             print(json.dumps(rec), file=sys.stderr, flush=True)
-    records = [r for r in done if r["bug"] in bugs and r["seed"] in seeds]
+    records = [r for r in done if r["bug"] in bugs and r["seed"] in seeds
+               and r.get("max_failures", 1) == args.max_failures]
     rows = rows_from(records)
     save("bugs", rows, {"runs": records})
     return rows

@@ -119,9 +119,8 @@ def test_a_fork_of_a_fork_of_a_fork_shrinks_to_one_fork() -> None:
              {"op": "prompt", "session": "A"}]
     small = minimize(failure(steps), shared_cwd_agent)
     assert small.steps == [{"op": "new", "session": "A", "systemPrompt": sp("P")},
-                           {"op": "fork", "session": "A", "new": "B",
-                            "systemPrompt": sp("Q", "override")},
-                           {"op": "prompt", "session": "A"}]
+                           {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp("Q")},
+                           {"op": "prompt", "session": "A"}]  # override was not needed
 
 
 def test_a_cancelled_turn_becomes_a_plain_turn() -> None:
@@ -189,3 +188,21 @@ def test_a_prompt_first_given_by_a_resume_moves_to_the_new() -> None:
             {"op": "load", "session": "B", "systemPrompt": sp("P")}]
     assert hoist(fork, 2) == [NEW_A, {"op": "fork", "session": "A", "new": "B",
                                       "systemPrompt": sp("P")}]
+
+
+def test_a_payload_loses_what_the_failure_does_not_need() -> None:
+    def any_prompt_is_lost(steps: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+        bad = [Finding("prompt.lost", "MUST", "R", "x", step=i) for i, s in enumerate(steps)
+               if s["op"] == "prompt" and steps[0].get("systemPrompt") is not None]
+        return [], bad[:1]
+
+    fancy = {"mode": "override", "_meta": {"note": "n"},
+             "content": [{"type": "text", "text": "x" * 100, "annotations": {"priority": 1}},
+                         {"type": "text", "text": "end [canary]"}]}
+    steps = [{"op": "new", "session": "A", "systemPrompt": fancy,
+              "_meta": {"systemPrompt": "vendor"}, "extra": {"systemPromptMode": "append"}},
+             {"op": "prompt", "session": "A"}]
+    small = minimize(Failure(steps, [], any_prompt_is_lost(steps)[1]), any_prompt_is_lost)
+    assert small.steps == [{"op": "new", "session": "A", "systemPrompt": {
+        "mode": "append", "content": [{"type": "text", "text": "end [canary]"}]}},
+        {"op": "prompt", "session": "A"}]

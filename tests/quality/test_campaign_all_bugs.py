@@ -21,10 +21,11 @@ from tests.integration._support import run_cli
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(900)]
 
-# Two independent bugs with different minimal reproductions: the client prompt lands in the
-# user turn (prompt.misplaced, new + prompt), and a fork runs on the defaults (prompt.lost,
-# new + fork + prompt the fork).
-TWO_BUGS = ("user-turn", "fork-drops-prompt")
+# Two independent bugs with different minimal reproductions: a prompt re-sent on load or
+# resume is doubled (prompt.duplicated, new + load + prompt), and a fork runs on the defaults
+# (prompt.lost, new + fork + prompt the fork). (user-turn would hide the other: every example
+# with a prompt and a turn fails at its first turn.)
+TWO_BUGS = ("duplicate-on-resume", "fork-drops-prompt")
 
 
 def agent(*bugs: str) -> list[str]:
@@ -45,9 +46,9 @@ def test_two_independent_bugs_are_both_reported_each_with_its_minimal_cassette(
         tmp_path: Path, no_orphans: object) -> None:
     result = campaign(tmp_path, *TWO_BUGS, max_examples=60)
     found = {o for r in result.reports for o in r.oracles}
-    assert {"prompt.misplaced", "prompt.lost"} <= found, [r.oracles for r in result.reports]
-    # Each at its own minimum: user-turn in 2 steps, fork-drops-prompt in 3.
-    assert min(len(s) for s in report_of(result, "prompt.misplaced")) == 2
+    assert {"prompt.duplicated", "prompt.lost"} <= found, [r.oracles for r in result.reports]
+    # Each at its own minimum: 3 steps each.
+    assert min(len(s) for s in report_of(result, "prompt.duplicated")) == 3
     lost = report_of(result, "prompt.lost")
     assert min(len(s) for s in lost) == 3
     assert any([s["op"] for s in steps] == ["new", "fork", "prompt"] for steps in lost)
@@ -80,9 +81,9 @@ def test_a_fork_that_corrupts_its_source_is_found(tmp_path: Path, no_orphans: ob
 def test_exclude_oracle_skips_a_known_bug_and_finds_the_other(tmp_path: Path,
                                                               no_orphans: object) -> None:
     result = campaign(tmp_path, *TWO_BUGS, max_examples=60,
-                      exclude_oracles=("prompt.misplaced", "override.not-applied"))
+                      exclude_oracles=("prompt.duplicated",))
     oracles = {f.oracle for r in result.reports for f in r.findings}
-    assert "prompt.misplaced" not in oracles and "override.not-applied" not in oracles
+    assert "prompt.duplicated" not in oracles
     assert "prompt.lost" in {o for r in result.reports for o in r.oracles}
 
 
