@@ -24,20 +24,21 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from acp_fuzz.version import __version__
 
 #: public name -> the private module that defines it
 _EXPORTS = {
+    "AcpFuzzError": "acp_fuzz.errors",
     "Baseline": "acp_fuzz.oracles",
     "CATALOG": "acp_fuzz.findings",
     "Cassette": "acp_fuzz.cassette",
-    "CassetteError": "acp_fuzz.cassette",
+    "CassetteError": "acp_fuzz.errors",
     "CampaignResult": "acp_fuzz.campaign",
     "CampaignSettings": "acp_fuzz.campaign",
     "Event": "acp_fuzz.history",
     "Finding": "acp_fuzz.findings",
     "Gateway": "acp_fuzz.gateway",
-    "HarnessError": "acp_fuzz.runner",
+    "HarnessError": "acp_fuzz.errors",
     "History": "acp_fuzz.history",
     "ModelExchange": "acp_fuzz.history",
     "ReplayResult": "acp_fuzz.replay",
@@ -53,6 +54,7 @@ _EXPORTS = {
 
 __all__ = [
     "CATALOG",
+    "AcpFuzzError",
     "Baseline",
     "CampaignResult",
     "CampaignSettings",

@@ -48,7 +48,9 @@ from typing import IO, Any, BinaryIO
 
 import msgpack
 
+from acp_fuzz.errors import CassetteError
 from acp_fuzz.history import EVENT_KINDS, Event, History
+from acp_fuzz.version import __version__
 
 __all__ = [
     "FORMAT_VERSION",
@@ -71,7 +73,6 @@ FORMAT_VERSION = 1
 #: The value of the header's ``magic`` field.
 MAGIC = "acp-fuzz-cassette"
 
-_ACP_FUZZ_VERSION = "0.1.0"  # kept in step with acp_fuzz.__version__ (see test_cassette.py)
 _TRAILER_LEN = 34  # bin 8 marker (0xc4), length 32 (0x20), then the 32-byte sha256 digest
 _TRAILER_PREFIX = b"\xc4\x20"
 _READ_SIZE = 256 * 1024
@@ -82,21 +83,6 @@ _FLUSH_BYTES = 1024 * 1024
 _UNICODE_ERRORS = "surrogatepass"
 _MiB = 1024 * 1024
 _GiB = 1024 * _MiB
-
-
-class CassetteError(Exception):
-    """A cassette could not be read (or is not a cassette at all).
-
-    ``str(error)`` is a single line, ``"<path>: <reason>"``, where the reason starts with one
-    of ``truncated``, ``corrupt``, ``too large``, ``too deeply nested``,
-    ``not an acp-fuzz cassette``, ``unsupported format version`` or ``cannot read``.
-    ``path`` and ``reason`` are also available as attributes.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
-        self.path = os.fspath(path)
-        self.reason = _one_line(reason)
-        super().__init__(f"{_one_line(self.path)}: {self.reason}")
 
 
 @dataclass(frozen=True)
@@ -148,7 +134,7 @@ class Header:
     settings: dict[str, Any] = field(default_factory=dict)
     initialize: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
-    acp_fuzz_version: str = _ACP_FUZZ_VERSION
+    acp_fuzz_version: str = __version__
     created_by: str = "acp-fuzz"
     format: int = FORMAT_VERSION
 

@@ -16,13 +16,11 @@ from typing import Any
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
+from acp_fuzz.errors import DatabaseError
+
 __all__ = ["AgentScoped", "DatabaseError", "check_database", "open_database"]
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-
-
-class DatabaseError(ValueError):
-    """The ``--db`` value cannot be used (one line, for the user)."""
 
 
 def is_redis(spec: str) -> bool:

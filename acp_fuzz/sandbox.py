@@ -50,6 +50,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from acp_fuzz.errors import SandboxError
+
 __all__ = [
     "REDACTED",
     "SYSTEM_DIRS",
@@ -65,9 +67,6 @@ __all__ = [
 #: What the file-system sandbox shows read-only from the host, when present.
 SYSTEM_DIRS = ("/usr", "/etc", "/opt", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
-
-class SandboxError(Exception):
-    """The isolation asked for cannot be had here (one line, for the user)."""
 
 #: Roots of sandboxes not yet cleaned up, so that a forced exit still leaves no temp folder.
 _LIVE_ROOTS: set[str] = set()

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
 
+from acp_fuzz.errors import AgentStartError, RpcError
 from acp_fuzz.history import History
 
 __all__ = [
@@ -135,28 +136,6 @@ _KILL_WAIT = 5.0
 _JOIN_WAIT = 5.0
 #: How long a sandboxed agent's PID namespace may take to empty after the agent exited.
 _TEARDOWN_WAIT = 0.5
-
-
-class AgentStartError(Exception):
-    """The agent could not be started (program missing or not executable, bad cwd).
-    The message is one line, suitable to show as is."""
-
-
-class RpcError(Exception):
-    """A JSON-RPC error, raised by a client handler to answer the agent with an error."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_error(self) -> dict[str, Any]:
-        """The JSON-RPC ``error`` object."""
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            err["data"] = self.data
-        return err
 
 
 @dataclass(frozen=True, slots=True)

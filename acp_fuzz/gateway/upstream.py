@@ -39,6 +39,7 @@ from vcr.errors import CannotOverwriteExistingCassetteException, UnhandledHTTPRe
 from vcr.persisters.filesystem import CassetteNotFoundError
 from vcr.stubs import VCRHTTPConnection, VCRHTTPSConnection
 
+from acp_fuzz.errors import RecordingError, UpstreamError
 from acp_fuzz.scrub import REDACTED, SECRET_HEADERS, is_secret_header, redact_url
 
 __all__ = [
@@ -65,15 +66,6 @@ _HOP_BY_HOP = frozenset({
     "host", "content-length", "transfer-encoding", "connection", "keep-alive",
     "proxy-connection", "te", "trailer", "upgrade", "content-encoding", "accept-encoding",
 })
-
-
-class UpstreamError(Exception):
-    """The upstream could not be reached, or a replay has no recorded reply for a request."""
-
-
-class RecordingError(UpstreamError):
-    """A recording (a cassette's ``"vcr"`` attachment) is malformed or breaks a bound.
-    ``str(error)`` is one line saying what is wrong and where."""
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..version import __version__
 from .store import Session, Store, SystemPrompt
 
 AGENT_NAME = "acp-fuzz-reference-agent"
-AGENT_VERSION = "0.1.0"  # acp-fuzz's version, hard-coded: this package imports nothing from it
+AGENT_VERSION = __version__  # acp-fuzz's own (acp_fuzz.version imports nothing)
 MODEL = "reference-model"
 MODEL_TIMEOUT_S = 30.0
 
@@ -80,7 +81,7 @@ VARIANTS: dict[str, str] = {
 
 # BUG(tiny-baseline): what an adapter on the Claude Agent SDK sends as its default system slot.
 TINY_DEFAULTS = (
-    "x-anthropic-billing-header: cc_version=0.1.0.ref; cc_entrypoint=reference-agent;\n"
+    f"x-anthropic-billing-header: cc_version={__version__}.ref; cc_entrypoint=reference-agent;\n"
     "You are a Claude agent, built on Anthropic's Claude Agent SDK."
 )
 

@@ -17,7 +17,8 @@ import acp_fuzz
 
 ACP_FUZZ_ALL = sorted([
     "__version__",
-    "Baseline", "CATALOG", "CampaignResult", "CampaignSettings", "Cassette", "CassetteError",
+    "AcpFuzzError", "Baseline", "CATALOG", "CampaignResult", "CampaignSettings", "Cassette",
+    "CassetteError",
     "Event", "Finding", "Gateway", "HarnessError", "History", "ModelExchange", "ReplayResult",
     "Run", "Segment", "TargetSpec", "evaluate", "read_cassette", "replay_cassette",
     "run_campaign", "write_cassette",
@@ -98,3 +99,31 @@ def test_the_probe_would_see_a_top_level_strategies(tmp_path: Path) -> None:
     (tmp_path / "strategies").mkdir()
     (tmp_path / "strategies" / "__init__.py").write_text("")
     assert _probe(tmp_path) == [False, True]
+
+
+def test_every_error_the_harness_raises_is_an_acp_fuzz_error() -> None:
+    """One base class to catch; each error is also importable where it is raised."""
+    from acp_fuzz import cassette, database, errors, runner, sandbox, transport
+    from acp_fuzz.gateway import upstream
+
+    homes = {"CassetteError": cassette, "DatabaseError": database, "HarnessError": runner,
+             "SandboxError": sandbox, "AgentStartError": transport, "RpcError": transport,
+             "UpstreamError": upstream, "RecordingError": upstream}
+    assert set(errors.__all__) == {"AcpFuzzError", *homes}
+    for name, module in homes.items():
+        cls = getattr(errors, name)
+        assert issubclass(cls, acp_fuzz.AcpFuzzError), name
+        assert getattr(module, name) is cls, name
+    assert issubclass(errors.DatabaseError, ValueError)  # typer/argparse callers catch that
+
+
+def test_the_version_is_written_once() -> None:
+    """pyproject.toml, the cassette header and the reference agent all read acp_fuzz.version."""
+    from importlib.metadata import version
+
+    from acp_fuzz.cassette import Header
+    from acp_fuzz.reference_agent.agent import AGENT_VERSION
+
+    assert version("acp-fuzz") == acp_fuzz.__version__
+    assert Header(target=[]).acp_fuzz_version == acp_fuzz.__version__ == AGENT_VERSION
+    assert 'dynamic = ["version"]' in (REPO / "pyproject.toml").read_text()
