@@ -11,7 +11,8 @@ its shrinker, and a step that a later one refers to can only go once that one is
 2. delete steps one at a time, sweeping again until a whole sweep deletes nothing. Deleting a
    fork re-points the later steps on the fork to its source (:func:`delete_step`), so a fork
    of a fork becomes a fork of the root; a prompt first given by a load or resume moves to
-   the session's creation (:func:`hoist`); a turn with a cancel becomes a plain turn;
+   the session's creation (:func:`hoist`); a fork with a prompt of its own becomes a new
+   session with it (:func:`as_new`); a turn with a cancel becomes a plain turn;
 3. drop the extra params and vendor ``_meta`` of a request, and simplify each payload (one
    short ``append`` block, fewer and shorter blocks, no decorations), where the failure
    allows;
@@ -38,6 +39,7 @@ from acp_fuzz.payloads import Capabilities, blocks_of, classify
 __all__ = [
     "Failure",
     "Shape",
+    "as_new",
     "canonical_handles",
     "delete_step",
     "embeds",
@@ -125,6 +127,14 @@ def minimize(failure: Failure, run: Runner, *, strict: bool = False,
             if hoisted is not None and (found := attempt(hoisted)) is not None:
                 best, changed = found, True
                 break
+        # A fork the failure does not need as a fork is a new session with the fork's
+        # prompt (``new A; fork A→B (P); prompt B`` is ``new B (P); prompt B``, and the
+        # source, if nothing else uses it, goes at the next deletion pass).
+        for i in range(len(best.steps)):
+            as_creation = as_new(best.steps, i)
+            if as_creation is not None and (found := attempt(as_creation)) is not None:
+                best, changed = found, True
+                break
         # A turn cancelled mid-flight is a plain turn, unless the cancel is the point.
         for i, s in enumerate(best.steps):
             if s["op"] == "cancel":
@@ -192,6 +202,18 @@ def hoist(steps: Sequence[Mapping[str, Any]], i: int) -> Steps | None:
         del out[i]
         return out
     return None
+
+
+def as_new(steps: Sequence[Mapping[str, Any]], i: int) -> Steps | None:
+    """When step ``i`` is a fork that sends a prompt: the steps with that fork replaced by a
+    ``new`` of the same session with the same prompt, in a directory of its own. None
+    otherwise (a fork without a prompt runs on its source's, which a ``new`` would lose)."""
+    step = steps[i]
+    if step.get("op") != "fork" or step.get("systemPrompt") is None:
+        return None
+    made: dict[str, Any] = {"op": "new", "session": step["new"], "cwd": "distinct",
+                            "systemPrompt": step["systemPrompt"]}
+    return [*(dict(x) for x in steps[:i]), made, *(dict(x) for x in steps[i + 1:])]
 
 
 def canonical_handles(steps: Sequence[Mapping[str, Any]]) -> Steps:

@@ -10,6 +10,7 @@ from acp_fuzz.findings import Finding
 from acp_fuzz.history import Event
 from acp_fuzz.minimize import (
     Failure,
+    as_new,
     canonical_handles,
     delete_step,
     embeds,
@@ -188,6 +189,39 @@ def test_a_prompt_first_given_by_a_resume_moves_to_the_new() -> None:
             {"op": "load", "session": "B", "systemPrompt": sp("P")}]
     assert hoist(fork, 2) == [NEW_A, {"op": "fork", "session": "A", "new": "B",
                                       "systemPrompt": sp("P")}]
+
+
+def test_a_fork_with_its_own_prompt_becomes_a_new_session() -> None:
+    """Seen at search_power seed 84 (a CI run's seed 0): new A (no prompt); fork A -> B (P);
+    cancel B; prompt B stayed at 4 steps although the bug (a cancel forgets the prompt) needs
+    only new (P); cancel; prompt."""
+    steps = [{"op": "new", "session": "A", "systemPrompt": None},
+             {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp("P")},
+             {"op": "cancel", "session": "B"}, {"op": "prompt", "session": "B"}]
+    assert as_new(steps, 1) == [steps[0], {"op": "new", "session": "B", "cwd": "distinct",
+                                           "systemPrompt": sp("P")}, *steps[2:]]
+    # Not a fork without a prompt of its own (it runs on its source's), nor other steps.
+    assert as_new([steps[0], {"op": "fork", "session": "A", "new": "B"}, *steps[2:]], 1) is None
+    assert as_new(steps, 0) is None
+
+    def cancel_forgets(trial: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+        prompts: dict[str, Any] = {}
+        for i, s in enumerate(trial):
+            if s["op"] in ("new", "fork"):
+                made = s.get("new", s["session"])
+                prompts[made] = s.get("systemPrompt") or (
+                    prompts.get(s["session"]) if s["op"] == "fork" else None)
+            elif s["op"] == "cancel":
+                prompts[s["session"]] = "lost" if prompts.get(s["session"]) else None
+            elif s["op"] == "prompt" and prompts.get(s["session"]) == "lost":
+                return [], [Finding("prompt.lost", "MUST", "R", "x", step=i)]
+        return [], []
+
+    start = Failure(steps, [], cancel_forgets(steps)[1])
+    assert start.findings, "the model fails the 4-step sequence"
+    small = minimize(start, cancel_forgets)
+    assert [s["op"] for s in small.steps] == ["new", "cancel", "prompt"], small.steps
+    assert small.steps[0]["systemPrompt"] == sp("P")
 
 
 def test_a_payload_loses_what_the_failure_does_not_need() -> None:
