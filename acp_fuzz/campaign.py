@@ -35,7 +35,7 @@ from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
-from acp_fuzz import __version__
+from acp_fuzz import __version__, interrupt
 from acp_fuzz.cassette import Header, write_cassette_bounded
 from acp_fuzz.database import AgentScoped, open_database
 from acp_fuzz.deadlines import Deadlines
@@ -682,9 +682,14 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                 pending = None
                 if len(result.reports) >= cfg.max_failures or generated >= cfg.max_examples:
                     break
-        except KeyboardInterrupt:
+        except BaseException as exc:
             # Ctrl-C or SIGTERM: Hypothesis has torn the example down (its agent is closed).
-            # Keep what was found so far, the last failure unconfirmed, and stop.
+            # Keep what was found so far, the last failure unconfirmed, and stop. An interrupt
+            # that lands in Hypothesis' own set-up can come out as another error (an
+            # AssertionError raised while handling it): a stop was asked for all the same.
+            if not isinstance(exc, KeyboardInterrupt) and not interrupt.requested():
+                raise
+            interrupt.acknowledge()
             result.interrupted = True
             pending = pending or search.failure
         finally:

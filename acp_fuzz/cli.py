@@ -11,6 +11,7 @@ Exit codes, for every command:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -28,7 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from acp_fuzz import __version__
+from acp_fuzz import __version__, interrupt
 from acp_fuzz.campaign import (
     Calibrated,
     CampaignEvent,
@@ -301,21 +302,31 @@ def _install_interrupt_handlers() -> Callable[[], None]:
     """Ctrl-C or SIGTERM once: stop cleanly (agents closed, findings so far written, exit
     130). Twice: SIGKILL every agent's process group and exit 130 at once."""
     presses = [0]
+    interrupt.reset()
+
+    def say(text: bytes) -> None:
+        # Raw writes: a signal handler may run while the main thread is inside a write to
+        # stderr, and buffered (or rich) output would then fail as a reentrant call. A
+        # closed stderr (the reader went away) must not turn the stop into an OSError that
+        # the engine could take for an agent's failure.
+        with contextlib.suppress(OSError):
+            os.write(2, text)
 
     def handler(signum: int, frame: Any) -> None:
         presses[0] += 1
-        # Raw writes: a signal handler may run while the main thread is inside a write to
-        # stderr, and buffered (or rich) output would then fail as a reentrant call.
+        interrupt.request()  # checked before every step, in case the exception is lost
         if presses[0] == 1:
-            os.write(2, b"acp-fuzz: stopping (press Ctrl-C again to force)\n")
+            say(b"acp-fuzz: stopping (press Ctrl-C again to force)\n")
             raise KeyboardInterrupt
         from acp_fuzz.sandbox import remove_all_sandboxes
         from acp_fuzz.transport import kill_all_agents
 
-        kill_all_agents()
-        remove_all_sandboxes()
-        os.write(2, b"acp-fuzz: forced exit\n")
-        os._exit(130)
+        try:
+            kill_all_agents()
+            remove_all_sandboxes()
+            say(b"acp-fuzz: forced exit\n")
+        finally:
+            os._exit(130)
 
     old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
 
@@ -549,8 +560,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         app(args=list(argv) if argv is not None else None, standalone_mode=True)
     except SystemExit as e:
-        return int(e.code or 0) if not isinstance(e.code, str) else 2
-    return 0
+        code = int(e.code or 0) if not isinstance(e.code, str) else 2
+    else:
+        code = 0
+    if code == 130 and interrupt.requested() and argv is None:
+        # Interrupted, and everything is written and closed: leave now. The interpreter's
+        # own shutdown after an interrupt is not ours to trust: CI once saw a run that had
+        # printed its report end with status -2 (killed by SIGINT) instead of 130, and a
+        # prepared agent still starting in a pool thread would be waited for. The exit
+        # code is the contract, so it is set here.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return code
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp_fuzz import __version__
+from acp_fuzz import __version__, interrupt
 from acp_fuzz.client_policy import ClientPolicy
 from acp_fuzz.deadlines import Deadlines
 from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_params, resolve
+from acp_fuzz.errors import HarnessError
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
 from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
@@ -51,13 +52,6 @@ CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "ter
 #: harness grow past 2 GB). Generous for real agents: a turn of the fake model is short.
 MAX_RECORDED_NOTIFICATIONS = 2_000
 MAX_RECORDED_NOTIFICATION_BYTES = 16 * 1024 * 1024
-
-
-class HarnessError(Exception):
-    """The harness could not do its job (the agent cannot be started, bad settings, ...).
-
-    Distinct from a finding: a finding is the agent's fault, this is not (or not provably).
-    """
 
 
 @dataclass(frozen=True)
@@ -361,6 +355,7 @@ class Run:
 
     def execute(self, step: Mapping[str, Any]) -> StepOutcome:
         """Run one step and record it. Returns the outcome of its main request."""
+        interrupt.check()  # a stop the user asked for, if its KeyboardInterrupt was lost
         step = validate_step(step)
         if self.dialect != "standard" and step["op"] in ("load", "resume", "fork"):
             # Legacy dialects carry a prompt on session/new only: never claim to re-send one.

@@ -119,3 +119,47 @@ def test_second_ctrl_c_forces_the_exit_and_kills_the_agent(tmp_path: Path) -> No
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     _no_leftovers(tmp_path)
+
+
+def test_a_stop_whose_keyboard_interrupt_was_lost_still_stops_the_campaign(
+        tmp_path: Path) -> None:
+    """The signal handler's KeyboardInterrupt can vanish (raised inside a finalizer, or turned
+    into another error by Hypothesis' set-up): the stop it asked for is raised again before
+    the next step, so the campaign ends as interrupted instead of running to its end."""
+    from acp_fuzz import interrupt
+    from acp_fuzz.campaign import CampaignSettings, ExampleDone, run_campaign
+    from acp_fuzz.runner import TargetSpec
+
+    seen: list[int] = []
+
+    def on_event(ev: object) -> None:
+        if isinstance(ev, ExampleDone):
+            seen.append(ev.examples)
+            if len(seen) == 2:
+                interrupt.request()  # as the handler does, minus the exception
+
+    interrupt.reset()
+    try:
+        result = run_campaign(
+            TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent"]),
+            CampaignSettings(max_examples=1000, cassette_dir=tmp_path / "found"), on_event)
+    finally:
+        interrupt.reset()
+    assert result.interrupted
+    assert len(seen) <= 3, f"ran on for {len(seen)} examples after the stop"
+    assert result.reports == []
+
+
+def test_the_stop_flag() -> None:
+    from acp_fuzz import interrupt
+
+    interrupt.reset()
+    interrupt.check()  # nothing asked: no exception
+    interrupt.request()
+    with pytest.raises(KeyboardInterrupt):
+        interrupt.check()
+    assert interrupt.requested()
+    interrupt.acknowledge()
+    interrupt.check()  # acknowledged: writing the results is not interrupted in turn
+    interrupt.reset()
+    assert not interrupt.requested()
