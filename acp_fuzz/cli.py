@@ -18,11 +18,12 @@ import os
 import shlex
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -30,17 +31,6 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from acp_fuzz import __version__, interrupt
-from acp_fuzz.campaign import (
-    Calibrated,
-    CampaignEvent,
-    CampaignResult,
-    CampaignSettings,
-    Confirming,
-    ExampleDone,
-    FailureFound,
-    Started,
-    run_campaign,
-)
 from acp_fuzz.cassette import CassetteError, read_cassette
 from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.escaping import terminal
@@ -48,6 +38,9 @@ from acp_fuzz.findings import Finding
 from acp_fuzz.runner import HarnessError, TargetSpec
 from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import describe
+
+if TYPE_CHECKING:
+    from acp_fuzz.campaign import CampaignResult
 
 app = typer.Typer(
     name="acp-fuzz",
@@ -182,6 +175,19 @@ def target(
 ) -> None:
     """Fuzz an agent's systemPrompt handling; shrink each distinct failure to a minimal
     reproduction."""
+    # Here, not at the top: the campaign loads Hypothesis, which report, show and replay
+    # --offline never need (tests/cover/test_public_api.py keeps them free of it).
+    from acp_fuzz.campaign import (
+        Calibrated,
+        CampaignEvent,
+        CampaignSettings,
+        Confirming,
+        ExampleDone,
+        FailureFound,
+        Started,
+        run_campaign,
+    )
+
     if dialect not in DIALECT_CHOICES:
         fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
     reports = _parse_reports(report)
@@ -566,9 +572,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if code == 130 and interrupt.requested() and argv is None:
         # Interrupted, and everything is written and closed: leave now. The interpreter's
         # own shutdown after an interrupt is not ours to trust: CI once saw a run that had
-        # printed its report end with status -2 (killed by SIGINT) instead of 130, and a
-        # prepared agent still starting in a pool thread would be waited for. The exit
-        # code is the contract, so it is set here.
+        # printed its report end with status -2 (killed by SIGINT) instead of 130, cause not
+        # pinned down. The exit code is the contract, so it is set here, after what Python's
+        # own exit would wait for: threads still closing an agent (bounded: a stuck one must
+        # not hold the exit).
+        deadline = time.monotonic() + 10.0
+        for t in threading.enumerate():
+            if t is not threading.main_thread() and not t.daemon:
+                t.join(max(0.0, deadline - time.monotonic()))
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
