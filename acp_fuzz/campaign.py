@@ -46,7 +46,7 @@ from acp_fuzz.history import Event, History
 from acp_fuzz.minimize import Failure, Shape, embeds, interesting, minimize, shape_of
 from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.payloads import Capabilities
-from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec
+from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
 from acp_fuzz.scrub import Scrubber
 from acp_fuzz.strategies import LifecycleMachine
 
@@ -267,35 +267,6 @@ class AgentBug(Exception):
         self.findings = list(findings)
 
 
-def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline: Baseline,
-              strict: bool = False, gateway: Gateway | None = None,
-              stop_on_failure: bool = False, ignore: Iterable[str] = (),
-              fresh: Callable[[], Run] | None = None) -> tuple[History, list[Finding]]:
-    """Run ``steps`` on a fresh agent and return the history and the findings over it.
-
-    ``stop_on_failure`` ends the run at the first failing finding of an oracle not in
-    ``ignore``. ``fresh`` hands out a fresh agent already started and initialized (a
-    pre-spawned one, :meth:`_WarmRuns.take`); by default one is started here."""
-    skip = set(ignore)
-    judge = Evaluator(baseline=baseline, strict=strict)
-    run = fresh() if fresh is not None else Run(spec, gateway=gateway).__enter__()
-    try:
-        if fresh is None:
-            run.initialize()
-        for step in steps:
-            run.execute(step)
-            if stop_on_failure:
-                judge.feed(run.history.snapshot())
-                if any(f.oracle not in skip for f in interesting(judge.findings(), strict)):
-                    break
-        run.close(grace=0)  # no restart follows: nothing will read the agent's state again
-        events = run.history.snapshot()
-    finally:
-        run.close(grace=0)
-    judge.feed(events)  # what arrived while closing (an exit, late stderr) counts too
-    return History.from_events(events), judge.findings()
-
-
 def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
               ) -> tuple[Any, Capabilities, Baseline]:
     """Probe and calibrate: return the ``initialize`` result, the capabilities and the
@@ -359,10 +330,6 @@ def requests_of(events: Sequence[Event]) -> list[dict[str, Any]]:
     return [dict(e.data["msg"]) for e in events
             if e.kind == "acp" and e.data.get("dir") == "send"
             and isinstance(e.data.get("msg"), Mapping) and "method" in e.data["msg"]]
-
-
-def steps_of(events: Sequence[Event]) -> list[dict[str, Any]]:
-    return [dict(e.data["args"]) for e in events if e.kind == "step"]
 
 
 # -- the campaign ----------------------------------------------------------------------------------

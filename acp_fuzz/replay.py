@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from acp_fuzz.campaign import run_steps, steps_of
 from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
 from acp_fuzz.escaping import terminal
 from acp_fuzz.findings import Finding
@@ -64,8 +63,8 @@ from acp_fuzz.gateway import NONCE_RE, Gateway, UpstreamRecorder
 from acp_fuzz.gateway.upstream import RecordingError
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.oracles import Baseline, evaluate
-from acp_fuzz.runner import HarnessError, TargetSpec
-from acp_fuzz.steps import validate_step
+from acp_fuzz.runner import HarnessError, TargetSpec, run_steps
+from acp_fuzz.steps import steps_of, validate_step
 
 __all__ = [
     "VERDICTS",

@@ -23,7 +23,7 @@ import secrets
 import shlex
 import shutil
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,15 +33,18 @@ from acp_fuzz.client_policy import ClientPolicy
 from acp_fuzz.deadlines import Deadlines
 from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_params, resolve
 from acp_fuzz.errors import HarnessError
+from acp_fuzz.findings import Finding
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
+from acp_fuzz.minimize import interesting
+from acp_fuzz.oracles import Baseline, Evaluator
 from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.sandbox import Sandbox, SandboxError, agent_command
 from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import nonce_for, prompt_text, validate_step
 from acp_fuzz.transport import AgentProcess, AgentStartError, Pending, Reply
 
-__all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec"]
+__all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec", "run_steps"]
 
 PROTOCOL_VERSION = 1
 CLIENT_INFO = {"name": "acp-fuzz", "version": __version__}
@@ -554,3 +557,32 @@ def _listed_ids(result: Any) -> list[str] | None:
         return None
     return [s["sessionId"] for s in result["sessions"]
             if isinstance(s, Mapping) and isinstance(s.get("sessionId"), str)]
+
+
+def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline: Baseline,
+              strict: bool = False, gateway: Gateway | None = None,
+              stop_on_failure: bool = False, ignore: Iterable[str] = (),
+              fresh: Callable[[], Run] | None = None) -> tuple[History, list[Finding]]:
+    """Run ``steps`` on a fresh agent and return the history and the findings over it.
+
+    ``stop_on_failure`` ends the run at the first failing finding of an oracle not in
+    ``ignore``. ``fresh`` hands out a fresh agent already started and initialized (a
+    pre-spawned one, :meth:`_WarmRuns.take`); by default one is started here."""
+    skip = set(ignore)
+    judge = Evaluator(baseline=baseline, strict=strict)
+    run = fresh() if fresh is not None else Run(spec, gateway=gateway).__enter__()
+    try:
+        if fresh is None:
+            run.initialize()
+        for step in steps:
+            run.execute(step)
+            if stop_on_failure:
+                judge.feed(run.history.snapshot())
+                if any(f.oracle not in skip for f in interesting(judge.findings(), strict)):
+                    break
+        run.close(grace=0)  # no restart follows: nothing will read the agent's state again
+        events = run.history.snapshot()
+    finally:
+        run.close(grace=0)
+    judge.feed(events)  # what arrived while closing (an exit, late stderr) counts too
+    return History.from_events(events), judge.findings()

@@ -14,10 +14,13 @@ a field of an old draft), recorded in the step so that the oracles know what was
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["OPS", "describe", "nonce_for", "prompt_text", "validate_step"]
+if TYPE_CHECKING:
+    from acp_fuzz.history import Event
+
+__all__ = ["OPS", "describe", "nonce_for", "prompt_text", "steps_of", "validate_step"]
 
 OPS = ("new", "prompt", "load", "resume", "fork", "close", "list", "cancel", "restart", "invalid")
 
@@ -104,3 +107,8 @@ def _sp_label(step: Mapping[str, Any]) -> str:
         n = len(content) if isinstance(content, list) else "?"
         return f" (systemPrompt {mode!r}, {n} block(s))"
     return f" (systemPrompt {type(sp).__name__})"
+
+
+def steps_of(events: Sequence[Event]) -> list[dict[str, Any]]:
+    """The steps a recorded history ran, in order (what a cassette replays)."""
+    return [dict(e.data["args"]) for e in events if e.kind == "step"]

@@ -127,3 +127,19 @@ def test_the_version_is_written_once() -> None:
     assert version("acp-fuzz") == acp_fuzz.__version__
     assert Header(target=[]).acp_fuzz_version == acp_fuzz.__version__ == AGENT_VERSION
     assert 'dynamic = ["version"]' in (REPO / "pyproject.toml").read_text()
+
+
+def test_report_show_and_offline_replay_do_not_load_the_campaign() -> None:
+    """Reading a cassette never loads Hypothesis or the campaign (#12): they are slow to
+    import and have nothing to do with judging what a cassette holds."""
+    cassette = REPO / "cassettes" / "reference" / "accept-unknown-mode.cassette"
+    for args in (["report", str(cassette)], ["show", str(cassette)],
+                 ["replay", "--offline", str(cassette)]):
+        code = (f"import sys; from acp_fuzz.cli import main; rc = main({args!r}); "
+                "print(rc, sorted(m for m in ('hypothesis', 'acp_fuzz.campaign', "
+                "'acp_fuzz.strategies') if m in sys.modules))")
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120, cwd=REPO)
+        rc, _, loaded = res.stdout.strip().splitlines()[-1].partition(" ")
+        assert loaded == "[]", (args, res.stdout[-500:], res.stderr[-500:])
+        assert rc in ("0", "1"), (args, rc, res.stderr[-500:])  # it ran (1: a finding)
