@@ -38,6 +38,7 @@ import typer
 
 from acp_fuzz.cassette import CassetteError, read_cassette
 from acp_fuzz.escaping import terminal
+from acp_fuzz.findings import is_reported
 from acp_fuzz.replay import (
     DEFAULT_TIMEOUT,
     ReplayResult,
@@ -254,7 +255,7 @@ def write_junit(path: Path, results: list[ReplayResult]) -> None:
             detail.extend(r.divergence.lines())
         for run, findings in enumerate(r.findings, 1):
             for f in findings:
-                if f.severity in ("MUST", "SHOULD"):
+                if is_reported(f.severity):
                     detail.append(f"run {run}: {f.oracle} ({f.severity}, {f.rule}): "
                                   f"{f.message}")
         text = "\n".join(detail)

@@ -40,7 +40,7 @@ from acp_fuzz.cassette import Header, write_cassette_bounded
 from acp_fuzz.database import AgentScoped, open_database
 from acp_fuzz.deadlines import Deadlines
 from acp_fuzz.dialects import resolve
-from acp_fuzz.findings import CATALOG, Finding
+from acp_fuzz.findings import CATALOG, Finding, is_failure
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.history import Event, History
 from acp_fuzz.minimize import Failure, Shape, embeds, interesting, minimize, shape_of
@@ -48,6 +48,7 @@ from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.payloads import Capabilities
 from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
 from acp_fuzz.scrub import Scrubber
+from acp_fuzz.steps import steps_of
 from acp_fuzz.strategies import LifecycleMachine
 
 __all__ = [
@@ -68,6 +69,7 @@ __all__ = [
     "calibrate",
     "run_campaign",
     "run_steps",
+    "steps_of",
 ]
 
 
@@ -242,8 +244,7 @@ class CampaignResult:
 
     def failing(self) -> bool:
         strict = self.settings.strict
-        return any(f.severity == "MUST" or (strict and f.severity == "SHOULD")
-                   for r in self.reports for f in r.findings)
+        return any(is_failure(f, strict=strict) for r in self.reports for f in r.findings)
 
     @property
     def exit_code(self) -> int:

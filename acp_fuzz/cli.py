@@ -34,7 +34,7 @@ from acp_fuzz import __version__, interrupt
 from acp_fuzz.cassette import CassetteError, read_cassette
 from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.escaping import terminal
-from acp_fuzz.findings import Finding
+from acp_fuzz.findings import Finding, is_failure, is_reported
 from acp_fuzz.runner import HarnessError, TargetSpec
 from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import describe
@@ -442,9 +442,9 @@ def _write_junit(result: CampaignResult, path: Path, secrets: Sequence[str] = ()
     cases = []
     for rep in result.reports:
         for f in rep.findings:
-            if f.severity == "info":
+            if not is_reported(f.severity):
                 continue
-            failing = f.severity == "MUST" or result.settings.strict
+            failing = is_failure(f, strict=result.settings.strict)
             body = scrub(f"{f.message}\nrule: {f.rule}\nstatus: {rep.status} ({rep.rate})\n"
                          f"cassette: {rep.cassette or 'not written'}")
             cases.append(Case(name=f.oracle, classname="acp-fuzz",

@@ -118,8 +118,17 @@ class Finding:
 
 
 def is_failure(f: Finding, *, strict: bool = False) -> bool:
-    """Whether a finding fails a run: MUST always, SHOULD only under ``strict``."""
+    """Whether a finding fails a run (its exit code, its JUnit case): MUST always, SHOULD
+    only under ``strict``."""
     return f.severity == "MUST" or (strict and f.severity == "SHOULD")
+
+
+def is_reported(severity: str) -> bool:
+    """Whether a finding of this severity is reported as a failure, shrunk and confirmed:
+    MUST and SHOULD (whether it also fails the run is :func:`is_failure`); info findings are
+    listed beside, never shrunk. Takes the severity, so that recorded (plain data) findings
+    are judged by the same rule."""
+    return severity in ("MUST", "SHOULD")
 
 
 def failing(findings: Iterable[Finding], *, strict: bool = False) -> list[Finding]:

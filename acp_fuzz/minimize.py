@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acp_fuzz.findings import Finding
+from acp_fuzz.findings import Finding, is_reported
 from acp_fuzz.history import Event
 from acp_fuzz.payloads import Capabilities, blocks_of, classify
 
@@ -75,7 +75,7 @@ def interesting(findings: Sequence[Finding], strict: bool = False) -> list[Findi
 
     SHOULD findings fail a Hypothesis example even without ``--strict``, so that they are
     shrunk and reported; ``--strict`` only decides the exit code."""
-    return [f for f in findings if f.severity in ("MUST", "SHOULD")]
+    return [f for f in findings if is_reported(f.severity)]
 
 
 def minimize(failure: Failure, run: Runner, *, strict: bool = False,

@@ -58,7 +58,7 @@ from typing import Any, Literal
 
 from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
 from acp_fuzz.escaping import terminal
-from acp_fuzz.findings import Finding
+from acp_fuzz.findings import Finding, is_reported
 from acp_fuzz.gateway import NONCE_RE, Gateway, UpstreamRecorder
 from acp_fuzz.gateway.upstream import RecordingError
 from acp_fuzz.history import Event, ModelExchange
@@ -84,9 +84,6 @@ __all__ = [
 
 Verdict = Literal["FIXED", "FAILED", "FLAKY", "ERROR", "PASSED"]
 VERDICTS: tuple[Verdict, ...] = ("FIXED", "FAILED", "FLAKY", "ERROR", "PASSED")
-#: The severities that count as a failure for replay (``info`` findings never do).
-FAILING_SEVERITIES = ("MUST", "SHOULD")
-
 DEFAULT_TIMEOUT = 30.0
 
 
@@ -193,7 +190,7 @@ def recorded_failures(cassette: Cassette) -> list[str]:
     if isinstance(meta, list):
         return sorted({f["oracle"] for f in meta if isinstance(f, Mapping)
                        and isinstance(f.get("oracle"), str)
-                       and f.get("severity") in FAILING_SEVERITIES})
+                       and is_reported(str(f.get("severity")))})
     return _failing_oracles(_evaluate(cassette, cassette.events))
 
 
@@ -208,7 +205,7 @@ def _evaluate(cassette: Cassette, events: Sequence[Event]) -> list[Finding]:
 
 
 def _failing_oracles(findings: Sequence[Finding]) -> list[str]:
-    return sorted({f.oracle for f in findings if f.severity in FAILING_SEVERITIES})
+    return sorted({f.oracle for f in findings if is_reported(f.severity)})
 
 
 def _verdict(recorded: Sequence[str], per_run: Sequence[Sequence[Finding]]

@@ -27,7 +27,7 @@ from typing import Any
 
 from acp_fuzz.cassette import Cassette
 from acp_fuzz.escaping import md_code, md_text, terminal
-from acp_fuzz.findings import CATALOG, Finding
+from acp_fuzz.findings import CATALOG, Finding, is_reported
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.payloads import Capabilities, blocks_of
 from acp_fuzz.replay import normalize_sandbox
@@ -53,7 +53,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     header = cassette.header
     events = cassette.events
     findings = _findings(cassette)
-    failing = [f for f in findings if f.severity in ("MUST", "SHOULD")]
+    failing = [f for f in findings if is_reported(f.severity)]
     failing.sort(key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), f.step, f.oracle))
     info = [f for f in findings if f not in failing]
     agent_name, agent_version = _agent(cassette)
