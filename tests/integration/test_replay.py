@@ -16,7 +16,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from acp_fuzz._cli_replay import replay_cmd, report_cmd
 from acp_fuzz.campaign import (
     CampaignSettings,
     FindingReport,
@@ -26,6 +25,7 @@ from acp_fuzz.campaign import (
     steps_of,
 )
 from acp_fuzz.cassette import Header, read_cassette, write_cassette
+from acp_fuzz.cli.replay import replay_cmd, report_cmd
 from acp_fuzz.history import Event
 from acp_fuzz.oracles import Baseline
 from acp_fuzz.replay import (

@@ -1,9 +1,7 @@
 """The ``acp-fuzz replay`` and ``acp-fuzz report`` commands (interface layer).
 
-The main CLI (:mod:`acp_fuzz.cli`) registers these two functions::
-
-    app.command("replay", context_settings={"allow_interspersed_args": False})(replay_cmd)
-    app.command("report")(report_cmd)
+Both register themselves on the CLI's one app (:mod:`acp_fuzz.cli.app`) as ``replay`` and
+``report``; errors go through its one :func:`~acp_fuzz.cli.app.fail`.
 
 ``acp-fuzz replay CASSETTE|FOLDER (-- AGENT COMMAND... | --profile NAME)``
     Replays each cassette against the agent you name and prints one line per cassette::
@@ -37,6 +35,7 @@ from typing import NoReturn
 import typer
 
 from acp_fuzz.cassette import CassetteError, read_cassette
+from acp_fuzz.cli.app import app, fail
 from acp_fuzz.escaping import terminal
 from acp_fuzz.findings import is_reported
 from acp_fuzz.replay import (
@@ -52,11 +51,7 @@ from acp_fuzz.replay import (
 __all__ = ["replay_cmd", "report_cmd"]
 
 
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"error: {terminal(' '.join(message.split()))}", err=True)
-    raise typer.Exit(code)
-
-
+@app.command("replay", context_settings={"allow_interspersed_args": False})
 def replay_cmd(
     cassette: Path = typer.Argument(
         ..., help="A cassette file, or a folder: every *.cassette under it is replayed.",
@@ -119,26 +114,26 @@ def replay_cmd(
     if argv and argv[0] == "--":  # kept by click when option parsing stopped at CASSETTE
         argv = argv[1:]
     if argv and argv[0].startswith("-"):
-        _fail(f"unexpected {argv[0]!r}: options go before the cassette path, and the agent "
+        fail(f"unexpected {argv[0]!r}: options go before the cassette path, and the agent "
               "command after `--` (acp-fuzz replay --runs 3 CASSETTE -- AGENT ARGS)")
     if as_agent:
         if (profile or trust_recorded_command or sandbox_net or sandbox_fs
                 or recorded_model_replies):
-            _fail("--as-agent starts no agent: do not give --profile, "
+            fail("--as-agent starts no agent: do not give --profile, "
                   "--trust-recorded-command, --sandbox-net, --sandbox-fs or "
                   "--recorded-model-replies")
         _serve_as_agent(cassette, argv, offline, runs, junit, forward_fs_terminal)
     if forward_fs_terminal:
-        _fail("--forward-fs-terminal goes with --as-agent only")
+        fail("--forward-fs-terminal goes with --as-agent only")
     if offline and (argv or profile or trust_recorded_command or recorded_model_replies):
-        _fail("--offline starts no agent: do not give an agent command, --profile, "
+        fail("--offline starts no agent: do not give an agent command, --profile, "
               "--trust-recorded-command or --recorded-model-replies")
     if not cassette.exists():
-        _fail(f"no such file or folder: {cassette}")
+        fail(f"no such file or folder: {cassette}")
     if cassette.is_dir():
         paths = cassettes_in(cassette)
         if not paths:
-            _fail(f"no *.cassette files under {cassette}")
+            fail(f"no *.cassette files under {cassette}")
     else:
         paths = [cassette]
     if not (offline or argv or profile or trust_recorded_command):
@@ -147,7 +142,7 @@ def replay_cmd(
         from acp_fuzz.sandbox import bwrap_works
 
         if bwrap_works() is None:
-            _fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
+            fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
                   "to create namespaces here")
     if not offline:
         from acp_fuzz.netns import maybe_reexec
@@ -172,7 +167,7 @@ def replay_cmd(
         try:
             write_junit(junit, results)
         except OSError as e:
-            _fail(f"cannot write {junit}: {e.strerror or e}")
+            fail(f"cannot write {junit}: {e.strerror or e}")
     raise typer.Exit(exit_code(results))
 
 
@@ -229,14 +224,14 @@ def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
     from acp_fuzz.as_agent import serve
 
     if argv or offline or junit is not None or runs != 1:
-        _fail("--as-agent takes one cassette and no agent command, --offline, --runs or "
+        fail("--as-agent takes one cassette and no agent command, --offline, --runs or "
               "--junit")
     if cassette.is_dir():
-        _fail("--as-agent serves one cassette, not a folder")
+        fail("--as-agent serves one cassette, not a folder")
     try:
         recording = read_cassette(cassette)
     except CassetteError as e:
-        _fail(str(e))
+        fail(str(e))
     code = serve(recording, sys.stdin.buffer, sys.stdout.buffer, sys.stderr,
                  forward_fs_terminal=forward_fs_terminal)
     raise typer.Exit(code)
@@ -271,6 +266,7 @@ def write_junit(path: Path, results: list[ReplayResult]) -> None:
     write(path, "acp-fuzz replay", cases)
 
 
+@app.command("report")
 def report_cmd(
     cassette: Path = typer.Argument(..., help="The cassette to report on.",
                                     show_default=False),
@@ -286,7 +282,7 @@ def report_cmd(
     try:
         recording = read_cassette(cassette)
     except CassetteError as e:
-        _fail(str(e))
+        fail(str(e))
     text = render_markdown(recording, path=str(cassette))
     if output is None:
         typer.echo(text, nl=False)
@@ -294,5 +290,5 @@ def report_cmd(
     try:
         output.write_text(text, encoding="utf-8")
     except OSError as e:
-        _fail(f"cannot write {output}: {e.strerror or e}")
+        fail(f"cannot write {output}: {e.strerror or e}")
     typer.echo(f"wrote {output}", err=True)

@@ -1,12 +1,7 @@
-"""The ``acp-fuzz`` command line (interface layer: thin, over the engine).
+"""``acp-fuzz target``: fuzz an agent, shrink, confirm and record each distinct failure.
 
-Exit codes, for every command:
-
-* ``0``: nothing failing was found (or the command did what it was asked);
-* ``1``: findings (``target``), or a cassette still fails (``replay``);
-* ``2``: a usage or harness error: a bad option, an agent that cannot be started, an
-  unreadable cassette. The message is one line on stderr, never a traceback;
-* ``130``: interrupted (Ctrl-C / SIGTERM); what was found so far is written first.
+The campaign reports progress as events (:mod:`acp_fuzz.campaign`); this module renders them
+with rich, installs the Ctrl-C/SIGTERM handling and writes the ``--report`` files.
 """
 
 from __future__ import annotations
@@ -17,21 +12,17 @@ import json
 import os
 import shlex
 import signal
-import sys
-import threading
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from acp_fuzz import __version__, interrupt
-from acp_fuzz.cassette import CassetteError, read_cassette
+from acp_fuzz.cli.app import app, check_url, err, fail, out
 from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.escaping import terminal
 from acp_fuzz.findings import Finding, is_failure, is_reported
@@ -42,39 +33,8 @@ from acp_fuzz.steps import describe
 if TYPE_CHECKING:
     from acp_fuzz.campaign import CampaignResult
 
-app = typer.Typer(
-    name="acp-fuzz",
-    help="Fuzz, record and replay ACP agents: finds client systemPrompt bugs from what "
-         "reaches the model.",
-    add_completion=False,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+__all__ = ["build_spec", "result_to_json", "target"]
 
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    """Print a one-line error and exit; the single exit path for user-facing errors."""
-    err.print(f"acp-fuzz: error: {terminal(message)}", markup=False)
-    raise typer.Exit(code)
-
-
-def _version(value: bool) -> None:
-    if value:
-        out.print(f"acp-fuzz {__version__}")
-        raise typer.Exit(0)
-
-
-@app.callback()
-def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
-    """acp-fuzz: fuzz, record and replay ACP agents."""
-
-
-# -- target ------------------------------------------------------------------------------------
 
 def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> TargetSpec:
     """The target from ``AGENT``/``-- CMD ARGS`` or ``--profile``, with clear errors."""
@@ -219,7 +179,7 @@ def target(
             fail(str(e))
     cfg = CampaignSettings(max_examples=max_examples, seed=seed, strict=strict,
                            max_steps=max_steps, cassette_dir=cassette_dir, database=database,
-                           model_upstream=_check_url(model_upstream),
+                           model_upstream=check_url(model_upstream),
                            max_failures=1 if exitfirst else max_failures,
                            exclude_oracles=excluded, keep_info=keep_info)
     t0 = time.monotonic()
@@ -294,14 +254,8 @@ def _check_oracles(ids: Sequence[str]) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _check_url(url: str | None) -> str | None:
-    if url is not None and not url.startswith(("http://", "https://")):
-        fail(f"--model-upstream takes an http(s) base URL, got {url!r}")
-    return url
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 def _install_interrupt_handlers() -> Callable[[], None]:
@@ -465,126 +419,3 @@ def _atomic_write(path: Path, text: str) -> None:
         tmp.replace(path)
     except OSError as e:
         fail(f"cannot write {path}: {e.strerror or e}")
-
-
-# -- show ----------------------------------------------------------------------------------------
-
-@app.command()
-def show(cassette: Path = typer.Argument(..., help="A cassette file."),
-         full: bool = typer.Option(False, "--full", help="Do not clip long texts.")) -> None:
-    """Print a cassette as a readable timeline."""
-    from acp_fuzz.timeline import render_timeline
-
-    try:
-        c = read_cassette(cassette)
-    except CassetteError as e:
-        fail(str(e))
-    for line in render_timeline(c, full=full):
-        out.print(terminal(line, newlines=True), markup=False)
-
-
-# -- gateway -------------------------------------------------------------------------------------
-
-@app.command()
-def gateway(reply: str = typer.Option("ok", "--reply", help="The text every model reply says."),
-            upstream: str | None = typer.Option(None, "--upstream", metavar="URL",
-                                                help="Forward to a real provider instead."),
-            ) -> None:
-    """Run the fake model gateway on its own, to wire an agent by hand."""
-    from acp_fuzz.gateway import Gateway
-    from acp_fuzz.history import Event, History
-
-    def sink(ev: Event) -> None:
-        if ev.kind == "model":
-            d = ev.data
-            sys_text = " | ".join(s["text"][:60] for s in d.get("segments", [])
-                                  if s.get("slot") == "system")
-            out.print(terminal(f"{d.get('method')} {d.get('path')} [{d.get('api')}] "
-                               f"system: {sys_text!r}"), markup=False)
-
-    hist = History(sink=sink)
-    try:
-        gw = Gateway(hist, reply_text=reply, upstream=_check_url(upstream)).start()
-    except OSError as e:
-        fail(f"cannot listen on 127.0.0.1: {e.strerror or e}")
-    out.print(f"fake model gateway on {gw.url}  (Ctrl-C stops)", markup=False)
-    for k, v in gw.agent_env().items():
-        out.print(f"export {k}={v}", markup=False)
-    signal.signal(signal.SIGTERM, _sigterm)
-    try:
-        while True:
-            time.sleep(3600)  # the server runs in its own threads; Ctrl-C ends this wait
-    except KeyboardInterrupt:
-        pass
-    finally:
-        gw.stop()
-
-
-# -- profiles ------------------------------------------------------------------------------------
-
-@app.command()
-def profiles() -> None:
-    """List the known agent profiles and whether each is installed."""
-    from acp_fuzz.profiles import PROFILES
-
-    for name, p in sorted(PROFILES.items()):
-        where = p.agent_dir()
-        state = "built in" if p.npm_package is None else (
-            "installed" if where is not None else "not installed")
-        pkg = f"{p.npm_package}@{p.version}" if p.npm_package else "-"
-        out.print(f"{name:18} {state:14} {pkg:48} {p.description}", markup=False)
-
-
-def _register_replay() -> None:
-    try:
-        from acp_fuzz._cli_replay import replay_cmd, report_cmd
-    except ImportError:  # pragma: no cover - during development only
-        return
-    app.command("replay", context_settings={"allow_interspersed_args": False})(replay_cmd)
-    app.command("report")(report_cmd)
-
-
-_register_replay()
-
-
-def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,
-                      lineno: int, line: str | None = None) -> str:
-    text = terminal(" ".join(str(message).split()))
-    return (text if text.startswith("acp-fuzz:") else f"acp-fuzz: warning: {text}") + "\n"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``acp-fuzz`` console script."""
-    # Hypothesis keeps caches under its storage directory, by default ./.hypothesis in
-    # whatever directory the user runs acp-fuzz from: keep them in the user's cache instead.
-    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "acp-fuzz"
-        / "hypothesis"))
-    # The engine reports what it could not do (a cassette it could not write) as warnings:
-    # one line each, not Python's file:line and source excerpt.
-    warnings.formatwarning = _one_line_warning
-    try:
-        app(args=list(argv) if argv is not None else None, standalone_mode=True)
-    except SystemExit as e:
-        code = int(e.code or 0) if not isinstance(e.code, str) else 2
-    else:
-        code = 0
-    if code == 130 and interrupt.requested() and argv is None:
-        # Interrupted, and everything is written and closed: leave now. The interpreter's
-        # own shutdown after an interrupt is not ours to trust: CI once saw a run that had
-        # printed its report end with status -2 (killed by SIGINT) instead of 130, cause not
-        # pinned down. The exit code is the contract, so it is set here, after what Python's
-        # own exit would wait for: threads still closing an agent (bounded: a stuck one must
-        # not hold the exit).
-        deadline = time.monotonic() + 10.0
-        for t in threading.enumerate():
-            if t is not threading.main_thread() and not t.daemon:
-                t.join(max(0.0, deadline - time.monotonic()))
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(130)
-    return code
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
