@@ -11,7 +11,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CATALOG", "HARNESS_RULES", "SEVERITIES", "Finding", "OracleInfo", "is_failure"]
+__all__ = ["CATALOG", "HARNESS_RULES", "SEVERITIES", "Finding", "OracleInfo", "is_failure",
+           "is_reported"]
 
 SEVERITIES = ("MUST", "SHOULD", "info")
 
@@ -70,6 +71,9 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
                "the agent gave no answer within the timeout"),
     OracleInfo("protocol.malformed", "MUST", "FR-WIRE-NDJSON-MUST",
                "a malformed JSON-RPC message, or one that breaks the schema"),
+    OracleInfo("session.history-lost", "MUST", "SES-AGENT-LOAD-REPLAY-MUST",
+               "after an accepted session/load or session/resume, the session's next model "
+               "request holds none of its last completed turn: the conversation is gone"),
     OracleInfo("prompt.change-deferred", "info", "SP-LIFECYCLE-DEFER-MAY",
                "a changed prompt on load, resume or fork was accepted but not (yet) applied"),
     OracleInfo("prompt.change-ignored", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD",

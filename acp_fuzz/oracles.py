@@ -207,6 +207,16 @@ class SessionModel:
     #: (op, cold) and the steps that led there.
     omit_situation: tuple[str, bool] | None = None
     omit_trail: list[str] = field(default_factory=list)
+    #: The nonces of this session's completed turns whose request reached the model, oldest
+    #: first: its conversation, as the harness can recognise it in later requests.
+    conversation: list[str] = field(default_factory=list)
+    #: The nonce of the turn in flight once its request reached the model (added to
+    #: ``conversation`` when the turn completes).
+    turn_seen: str | None = None
+    #: A load or resume the agent accepted since the last turn (and the step's line), whose
+    #: first turn must still carry the conversation (SES-AGENT-LOAD-REPLAY-MUST,
+    #: SES-AGENT-RESUME-NOREPLAY-MUST).
+    reattached: tuple[str, str] | None = None
 
     def note(self, line: str) -> None:
         self.trail.append(line)
@@ -431,13 +441,15 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         m.generation = st.generation
         m.closed = False
         m.note(line)
+        if m.conversation:
+            m.reattached = (op, line)
         _reattach(m, op, prompt, kind, cold, vendor)
         m.tainted = m.tainted or kind in ("invalid", "probe")
     elif op == "fork" and handle in st.sessions and isinstance(args.get("new"), str):
         src = st.sessions[handle]
         m = SessionModel(sid, list(src.candidates), st.generation, tainted=src.tainted,
                          own=set(src.own), rebuilt=src.rebuilt, trail=list(src.trail),
-                         vendor=dict(src.vendor))
+                         vendor=dict(src.vendor), conversation=list(src.conversation))
         m.note(line)
         _reattach(m, op, prompt, kind, False, vendor)
         m.tainted = m.tainted or kind in ("invalid", "probe")
@@ -447,7 +459,13 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         for m in st.sessions.values():
             m.note(line)
     elif op in ("prompt", "cancel", "close") and handle in st.sessions:
-        st.sessions[handle].note(line)
+        m = st.sessions[handle]
+        m.note(line)
+        if op == "prompt" and m.turn_seen is not None:
+            # A completed turn (not a cancelled one: an agent may drop those) is part of the
+            # conversation from now on.
+            m.conversation.append(m.turn_seen)
+        m.turn_seen = None
 
 
 def _describe(args: Mapping[str, Any]) -> str:
@@ -565,9 +583,39 @@ def _on_model(st: _State, ev: Event) -> None:
                    f"session {handle}'s model request holds session {other}'s client text",
                    session=handle, foreign_session=other, **_where(x, b, ev.seq))
             break
+    _judge_conversation(st, m, handle, x, ev.seq, everything)
     if m.tainted or not m.candidates:
         return
     _judge_turn(st, m, handle, x, ev.seq, everything)
+
+
+def _judge_conversation(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq: int,
+                        everything: str) -> None:
+    """``session.history-lost``: the first turn after an accepted load or resume must carry
+    the session's conversation. The harness recognises a turn by its nonce; the most recent
+    completed turn must be in the request (an agent may compact older ones away)."""
+    nonce = st.step.get("nonce")
+    if st.step.get("args", {}).get("op") not in ("prompt", "cancel") or x.turn is None \
+            or not isinstance(nonce, str) or nonce not in everything:
+        return
+    m.turn_seen = nonce
+    if m.reattached is None:
+        return
+    op, line = m.reattached
+    m.reattached = None
+    if isinstance(x.body, Mapping) and x.body.get("previous_response_id"):
+        return  # the conversation is held by the provider (OpenAI Responses): not visible
+    last = m.conversation[-1]
+    if last in everything:
+        return
+    rule = "SES-AGENT-LOAD-REPLAY-MUST" if op == "load" else "SES-AGENT-RESUME-NOREPLAY-MUST"
+    st.add("session.history-lost",
+           f"session {handle}: after {op}, the model request holds none of the conversation's "
+           f"last turn ({len(m.conversation)} earlier turn(s) completed)",
+           rule=rule, session=handle, model_event=seq, reattached_by=line,
+           missing_turn_nonce=last,
+           present=[n for n in m.conversation if n in everything],
+           trail=list(m.trail))
 
 
 def _short_blocks_delivered(st: _State, m: SessionModel, handle: str, p: Prompt,

@@ -22,7 +22,7 @@ from acp_fuzz.runner import TargetSpec
 
 HERE = Path(__file__).resolve().parent / "reference"
 BUGS = ["leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
-        "side-effect-before-validation", "crash-on-image"]
+        "side-effect-before-validation", "crash-on-image", "history-lost-after-restart"]
 
 
 def main(bugs: list[str]) -> None:

@@ -69,6 +69,8 @@ BUGS: dict[str, str] = {
     "replaces it",
     "tiny-baseline": "the defaults are a billing header and a one-line SDK identity, both kept "
     "under override (a quirk the oracles must not call MUST)",
+    "history-lost-after-restart": "a session loaded or resumed in a new process keeps its "
+    "prompt but not its conversation (the transcript is not persisted)",
 }
 
 # Correct behaviours the RFD allows, which a harness must not call bugs (``--variant``).
@@ -602,6 +604,8 @@ class Agent:
         check_mcp_servers(params, required=True)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
+        if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
+            session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
         # Everything is valid: from here on the request succeeds.
         session.cwd = cwd  # re-sent, like mcpServers; the latest value wins
         self._set_prompt(session, prompt)
@@ -621,6 +625,8 @@ class Agent:
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
         session.cwd = cwd
+        if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
+            session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
         self._set_prompt(session, prompt)
         self._activate(session)
         self.store.save(session)

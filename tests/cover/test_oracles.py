@@ -86,7 +86,7 @@ class H:
 
     def model(self, session: str | None, *, system: list[str] = (),  # type: ignore[assignment]
               user: str = "hi", history: list[str] = (),  # type: ignore[assignment]
-              side: bool = False) -> None:
+              side: bool = False, body: Any = None) -> None:
         """One model request tied to ``session``'s current turn (the step just executed)."""
         segs = [Segment("system", f"messages[{i}].content", t) for i, t in enumerate(system)]
         segs += [Segment("history", f"messages[{len(segs) + i}].content", t)
@@ -96,7 +96,7 @@ class H:
         if session is not None and not side:
             turn = self.turns.get(session, 0) + 1
         x = ModelExchange(api="openai.chat", method="POST", path="/v1/chat/completions",
-                          headers={}, body=None, segments=tuple(segs), session=None if side
+                          headers={}, body=body, segments=tuple(segs), session=None if side
                           else session, turn=turn, side=side, status=200, reply_text="ok")
         self.h.append("model", x.to_wire())
 
@@ -161,6 +161,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "agent.crash", "agent.hang", "protocol.malformed", "prompt.change-deferred",
         "lifecycle.omitted-fallback", "payload.probe", "cancel.error",
         "prompt.change-ignored", "lifecycle.omitted-inconsistent", "defaults.too-small",
+        "session.history-lost",
     }
 
 
@@ -704,3 +705,36 @@ def test_findings_are_sorted_and_deduplicated() -> None:
     assert found == sorted(found, key=lambda f: (f.step, f.oracle, f.session or ""))
     assert len({f.key() for f in found}) == len(found)
     assert evaluate(h.h.snapshot(), baseline=BASE) == found
+
+
+# -- the conversation after a load or resume (session.history-lost) ------------------------------
+
+def _turn_text(session: str, turn: int) -> str:
+    return f"Reply with ok. This is turn {turn} of session {session}. [{nonce_for(session, turn)}]"
+
+
+def _reloaded(op: str, *, history: list[str], body: Any = None) -> list[Finding]:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 1))
+    h.step("restart")
+    h.step(op, "A")
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 2), history=history, body=body)
+    return [f for f in evaluate(h.h.snapshot(), baseline=BASE)
+            if f.oracle == "session.history-lost"]
+
+
+@pytest.mark.parametrize("op, rule", [("load", "SES-AGENT-LOAD-REPLAY-MUST"),
+                                      ("resume", "SES-AGENT-RESUME-NOREPLAY-MUST")])
+def test_a_conversation_gone_after_a_load_or_resume_is_a_must(op: str, rule: str) -> None:
+    (f,) = _reloaded(op, history=[])
+    assert (f.severity, f.rule, f.session) == ("MUST", rule, "A")
+    assert f.evidence["missing_turn_nonce"] == nonce_for("A", 1)
+    # The turn before the reload carried it: the request after it holds it again.
+    assert _reloaded(op, history=[_turn_text("A", 1), "ok"]) == []
+
+
+def test_a_conversation_the_provider_holds_is_not_judged() -> None:
+    """OpenAI's Responses API can chain on ``previous_response_id``: the earlier turns are
+    then not in the request at all, and their absence proves nothing."""
+    assert _reloaded("load", history=[], body={"previous_response_id": "resp_1"}) == []

@@ -780,6 +780,15 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         )
         agent.prompt(session)
         return P not in model.system()
+    if name == "history-lost-after-restart":
+        session = agent.new(sp("append", P))
+        agent.prompt(session, "first words")
+        agent.close()
+        agent = start(spawn, bug)
+        agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": []})
+        agent.prompt(session, "second words")
+        texts = [m["content"] for m in model.requests[-1]["messages"]]
+        return "first words" not in texts
     if name == "duplicate-on-resume":
         session = agent.new(sp("append", P))
         agent.ok(
