@@ -123,8 +123,10 @@ def test_planted_bug_found_and_shrunk(bug: str, seed: int, tmp_path: Path,
 
 def test_correct_agent_has_no_must_or_should_findings(tmp_path: Path,
                                                       no_orphans: Track) -> None:
-    result = campaign(reference(), tmp_path, seed=0, max_examples=500)
-    assert result.examples_run >= 500
+    # 300 examples (223 s at 500 in CI, the largest single test); longer runs of the correct
+    # agent are `python benchmarks/bench_bugs.py` territory.
+    result = campaign(reference(), tmp_path, seed=0, max_examples=300)
+    assert result.examples_run >= 300
     bad = [f for r in result.reports for f in r.findings if f.severity in ("MUST", "SHOULD")]
     assert bad == [], bad
     assert result.reports == []

@@ -84,7 +84,7 @@ def test_restart_then_lost_override_is_a_must(no_orphans: Track) -> None:
 def test_campaign_finds_the_restart_then_lost_override_and_fails(tmp_path: Path,
                                                                  no_orphans: Track) -> None:
     result = campaign(reference("--bug", "lost-override-after-restart"), tmp_path, seed=0,
-                      max_examples=120)
+                      max_examples=120, max_failures=1)
     assert result.reports, f"not found in {result.examples_run} examples"
     report = result.reports[0]
     assert "prompt.lost" in report.oracles
