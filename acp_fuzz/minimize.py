@@ -13,9 +13,9 @@ its shrinker, and a step that a later one refers to can only go once that one is
    of a fork becomes a fork of the root; a prompt first given by a load or resume moves to
    the session's creation (:func:`hoist`); a fork with a prompt of its own becomes a new
    session with it (:func:`as_new`); a turn with a cancel becomes a plain turn;
-3. drop the extra params and vendor ``_meta`` of a request, and simplify each payload (one
-   short ``append`` block, fewer and shorter blocks, no decorations), where the failure
-   allows;
+3. drop the extra params and vendor ``_meta`` of a request, give each new session a
+   directory of its own, and simplify each payload (one short ``append`` block, fewer and
+   shorter blocks, no decorations), where the failure allows;
 4. rename the sessions A, B, ... in order of appearance.
 
 A trial counts only when it fails with one of the same oracles. The minimizer never runs an
@@ -150,6 +150,14 @@ def minimize(failure: Failure, run: Runner, *, strict: bool = False,
         if "extra" in s or "_meta" in s:
             plain = {k: v for k, v in s.items() if k not in ("extra", "_meta")}
             found = attempt([*best.steps[:i], plain, *best.steps[i + 1:]])
+            if found is not None:
+                best = found
+    # A directory of its own unless sharing one is the point: the shape of a reproduction
+    # names the directory, so without this one bug was reported twice, once per cwd drawn
+    # (seen on claude-agent-acp: the same 2-step prompt.lost, "distinct" and "shared").
+    for i, s in enumerate(best.steps):
+        if s.get("op") == "new" and s.get("cwd") == "shared":
+            found = attempt([*best.steps[:i], {**s, "cwd": "distinct"}, *best.steps[i + 1:]])
             if found is not None:
                 best = found
     for sp in _payloads(best.steps):

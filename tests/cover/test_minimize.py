@@ -240,3 +240,30 @@ def test_a_payload_loses_what_the_failure_does_not_need() -> None:
     assert small.steps == [{"op": "new", "session": "A", "systemPrompt": {
         "mode": "append", "content": [{"type": "text", "text": "end [canary]"}]}},
         {"op": "prompt", "session": "A"}]
+
+
+def test_a_shared_directory_goes_unless_the_failure_needs_it() -> None:
+    """One bug, two draws of ``cwd``: both shrink to the same steps (and so to one report).
+    Seen on claude-agent-acp: a vendor ``_meta`` text that wins over the standard prompt, whose
+    reproduction needs the ``_meta`` (so no short form applies), came out once per ``cwd``."""
+    meta = {"claudeCode": {"options": {"systemPrompt": "vendor text [canary]-vendor"}}}
+
+    def vendor_wins(trial: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+        bad = [Finding("prompt.lost", "MUST", "R", "x", step=i) for i, s in enumerate(trial)
+               if s["op"] == "prompt" and trial[0].get("_meta") == meta]
+        return [], bad[:1]
+
+    def only_when_shared(trial: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+        return vendor_wins(trial) if trial[0].get("cwd") == "shared" else ([], [])
+
+    def steps(cwd: str) -> list[dict[str, Any]]:
+        return [{"op": "new", "session": "A", "cwd": cwd, "systemPrompt": sp("P"), "_meta": meta},
+                {"op": "prompt", "session": "A"}]
+
+    shared, distinct = (minimize(Failure(steps(c), [], vendor_wins(steps(c))[1]), vendor_wins)
+                        for c in ("shared", "distinct"))
+    assert shared.steps == distinct.steps
+    assert shared.steps[0]["cwd"] == "distinct"
+    kept = minimize(Failure(steps("shared"), [], vendor_wins(steps("shared"))[1]),
+                    only_when_shared)
+    assert kept.steps[0]["cwd"] == "shared"
