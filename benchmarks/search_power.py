@@ -29,7 +29,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_fuzz.strategies import LifecycleMachine
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 
@@ -37,6 +36,7 @@ from acp_fuzz.campaign import CampaignSettings
 from acp_fuzz.findings import Finding
 from acp_fuzz.minimize import Failure, minimize
 from acp_fuzz.payloads import Capabilities, blocks_of, classify
+from acp_fuzz.strategies import LifecycleMachine
 
 BUGS = ("leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
         "side-effect-before-validation", "crash-on-image", "override-keeps-default",

@@ -11,9 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import acp_fuzz.strategies
-
 import acp_fuzz
+import acp_fuzz.strategies
 
 ACP_FUZZ_ALL = sorted([
     "__version__",
