@@ -3,18 +3,5 @@
 # setuptools' package-dir, a mapping mypy cannot follow; this stub re-exports the folder so
 # that mypy checks `acp_fuzz.strategies` as first-party code instead of treating it as Any.
 # Python never reads a .pyi file, and in an installed wheel the real package directory wins.
-from strategies import INVALID_KINDS as INVALID_KINDS
-from strategies import LifecycleMachine as LifecycleMachine
-from strategies import SessionView as SessionView
-from strategies import block_texts as block_texts
-from strategies import invalid_system_prompts as invalid_system_prompts
-from strategies import valid_system_prompts as valid_system_prompts
-
-__all__ = [
-    "INVALID_KINDS",
-    "LifecycleMachine",
-    "SessionView",
-    "block_texts",
-    "invalid_system_prompts",
-    "valid_system_prompts",
-]
+# A star import in a stub re-exports exactly the folder's `__all__`: one list, not two.
+from strategies import *  # noqa: F403  (a stub re-exporting a whole package, on purpose)
