@@ -1050,8 +1050,3 @@ def _size(n: int) -> str:
             )
     raise AssertionError("unreachable")
 
-
-def _one_line(text: str) -> str:
-    if text.isprintable():
-        return text
-    return repr(text)[1:-1]
