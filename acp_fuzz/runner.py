@@ -33,10 +33,9 @@ from acp_fuzz.client_policy import ClientPolicy
 from acp_fuzz.deadlines import Deadlines
 from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_params, resolve
 from acp_fuzz.errors import HarnessError
-from acp_fuzz.findings import Finding
+from acp_fuzz.findings import Finding, is_reported
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
-from acp_fuzz.minimize import interesting
 from acp_fuzz.oracles import Baseline, Evaluator
 from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.sandbox import Sandbox, SandboxError, agent_command
@@ -578,7 +577,8 @@ def run_steps(spec: TargetSpec, steps: Sequence[Mapping[str, Any]], *, baseline:
             run.execute(step)
             if stop_on_failure:
                 judge.feed(run.history.snapshot())
-                if any(f.oracle not in skip for f in interesting(judge.findings(), strict)):
+                if any(f.oracle not in skip and is_reported(f.severity)
+                       for f in judge.findings()):
                     break
         run.close(grace=0)  # no restart follows: nothing will read the agent's state again
         events = run.history.snapshot()
