@@ -3,6 +3,7 @@
 Run from the repository root (takes a few minutes)::
 
     python cassettes/generate.py [BUG ...]
+    python cassettes/generate.py --portable FILE ...   # machine paths out of kept cassettes
 
 Each cassette is what ``acp-fuzz target --seed 0`` wrote for that bug, with the agent command
 rewritten to the portable ``python -m acp_fuzz.reference_agent --bug BUG``. CI replays every
@@ -12,17 +13,44 @@ cassette: it must say FAILED against its bug and FIXED against the correct agent
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from acp_fuzz.campaign import CampaignSettings, run_campaign
-from acp_fuzz.cassette import read_cassette, write_cassette
+from acp_fuzz.cassette import Cassette, read_cassette, write_cassette
 from acp_fuzz.runner import TargetSpec
 
 HERE = Path(__file__).resolve().parent / "reference"
 BUGS = ["leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
         "side-effect-before-validation", "crash-on-image", "history-lost-after-restart"]
+
+
+#: A Python interpreter of some virtual environment, and the agents cache of some checkout.
+_PYTHON = re.compile(r"^/\S*/bin/python3?(\.\d+)?$")
+_AGENTS = re.compile(r"^/\S*/\.cache/agents/")
+
+
+def _portable_arg(arg: Any) -> Any:
+    if not isinstance(arg, str):
+        return arg
+    return "python" if _PYTHON.match(arg) else _AGENTS.sub("<agents>/", arg)
+
+
+def write_portable(path: Path, c: Cassette) -> Path:
+    """Write ``c`` to ``path`` without the paths of the machine that recorded it: in the
+    recorded command and in each spawn's argv, the interpreter becomes ``python`` and an
+    installed agent ``<agents>/<package>@<version>/...``. Nothing replay compares changes:
+    a profile's cassette is replayed with the profile's own command."""
+    c.header.target = [_portable_arg(a) for a in c.header.target]
+    events = [dataclasses.replace(e, data={**e.data, "argv": [_portable_arg(a)
+                                                              for a in e.data["argv"]]})
+              if e.kind == "process" and isinstance(e.data.get("argv"), list) else e
+              for e in c.events]
+    return write_cassette(path, c.header, events, c.attachments)
 
 
 def main(bugs: list[str]) -> None:
@@ -36,10 +64,14 @@ def main(bugs: list[str]) -> None:
                 raise SystemExit(f"{bug}: not found")
             c = read_cassette(result.reports[0].cassette)
             c.header.target = ["python", "-m", "acp_fuzz.reference_agent", "--bug", bug]
-            out = write_cassette(HERE / f"{bug}.cassette", c.header, c.events, c.attachments)
+            out = write_portable(HERE / f"{bug}.cassette", c)
             print(f"{bug}: {result.reports[0].oracles} in {len(result.reports[0].steps)} "
                   f"step(s) -> {out}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or BUGS)
+    if sys.argv[1:2] == ["--portable"]:
+        for name in sys.argv[2:]:
+            print(write_portable(Path(name), read_cassette(name)))
+    else:
+        main(sys.argv[1:] or BUGS)
