@@ -115,19 +115,19 @@ def replay_cmd(
         argv = argv[1:]
     if argv and argv[0].startswith("-"):
         fail(f"unexpected {argv[0]!r}: options go before the cassette path, and the agent "
-              "command after `--` (acp-fuzz replay --runs 3 CASSETTE -- AGENT ARGS)")
+             "command after `--` (acp-fuzz replay --runs 3 CASSETTE -- AGENT ARGS)")
     if as_agent:
         if (profile or trust_recorded_command or sandbox_net or sandbox_fs
                 or recorded_model_replies):
             fail("--as-agent starts no agent: do not give --profile, "
-                  "--trust-recorded-command, --sandbox-net, --sandbox-fs or "
-                  "--recorded-model-replies")
+                 "--trust-recorded-command, --sandbox-net, --sandbox-fs or "
+                 "--recorded-model-replies")
         _serve_as_agent(cassette, argv, offline, runs, junit, forward_fs_terminal)
     if forward_fs_terminal:
         fail("--forward-fs-terminal goes with --as-agent only")
     if offline and (argv or profile or trust_recorded_command or recorded_model_replies):
         fail("--offline starts no agent: do not give an agent command, --profile, "
-              "--trust-recorded-command or --recorded-model-replies")
+             "--trust-recorded-command or --recorded-model-replies")
     if not cassette.exists():
         fail(f"no such file or folder: {cassette}")
     if cassette.is_dir():
@@ -143,7 +143,7 @@ def replay_cmd(
 
         if bwrap_works() is None:
             fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
-                  "to create namespaces here")
+                 "to create namespaces here")
     if not offline:
         from acp_fuzz.netns import maybe_reexec
 
@@ -225,7 +225,7 @@ def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
 
     if argv or offline or junit is not None or runs != 1:
         fail("--as-agent takes one cassette and no agent command, --offline, --runs or "
-              "--junit")
+             "--junit")
     if cassette.is_dir():
         fail("--as-agent serves one cassette, not a folder")
     try:
