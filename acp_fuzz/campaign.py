@@ -64,6 +64,7 @@ __all__ = [
     "InfoReport",
     "SearchMachine",
     "SearchState",
+    "ShrankToKnown",
     "Shrinking",
     "Started",
     "calibrate",
@@ -169,6 +170,15 @@ class FailureFound(CampaignEvent):
     """A failing example that no known failure explains: shrinking starts."""
 
     oracles: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ShrankToKnown(CampaignEvent):
+    """The failure being shrunk ended in a reproduction already reported: it is the same bug,
+    and the search goes on. ``oracles`` are the failure's, ``known`` the report's."""
+
+    oracles: tuple[str, ...]
+    known: tuple[str, ...]
 
 
 @dataclass
@@ -467,7 +477,11 @@ class SearchState:
                 k.seen += 1
         known = set().union(*(k.oracles for k in self.known)) if self.known else set()
         for o in oracles - covered:
-            if o in known and self.duplicates.get(o, 0) >= DUPLICATE_SHRINKS:
+            # ``duplicates`` counts shrinks that ended in a known reproduction, also for an
+            # oracle the report does not name but that came with it (a global prompt leaks
+            # into B *and* is lost from A). Such an oracle is covered only beside a known
+            # one: failing alone, it may be a bug of its own, and is shrunk.
+            if self.duplicates.get(o, 0) >= DUPLICATE_SHRINKS and (o in known or oracles & known):
                 covered.add(o)
         return oracles <= covered
 
@@ -738,8 +752,12 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
     for k in search.known:
         if k.shape == shape and k.oracles & oracles:
             k.seen += 1
-            for o in oracles:
+            # Count the oracles the example failed before shrinking too: shrinking kept only
+            # what the known bug shows, and the others came with it.
+            absorbed = oracles | (failure.oracles(cfg.strict) - set(cfg.exclude_oracles))
+            for o in absorbed:
                 search.duplicates[o] = search.duplicates.get(o, 0) + 1
+            search.on_event(ShrankToKnown(tuple(sorted(absorbed)), tuple(sorted(k.oracles))))
             return
     search.on_event(Confirming(len(small.steps)))
     report = _confirm(spec, cfg, small, baseline, gateway, init, flaky_hint=flaky_hint,

@@ -36,6 +36,7 @@ from acp_fuzz.campaign import (
     ExampleDone,
     FailureFound,
     InfoReport,
+    ShrankToKnown,
     Started,
     calibrate,
     run_campaign,
@@ -77,6 +78,8 @@ def _worker(spec: Mapping[str, Any], cfg: CampaignSettings, index: int,
             events.put(("example", index, ev.examples, ev.steps, ev.failing))
         elif isinstance(ev, FailureFound):
             events.put(("failure", index, ev.oracles))
+        elif isinstance(ev, ShrankToKnown):
+            events.put(("known", index, ev.oracles, ev.known))
 
     return run_campaign(spec_from_wire(spec), cfg, forward)
 
@@ -110,6 +113,8 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
                                      sum(c[1] for c in counts.values()), msg[4]))
             elif msg[0] == "failure":
                 on_event(FailureFound(tuple(msg[2])))
+            elif msg[0] == "known":
+                on_event(ShrankToKnown(tuple(msg[2]), tuple(msg[3])))
 
     pumper = threading.Thread(target=pump, name="acp-fuzz-workers", daemon=True)
     pumper.start()

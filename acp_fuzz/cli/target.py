@@ -144,6 +144,7 @@ def target(
         Confirming,
         ExampleDone,
         FailureFound,
+        ShrankToKnown,
         Started,
         run_campaign,
     )
@@ -206,6 +207,9 @@ def target(
                             description="shrinking" if ev.failing else "fuzzing")
         elif isinstance(ev, FailureFound):
             err.print(f"found a failure ({', '.join(ev.oracles)}); shrinking it", markup=False)
+        elif isinstance(ev, ShrankToKnown):
+            err.print(f"  same bug as the {', '.join(ev.known)} failure already found; "
+                      "searching on", markup=False)
         elif isinstance(ev, Confirming):
             progress.update(task, description=f"confirming ({ev.steps} steps)")
 
