@@ -35,6 +35,10 @@ HARNESS_RULES: dict[str, str] = {
         "a block the client sent once reaches the model once per request",
     "ACPFUZZ-VERBATIM-SHOULD":
         "the characters of each block reach the model as sent (not escaped, not normalised)",
+    "ACPFUZZ-REATTACH-ADVERTISED-SHOULD":
+        "an agent that advertises session/load (session/resume) loads (resumes) a session it "
+        "created and holds a conversation for, in that session's cwd, when the request "
+        "carries no prompt or re-sends the session's own",
     "ACPFUZZ-SCHEMA-SHAPE-SHOULD":
         "an advertising agent rejects a systemPrompt that is not an object (the earlier "
         "drafts' string and array, acp-reference.md §7.4)",
@@ -74,6 +78,9 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("session.history-lost", "MUST", "SES-AGENT-LOAD-REPLAY-MUST",
                "after an accepted session/load or session/resume, the session's next model "
                "request holds none of its last completed turn: the conversation is gone"),
+    OracleInfo("session.reattach-failed", "SHOULD", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
+               "an advertised session/load or session/resume failed for a session the agent "
+               "created and has a conversation for, with nothing in the request to refuse"),
     OracleInfo("prompt.change-deferred", "info", "SP-LIFECYCLE-DEFER-MAY",
                "a changed prompt on load, resume or fork was accepted but not (yet) applied"),
     OracleInfo("prompt.change-ignored", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD",

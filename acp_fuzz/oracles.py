@@ -217,6 +217,9 @@ class SessionModel:
     #: first turn must still carry the conversation (SES-AGENT-LOAD-REPLAY-MUST,
     #: SES-AGENT-RESUME-NOREPLAY-MUST).
     reattached: tuple[str, str] | None = None
+    #: Loads and resumes of this session the agent refused (their steps' lines): a later
+    #: conversation lost may be their damage.
+    failed_reattach: list[str] = field(default_factory=list)
 
     def note(self, line: str) -> None:
         self.trail.append(line)
@@ -404,6 +407,10 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
                    f"{op} with a valid {mode!r} systemPrompt got error {code}",
                    severity=sev, rule=rule, session=handle, error=_clip(err),
                    systemPrompt=_clip(sp))
+    if op in ("load", "resume") and outcome == "error":
+        _judge_reattach_failed(st, op, args, kind, verdict)
+        if handle in st.sessions:
+            st.sessions[handle].failed_reattach.append(f"{idx + 1}: {_describe(args)}")
     if outcome == "error" and blocks:
         st.rejected.append((idx, tuple(b.strip() for b in blocks
                                        if len(b.strip()) >= MIN_SIGNIFICANT)))
@@ -449,7 +456,9 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         src = st.sessions[handle]
         m = SessionModel(sid, list(src.candidates), st.generation, tainted=src.tainted,
                          own=set(src.own), rebuilt=src.rebuilt, trail=list(src.trail),
-                         vendor=dict(src.vendor), conversation=list(src.conversation))
+                         vendor=dict(src.vendor))
+        # The fork's conversation starts empty: how much of its source's context a fork
+        # carries is the agent's choice (SES-FORK-DEF), so only its own turns are owed.
         m.note(line)
         _reattach(m, op, prompt, kind, False, vendor)
         m.tainted = m.tainted or kind in ("invalid", "probe")
@@ -466,6 +475,43 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
             # conversation from now on.
             m.conversation.append(m.turn_seen)
         m.turn_seen = None
+
+
+def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: Any,
+                           verdict: Mapping[str, Any]) -> None:
+    """``session.reattach-failed``: an advertised load or resume refused a session that the
+    agent created, that holds a completed turn and is not closed, in its own ``cwd``, with
+    no prompt or the session's own prompt re-sent: nothing in the request to refuse.
+
+    ACP does not say a load must succeed, so this is the harness's SHOULD
+    (ACPFUZZ-REATTACH-ADVERTISED-SHOULD): advertising the method promises it works for such
+    a session. A session without a turn is not judged (an agent may persist a session only
+    once it has a conversation), nor one closed since, nor a changed or tainted prompt
+    (``payload.valid-rejected`` judges a refused prompt)."""
+    handle = args.get("session")
+    m = st.sessions.get(handle) if isinstance(handle, str) else None
+    if m is None or m.closed or m.tainted or not m.conversation:
+        return
+    if not st.caps.get(op if op == "resume" else "load"):
+        return
+    sp = args.get("systemPrompt")
+    if not (kind in ("omitted", "null") or (kind == "valid" and _resent(st, op, args, sp))):
+        return
+    err = verdict.get("error")
+    if args.get("extra") or (isinstance(err, Mapping) and "harness" in err):
+        # A vendor extension's fields the agent may refuse, or a malformed answer
+        # (``protocol.malformed`` has it).
+        return
+    if any(f.oracle == "payload.valid-rejected" and f.step == st.step.get("index", -1)
+           for f in st.findings.values()):
+        return
+    cold = m.generation != st.generation
+    turns = len(m.conversation)
+    st.add("session.reattach-failed",
+           f"session/{op} of session {handle} ({turns} completed turn(s)"
+           f"{', after a restart' if cold else ''}) failed, though the agent advertises it",
+           session=handle, error=_clip(err), completed_turns=turns,
+           after_restart=cold, steps=list(m.trail))
 
 
 def _describe(args: Mapping[str, Any]) -> str:
@@ -592,8 +638,9 @@ def _on_model(st: _State, ev: Event) -> None:
 def _judge_conversation(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq: int,
                         everything: str) -> None:
     """``session.history-lost``: the first turn after an accepted load or resume must carry
-    the session's conversation. The harness recognises a turn by its nonce; the most recent
-    completed turn must be in the request (an agent may compact older ones away)."""
+    the session's conversation: every completed turn, recognised by its nonce (load replays
+    "the whole conversation"). The fake model's conversations are a few short turns, far
+    from any context limit, so no agent has a reason to compact them."""
     nonce = st.step.get("nonce")
     if st.step.get("args", {}).get("op") not in ("prompt", "cancel") or x.turn is None \
             or not isinstance(nonce, str) or nonce not in everything:
@@ -605,17 +652,23 @@ def _judge_conversation(st: _State, m: SessionModel, handle: str, x: ModelExchan
     m.reattached = None
     if isinstance(x.body, Mapping) and x.body.get("previous_response_id"):
         return  # the conversation is held by the provider (OpenAI Responses): not visible
-    last = m.conversation[-1]
-    if last in everything:
+    missing = [n for n in m.conversation if n not in everything]
+    if not missing:
         return
     rule = "SES-AGENT-LOAD-REPLAY-MUST" if op == "load" else "SES-AGENT-RESUME-NOREPLAY-MUST"
+    which = ("none of its last turn" if missing[-1] == m.conversation[-1]
+             else f"{len(missing)} of its earlier turn(s), though not the last")
+    failed = f"; after a failed reattach ({', '.join(m.failed_reattach)})" \
+        if m.failed_reattach else ""
+    extra: dict[str, Any] = {"failed_reattach": list(m.failed_reattach)} \
+        if m.failed_reattach else {}
     st.add("session.history-lost",
-           f"session {handle}: after {op}, the model request holds none of the conversation's "
-           f"last turn ({len(m.conversation)} earlier turn(s) completed)",
+           f"session {handle}: after {op}, the model request holds {which} "
+           f"({len(m.conversation)} turn(s) completed){failed}",
            rule=rule, session=handle, model_event=seq, reattached_by=line,
-           missing_turn_nonce=last,
+           missing_turn_nonce=missing[-1], missing=missing,
            present=[n for n in m.conversation if n in everything],
-           trail=list(m.trail))
+           trail=list(m.trail), **extra)
 
 
 def _short_blocks_delivered(st: _State, m: SessionModel, handle: str, p: Prompt,

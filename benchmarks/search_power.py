@@ -40,7 +40,8 @@ from acp_fuzz.strategies import LifecycleMachine
 
 BUGS = ("leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
         "side-effect-before-validation", "crash-on-image", "override-keeps-default",
-        "fork-drops-prompt", "drop-last-block", "truncate-64k")
+        "fork-drops-prompt", "drop-last-block", "truncate-64k", "history-lost-after-restart",
+        "load-erases-session")
 
 #: Bugs that change a session other than the one a request names (issue #10 §5), written as
 #: new bugs for this script, not tuned to one example. With the planted fork-corrupts-source,
@@ -98,6 +99,9 @@ class _Session:
     cwd: str = ""  # "shared", or the handle of the session whose directory it runs in
     fork: bool = False  # made by session/fork
     turns: int = 0
+    completed: int = 0  # turns that were not cancelled: the conversation an agent must keep
+    closed: bool = False
+    history_lost: bool = False  # history-lost-after-restart: the next turn shows it
 
 
 @dataclass
@@ -147,10 +151,16 @@ class _Agent:
             s = self.sessions.get(step["session"])
             if s is None:
                 return
+            after_restart = step["session"] not in self.seen_here
+            if (bug == "load-erases-session" and op == "load" and s.completed and not s.closed
+                    and (cls is None or cls.kind == "null" or _same_prompt(prompt, s.own))):
+                raise Found("reattach-failed")
+            if bug == "history-lost-after-restart" and after_restart and s.completed:
+                s.history_lost = True
+            s.closed = False
             s.expected = prompt if prompt is not None else UNSURE
             if prompt is not None:
                 s.own = prompt
-            after_restart = step["session"] not in self.seen_here
             if after_restart and (bug == "lost-after-restart"
                                   or (bug == "restart-drops-forks" and s.fork)):
                 s.actual = None
@@ -188,6 +198,7 @@ class _Agent:
         elif op == "close":
             self.live.discard(step["session"])
             self.closed = self.sessions[step["session"]].actual
+            self.sessions[step["session"]].closed = True
         elif op == "list" and bug == "list-resets-prompt":
             for other in self.sessions.values():
                 other.actual = None
@@ -199,8 +210,11 @@ class _Agent:
             s = self.sessions.get(step["session"])
             if s is None:
                 return  # a session whose creation was rejected: the runner skips the turn
+            if s.history_lost:
+                raise Found("history-lost")
             self._turn(s)
             s.turns += 1
+            s.completed += op == "prompt"
             if bug == "second-turn-drops-prompt" and s.turns == 1:
                 s.actual = None
             if op == "cancel" and bug == "cancel-forgets-prompt":
@@ -231,6 +245,12 @@ class _Agent:
             raise Found("altered")
         if bug == "truncate-64k" and len("\n\n".join(texts)) > TRUNCATE_AT:
             raise Found("altered")
+
+
+def _same_prompt(a: Any, b: Any) -> bool:
+    """A re-sent prompt: the same mode and blocks (the oracles' test, not identity)."""
+    return isinstance(a, dict) and isinstance(b, dict) and a.get("mode") == b.get("mode") \
+        and blocks_of(a) == blocks_of(b)
 
 
 def _has_image(payload: Any) -> bool:

@@ -26,7 +26,8 @@ from acp_fuzz.runner import TargetSpec
 
 HERE = Path(__file__).resolve().parent / "reference"
 BUGS = ["leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
-        "side-effect-before-validation", "crash-on-image", "history-lost-after-restart"]
+        "side-effect-before-validation", "crash-on-image", "history-lost-after-restart",
+        "load-erases-session"]
 
 
 #: A Python interpreter of some virtual environment, and the agents cache of some checkout.

@@ -109,6 +109,16 @@ client prompt texts.
     A vendor ``_meta.systemPrompt`` (claude-agent-acp's string or ``{"append": text}``) next
     to the standard ``systemPrompt`` silently replaces it. 2 steps: new (append P, and
     ``_meta.systemPrompt {append: V}``); prompt → V, not P (``prompt.lost`` naming the field).
+``history-lost-after-restart``
+    A session loaded or resumed in a new process keeps its prompt but not its conversation
+    (the transcript is not persisted). 5 steps: new A (P); prompt A; restart; load A; prompt A
+    → the first turn is not in the request (``session.history-lost``, MUST).
+``load-erases-session``
+    What gemini-cli 0.61.0 does when a load comes in the same minute as the session's
+    creation: ``session/load`` of a session with a conversation first writes an empty one over
+    its stored transcript, then answers ``-32603`` "No previous sessions found". 3 steps:
+    new A; prompt A; load A → refused (``session.reattach-failed``, SHOULD). A later load
+    succeeds, and the conversation is gone (``session.history-lost``).
 ``tiny-baseline``
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:

@@ -71,6 +71,8 @@ BUGS: dict[str, str] = {
     "under override (a quirk the oracles must not call MUST)",
     "history-lost-after-restart": "a session loaded or resumed in a new process keeps its "
     "prompt but not its conversation (the transcript is not persisted)",
+    "load-erases-session": "session/load of a session with a conversation erases the stored "
+    "transcript, then fails with 'No previous sessions found' (gemini-cli 0.61.0)",
 }
 
 # Correct behaviours the RFD allows, which a harness must not call bugs (``--variant``).
@@ -606,6 +608,13 @@ class Agent:
         session = self._find(session_id)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
+        if "load-erases-session" in self.bugs and session.history:
+            # BUG(load-erases-session): a fresh chat record is written over the stored one
+            # before the lookup, which then finds no conversation to load.
+            session.history = []
+            self.store.save(session)
+            raise RpcError(INTERNAL_ERROR, "Internal error",
+                           {"details": "No previous sessions found for this project."})
         # Everything is valid: from here on the request succeeds.
         session.cwd = cwd  # re-sent, like mcpServers; the latest value wins
         self._set_prompt(session, prompt)

@@ -161,7 +161,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "agent.crash", "agent.hang", "protocol.malformed", "prompt.change-deferred",
         "lifecycle.omitted-fallback", "payload.probe", "cancel.error",
         "prompt.change-ignored", "lifecycle.omitted-inconsistent", "defaults.too-small",
-        "session.history-lost",
+        "session.history-lost", "session.reattach-failed",
     }
 
 
@@ -734,7 +734,90 @@ def test_a_conversation_gone_after_a_load_or_resume_is_a_must(op: str, rule: str
     assert _reloaded(op, history=[_turn_text("A", 1), "ok"]) == []
 
 
+def test_an_earlier_turn_gone_is_lost_too_and_a_failed_load_before_is_named() -> None:
+    """gemini-cli 0.61.0: a refused load had already written an empty chat over the session's
+    file, so a later load restored only the turn after it (docs/findings.md, finding 6)."""
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 1))
+    h.step("load", "A", outcome="error", error=GONE)
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 2),
+             history=[_turn_text("A", 1), "ok"])
+    h.step("restart")
+    h.step("load", "A")
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 3),
+             history=[_turn_text("A", 2), "ok"])
+    (f,) = [f for f in h.findings() if f.oracle == "session.history-lost"]
+    assert f.severity == "MUST"
+    assert f.evidence["missing"] == [nonce_for("A", 1)]
+    assert f.evidence["present"] == [nonce_for("A", 2)]
+    assert f.evidence["failed_reattach"] == ["3: session/load A (systemPrompt omitted)"]
+    assert "though not the last" in f.message and "failed reattach" in f.message
+
+
+def test_a_forks_inherited_turns_are_not_owed_after_it_is_loaded() -> None:
+    # SES-FORK-DEF leaves how much of the source's context a fork carries to the agent.
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 1))
+    h.step("fork", "A", new="B")
+    h.prompt("B", system=[DEFAULTS, P], user=_turn_text("B", 1))
+    h.step("restart")
+    h.step("load", "B")
+    h.prompt("B", system=[DEFAULTS, P], user=_turn_text("B", 2),
+             history=[_turn_text("B", 1), "ok"])
+    assert [f for f in h.findings() if f.oracle == "session.history-lost"] == []
+
+
 def test_a_conversation_the_provider_holds_is_not_judged() -> None:
     """OpenAI's Responses API can chain on ``previous_response_id``: the earlier turns are
     then not in the request at all, and their absence proves nothing."""
     assert _reloaded("load", history=[], body={"previous_response_id": "resp_1"}) == []
+
+
+# -- an advertised load or resume refused (session.reattach-failed) -----------------------------
+
+GONE = {"code": -32603, "message": "Internal error",
+        "data": {"details": "No previous sessions found for this project."}}
+
+
+def _refused(op: str, *, turns: int = 1, restart: bool = True, caps: Capabilities = ALL_CAPS,
+             before: list[str] = (), **load: Any) -> list[Finding]:  # type: ignore[assignment]
+    h = H(caps)
+    h.new("A", sp("append", P))
+    for t in range(turns):
+        h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", t + 1))
+    for b in before:
+        h.step(b, "A")
+    if restart:
+        h.step("restart")
+    h.step(op, "A", outcome="error", error=GONE, **load)
+    return [f for f in evaluate(h.h.snapshot(), baseline=BASE)
+            if f.oracle == "session.reattach-failed"]
+
+
+@pytest.mark.parametrize("op", ["load", "resume"])
+@pytest.mark.parametrize("restart", [True, False])
+def test_an_advertised_reattach_refused_for_a_session_with_a_turn_is_a_should(
+        op: str, restart: bool) -> None:
+    """gemini-cli 0.61.0: ``session/load`` of a session it created and prompted a second
+    earlier fails with "No previous sessions found for this project." (docs/findings.md)."""
+    (f,) = _refused(op, restart=restart)
+    assert (f.severity, f.rule, f.session) == ("SHOULD", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
+                                               "A")
+    assert f.evidence["after_restart"] is restart
+    assert f.evidence["completed_turns"] == 1
+    assert "No previous sessions" in str(f.evidence["error"])
+    # Re-sending the session's own prompt is nothing to refuse either.
+    assert len(_refused(op, systemPrompt=sp("append", P))) == 1
+
+
+def test_a_refused_reattach_is_not_judged_where_the_agent_may_refuse() -> None:
+    assert _refused("load", turns=0) == []  # no conversation to persist yet
+    assert _refused("load", caps=Capabilities(system_prompt=True, resume=True)) == []
+    assert _refused("resume", caps=Capabilities(system_prompt=True, load=True)) == []
+    assert _refused("resume", before=["close"]) == []  # closed: it may be gone
+    # A changed prompt the agent cannot apply is refused rightly (payload.valid-rejected
+    # judges that), as are vendor fields it does not know.
+    assert _refused("load", systemPrompt=sp("append", Q)) == []
+    assert _refused("load", extra={"_meta": {"x": 1}}) == []

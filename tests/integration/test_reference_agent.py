@@ -789,6 +789,12 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         agent.prompt(session, "second words")
         texts = [m["content"] for m in model.requests[-1]["messages"]]
         return "first words" not in texts
+    if name == "load-erases-session":
+        session = agent.new(sp("append", P))
+        agent.prompt(session, "first words")
+        _, response = agent.call("session/load",
+                                 {"sessionId": session, "cwd": CWD, "mcpServers": []})
+        return "error" in response
     if name == "duplicate-on-resume":
         session = agent.new(sp("append", P))
         agent.ok(

@@ -44,6 +44,8 @@ MINIMUM: dict[str, tuple[str, int]] = {
     # new A; prompt A; restart; load A; prompt A  -> the first turn is not in the request
     # (seed 0: found at example 33, shrunk to these 5 steps, 3/3)
     "history-lost-after-restart": ("session.history-lost", 5),
+    # new A; prompt A; load A  -> refused for a session with a conversation (gemini-cli)
+    "load-erases-session": ("session.reattach-failed", 3),
     # new A (P); resume A (P); prompt A  -> P twice
     "duplicate-on-resume": ("prompt.duplicated", 3),
     # new A (P); prompt A  -> P in the user message

@@ -45,12 +45,24 @@ def test_corpus_is_not_empty() -> None:
         assert path.stat().st_size < 2_000_000, f"{path} is too big for the corpus"
 
 
+#: Findings that depend on the wall clock, which a replay cannot pin: each may replay FLAKY
+#: (it must still reproduce at least once), never FIXED.
+CLOCK_DEPENDENT = {
+    # gemini-cli names a chat file by the UTC minute: a load in a later minute than the
+    # session's creation works (docs/findings.md, finding 6).
+    "gemini-cli/session.reattach-failed",
+}
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", CASSETTES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_real_finding_still_fails(path: Path) -> None:
     profile = _profile_of(path)
     installed_profile(profile)
     result = replay_cassette(path, profile=profile)
+    if f"{path.parent.name}/{path.stem}" in CLOCK_DEPENDENT and result.verdict == "FLAKY":
+        assert result.reproduced >= 1, result
+        return
     assert result.verdict == "FAILED", (
         f"{path.relative_to(ROOT)}: {result.verdict} {result.error or ''} "
         f"(reproduced {result.reproduced}/{result.runs}, oracles {result.oracles})")
