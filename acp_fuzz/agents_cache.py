@@ -11,23 +11,20 @@ marker file written after a successful install) is left alone. A fresh install i
 sibling temporary directory and renamed into place, so an interrupted install never leaves a
 half-filled directory that looks complete.
 
-Command line::
-
-    python -m acp_fuzz.agents_cache install [--force] [PROFILE ...]   # default: every npm profile
-    python -m acp_fuzz.agents_cache status
+This module is a library: it knows where an agent lives and how to install one, not which
+agents exist (that is :mod:`acp_fuzz.profiles`). Its command line is
+``acp-fuzz agents install [--force] [PROFILE ...]`` and ``acp-fuzz agents status``
+(:mod:`acp_fuzz.cli.agents`).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +37,6 @@ __all__ = [
     "dir_size",
     "install_package",
     "installed_dir",
-    "main",
 ]
 
 CACHE_ENV = "ACP_FUZZ_AGENT_CACHE"
@@ -168,46 +164,3 @@ def install_package(
     if not quiet:
         print(f"installed {package}@{version} in {seconds:.1f}s, {size / 1e6:.0f} MB -> {target}")
     return InstallResult(name, package, version, target, False, seconds, size)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from acp_fuzz.profiles import PROFILES, get_profile
-
-    parser = argparse.ArgumentParser(prog="python -m acp_fuzz.agents_cache")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    p_install = sub.add_parser("install", help="install pinned npm agents (idempotent)")
-    p_install.add_argument("profiles", nargs="*", help="profile names (default: all npm ones)")
-    p_install.add_argument("--force", action="store_true", help="reinstall even if present")
-    sub.add_parser("status", help="show which pinned agents are installed")
-    args = parser.parse_args(argv)
-
-    npm_profiles = [p for p in PROFILES.values() if p.npm_package and p.version]
-    if args.cmd == "status":
-        for p in npm_profiles:
-            assert p.npm_package is not None and p.version is not None
-            found = installed_dir(p.name, p.npm_package, p.version)
-            print(f"{p.name:20} {p.npm_package}@{p.version}: {found or 'not installed'}")
-        return 0
-    try:
-        selected = [get_profile(n) for n in args.profiles] if args.profiles else npm_profiles
-    except KeyError as exc:
-        print(f"error: {exc.args[0]}", file=sys.stderr)
-        return 2
-    status = 0
-    for p in selected:
-        if not (p.npm_package and p.version):
-            print(f"{p.name}: nothing to install (not an npm agent)")
-            continue
-        try:
-            res = install_package(p.name, p.npm_package, p.version, force=args.force)
-        except RuntimeError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            status = 1
-            continue
-        if res.skipped:
-            print(f"{p.name}: {p.npm_package}@{p.version} already installed at {res.path}")
-    return status
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -35,7 +35,7 @@ from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
-from acp_fuzz import __version__, interrupt
+from acp_fuzz import interrupt
 from acp_fuzz.cassette import Header, write_cassette_bounded
 from acp_fuzz.database import AgentScoped, open_database
 from acp_fuzz.deadlines import Deadlines
@@ -50,6 +50,7 @@ from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec, run_step
 from acp_fuzz.scrub import Scrubber
 from acp_fuzz.steps import steps_of
 from acp_fuzz.strategies import LifecycleMachine
+from acp_fuzz.version import __version__
 
 __all__ = [
     "Calibrated",

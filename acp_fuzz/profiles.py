@@ -18,8 +18,8 @@ Built-in profiles:
     ``@google/gemini-cli`` 0.61.0 with ``--acp``. Gemini API; advertises no ``systemPrompt``
     capability at all, which exercises the "not advertised" path.
 
-npm agents are installed by :mod:`acp_fuzz.agents_cache` into ``<cache>/<name>@<version>/``;
-``argv`` receives that directory.
+npm agents are installed by ``acp-fuzz agents install`` (:mod:`acp_fuzz.agents_cache`) into
+``<cache>/<name>@<version>/``; ``argv`` receives that directory.
 """
 
 from __future__ import annotations
@@ -103,7 +103,7 @@ class Profile:
             raise FileNotFoundError(
                 f"agent {self.name!r} ({self.npm_package}@{self.version}) is not installed "
                 f"under {agents_cache.cache_root(root)}; run "
-                f"`python -m acp_fuzz.agents_cache install {self.name}`"
+                f"`acp-fuzz agents install {self.name}`"
             )
         return self.argv(directory)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp_fuzz import __version__, interrupt
+from acp_fuzz import interrupt
 from acp_fuzz.client_policy import ClientPolicy
 from acp_fuzz.deadlines import Deadlines
 from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_params, resolve
@@ -42,6 +42,7 @@ from acp_fuzz.sandbox import Sandbox, SandboxError, agent_command
 from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import nonce_for, prompt_text, validate_step
 from acp_fuzz.transport import AgentProcess, AgentStartError, Pending, Reply
+from acp_fuzz.version import __version__
 
 __all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec", "run_steps"]
 

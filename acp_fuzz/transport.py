@@ -30,7 +30,7 @@ outlives it even if it keeps the pipes open.
 Typical use::
 
     agent = AgentProcess(argv, env=sandbox.build_env(), cwd=sandbox.root, history=history,
-                         client_handler=default_client_handler([session_cwd]))
+                         client_handler=ClientPolicy([session_cwd]))  # acp_fuzz.client_policy
     agent.start()
     try:
         reply = agent.request("initialize", {"protocolVersion": 1}, timeout=30)
@@ -70,7 +70,6 @@ __all__ = [
     "Pending",
     "Reply",
     "RpcError",
-    "default_client_handler",
     "kill_all_agents",
 ]
 
@@ -1055,13 +1054,3 @@ class AgentProcess:
                     if exc.errno != errno.EBADF:
                         raise
 
-
-# -- the default client handler ---------------------------------------------------------------
-
-
-def default_client_handler(cwd_roots: Sequence[str]) -> ClientHandler:
-    """The harness's client policy; it lives in :mod:`acp_fuzz.client_policy` (it is client
-    policy, not transport) and is kept here so that existing imports keep working."""
-    from acp_fuzz.client_policy import ClientPolicy
-
-    return ClientPolicy(cwd_roots)

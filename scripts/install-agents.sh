@@ -8,4 +8,4 @@ set -eu
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 [ -x "$PY" ] || PY=python3
-exec "$PY" -m acp_fuzz.agents_cache install "$@"
+exec "$PY" -m acp_fuzz agents install "$@"

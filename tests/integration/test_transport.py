@@ -18,13 +18,13 @@ from typing import Any
 import psutil
 import pytest
 
+from acp_fuzz.client_policy import default_client_handler
 from acp_fuzz.history import History
 from acp_fuzz.sandbox import REDACTED, Sandbox, redact_env
 from acp_fuzz.transport import (
     AgentProcess,
     AgentStartError,
     RpcError,
-    default_client_handler,
 )
 
 pytestmark = pytest.mark.integration

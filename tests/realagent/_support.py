@@ -34,7 +34,7 @@ def installed_profile(name: str) -> tuple[Profile, Path]:
     if directory is None:
         pytest.skip(
             f"{profile.npm_package}@{profile.version} is not installed under "
-            f"{agents_cache.cache_root()}; run `python -m acp_fuzz.agents_cache install {name}`"
+            f"{agents_cache.cache_root()}; run `acp-fuzz agents install {name}`"
         )
     if shutil.which("node") is None:
         pytest.skip("node is not on PATH")
@@ -61,9 +61,10 @@ def run_session(profile: Profile, work: Path, mode: str = "append",
     """initialize, session/new (with a ``mode`` systemPrompt unless ``none``), one prompt
     turn carrying :data:`NONCE`; then wait (up to 15 s) until ``min_side`` side requests
     arrived. Returns a JSON-able summary."""
+    from acp_fuzz.client_policy import default_client_handler
     from acp_fuzz.gateway import Gateway
     from acp_fuzz.history import History
-    from acp_fuzz.transport import AgentProcess, default_client_handler
+    from acp_fuzz.transport import AgentProcess
 
     home = work / "home"
     cwd = work / "project"

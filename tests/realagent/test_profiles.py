@@ -93,7 +93,7 @@ def test_command_reports_missing_install(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv(agents_cache.CACHE_ENV, str(tmp_path))
     profile = get_profile("codex-acp")
     assert profile.agent_dir() is None
-    with pytest.raises(FileNotFoundError, match="agents_cache install codex-acp"):
+    with pytest.raises(FileNotFoundError, match="agents install codex-acp"):
         profile.command()
 
 

@@ -1,0 +1,104 @@
+"""The layers of ARCHITECTURE.md, checked on the source: no import cycle anywhere in the
+package, and nothing below the interface layer imports it. Imports inside functions count
+(a lazy import is still a dependency); ``if TYPE_CHECKING:`` blocks do not (nothing runs)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "acp_fuzz"
+
+#: The interface layer: what prints, writes reports and maps results to exit codes.
+INTERFACE = ("acp_fuzz.cli", "acp_fuzz.pytest_plugin", "acp_fuzz.__main__", "acp_fuzz.timeline",
+             "acp_fuzz.report", "acp_fuzz.junit")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        mods[name] = path
+    return mods
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node but those under ``if TYPE_CHECKING:``."""
+    out: list[ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        deps: set[str] = set()
+        is_pkg = path.name == "__init__.py"
+        for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names if a.name in mods)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    pkg = name.split(".") if is_pkg else name.split(".")[:-1]
+                    pkg = pkg[:len(pkg) - node.level + 1]
+                    base = ".".join([*pkg, base] if base else pkg)
+                subs = {f"{base}.{a.name}" for a in node.names} & set(mods)
+                deps |= subs
+                if len(subs) < len(node.names) and base in mods:
+                    deps.add(base)  # a name defined in the module itself
+        graph[name] = deps - {name}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        state[v] = 1
+        path.append(v)
+        for w in sorted(graph[v]):
+            if state.get(w) == 1:
+                return [*path[path.index(w):], w]
+            if w not in state and (found := visit(w)):
+                return found
+        path.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(graph):
+        if v not in state and (found := visit(v)):
+            return found
+    return None
+
+
+def test_the_graph_sees_the_imports() -> None:
+    graph = _graph()
+    assert "acp_fuzz.runner" in graph["acp_fuzz.campaign"]
+    assert "acp_fuzz.client_policy" in graph["acp_fuzz.runner"]
+    assert "acp_fuzz.agents_cache" in graph["acp_fuzz.profiles"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycles() -> None:
+    assert _cycle(_graph()) is None
+
+
+def test_nothing_below_the_interface_layer_imports_it() -> None:
+    def interface(m: str) -> bool:
+        return any(m == i or m.startswith(i + ".") for i in INTERFACE)
+
+    wrong = {m: sorted(d for d in deps if interface(d))
+             for m, deps in _graph().items() if not interface(m) and m != "acp_fuzz"}
+    assert {m: d for m, d in wrong.items() if d} == {}
