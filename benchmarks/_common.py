@@ -60,6 +60,17 @@ def cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def machine_cpu_seconds() -> float:
+    """CPU seconds the whole machine spent busy (``/proc/stat``: every state but idle and
+    iowait), summed over its cores. Unlike :func:`cpu_seconds` it sees processes this one
+    never reaps (the agents of parallel workers, a sandbox's PID namespace), and also
+    everything else running: read it on a quiet machine, next to the load average."""
+    with open("/proc/stat", encoding="ascii") as f:
+        fields = f.readline().split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(x) for x in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
 def loadavg() -> str:
     a, b, c = os.getloadavg()
     return f"{a:.2f} {b:.2f} {c:.2f}"

@@ -59,7 +59,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, cpu_seconds, loadavg, machine
+from _common import RESULTS, cpu_seconds, loadavg, machine, machine_cpu_seconds
 
 PROFILES = ("codex-acp", "claude-agent-acp")
 #: A restart in the floor: close stdin, wait this long for the exit, then SIGKILL. claude-agent
@@ -428,12 +428,14 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int,
         cfg = CampaignSettings(max_examples=examples, seed=seed, prespawn=prespawn,
                                cassette_dir=Path(tmp) / "cassettes")
         load0, cpu0, t0 = loadavg(), cpu_seconds(), time.perf_counter()
+        busy0 = machine_cpu_seconds()
         if workers > 1:
             from acp_fuzz.workers import run_parallel
             result = run_parallel(spec, cfg, workers, on_event)
         else:
             result = run_campaign(spec, cfg, on_event)
         wall, cpu = time.perf_counter() - t0, cpu_seconds() - cpu0
+        busy = machine_cpu_seconds() - busy0
         clock.set_phase("done")
     all_steps = sum(len(s) for _, s in clock.runs)
     shares: dict[str, float] = defaultdict(float)
@@ -451,7 +453,8 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int,
     return {
         "profile": profile_name, "seed": seed, "examples": result.examples_run,
         "steps": result.steps_run, "all_steps": all_steps, "wall": wall, "cpu": cpu,
-        "cores_busy": cpu / wall, "load_before": load0, "load_after": loadavg(),
+        "cores_busy": cpu / wall, "machine_cores_busy": busy / wall,
+        "load_before": load0, "load_after": loadavg(),
         "examples_per_s": result.examples_run / wall, "steps_per_s": result.steps_run / wall,
         "all_steps_per_s": all_steps / wall,
         "wall_100": fixed + 100 * per_example, "search_s_per_example": per_example,
@@ -507,7 +510,9 @@ def describe(r: Mapping[str, Any]) -> str:
            f"({r['all_steps']} with shrink trials and confirmations); "
            f"{r['examples_per_s']:.3f} examples/s, {r['steps_per_s']:.3f} steps/s, "
            f"{r['all_steps_per_s']:.3f} all steps/s; 100 examples ~ {r['wall_100']:.0f} s; "
-           f"cores busy {r['cores_busy']:.2f}; findings {r['findings']} {r['statuses']}; "
+           f"cores busy {r['cores_busy']:.2f} (reaped), "
+           f"{r.get('machine_cores_busy', float('nan')):.2f} (whole machine); "
+           f"findings {r['findings']} {r['statuses']}; "
            f"full-timeout waits {r['full_timeouts']}; gateway answers (count, s): "
            + ", ".join(f"{k} {int(v[0])} in {v[1]:.2f} s" for k, v in r["gateway"].items()),
            ""]
