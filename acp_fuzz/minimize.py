@@ -321,6 +321,11 @@ def references_ok(steps: Sequence[Mapping[str, Any]]) -> bool:
             if handle not in made:
                 return False
             loaded.add(handle)
+        elif op == "delete":
+            if handle not in made:
+                return False
+            made.discard(handle)
+            loaded.discard(handle)
         elif op in ("prompt", "cancel", "close", "fork"):
             if handle not in loaded:
                 return False

@@ -463,6 +463,10 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         _reattach(m, op, prompt, kind, False, vendor)
         m.tainted = m.tainted or kind in ("invalid", "probe")
         st.sessions[args["new"]] = m
+    elif op == "delete":
+        # Gone for good. Its prompt stays foreign to every other session (``all_blocks``):
+        # a deleted session's prompt in a later session's request is a leak.
+        st.sessions.pop(handle, None)  # type: ignore[arg-type]
     elif op == "restart":
         st.generation += 1
         for m in st.sessions.values():

@@ -53,6 +53,7 @@ class Capabilities:
     fork: bool = False
     close: bool = False
     list: bool = False
+    delete: bool = False
 
     @classmethod
     def from_initialize(cls, result: Any) -> Capabilities:
@@ -80,6 +81,7 @@ class Capabilities:
             fork=marker(sess, "fork"),
             close=marker(sess, "close"),
             list=marker(sess, "list"),
+            delete=marker(sess, "delete"),
         )
 
     def to_wire(self) -> dict[str, bool]:

@@ -525,6 +525,15 @@ class Run:
             return StepOutcome("skipped")
         return self._reply_outcome(self._request("session/close", {"sessionId": s.agent_id}))
 
+    def _do_delete(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        s = self.sessions.get(step["session"])
+        if s is None:
+            return StepOutcome("skipped")
+        out = self._reply_outcome(self._request("session/delete", {"sessionId": s.agent_id}))
+        if out.outcome == "ok":
+            del self.sessions[step["session"]]  # gone: a later step on it is skipped
+        return out
+
     def _do_list(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         out = self._reply_outcome(self._request("session/list", {}))
         self.history.append("verdict", {"step": self._step_index - 1, "what": "probe-list",

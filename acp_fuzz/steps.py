@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OPS", "describe", "nonce_for", "prompt_text", "steps_of", "validate_step"]
 
-OPS = ("new", "prompt", "load", "resume", "fork", "close", "list", "cancel", "restart", "invalid")
+OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "list", "cancel", "restart",
+       "invalid")
 
 
 def nonce_for(session: str, turn: int, salt: str = "") -> str:
@@ -78,8 +79,8 @@ def describe(step: Mapping[str, Any]) -> str:
         return f"session/{op} {step['session']}{sp}"
     if op == "prompt":
         return f"session/prompt {step['session']}"
-    if op == "close":
-        return f"session/close {step['session']}"
+    if op in ("close", "delete"):
+        return f"session/{op} {step['session']}"
     if op == "cancel":
         return f"session/prompt {step['session']} + session/cancel"
     if op == "list":

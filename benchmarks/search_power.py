@@ -46,7 +46,8 @@ BUGS = ("leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accep
 #: Bugs that change a session other than the one a request names (issue #10 §5), written as
 #: new bugs for this script, not tuned to one example. With the planted fork-corrupts-source,
 #: they are the rows that the turn on a fork's source and on a same-directory sibling serve.
-CROSS_SESSION = ("fork-corrupts-source", "load-rewrites-sibling", "shared-cwd-store")
+CROSS_SESSION = ("fork-corrupts-source", "load-rewrites-sibling", "shared-cwd-store",
+                 "delete-leaves-prompt")
 
 #: Bug models written for the minimal-rate measurement (``--minimize``), with the length of
 #: their shortest reproduction, worked out by hand before any was run. Not tuned: a model
@@ -77,7 +78,7 @@ MINIMUM = {
     "fork-of-fork-drops": 4,
 }
 CAPS = Capabilities(system_prompt=True, override=True, load=True, resume=True, fork=True,
-                    close=True, list=True)
+                    close=True, list=True, delete=True)
 TRUNCATE_AT = 65536
 
 
@@ -102,6 +103,7 @@ class _Session:
     completed: int = 0  # turns that were not cancelled: the conversation an agent must keep
     closed: bool = False
     history_lost: bool = False  # history-lost-after-restart: the next turn shows it
+    left_over: bool = False  # delete-leaves-prompt: runs on a deleted session's prompt
 
 
 @dataclass
@@ -115,6 +117,7 @@ class _Agent:
     last: Any = None  # last client prompt of this process (the leak bug's global)
     stored: dict[str, Any] = field(default_factory=dict)  # shared-cwd-store: cwd -> prompt
     closed: Any = None  # close-leaks-into-next: the prompt of the last closed session
+    left: dict[str, Any] = field(default_factory=dict)  # delete-leaves-prompt: cwd -> prompt
 
     def _store(self, cwd: str, prompt: Any) -> None:
         if self.bug == "shared-cwd-store" and prompt is not None:
@@ -141,7 +144,8 @@ class _Agent:
             actual = prompt
             if bug == "close-leaks-into-next" and prompt is None and self.closed is not None:
                 actual = self.closed
-            self.sessions[h] = _Session(prompt, prompt, actual, cwd=cwd)
+            left_over = bug == "delete-leaves-prompt" and prompt is None and cwd in self.left
+            self.sessions[h] = _Session(prompt, prompt, actual, cwd=cwd, left_over=left_over)
             self._store(cwd, prompt)
             self.live.add(h)
             self.seen_here.add(h)
@@ -199,6 +203,10 @@ class _Agent:
             self.live.discard(step["session"])
             self.closed = self.sessions[step["session"]].actual
             self.sessions[step["session"]].closed = True
+        elif op == "delete":
+            gone = self.sessions.pop(step["session"], None)
+            if gone is not None and bug == "delete-leaves-prompt" and gone.actual is not None:
+                self.left[gone.cwd] = gone.actual
         elif op == "list" and bug == "list-resets-prompt":
             for other in self.sessions.values():
                 other.actual = None
@@ -212,6 +220,8 @@ class _Agent:
                 return  # a session whose creation was rejected: the runner skips the turn
             if s.history_lost:
                 raise Found("history-lost")
+            if s.left_over:
+                raise Found("leak")
             self._turn(s)
             s.turns += 1
             s.completed += op == "prompt"

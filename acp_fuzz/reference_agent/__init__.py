@@ -10,12 +10,14 @@ What it implements
 ==================
 
 * ``initialize`` advertises ``loadSession``, ``sessionCapabilities`` ``list``, ``resume``,
-  ``fork``, ``close`` and ``systemPrompt`` with ``mode.override``; no prompt capabilities.
+  ``fork``, ``close``, ``delete`` and ``systemPrompt`` with ``mode.override``; no prompt
+  capabilities.
   Every other request before ``initialize`` gets ``-32600``.
 * ``session/new``, ``session/load`` (replays the conversation as ``user_message_chunk`` /
   ``agent_message_chunk`` updates, then answers ``{}``), ``session/resume`` (no replay),
   ``session/fork`` (a new session with a copy of the conversation), ``session/close`` (unloads
-  from memory; the session stays on disk), ``session/list`` (every stored session, optionally
+  from memory; the session stays on disk), ``session/delete`` (removes it from memory and
+  disk; an unknown id succeeds too), ``session/list`` (every stored session, optionally
   filtered by ``cwd``, oldest first), ``session/prompt`` and the ``session/cancel`` notification.
   A session id that does not exist gets ``-32002`` with ``data.sessionId``; ``session/prompt``
   also needs the session to be loaded in this process (created, forked, loaded or resumed).
@@ -119,6 +121,11 @@ client prompt texts.
     its stored transcript, then answers ``-32603`` "No previous sessions found". 3 steps:
     new A; prompt A; load A → refused (``session.reattach-failed``, SHOULD). A later load
     succeeds, and the conversation is gone (``session.history-lost``).
+``delete-leaves-prompt``
+    ``session/delete`` keeps the deleted session's prompt as the default of its working
+    directory: the next session made there without a prompt runs on it. 4 steps: new A
+    (append P, shared cwd); delete A; new B (no prompt, shared cwd); prompt B → P in B's
+    request (``prompt.leak``, MUST).
 ``tiny-baseline``
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:

@@ -73,6 +73,8 @@ BUGS: dict[str, str] = {
     "prompt but not its conversation (the transcript is not persisted)",
     "load-erases-session": "session/load of a session with a conversation erases the stored "
     "transcript, then fails with 'No previous sessions found' (gemini-cli 0.61.0)",
+    "delete-leaves-prompt": "a deleted session's prompt stays behind as the default of its "
+    "working directory: the next session made there without a prompt runs on it",
 }
 
 # Correct behaviours the RFD allows, which a harness must not call bugs (``--variant``).
@@ -262,6 +264,7 @@ class Agent:
         self.live: dict[str, Session] = {}  # sessions loaded in this process
         self.seen_here: set[str] = set()  # ids created, forked, loaded or resumed by this process
         self.last_client_prompt: SystemPrompt | None = None  # only read by BUG(leak)
+        self.left_behind: dict[str, SystemPrompt] = {}  # only by BUG(delete-leaves-prompt)
         self.methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "initialize": self.initialize,
             "session/new": self.session_new,
@@ -269,6 +272,7 @@ class Agent:
             "session/resume": self.session_resume,
             "session/fork": self.session_fork,
             "session/close": self.session_close,
+            "session/delete": self.session_delete,
             "session/list": self.session_list,
             "session/prompt": self.session_prompt,
         }
@@ -545,6 +549,7 @@ class Agent:
                 "resume": {},
                 "fork": {},
                 "close": {},
+                "delete": {},
                 "systemPrompt": {"mode": {"override": {}}},
             },
         }
@@ -594,6 +599,8 @@ class Agent:
             # Validate first, create second: a rejected prompt leaves no session behind
             # (SP-AGENT-ERROR-NOSIDEEFFECT-MUST).
             prompt = self.parse_system_prompt(params, creating=True)
+            if prompt is None and "delete-leaves-prompt" in self.bugs:
+                prompt = self.left_behind.get(cwd)  # BUG(delete-leaves-prompt)
             session = self.store.create(cwd, prompt, [])
             self._activate(session)
         if session.system_prompt is not None:
@@ -668,6 +675,18 @@ class Agent:
         # Closing frees memory only; the session stays on disk, listable and loadable.
         if self.live.pop(session_id, None) is None and self.store.load(session_id) is None:
             raise session_not_found(session_id)
+        return {}
+
+    def session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
+        session_id = require_session_id(params)
+        session = self.live.get(session_id) or self.store.load(session_id)
+        if session is None:
+            return {}  # already gone: deleting is idempotent (SES-AGENT-DELETE-IDEMPOTENT-SHOULD)
+        if "delete-leaves-prompt" in self.bugs and session.system_prompt is not None:
+            # BUG(delete-leaves-prompt): the prompt is kept as the directory's default.
+            self.left_behind[session.cwd] = session.system_prompt
+        self.live.pop(session_id, None)
+        self.store.delete(session_id)
         return {}
 
     def session_list(self, params: dict[str, Any]) -> dict[str, Any]:

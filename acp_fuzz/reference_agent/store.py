@@ -167,6 +167,16 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    def delete(self, session_id: str) -> bool:
+        """Remove a stored session; ``False`` if there was none."""
+        if not _SESSION_ID.fullmatch(session_id):
+            return False
+        try:
+            (self.sessions_dir / f"{session_id}.json").unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
     def all(self) -> list[Session]:
         """Every readable stored session, oldest first (by creation counter)."""
         if not self.sessions_dir.is_dir():

@@ -38,6 +38,15 @@ def test_a_closed_session_is_reattached_before_use() -> None:
                             {"op": "prompt", "session": "A"}])
 
 
+def test_a_deleted_session_is_never_used_again() -> None:
+    deleted = [NEW_A, {"op": "delete", "session": "A"}]
+    assert references_ok([*deleted, {"op": "new", "session": "B"},
+                          {"op": "prompt", "session": "B"}])
+    for op in ("prompt", "load", "resume", "delete", "close"):
+        assert not references_ok([*deleted, {"op": op, "session": "A"}]), op
+    assert not references_ok([{"op": "delete", "session": "A"}])
+
+
 def test_unknown_sessions_are_not_tried() -> None:
     assert not references_ok([{"op": "load", "session": "A"}])
     assert not references_ok([{"op": "fork", "session": "A", "new": "B"}])

@@ -231,6 +231,31 @@ def test_leak_into_a_session_without_prompt() -> None:
     assert only(h.findings(), "prompt.leak").evidence["foreign_session"] == "A"
 
 
+def test_a_deleted_sessions_prompt_in_a_later_session_is_a_leak() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("delete", "A")
+    h.new("B")
+    h.prompt("B", system=appended(P))
+    f = only(h.findings(), "prompt.leak")
+    assert (f.severity, f.session, f.evidence["foreign_session"]) == ("MUST", "B", "A")
+    # Deleting is no finding by itself, and the correct agent's B runs on the defaults.
+    h2 = H()
+    h2.new("A", sp("append", P))
+    h2.step("delete", "A")
+    h2.new("B")
+    h2.prompt("B", system=appended())
+    assert h2.findings() == []
+
+
+def test_delete_is_read_from_session_capabilities() -> None:
+    init = {"agentCapabilities": {"sessionCapabilities": {"delete": {}, "close": None}}}
+    caps = Capabilities.from_initialize(init)
+    assert caps.delete and not caps.close
+    assert not Capabilities.from_initialize({"agentCapabilities": {
+        "sessionCapabilities": {"delete": True}}}).delete  # a boolean is not an object marker
+
+
 def test_short_common_text_is_not_a_leak() -> None:
     short = "Be brief."  # shorter than MIN_SIGNIFICANT: may occur anywhere by chance
     h = H()

@@ -306,6 +306,7 @@ def test_initialize_advertises_exact_capabilities(spawn: Spawner) -> None:
                 "resume": {},
                 "fork": {},
                 "close": {},
+                "delete": {},
                 "systemPrompt": {"mode": {"override": {}}},
             },
         },
@@ -749,6 +750,24 @@ def test_close_unloads_but_keeps_the_session_on_disk(spawn: Spawner, model: Mode
     assert model.system() == P
 
 
+def test_delete_removes_the_session_for_good_and_is_idempotent(
+        spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn().init()
+    keep, gone = agent.new(sp("append", P)), agent.new(sp("append", Q))
+    assert agent.ok("session/delete", {"sessionId": gone}) == {}
+    assert [s["sessionId"] for s in agent.listed()] == [keep]
+    assert agent.error("session/prompt", {"sessionId": gone, "prompt": [text("x")]})["code"] \
+        == -32002
+    assert agent.error("session/load", {"sessionId": gone, "cwd": CWD,
+                                        "mcpServers": []})["code"] == -32002
+    # SES-AGENT-DELETE-IDEMPOTENT-SHOULD: deleting it again, or an unknown id, succeeds.
+    assert agent.ok("session/delete", {"sessionId": gone}) == {}
+    assert agent.ok("session/delete", {"sessionId": "sess-999"}) == {}
+    # A new session in the same directory starts from the defaults, not the deleted prompt.
+    agent.prompt(agent.new())
+    assert Q not in model.system()
+
+
 # ---------------------------------------------------------------------------------------------
 # Planted bugs: each one shows its defect, and the same steps pass without it.
 # ---------------------------------------------------------------------------------------------
@@ -795,6 +814,10 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         _, response = agent.call("session/load",
                                  {"sessionId": session, "cwd": CWD, "mcpServers": []})
         return "error" in response
+    if name == "delete-leaves-prompt":
+        agent.ok("session/delete", {"sessionId": agent.new(sp("append", P))})
+        agent.prompt(agent.new())
+        return P in model.system()
     if name == "duplicate-on-resume":
         session = agent.new(sp("append", P))
         agent.ok(

@@ -46,6 +46,8 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "history-lost-after-restart": ("session.history-lost", 5),
     # new A; prompt A; load A  -> refused for a session with a conversation (gemini-cli)
     "load-erases-session": ("session.reattach-failed", 3),
+    # new A (P, shared cwd); delete A; new B (shared cwd); prompt B  -> B runs on P
+    "delete-leaves-prompt": ("prompt.leak", 4),
     # new A (P); resume A (P); prompt A  -> P twice
     "duplicate-on-resume": ("prompt.duplicated", 3),
     # new A (P); prompt A  -> P in the user message
