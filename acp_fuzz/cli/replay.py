@@ -37,7 +37,6 @@ import typer
 from acp_fuzz.cassette import CassetteError, read_cassette
 from acp_fuzz.cli.app import app, fail
 from acp_fuzz.escaping import terminal
-from acp_fuzz.findings import is_reported
 from acp_fuzz.replay import (
     DEFAULT_TIMEOUT,
     ReplayResult,
@@ -238,32 +237,11 @@ def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
 
 
 def write_junit(path: Path, results: list[ReplayResult]) -> None:
-    """Write ``results`` as JUnit XML: one ``testcase`` per cassette; ``FAILED``/``FLAKY``
-    are failures, ``ERROR`` an error, ``FIXED``/``PASSED`` pass."""
-    from acp_fuzz.junit import Case
-    from acp_fuzz.junit import write_junit as write
+    """Write ``results`` as JUnit XML (:func:`acp_fuzz.reporting.replay_cases`)."""
+    from acp_fuzz.reporting import replay_cases
+    from acp_fuzz.reporting import write_junit as write
 
-    cases = []
-    for r in results:
-        detail = [r.line()]
-        if r.divergence is not None:
-            detail.extend(r.divergence.lines())
-        for run, findings in enumerate(r.findings, 1):
-            for f in findings:
-                if is_reported(f.severity):
-                    detail.append(f"run {run}: {f.oracle} ({f.severity}, {f.rule}): "
-                                  f"{f.message}")
-        text = "\n".join(detail)
-        if r.verdict == "ERROR":
-            cases.append(Case(str(r.path), "acp-fuzz.replay", "error", r.error or "error",
-                              "ERROR", text))
-        elif r.verdict in ("FAILED", "FLAKY"):
-            cases.append(Case(str(r.path), "acp-fuzz.replay", "failure",
-                              f"{r.verdict}: {', '.join(r.oracles)} ({r.rate})", r.verdict,
-                              text))
-        else:
-            cases.append(Case(str(r.path), "acp-fuzz.replay", text=text))
-    write(path, "acp-fuzz replay", cases)
+    write(path, "acp-fuzz replay", replay_cases(results))
 
 
 @app.command("report")
@@ -277,7 +255,7 @@ def report_cmd(
     """Write a Markdown bug report for a cassette: the agent, the finding and the rule it
     breaks, the minimal JSON-RPC transcript, what reached the model next to what should
     have, and the command that reproduces it."""
-    from acp_fuzz.report import render_markdown
+    from acp_fuzz.reporting import render_markdown
 
     try:
         recording = read_cassette(cassette)

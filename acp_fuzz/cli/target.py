@@ -21,11 +21,11 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from acp_fuzz import __version__, interrupt
+from acp_fuzz import interrupt
 from acp_fuzz.cli.app import app, check_url, err, fail, out
 from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.escaping import terminal
-from acp_fuzz.findings import Finding, is_failure, is_reported
+from acp_fuzz.findings import Finding
 from acp_fuzz.runner import HarnessError, TargetSpec
 from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import describe
@@ -33,7 +33,7 @@ from acp_fuzz.steps import describe
 if TYPE_CHECKING:
     from acp_fuzz.campaign import CampaignResult
 
-__all__ = ["build_spec", "result_to_json", "target"]
+__all__ = ["build_spec", "target"]
 
 
 def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> TargetSpec:
@@ -367,51 +367,18 @@ def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[:n] + "..."
 
 
-def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
-    """The ``--report json:PATH`` document, with every value in ``secrets`` redacted."""
-    from acp_fuzz.scrub import Scrubber
-
-    findings = []
-    for rep in result.reports:
-        for f in rep.findings:
-            findings.append({**f.to_wire(), "status": rep.status,
-                             "rate": rep.rate, "steps": rep.steps,
-                             "cassette": str(rep.cassette) if rep.cassette else None})
-    doc = {"acp_fuzz_version": __version__, "agent": result.initialize,
-            "examples_run": result.examples_run, "steps_run": result.steps_run,
-            "seed": result.settings.seed, "strict": result.settings.strict,
-            "findings": findings, "info": [i.to_wire() for i in result.info_reports],
-            "explained": result.explained,
-            "model_requests": dict(result.model_requests),
-            "interrupted": result.interrupted, "exit_code": result.exit_code}
-    return dict(Scrubber(secrets).value(doc))
-
-
 def _write_json(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:
+    from acp_fuzz.reporting import result_to_json
+
     _atomic_write(path, json.dumps(result_to_json(result, secrets), indent=2,
                                    ensure_ascii=False, default=repr))
 
 
 def _write_junit(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:
-    from acp_fuzz.junit import Case, write_junit
-    from acp_fuzz.scrub import Scrubber
+    from acp_fuzz.reporting import campaign_cases, write_junit
 
-    scrub = Scrubber(secrets).text
-    cases = []
-    for rep in result.reports:
-        for f in rep.findings:
-            if not is_reported(f.severity):
-                continue
-            failing = is_failure(f, strict=result.settings.strict)
-            body = scrub(f"{f.message}\nrule: {f.rule}\nstatus: {rep.status} ({rep.rate})\n"
-                         f"cassette: {rep.cassette or 'not written'}")
-            cases.append(Case(name=f.oracle, classname="acp-fuzz",
-                              outcome="failure" if failing else "pass",
-                              message=f.oracle, type=f.severity, text=body))
-    if not cases:
-        cases.append(Case(name="campaign", classname="acp-fuzz"))
     try:
-        write_junit(path, "acp-fuzz target", cases)
+        write_junit(path, "acp-fuzz target", campaign_cases(result, secrets))
     except OSError as e:
         fail(f"cannot write {path}: {e.strerror or e}")
 

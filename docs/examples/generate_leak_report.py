@@ -7,7 +7,7 @@ Run from the repository root::
 It does what ``acp-fuzz target`` does for the reference agent's planted ``leak`` bug, minus the
 search: probe and calibrate the agent, run the known minimal steps (two sessions with
 different prompts, then one turn in the first), confirm them on three fresh agent processes,
-save the finding cassette, and render its Markdown report with ``acp_fuzz.report``.
+save the finding cassette, and render its Markdown report with ``acp_fuzz.reporting``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from acp_fuzz.campaign import (
     save_finding,
 )
 from acp_fuzz.cassette import read_cassette
-from acp_fuzz.report import render_markdown
+from acp_fuzz.reporting import render_markdown
 from acp_fuzz.runner import TargetSpec
 
 HERE = Path(__file__).resolve().parent

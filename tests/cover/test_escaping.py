@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from acp_fuzz.escaping import md_code, md_text, terminal, xml_text
-from acp_fuzz.junit import Case, write_junit
+from acp_fuzz.reporting import Case, write_junit
 
 # Any text, with the hostile characters made likely.
 HOSTILE = ["\x1b[31m", "\x1b]0;pwned\x07", "\x9b", "\x7f", "\u202e", "\u2066", "\ud800", "\n",

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "acp_fuzz"
 
 #: The interface layer: what prints, writes reports and maps results to exit codes.
 INTERFACE = ("acp_fuzz.cli", "acp_fuzz.pytest_plugin", "acp_fuzz.__main__", "acp_fuzz.timeline",
-             "acp_fuzz.report", "acp_fuzz.junit")
+             "acp_fuzz.reporting")
 
 
 def _modules() -> dict[str, Path]:

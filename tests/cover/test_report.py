@@ -9,7 +9,7 @@ from typing import Any
 from acp_fuzz.cassette import Cassette, Header, read_cassette
 from acp_fuzz.findings import Finding
 from acp_fuzz.history import Event
-from acp_fuzz.report import CLIP, render_markdown
+from acp_fuzz.reporting import CLIP, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "leak.cassette"

@@ -12,7 +12,7 @@ import pytest
 
 from acp_fuzz.cassette import read_cassette
 from acp_fuzz.replay import replay_cassette, replay_dir
-from acp_fuzz.report import render_markdown
+from acp_fuzz.reporting import render_markdown
 
 from ._hostile import REFERENCE, hostile_cassette, run_acp_fuzz
 

@@ -7,7 +7,7 @@ requests that trigger it, what reached the model next to what should have, and t
 command that reproduces it::
 
     from acp_fuzz.cassette import read_cassette
-    from acp_fuzz.report import render_markdown
+    from acp_fuzz.reporting import render_markdown
 
     path = "cassettes/prompt.leak-seed0.cassette"
     print(render_markdown(read_cassette(path), path=path))

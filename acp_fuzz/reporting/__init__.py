@@ -1,0 +1,24 @@
+"""Reports: every file acp-fuzz writes for a person or a CI system (interface layer).
+
+One place per format, shared by ``target``, ``replay``, ``report`` and the pytest plugin:
+
+* :mod:`~acp_fuzz.reporting.junit`: the one JUnit XML writer (:func:`write_junit`, :class:`Case`);
+* :mod:`~acp_fuzz.reporting.campaign`: a campaign's JSON document and JUnit cases
+  (``target --report json:PATH|junit:PATH``);
+* :mod:`~acp_fuzz.reporting.replay`: replay verdicts as JUnit cases (``replay --junit``);
+* :mod:`~acp_fuzz.reporting.markdown`: a finding cassette as a Markdown bug report
+  (``acp-fuzz report``).
+
+The builders are pure; only :func:`write_junit` writes (atomically). A new output format is a
+module here, and the commands that offer it call it.
+"""
+
+from __future__ import annotations
+
+from acp_fuzz.reporting.campaign import campaign_cases, result_to_json
+from acp_fuzz.reporting.junit import Case, write_junit
+from acp_fuzz.reporting.markdown import CLIP, render_markdown
+from acp_fuzz.reporting.replay import replay_cases
+
+__all__ = ["CLIP", "Case", "campaign_cases", "render_markdown", "replay_cases", "result_to_json",
+           "write_junit"]

@@ -1,0 +1,53 @@
+"""What ``acp-fuzz target --report json:PATH|junit:PATH`` writes for a campaign (pure: builds
+documents, writes nothing)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from acp_fuzz.findings import is_failure, is_reported
+from acp_fuzz.reporting.junit import Case
+from acp_fuzz.scrub import Scrubber
+from acp_fuzz.version import __version__
+
+if TYPE_CHECKING:
+    from acp_fuzz.campaign import CampaignResult
+
+__all__ = ["campaign_cases", "result_to_json"]
+
+
+def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``--report json:PATH`` document, with every value in ``secrets`` redacted."""
+    findings = []
+    for rep in result.reports:
+        for f in rep.findings:
+            findings.append({**f.to_wire(), "status": rep.status,
+                             "rate": rep.rate, "steps": rep.steps,
+                             "cassette": str(rep.cassette) if rep.cassette else None})
+    doc = {"acp_fuzz_version": __version__, "agent": result.initialize,
+           "examples_run": result.examples_run, "steps_run": result.steps_run,
+           "seed": result.settings.seed, "strict": result.settings.strict,
+           "findings": findings, "info": [i.to_wire() for i in result.info_reports],
+           "explained": result.explained,
+           "model_requests": dict(result.model_requests),
+           "interrupted": result.interrupted, "exit_code": result.exit_code}
+    return dict(Scrubber(secrets).value(doc))
+
+
+def campaign_cases(result: CampaignResult, secrets: Sequence[str] = ()) -> list[Case]:
+    """The ``--report junit:PATH`` test cases: one per reported finding (a failure when it
+    fails the run, see :func:`acp_fuzz.findings.is_failure`), or one passing ``campaign``."""
+    scrub = Scrubber(secrets).text
+    cases = []
+    for rep in result.reports:
+        for f in rep.findings:
+            if not is_reported(f.severity):
+                continue
+            failing = is_failure(f, strict=result.settings.strict)
+            body = scrub(f"{f.message}\nrule: {f.rule}\nstatus: {rep.status} ({rep.rate})\n"
+                         f"cassette: {rep.cassette or 'not written'}")
+            cases.append(Case(name=f.oracle, classname="acp-fuzz",
+                              outcome="failure" if failing else "pass",
+                              message=f.oracle, type=f.severity, text=body))
+    return cases or [Case(name="campaign", classname="acp-fuzz")]
