@@ -72,9 +72,10 @@ def test_a_fork_that_corrupts_its_source_is_found(tmp_path: Path, no_orphans: ob
     (report,) = result.reports
     assert report.status == "failed"
     ops = [(s["op"], s["session"]) for s in report.steps]
-    # new A (P); fork A -> B (Q); prompt A: the turn that shows it is on the source.
+    # new A (P or none); fork A -> B (Q); prompt A: the turn that shows it is on the source.
     assert ops == [("new", "A"), ("fork", "A"), ("prompt", "A")], report.steps
-    assert report.steps[1]["systemPrompt"] != report.steps[0]["systemPrompt"]
+    assert report.steps[1].get("systemPrompt") is not None
+    assert report.steps[1]["systemPrompt"] != report.steps[0].get("systemPrompt")
     assert result.exit_code == 1
 
 

@@ -25,20 +25,23 @@ pytestmark = pytest.mark.quality
 SEEDS = range(10)
 
 
-#: Seeds at which a bug's shape is measured NOT to be drawn in the default budget. Like a
-#: strict xfail: a new miss fails, and so does a listed miss that is drawn after all (remove
-#: it). Measured when ``session/delete`` joined the close rule (seeds 0-29, 13 bugs): two
-#: misses of 390, here accept-unknown-mode at seed 6 (drawn at 29 of 30 seeds); before, 0.
-KNOWN_MISSES: dict[str, set[int]] = {"accept-unknown-mode": {6}}
+#: How many of the ten seeds may miss a planted bug's shape. Not zero: a fixed seed does not fix
+#: Hypothesis' draws across processes. Its generation also draws constants collected from the
+#: modules imported so far, so the same seed drew accept-unknown-mode at 9 of 10 seeds when
+#: this file ran alone and at 10 of 10 in the full suite, where history-lost-after-restart
+#: missed seed 2 instead (measured 2026-12-01, after session/delete joined the close rule;
+#: seeds 0-29 alone: 2 misses in 390 bug-seed pairs). A rule change that makes a shape rare
+#: misses it at several seeds, which still fails.
+MAX_MISSES = 1
 
 
 @pytest.mark.parametrize("bug", search_power.BUGS)
-def test_bug_shape_drawn_at_every_seed(bug: str) -> None:
+def test_bug_shape_drawn_at_nearly_every_seed(bug: str) -> None:
     defaults = CampaignSettings()
-    misses = {s for s in SEEDS
-              if search_power.first_hit(bug, s, defaults.max_examples, defaults.max_steps) is None}
-    assert misses == KNOWN_MISSES.get(bug, set()), \
-        f"{bug}: shape not drawn in {defaults.max_examples} examples at seeds {sorted(misses)}"
+    misses = [s for s in SEEDS
+              if search_power.first_hit(bug, s, defaults.max_examples, defaults.max_steps) is None]
+    assert len(misses) <= MAX_MISSES, \
+        f"{bug}: shape not drawn in {defaults.max_examples} examples at seeds {misses}"
 
 
 def test_model_is_not_vacuous() -> None:
