@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import typer
 
-from acp_fuzz.cli.app import app, err, fail, out
-from acp_fuzz.escaping import terminal
+from acp_fuzz.cli.app import app, error, fail, out
 
 __all__ = ["agents"]
 
@@ -67,7 +66,7 @@ def install(
             # npm's own output is many lines: keep the first (what failed) and the last.
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
             said = " ... ".join(dict.fromkeys(lines[:1] + lines[-1:])) or type(exc).__name__
-            err.print(f"acp-fuzz: error: {terminal(said)}", markup=False)
+            error(said)
             failed += 1
             continue
         if res.skipped:

@@ -14,7 +14,7 @@ from rich.console import Console
 from acp_fuzz import __version__
 from acp_fuzz.escaping import terminal
 
-__all__ = ["app", "check_url", "err", "fail", "out"]
+__all__ = ["app", "check_url", "err", "error", "fail", "out"]
 
 app = typer.Typer(
     name="acp-fuzz",
@@ -29,9 +29,14 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
+def error(message: str) -> None:
+    """Print a one-line error, escaped for the terminal, and go on (see :func:`fail`)."""
+    err.print(f"acp-fuzz: error: {terminal(message)}", markup=False)
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
     """Print a one-line error and exit; the single exit path for user-facing errors."""
-    err.print(f"acp-fuzz: error: {terminal(message)}", markup=False)
+    error(message)
     raise typer.Exit(code)
 
 
