@@ -143,7 +143,10 @@ def _minimal(schema: Any, root: Any, _depth: int, budget: list[int]) -> Any:
         merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
         for branch in schema["allOf"]:
             if isinstance(branch, Mapping):
-                branch = _resolve_ref(branch["$ref"], root) if "$ref" in branch else branch
+                if isinstance(branch.get("$ref"), str):
+                    branch = _resolve_ref(branch["$ref"], root)
+                if not isinstance(branch, Mapping):
+                    continue
                 for k, v in branch.items():
                     if k == "properties" and isinstance(v, Mapping):
                         merged["properties"] = {**merged.get("properties", {}), **v}

@@ -7,7 +7,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from acp_fuzz.gateway import detect_api, split_request
@@ -248,6 +248,9 @@ _schema_json = st.recursive(
 
 @settings(max_examples=200, deadline=None)
 @given(api=_apis, body=_json, schema=_schema_json, stream=st.booleans())
+# Found on a fresh machine: an allOf branch whose $ref is not a string, or points at one.
+@example(api="openai.chat", body={}, schema={"allOf": [{"$ref": None}]}, stream=False)
+@example(api="openai.chat", body={}, schema={"allOf": [{"$ref": "#/x"}], "x": 1}, stream=False)
 def test_build_reply_never_raises(api: str, body: Any, schema: Any, stream: bool) -> None:
     minimal_value(schema)
     structured = {"model": "m", "stream": stream, "body": body,
