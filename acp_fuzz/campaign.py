@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -107,6 +108,11 @@ class CampaignSettings:
     exclude_oracles: tuple[str, ...] = ()
     #: Write a cassette for each distinct info observation too (``--keep-info``).
     keep_info: bool = False
+    #: Generate no new example after this many seconds of search (``acp-fuzz matrix
+    #: --time-budget``); a failure being shrunk when it runs out is still shrunk and
+    #: confirmed. ``None``: no limit. A wall-clock budget makes *how many* examples run
+    #: depend on the machine, so a budgeted campaign is deterministic only up to that count.
+    time_budget: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_examples < 1:
@@ -119,6 +125,8 @@ class CampaignSettings:
             raise ValueError(f"confirm_runs={self.confirm_runs} must be at least 1")
         if self.max_failures < 1:
             raise ValueError(f"max_failures={self.max_failures} must be at least 1")
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ValueError(f"time_budget={self.time_budget} must be positive")
         unknown = sorted(set(self.exclude_oracles) - set(CATALOG))
         if unknown:
             raise ValueError(f"unknown oracle {unknown[0]!r} (known: {', '.join(sorted(CATALOG))})")
@@ -252,6 +260,16 @@ class CampaignResult:
     #: The deadlines learned from the agent, and how many waits took the full timeout
     #: (:meth:`acp_fuzz.deadlines.Deadlines.to_wire`).
     deadlines: dict[str, Any] = field(default_factory=dict)
+    #: (oracle, rule) -> how many times the examples gave that oracle something to judge
+    #: (:meth:`acp_fuzz.oracles.Evaluator.judged`): a rule with checks and no finding was
+    #: *tested and followed*; one with none was not tested at all.
+    judged: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: The search stopped generating examples at ``settings.time_budget``.
+    out_of_time: bool = False
+
+    def add_judged(self, judged: Mapping[tuple[str, str], int]) -> None:
+        for key, n in judged.items():
+            self.judged[key] = self.judged.get(key, 0) + n
 
     def failing(self) -> bool:
         strict = self.settings.strict
@@ -457,6 +475,12 @@ class SearchState:
     generated: int = 0
     #: Failing examples that a known failure explained (not shrunk again).
     explained_count: int = 0
+    #: When the search started (``time.monotonic``), for ``cfg.time_budget``.
+    started: float = field(default_factory=time.monotonic)
+
+    def out_of_time(self) -> bool:
+        budget = self.cfg.time_budget
+        return budget is not None and time.monotonic() - self.started >= budget
 
     def new_round(self) -> None:
         self.failure, self.shrink_left, self.generated = None, -1, 0
@@ -537,6 +561,11 @@ class SearchMachine(LifecycleMachine):
         self.spent = s.shrink_left == 0
         if s.shrink_left > 0:
             s.shrink_left -= 1
+        if not self.spent and s.shrink_left < 0 and s.out_of_time():
+            # Out of time: no new example runs (a no-op passes at once, so Hypothesis
+            # runs out of examples quickly). Shrinking a failure already found goes on.
+            self.spent = True
+            s.result.out_of_time = True
         if self.spent:
             return
         if s.shrink_left < 0:
@@ -583,6 +612,7 @@ class SearchMachine(LifecycleMachine):
             return
         s = self.search
         s.warm.retire(self.run)
+        s.result.add_judged(self.judge.judged())
         s.result.examples_run += 1
         s.on_event(ExampleDone(s.result.examples_run, s.result.steps_run,
                                s.failure is not None))

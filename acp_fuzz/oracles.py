@@ -247,6 +247,16 @@ class _State:
     omitted_choices: dict[tuple[str, bool], tuple[str, str, list[str]]] = field(
         default_factory=dict)
     too_small_reported: bool = False
+    #: (oracle, rule) -> how many times the history gave that oracle something to judge under
+    #: that rule, whatever the verdict: what ``acp-fuzz matrix`` calls tested.
+    judged: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def judge(self, oracle: str, rule: str | None = None) -> None:
+        """Count one opportunity for ``oracle`` to fail (under ``rule``, by default its
+        catalog rule). Called where the oracle compares what happened with what is owed, so
+        a rule with opportunities and no finding is one the agent was seen to follow."""
+        key = (oracle, rule or CATALOG[oracle].rule)
+        self.judged[key] = self.judged.get(key, 0) + 1
 
     def add(self, oracle: str, message: str, *, severity: str | None = None,
             rule: str | None = None, session: str | None = None, step: int | None = None,
@@ -296,6 +306,11 @@ class Evaluator:
         return sorted(self._st.findings.values(),
                       key=lambda f: (f.step, f.oracle, f.session or ""))
 
+    def judged(self) -> dict[tuple[str, str], int]:
+        """How many times each (oracle, rule) had something to judge so far, found or not:
+        the evidence that a rule was *tested*, beside :meth:`findings` that say it failed."""
+        return dict(self._st.judged)
+
 
 # -- event handlers -----------------------------------------------------------------------------
 
@@ -325,9 +340,10 @@ def _on_verdict(st: _State, ev: Event) -> None:
         return
     if what == "probe-list":
         listed = d.get("sessions")
-        if isinstance(listed, list):
+        if isinstance(listed, list) and _last_rejected_creation(st):
+            st.judge("reject.side-effect")
             extra = sorted(set(listed) - st.known_ids)
-            if extra and _last_rejected_creation(st):
+            if extra:
                 st.add("reject.side-effect",
                        f"session/list shows {len(extra)} session(s) that no successful request "
                        "created, after a rejected request",
@@ -339,6 +355,9 @@ def _on_verdict(st: _State, ev: Event) -> None:
     outcome = d.get("outcome")
     args = st.step.get("args", {})
     op = args.get("op")
+    if outcome is not None:
+        st.judge("agent.hang")
+        st.judge("agent.crash")
     if outcome == "timeout":
         st.add("agent.hang", f"no answer to {op} within the timeout", session=args.get("session"))
         return
@@ -372,6 +391,8 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
 
     live = handle in st.sessions and st.sessions[handle].generation == st.generation \
         and not st.sessions[handle].closed
+    if op == "cancel" and live and outcome in ("ok", "error"):
+        st.judge("cancel.error")
     if op == "cancel" and outcome == "error" and live:
         # Only a session this agent process has open: after a restart (not loaded again) or
         # a close, the prompt is about an unknown session and an error is the right answer.
@@ -379,37 +400,43 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
                "reason", session=handle, error=_clip(verdict.get("error")))
 
     # Payload oracles: judged on the answer alone.
+    answered = outcome in ("ok", "error")
+    if kind == "invalid" and answered:
+        st.judge("payload.invalid-accepted", cls.get("rule"))
     if kind == "invalid" and outcome == "ok":
         st.add("payload.invalid-accepted",
                f"{op} with an invalid systemPrompt ({cls.get('reason')}) got a success",
                severity=cls.get("severity") or "MUST", rule=cls.get("rule"), session=handle,
                reason=cls.get("reason"), systemPrompt=_clip(sp))
+    if kind == "probe" and answered:
+        st.judge("payload.probe")
     if kind == "probe" and outcome is not None:
         st.add("payload.probe",
                f"{op} carried a systemPrompt the agent does not advertise; it answered {outcome}",
                session=handle)
-    if kind == "valid" and outcome == "error":
+    if kind == "valid" and answered:
         err = verdict.get("error") or {}
         code = err.get("code") if isinstance(err, Mapping) else None
         mode = sp.get("mode") if isinstance(sp, Mapping) else None
         rule = "SP-AGENT-OVERRIDE-MUST" if mode == "override" else "SP-AGENT-APPEND-MUST"
+        sev = None
+        if op != "new" and not _resent(st, op, args, sp):
+            # A *changed* prompt on load, resume or fork: applying it is a SHOULD
+            # (SP-LIFECYCLE-CHANGE-SHOULD), and an agent that cannot apply it answers
+            # with an error instead (SP-AGENT-ERROR-NOSIDEEFFECT-MUST allows exactly
+            # that). Re-sending the session's own prompt is different: nothing changes.
+            sev, rule = "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD"
+        st.judge("payload.valid-rejected", rule)
         # On load/resume/fork an error may be about the session, not the prompt: only an
         # invalid-params answer is pinned on the payload.
-        if op == "new" or code == -32602:
-            sev = None
-            if op != "new" and not _resent(st, op, args, sp):
-                # A *changed* prompt on load, resume or fork: applying it is a SHOULD
-                # (SP-LIFECYCLE-CHANGE-SHOULD), and an agent that cannot apply it answers
-                # with an error instead (SP-AGENT-ERROR-NOSIDEEFFECT-MUST allows exactly
-                # that). Re-sending the session's own prompt is different: nothing changes.
-                sev, rule = "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD"
+        if outcome == "error" and (op == "new" or code == -32602):
             st.add("payload.valid-rejected",
                    f"{op} with a valid {mode!r} systemPrompt got error {code}",
                    severity=sev, rule=rule, session=handle, error=_clip(err),
                    systemPrompt=_clip(sp))
-    if op in ("load", "resume") and outcome == "error":
-        _judge_reattach_failed(st, op, args, kind, verdict)
-        if handle in st.sessions:
+    if op in ("load", "resume") and answered:
+        _judge_reattach_failed(st, op, args, kind, outcome, verdict)
+        if outcome == "error" and handle in st.sessions:
             st.sessions[handle].failed_reattach.append(f"{idx + 1}: {_describe(args)}")
     if outcome == "error" and blocks:
         st.rejected.append((idx, tuple(b.strip() for b in blocks
@@ -482,7 +509,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
 
 
 def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: Any,
-                           verdict: Mapping[str, Any]) -> None:
+                           outcome: Any, verdict: Mapping[str, Any]) -> None:
     """``session.reattach-failed``: an advertised load or resume refused a session that the
     agent created, that holds a completed turn and is not closed, in its own ``cwd``, with
     no prompt or the session's own prompt re-sent: nothing in the request to refuse.
@@ -501,8 +528,13 @@ def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: A
     sp = args.get("systemPrompt")
     if not (kind in ("omitted", "null") or (kind == "valid" and _resent(st, op, args, sp))):
         return
+    if args.get("extra"):
+        return  # a vendor extension's fields, which the agent may refuse
+    st.judge("session.reattach-failed")
+    if outcome != "error":
+        return
     err = verdict.get("error")
-    if args.get("extra") or (isinstance(err, Mapping) and "harness" in err):
+    if isinstance(err, Mapping) and "harness" in err:
         # A vendor extension's fields the agent may refuse, or a malformed answer
         # (``protocol.malformed`` has it).
         return
@@ -611,6 +643,8 @@ def _on_model(st: _State, ev: Event) -> None:
     handle = x.session
     everything = SEP.join(s.text for s in x.segments)
     # A rejected request's text must never reach the model afterwards.
+    if any(blocks for _, blocks in st.rejected):
+        st.judge("reject.side-effect")
     for step_idx, blocks in st.rejected:
         for b in blocks:
             if b in everything and b not in st.accepted_blocks:
@@ -623,6 +657,8 @@ def _on_model(st: _State, ev: Event) -> None:
         return
     m = st.sessions[handle]
     # Leaks: another session's own text in this session's request.
+    if any(other != handle for other in st.all_blocks):
+        st.judge("prompt.leak")
     for other, texts in st.all_blocks.items():
         if other == handle:
             continue
@@ -656,10 +692,13 @@ def _judge_conversation(st: _State, m: SessionModel, handle: str, x: ModelExchan
     m.reattached = None
     if isinstance(x.body, Mapping) and x.body.get("previous_response_id"):
         return  # the conversation is held by the provider (OpenAI Responses): not visible
+    if not m.conversation:
+        return
+    rule = "SES-AGENT-LOAD-REPLAY-MUST" if op == "load" else "SES-AGENT-RESUME-NOREPLAY-MUST"
+    st.judge("session.history-lost", rule)
     missing = [n for n in m.conversation if n not in everything]
     if not missing:
         return
-    rule = "SES-AGENT-LOAD-REPLAY-MUST" if op == "load" else "SES-AGENT-RESUME-NOREPLAY-MUST"
     which = ("none of its last turn" if missing[-1] == m.conversation[-1]
              else f"{len(missing)} of its earlier turn(s), though not the last")
     failed = f"; after a failed reattach ({', '.join(m.failed_reattach)})" \
@@ -700,6 +739,16 @@ def _short_blocks_delivered(st: _State, m: SessionModel, handle: str, p: Prompt,
 
 def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq: int,
                 everything: str) -> None:
+    primary = m.candidates[0]
+    if primary.prompt is not None and primary.prompt.significant:
+        rule = primary.rule
+        st.judge("prompt.lost", rule)
+        st.judge("prompt.altered", rule)
+        st.judge("prompt.altered", "ACPFUZZ-VERBATIM-SHOULD")
+    if any(c.label == "deferred" for c in m.candidates):
+        st.judge("prompt.change-ignored" if m.rebuilt else "prompt.change-deferred")
+    if len(m.candidates) > 1 and any(c.label in ("kept", "default") for c in m.candidates):
+        st.judge("lifecycle.omitted-fallback")
     matched: Candidate | None = None
     for c in m.candidates:
         if _full(c.prompt, everything, m):
@@ -730,6 +779,9 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
     if p is None:
         return
     system = SEP.join(x.texts("system"))
+    if p.significant:
+        st.judge("prompt.misplaced")
+        st.judge("prompt.duplicated")
     for b in p.significant:
         if b not in system:
             st.add("prompt.misplaced",
@@ -771,6 +823,7 @@ def _judge_defaults(st: _State, handle: str, p: Prompt, origin: str, system: str
                    kept=[_clip(ln, 200) for ln in bl.kept_in(system)])
         return
     sev = "info" if origin == "kept" else None
+    st.judge("override.not-applied" if p.mode == "override" else "append.replaced-default")
     share = bl.share_in(system)
     if p.mode == "override" and share >= DEFAULT_PRESENT:
         st.add("override.not-applied",
@@ -867,6 +920,8 @@ def _report_choice(st: _State, m: SessionModel, handle: str, matched: Candidate,
     sit, m.omit_situation = m.omit_situation, None
     if sit is None:
         return
+    if sit in st.omitted_choices:
+        st.judge("lifecycle.omitted-inconsistent")
     first = st.omitted_choices.setdefault(sit, (matched.label, handle, list(m.omit_trail)))
     if first[0] != matched.label:
         op, cold = sit
@@ -1028,6 +1083,7 @@ def _on_acp(st: _State, ev: Event) -> None:
             if msg["method"] in _LIFECYCLE_METHODS and isinstance(msg.get("params"), Mapping):
                 st.step["_vendor"] = vendor_texts(msg["params"])
         return
+    st.judge("protocol.malformed")
     if d.get("error"):
         st.add("protocol.malformed", f"the agent wrote a bad line ({d['error']})",
                evidence_event=ev.seq, raw=_clip(d.get("raw", ""), 200), problem=d["error"])

@@ -153,6 +153,8 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
             merged.model_requests[k] = merged.model_requests.get(k, 0) + n
         merged.interrupted = merged.interrupted or r.interrupted
         merged.explained += r.explained
+        merged.add_judged(r.judged)
+        merged.out_of_time = merged.out_of_time or r.out_of_time
         for rep in r.reports:
             key = (tuple(rep.oracles), shape_of(rep.steps))
             if key not in seen:

@@ -20,14 +20,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from acp_fuzz import interrupt
-from acp_fuzz.cli import agents, gateway, profiles, replay, show, target
+from acp_fuzz.cli import agents, gateway, matrix, profiles, replay, show, target
 from acp_fuzz.cli.app import app
 from acp_fuzz.escaping import terminal
 
 __all__ = ["app", "main"]
 
 # The command modules register themselves on ``app`` when imported (one module per command).
-_COMMANDS = (target, replay, show, gateway, profiles, agents)
+_COMMANDS = (target, replay, show, gateway, profiles, agents, matrix)
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,

@@ -6,15 +6,21 @@ Every command module registers itself on :data:`app`; user-facing errors go thro
 
 from __future__ import annotations
 
-from typing import NoReturn
+import contextlib
+import os
+import signal
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
 
-from acp_fuzz import __version__
+from acp_fuzz import __version__, interrupt
 from acp_fuzz.escaping import terminal
 
-__all__ = ["app", "check_url", "err", "error", "fail", "out"]
+__all__ = ["app", "atomic_write", "check_url", "check_writable_dir", "err", "error", "fail",
+           "install_interrupt_handlers", "out"]
 
 app = typer.Typer(
     name="acp-fuzz",
@@ -56,3 +62,59 @@ def check_url(url: str | None) -> str | None:
     if url is not None and not url.startswith(("http://", "https://")):
         fail(f"--model-upstream takes an http(s) base URL, got {url!r}")
     return url
+
+
+def check_writable_dir(path: Path, what: str) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".acp-fuzz-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        fail(f"{what} {path} cannot be written: {e.strerror or e}")
+
+def install_interrupt_handlers() -> Callable[[], None]:
+    """Ctrl-C or SIGTERM once: stop cleanly (agents closed, findings so far written, exit
+    130). Twice: SIGKILL every agent's process group and exit 130 at once."""
+    presses = [0]
+    interrupt.reset()
+
+    def say(text: bytes) -> None:
+        # Raw writes: a signal handler may run while the main thread is inside a write to
+        # stderr, and buffered (or rich) output would then fail as a reentrant call. A
+        # closed stderr (the reader went away) must not turn the stop into an OSError that
+        # the engine could take for an agent's failure.
+        with contextlib.suppress(OSError):
+            os.write(2, text)
+
+    def handler(signum: int, frame: Any) -> None:
+        presses[0] += 1
+        interrupt.request()  # checked before every step, in case the exception is lost
+        if presses[0] == 1:
+            say(b"acp-fuzz: stopping (press Ctrl-C again to force)\n")
+            raise KeyboardInterrupt
+        from acp_fuzz.sandbox import remove_all_sandboxes
+        from acp_fuzz.transport import kill_all_agents
+
+        try:
+            kill_all_agents()
+            remove_all_sandboxes()
+            say(b"acp-fuzz: forced exit\n")
+        finally:
+            os._exit(130)
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def restore() -> None:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+    return restore
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as e:
+        fail(f"cannot write {path}: {e.strerror or e}")

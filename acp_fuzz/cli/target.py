@@ -6,12 +6,10 @@ with rich, installs the Ctrl-C/SIGTERM handling and writes the ``--report`` file
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import os
 import shlex
-import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,8 +19,16 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from acp_fuzz import interrupt
-from acp_fuzz.cli.app import app, check_url, err, fail, out
+from acp_fuzz.cli.app import (
+    app,
+    atomic_write,
+    check_url,
+    check_writable_dir,
+    err,
+    fail,
+    install_interrupt_handlers,
+    out,
+)
 from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.escaping import terminal
 from acp_fuzz.findings import Finding
@@ -67,15 +73,6 @@ def _parse_reports(values: Sequence[str]) -> list[tuple[str, Path]]:
         reports.append((kind, p))
     return reports
 
-
-def _check_writable_dir(path: Path, what: str) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".acp-fuzz-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as e:
-        fail(f"{what} {path} cannot be written: {e.strerror or e}")
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -170,7 +167,7 @@ def target(
         spec = dataclasses.replace(spec, passthrough_env=(*spec.passthrough_env, *pass_env))
     if dialect != "auto":
         spec = dataclasses.replace(spec, dialect=dialect)
-    _check_writable_dir(cassette_dir, "--cassette-dir")
+    check_writable_dir(cassette_dir, "--cassette-dir")
     if database is not None:
         from acp_fuzz.database import DatabaseError, check_database
 
@@ -213,7 +210,7 @@ def target(
         elif isinstance(ev, Confirming):
             progress.update(task, description=f"confirming ({ev.steps} steps)")
 
-    restore = _install_interrupt_handlers()
+    restore = install_interrupt_handlers()
     try:
         if workers > 1:
             from acp_fuzz.workers import run_parallel
@@ -261,44 +258,6 @@ def _check_oracles(ids: Sequence[str]) -> tuple[str, ...]:
 
 
 
-
-def _install_interrupt_handlers() -> Callable[[], None]:
-    """Ctrl-C or SIGTERM once: stop cleanly (agents closed, findings so far written, exit
-    130). Twice: SIGKILL every agent's process group and exit 130 at once."""
-    presses = [0]
-    interrupt.reset()
-
-    def say(text: bytes) -> None:
-        # Raw writes: a signal handler may run while the main thread is inside a write to
-        # stderr, and buffered (or rich) output would then fail as a reentrant call. A
-        # closed stderr (the reader went away) must not turn the stop into an OSError that
-        # the engine could take for an agent's failure.
-        with contextlib.suppress(OSError):
-            os.write(2, text)
-
-    def handler(signum: int, frame: Any) -> None:
-        presses[0] += 1
-        interrupt.request()  # checked before every step, in case the exception is lost
-        if presses[0] == 1:
-            say(b"acp-fuzz: stopping (press Ctrl-C again to force)\n")
-            raise KeyboardInterrupt
-        from acp_fuzz.sandbox import remove_all_sandboxes
-        from acp_fuzz.transport import kill_all_agents
-
-        try:
-            kill_all_agents()
-            remove_all_sandboxes()
-            say(b"acp-fuzz: forced exit\n")
-        finally:
-            os._exit(130)
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-
-    def restore() -> None:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-    return restore
 
 
 def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
@@ -370,7 +329,7 @@ def _clip(s: str, n: int) -> str:
 def _write_json(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:
     from acp_fuzz.reporting import result_to_json
 
-    _atomic_write(path, json.dumps(result_to_json(result, secrets), indent=2,
+    atomic_write(path, json.dumps(result_to_json(result, secrets), indent=2,
                                    ensure_ascii=False, default=repr))
 
 
@@ -382,11 +341,3 @@ def _write_junit(result: CampaignResult, path: Path, secrets: Sequence[str] = ()
     except OSError as e:
         fail(f"cannot write {path}: {e.strerror or e}")
 
-
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except OSError as e:
-        fail(f"cannot write {path}: {e.strerror or e}")

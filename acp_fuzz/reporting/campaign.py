@@ -30,6 +30,12 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[
            "seed": result.settings.seed, "strict": result.settings.strict,
            "findings": findings, "info": [i.to_wire() for i in result.info_reports],
            "explained": result.explained,
+           "capabilities": result.caps.to_wire(),
+           # What was tested: every (oracle, rule) the examples gave something to judge,
+           # with how many times (acp-fuzz matrix builds its table from this and findings).
+           "judged": [{"oracle": o, "rule": r, "checks": n}
+                      for (o, r), n in sorted(result.judged.items())],
+           "out_of_time": result.out_of_time,
            "model_requests": dict(result.model_requests),
            "interrupted": result.interrupted, "exit_code": result.exit_code}
     return dict(Scrubber(secrets).value(doc))

@@ -16,7 +16,7 @@ import pytest
 
 from acp_fuzz.findings import CATALOG, Finding
 from acp_fuzz.history import History, ModelExchange, Segment
-from acp_fuzz.oracles import Baseline, evaluate, learn_baseline
+from acp_fuzz.oracles import Baseline, Evaluator, evaluate, learn_baseline
 from acp_fuzz.payloads import OMIT, Capabilities, classify
 from acp_fuzz.steps import nonce_for
 
@@ -846,3 +846,71 @@ def test_a_refused_reattach_is_not_judged_where_the_agent_may_refuse() -> None:
     # judges that), as are vendor fields it does not know.
     assert _refused("load", systemPrompt=sp("append", Q)) == []
     assert _refused("load", extra={"_meta": {"x": 1}}) == []
+
+
+# -- what was judged (the matrix's "tested") ----------------------------------------------------
+
+def _judged(h: H) -> dict[tuple[str, str], int]:
+    judge = Evaluator(baseline=BASE)
+    judge.feed(h.h.snapshot())
+    return judge.judged()
+
+
+def test_a_correct_append_session_is_judged_on_what_it_exercised_only() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P))
+    judged = _judged(h)
+    assert h.findings() == []
+    assert judged[("prompt.lost", "SP-AGENT-APPLY-NEW-MUST")] == 1
+    assert judged[("prompt.misplaced", "SP-AGENT-APPEND-PLACEMENT-SHOULD")] == 1
+    assert judged[("append.replaced-default", "SP-AGENT-APPEND-ADDITIVE-DEF")] == 1
+    assert judged[("payload.valid-rejected", "SP-AGENT-APPEND-MUST")] == 1
+    assert judged[("agent.hang", "SES-AGENT-BASELINE-MUST")] == 2  # new, prompt
+    # Nothing here could have shown these: one session, no override, no load, no rejection.
+    for oracle in ("prompt.leak", "override.not-applied", "session.history-lost",
+                   "session.reattach-failed", "reject.side-effect", "cancel.error",
+                   "payload.invalid-accepted"):
+        assert not any(o == oracle for o, _ in judged), oracle
+
+
+def test_judged_follows_the_rule_of_the_case() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P))
+    h.new("B", sp("override", Q))
+    h.prompt("B", system=[Q])
+    h.new("C", {"mode": "replace", "content": [{"type": "text", "text": R}]}, outcome="error",
+          error={"code": -32602, "message": "bad mode"})
+    h.prompt("A", system=appended(P))
+    h.step("load", "A", systemPrompt=sp("append", R))  # a changed prompt
+    judged = _judged(h)
+    assert ("prompt.leak", "ACPFUZZ-SESSION-ISOLATION-MUST") in judged
+    assert ("override.not-applied", "SP-AGENT-OVERRIDE-REPLACES-DEF") in judged
+    assert ("payload.valid-rejected", "SP-AGENT-OVERRIDE-MUST") in judged
+    assert ("payload.valid-rejected", "SP-LIFECYCLE-CHANGE-SHOULD") in judged
+    assert ("payload.invalid-accepted", "SP-AGENT-UNKNOWN-MODE-MUST") in judged
+    assert ("reject.side-effect", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST") in judged
+
+
+@pytest.mark.parametrize("op", ["load", "resume"])
+def test_a_reattach_with_a_conversation_is_judged_whether_it_holds_or_not(op: str) -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P), user=_turn_text("A", 1))
+    h.step("restart")
+    h.step(op, "A")
+    h.prompt("A", system=appended(P), history=[_turn_text("A", 1)],
+             user=_turn_text("A", 2))
+    judged = _judged(h)
+    assert ids(h.findings()) == {"lifecycle.omitted-fallback"}  # info: it kept the prompt
+    rule = "SES-AGENT-LOAD-REPLAY-MUST" if op == "load" else "SES-AGENT-RESUME-NOREPLAY-MUST"
+    assert judged[("session.history-lost", rule)] == 1
+    assert judged[("session.reattach-failed", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD")] == 1
+    # Refused: still one opportunity, now with its finding.
+    h2 = H()
+    h2.new("A", sp("append", P))
+    h2.prompt("A", system=appended(P), user=_turn_text("A", 1))
+    h2.step(op, "A", outcome="error", error=GONE)
+    assert _judged(h2)[("session.reattach-failed", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD")] == 1
+    assert "session.reattach-failed" in ids(h2.findings())

@@ -32,4 +32,7 @@ def test_feeding_in_chunks_equals_evaluating_whole(which: int, cuts: list[int]) 
         start = max(start, cut)
     judge.feed(events)  # the whole history again: what was judged is skipped
     assert judge.findings() == whole
+    full = Evaluator(baseline=baseline)
+    full.feed(events)
+    assert judge.judged() == full.judged()
     assert whole, "every corpus cassette records a failure"

@@ -1,0 +1,158 @@
+"""``acp-fuzz matrix``: a bounded campaign per agent, and one table of which agent follows
+which rule (Markdown and a self-contained HTML page; :mod:`acp_fuzz.reporting.matrix`).
+
+``docs/matrix.md`` is this command's output for the pinned agents (the command is in its
+first lines). Exit codes: 0 when the table is written (findings are the table's content, not
+a failure of the command), 2 for a usage error, 130 when interrupted (the table of what ran
+so far is still written).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from acp_fuzz.cli.app import (
+    app,
+    atomic_write,
+    check_writable_dir,
+    err,
+    fail,
+    install_interrupt_handlers,
+)
+from acp_fuzz.escaping import terminal
+from acp_fuzz.runner import HarnessError, TargetSpec
+from acp_fuzz.version import __version__
+
+__all__ = ["matrix"]
+
+
+@app.command()
+def matrix(
+    profile: list[str] = typer.Option(
+        [], "--profile", "-p",
+        help="An agent to test (repeatable; default: every profile, see `acp-fuzz profiles`)."),
+    max_examples: int = typer.Option(25, "--max-examples", "-n", min=1,
+                                     help="Examples per agent."),
+    time_budget: float = typer.Option(
+        600.0, "--time-budget", min=1.0, metavar="SECONDS",
+        help="Per agent: no new example after this long (a failure found is still shrunk "
+             "and confirmed)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of every campaign."),
+    timeout: float = typer.Option(30.0, "--timeout", min=0.1,
+                                  help="Seconds to wait for each agent answer."),
+    workers: int = typer.Option(1, "--workers", "-j", min=1,
+                                help="Parallel workers per agent."),
+    sandbox_net: bool = typer.Option(False, "--sandbox-net",
+                                     help="Run in a network namespace with only loopback."),
+    cassette_dir: Path = typer.Option(Path("cassettes/matrix"), "--cassette-dir",
+                                      help="Where failure cassettes go (one folder per agent)."),
+    markdown: Path = typer.Option(Path("matrix.md"), "--markdown", help="The Markdown table."),
+    html_out: Path = typer.Option(Path("matrix.html"), "--html",
+                                  help="The self-contained HTML page."),
+    json_out: Path | None = typer.Option(None, "--json",
+                                         help="Also write every campaign's JSON report here."),
+) -> None:
+    """Run a bounded campaign per agent and write one conformance table: rows are rules,
+    columns are agents, a cell is pass, fail (with its cassette), info or not tested."""
+    from acp_fuzz.profiles import PROFILES
+
+    names = list(dict.fromkeys(profile)) or list(PROFILES)
+    unknown = [n for n in names if n not in PROFILES]
+    if unknown:
+        fail(f"unknown profile {unknown[0]!r} (known: {', '.join(sorted(PROFILES))})")
+    for path in (markdown, html_out, json_out):
+        if path is not None and not path.parent.exists():
+            fail(f"folder does not exist: {path.parent}")
+    check_writable_dir(cassette_dir, "--cassette-dir")
+    from acp_fuzz.netns import maybe_reexec
+
+    code = maybe_reexec(sandbox_net)
+    if code is not None:
+        raise typer.Exit(code)
+    from acp_fuzz.campaign import CampaignSettings, FailureFound, run_campaign
+    from acp_fuzz.reporting import result_to_json
+    from acp_fuzz.reporting.matrix import (
+        Column,
+        column_from_report,
+        column_not_run,
+        matrix_html,
+        matrix_markdown,
+    )
+    from acp_fuzz.workers import run_parallel
+
+    columns: list[Column] = []
+    reports: dict[str, Any] = {}
+    interrupted = False
+    restore = install_interrupt_handlers()
+    try:
+        for name in names:
+            try:
+                spec = TargetSpec.from_profile(name, timeout=timeout)
+            except HarnessError as e:
+                err.print(terminal(f"{name}: not run: {e}"), markup=False)
+                columns.append(column_not_run(name, _first_line(str(e))))
+                continue
+            cfg = CampaignSettings(max_examples=max_examples, seed=seed,
+                                   cassette_dir=cassette_dir / name, time_budget=time_budget)
+            (cassette_dir / name).mkdir(parents=True, exist_ok=True)
+            err.print(terminal(f"{name}: fuzzing ({max_examples} examples, at most "
+                               f"{time_budget:g} s)"), markup=False)
+
+            def on_event(ev: object, name: str = name) -> None:
+                if isinstance(ev, FailureFound):
+                    err.print(terminal(f"{name}: found a failure ({', '.join(ev.oracles)}); "
+                                       "shrinking it"), markup=False)
+
+            t0 = time.monotonic()
+            try:
+                result = (run_parallel(spec, cfg, workers, on_event) if workers > 1
+                          else run_campaign(spec, cfg, on_event))
+            except HarnessError as e:
+                err.print(terminal(f"{name}: not run: {e}"), markup=False)
+                columns.append(column_not_run(name, _first_line(str(e))))
+                continue
+            doc = result_to_json(result)
+            reports[name] = doc
+            col = column_from_report(doc, profile=name)
+            columns.append(col)
+            err.print(terminal(f"{name}: {col.note} in {time.monotonic() - t0:.0f} s"),
+                      markup=False)
+            if result.interrupted:
+                interrupted = True
+                break
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        restore()
+    if not columns:
+        err.print("acp-fuzz: interrupted before any agent ran; nothing to write", markup=False)
+        raise typer.Exit(130)
+    argv = ["acp-fuzz", "matrix", *sys.argv[2:]] if sys.argv[1:2] == ["matrix"] else \
+        ["acp-fuzz", "matrix"]
+    preamble = [f"Made by `{shlex.join(argv)}` with acp-fuzz {__version__}"
+                + (" (interrupted: agents not run are missing)" if interrupted else "") + ".",
+                "Each cell: **FAIL** (a confirmed finding; the cassette reproduces it with "
+                "`acp-fuzz replay`), flaky, info (a choice the RFD leaves to the agent), "
+                "pass (the rule's oracles judged that many cases and none failed), or not "
+                "tested (why). Rule ids are those of docs/acp-reference.md; ACPFUZZ-* rules "
+                "are argued in docs/oracles.md."]
+    plain = [p.replace("**", "").replace("`", "") for p in preamble]
+    atomic_write(markdown, matrix_markdown(columns, preamble=preamble,
+                                            base=markdown.parent.resolve()))
+    atomic_write(html_out, matrix_html(columns, preamble=plain,
+                                        base=html_out.parent.resolve()))
+    if json_out is not None:
+        atomic_write(json_out, json.dumps(reports, indent=2, ensure_ascii=False, default=repr))
+    err.print(terminal(f"wrote {markdown} and {html_out}"), markup=False)
+    raise typer.Exit(130 if interrupted else 0)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else "failed"

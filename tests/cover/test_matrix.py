@@ -1,0 +1,128 @@
+"""The conformance matrix's cells and its two renderings (acp_fuzz.reporting.matrix), from
+campaign JSON documents built by hand: each cell status, each reason for "not tested", links
+relative to where the table is written, and a hostile agent's name escaped in both formats."""
+
+from __future__ import annotations
+
+import html.parser
+from pathlib import Path
+from typing import Any
+
+from acp_fuzz.reporting.matrix import (
+    ROWS,
+    column_from_report,
+    column_not_run,
+    matrix_html,
+    matrix_markdown,
+)
+
+ALL = {"system_prompt": True, "override": True, "load": True, "resume": True, "fork": True,
+       "close": True, "list": True, "delete": False}
+
+
+def doc(**kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "agent": {"protocolVersion": 1, "agentInfo": {"name": "demo", "version": "1.2"}},
+        "examples_run": 7, "steps_run": 40, "seed": 3, "capabilities": ALL,
+        "findings": [], "info": [], "judged": [], "out_of_time": False, "interrupted": False}
+    base.update(kw)
+    return base
+
+
+def judged(*pairs: tuple[str, str]) -> list[dict[str, Any]]:
+    return [{"oracle": o, "rule": r, "checks": 2} for o, r in pairs]
+
+
+def test_a_finding_fails_its_rule_with_its_cassette_and_checks_make_a_pass() -> None:
+    col = column_from_report(doc(
+        findings=[{"oracle": "prompt.leak", "severity": "MUST",
+                   "rule": "ACPFUZZ-SESSION-ISOLATION-MUST", "status": "failed",
+                   "cassette": "cassettes/matrix/demo/prompt.leak.cassette"}],
+        judged=judged(("prompt.leak", "ACPFUZZ-SESSION-ISOLATION-MUST"),
+                      ("prompt.lost", "SP-AGENT-APPLY-NEW-MUST"),
+                      ("prompt.altered", "SP-AGENT-APPLY-NEW-MUST"))),
+        profile="demo-profile")
+    leak = col.cells["ACPFUZZ-SESSION-ISOLATION-MUST"]
+    assert (leak.status, leak.text) == ("fail", "MUST: prompt.leak")
+    assert leak.cassette == "cassettes/matrix/demo/prompt.leak.cassette"
+    apply = col.cells["SP-AGENT-APPLY-NEW-MUST"]
+    assert (apply.status, apply.text) == ("pass", "4 checks")
+    assert col.label == "demo 1.2" and col.note == "7 examples, 40 steps, seed 3"
+    assert set(col.cells) == {r for r, _ in ROWS}
+
+
+def test_flaky_and_info_cells_and_a_rule_outside_the_rows() -> None:
+    col = column_from_report(doc(
+        findings=[{"oracle": "session.reattach-failed", "severity": "SHOULD",
+                   "rule": "ACPFUZZ-REATTACH-ADVERTISED-SHOULD", "status": "flaky",
+                   "cassette": None},
+                  {"oracle": "x.new", "severity": "MUST", "rule": "NEW-RULE-MUST",
+                   "status": "failed", "cassette": None}],
+        info=[{"oracle": "lifecycle.omitted-fallback", "rule": "SP-LIFECYCLE-OMIT-MAY",
+               "evidence": {"choice": "kept"}}]), profile="p")
+    assert col.cells["ACPFUZZ-REATTACH-ADVERTISED-SHOULD"].status == "flaky"
+    assert col.cells["SP-LIFECYCLE-OMIT-MAY"].text == "lifecycle.omitted-fallback (kept)"
+    assert col.cells["NEW-RULE-MUST"].status == "fail"
+    assert "NEW-RULE-MUST" in matrix_markdown([col])
+
+
+def test_not_tested_says_why() -> None:
+    bare = column_from_report(doc(capabilities={"load": True}), profile="g")
+    assert bare.cells["SP-AGENT-APPLY-NEW-MUST"].text == "no systemPrompt capability"
+    assert bare.cells["SES-AGENT-RESUME-NOREPLAY-MUST"].text == "session/resume not advertised"
+    assert bare.cells["SES-AGENT-LOAD-REPLAY-MUST"].text == "no case drawn in 7 examples"
+    append_only = column_from_report(doc(
+        capabilities={**ALL, "override": False},
+        info=[{"oracle": "defaults.too-small", "rule": "SP-AGENT-OVERRIDE-REPLACES-DEF"}]),
+        profile="c")
+    assert append_only.cells["SP-AGENT-OVERRIDE-MUST"].text == "override not advertised"
+    assert append_only.cells["SP-AGENT-APPEND-ADDITIVE-DEF"].text == \
+        "default instructions too small to judge"
+    # The size of the baseline is a reason, never a cell of its own.
+    assert append_only.cells["SP-AGENT-OVERRIDE-REPLACES-DEF"].status == "untested"
+    gone = column_not_run("gemini-cli", "not installed: run acp-fuzz agents install")
+    assert {c.status for c in gone.cells.values()} == {"untested"}
+    assert gone.note.startswith("not run: not installed")
+
+
+def test_links_are_relative_to_the_table(tmp_path: Path) -> None:
+    cassette = tmp_path / "cassettes" / "demo" / "prompt.lost.cassette"
+    col = column_from_report(doc(findings=[
+        {"oracle": "prompt.lost", "severity": "MUST", "rule": "SP-AGENT-APPLY-NEW-MUST",
+         "status": "failed", "cassette": str(cassette)}]), profile="demo")
+    md = matrix_markdown([col], base=tmp_path / "docs")
+    assert "(../cassettes/demo/prompt.lost.cassette)" in md
+    assert 'href="../cassettes/demo/prompt.lost.cassette"' in matrix_html([col],
+                                                                          base=tmp_path / "docs")
+
+
+HOSTILE = "<script>alert(1)</script> | [x](http://evil) \x1b[31m"
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: set[str] = set()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        self.hrefs += [v or "" for k, v in attrs if k == "href"]
+
+
+def test_a_hostile_agent_name_is_escaped_in_both_formats() -> None:
+    col = column_from_report(doc(agent={"agentInfo": {"name": HOSTILE, "version": "\n# 9"}},
+                                 findings=[{"oracle": "prompt.lost", "severity": "MUST",
+                                            "rule": "SP-AGENT-APPLY-NEW-MUST",
+                                            "status": "failed", "cassette": "c/a.cassette"}]),
+                             profile="x")
+    md = matrix_markdown([col])
+    header = next(line for line in md.splitlines() if line.startswith("| Rule"))
+    assert header.count(" | ") == 2, header  # the name did not split the table
+    assert "<script>" not in md and "\x1b" not in md
+    assert md.count("](http://evil)") == md.count("`[x](http://evil)`")  # code, not a link
+    assert "\n# 9" not in md
+    parser = _Tags()
+    parser.feed(matrix_html([col]))
+    assert "script" not in parser.tags
+    assert parser.hrefs == ["c/a.cassette"]  # only the cassette the campaign wrote
