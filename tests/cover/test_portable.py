@@ -1,0 +1,58 @@
+"""``cassettes/generate.py --portable``: a kept cassette loses the recording machine's paths
+(an agent quotes its install path to the model: gemini-cli lists its skill files), and
+``replay --offline`` judges it exactly as it judged the original."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from acp_fuzz.cassette import read_cassette
+from acp_fuzz.oracles import Baseline, evaluate
+
+ROOT = Path(__file__).resolve().parents[2]
+_spec = importlib.util.spec_from_file_location("corpus_generate", ROOT / "cassettes" / "generate.py")
+assert _spec is not None and _spec.loader is not None
+generate = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(generate)
+
+SKILL = "/home/alice/src/acp-fuzz/.cache/agents/gemini-cli@0.61.0/node_modules/x/SKILL.md"
+
+
+def _with_paths(data: dict[str, Any]) -> dict[str, Any]:
+    segs = [{**s, "text": s["text"] + f"\n<location>{SKILL}</location>"}
+            if s.get("slot") == "system" else s for s in data["segments"]]
+    return {**data, "segments": segs}
+
+
+def _judged(c: Any) -> list[tuple[str, str, str, int]]:
+    baseline = Baseline.from_wire(c.header.settings.get("baseline"))
+    return [(f.oracle, f.severity, f.rule, f.step) for f in evaluate(c.events,
+                                                                       baseline=baseline)]
+
+
+def test_agent_paths_leave_every_part_and_the_verdict_stays(tmp_path: Path) -> None:
+    c = read_cassette(ROOT / "cassettes" / "reference" / "leak.cassette")
+    c.header.settings["baseline"] = [*c.header.settings["baseline"], f"Skill: {SKILL}"]
+    c.header.target = ["/opt/venv/bin/python3.11", "/root/x/.cache/agents/a@1/bin/agent"]
+    c.events = [dataclasses.replace(e, data=_with_paths(e.data)) if e.kind == "model" else e
+                for e in c.events]
+    before = _judged(c)
+    assert before, "the leak cassette records a finding"
+    out = generate.write_portable(tmp_path / "p.cassette", c)
+    raw = out.read_bytes()
+    assert b"/.cache/agents/" not in raw and b"alice" not in raw
+    portable = read_cassette(out)
+    assert portable.header.target == ["python", "<agents>/a@1/bin/agent"]
+    assert f"Skill: <agents>/gemini-cli@0.61.0/node_modules/x/SKILL.md" in \
+        portable.header.settings["baseline"]
+    assert _judged(portable) == before
+
+
+def test_no_committed_cassette_holds_an_agent_install_path() -> None:
+    kept = sorted((ROOT / "cassettes").rglob("*.cassette"))
+    assert kept
+    offenders = [p.name for p in kept if b"/.cache/agents/" in p.read_bytes()]
+    assert offenders == []
