@@ -13,7 +13,8 @@ from acp_fuzz.cassette import read_cassette
 from acp_fuzz.oracles import Baseline, evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("corpus_generate", ROOT / "cassettes" / "generate.py")
+_spec = importlib.util.spec_from_file_location("corpus_generate",
+                                               ROOT / "cassettes" / "generate.py")
 assert _spec is not None and _spec.loader is not None
 generate = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(generate)
@@ -46,7 +47,7 @@ def test_agent_paths_leave_every_part_and_the_verdict_stays(tmp_path: Path) -> N
     assert b"/.cache/agents/" not in raw and b"alice" not in raw
     portable = read_cassette(out)
     assert portable.header.target == ["python", "<agents>/a@1/bin/agent"]
-    assert f"Skill: <agents>/gemini-cli@0.61.0/node_modules/x/SKILL.md" in \
+    assert "Skill: <agents>/gemini-cli@0.61.0/node_modules/x/SKILL.md" in \
         portable.header.settings["baseline"]
     assert _judged(portable) == before
 
