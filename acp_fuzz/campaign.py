@@ -37,6 +37,7 @@ from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
 from acp_fuzz import interrupt
+from acp_fuzz.agents_cache import cache_root
 from acp_fuzz.cassette import Header, write_cassette_bounded
 from acp_fuzz.database import AgentScoped, open_database
 from acp_fuzz.deadlines import Deadlines
@@ -48,7 +49,7 @@ from acp_fuzz.minimize import Failure, Shape, embeds, interesting, minimize, sha
 from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.payloads import Capabilities
 from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
-from acp_fuzz.scrub import Scrubber
+from acp_fuzz.scrub import Scrubber, portable
 from acp_fuzz.steps import steps_of
 from acp_fuzz.strategies import LifecycleMachine
 from acp_fuzz.version import __version__
@@ -113,6 +114,10 @@ class CampaignSettings:
     #: confirmed. ``None``: no limit. A wall-clock budget makes *how many* examples run
     #: depend on the machine, so a budgeted campaign is deterministic only up to that count.
     time_budget: float | None = None
+    #: Write cassettes without this machine's paths (:func:`acp_fuzz.scrub.portable`: the
+    #: interpreter and the agents cache): for cassettes meant to be committed or published
+    #: (``acp-fuzz matrix`` sets it).
+    portable: bool = False
 
     def __post_init__(self) -> None:
         if self.max_examples < 1:
@@ -313,11 +318,14 @@ def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
             if out.outcome != "ok":
                 raise HarnessError("calibration: the first prompt turn failed: " + _why(run, out))
             cwd = run.sessions[handle].cwd
+            offers_modes = len(run.sessions[handle].modes) >= 2
             for _, x in run.history.model_exchanges():
                 if x.session == handle and not x.side:
                     texts.append("\n".join(instruction_texts(x.texts("system"), cwd)))
                     break
-        caps = run.caps
+        # Modes are offered per session, not in initialize: the strategies draw set_mode only
+        # where the calibration sessions were offered some.
+        caps = replace(run.caps, set_mode=offers_modes)
         run.close(grace=0)
     return init, caps, learn_baseline(texts)
 
@@ -863,6 +871,8 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
         # A secret the agent echoed (stderr, a model request, its agentInfo, the baseline,
         # an upstream recording) must not travel with a bug report.
         header, clean, attachments = scrubber.cassette(header, events, attachments)
+        if cfg.portable:
+            header, clean = portable(header, clean, roots=[str(cache_root())])
         cfg.cassette_dir.mkdir(parents=True, exist_ok=True)
         return write_cassette_bounded(path, header, clean, attachments)
     except (OSError, ValueError, TypeError, MemoryError) as e:

@@ -220,6 +220,9 @@ class SessionModel:
     #: Loads and resumes of this session the agent refused (their steps' lines): a later
     #: conversation lost may be their damage.
     failed_reattach: list[str] = field(default_factory=list)
+    #: A ``session/set_mode`` succeeded: the default instructions may be the new mode's, so
+    #: override and append are no longer judged against the learned baseline.
+    mode_switched: bool = False
 
     def note(self, line: str) -> None:
         self.trail.append(line)
@@ -483,7 +486,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         src = st.sessions[handle]
         m = SessionModel(sid, list(src.candidates), st.generation, tainted=src.tainted,
                          own=set(src.own), rebuilt=src.rebuilt, trail=list(src.trail),
-                         vendor=dict(src.vendor))
+                         vendor=dict(src.vendor), mode_switched=src.mode_switched)
         # The fork's conversation starts empty: how much of its source's context a fork
         # carries is the agent's choice (SES-FORK-DEF), so only its own turns are owed.
         m.note(line)
@@ -498,6 +501,13 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         st.generation += 1
         for m in st.sessions.values():
             m.note(line)
+    elif op == "set_mode" and handle in st.sessions:
+        # The prompt belongs to the session, not to a mode: every candidate stands, and the
+        # next turn is judged against them. A mode may bring instructions of its own (a
+        # plan mode's), so the defaults learned in the default mode no longer judge it.
+        m = st.sessions[handle]
+        m.note(line)
+        m.mode_switched = True
     elif op in ("prompt", "cancel", "close") and handle in st.sessions:
         m = st.sessions[handle]
         m.note(line)
@@ -798,7 +808,8 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
                    session=handle, model_event=seq, count=seen, block=_clip(b),
                    paths=[s.path for s in x.segments if b in s.text])
             break
-    _judge_defaults(st, handle, p, matched.origin, system, seq)
+    if not m.mode_switched:
+        _judge_defaults(st, handle, p, matched.origin, system, seq)
 
 
 def _judge_defaults(st: _State, handle: str, p: Prompt, origin: str, system: str,

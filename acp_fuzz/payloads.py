@@ -54,6 +54,9 @@ class Capabilities:
     close: bool = False
     list: bool = False
     delete: bool = False
+    #: The agent offers session modes (``session/new`` answered ``modes`` with at least two):
+    #: not in ``initialize``, so the campaign learns it at calibration.
+    set_mode: bool = False
 
     @classmethod
     def from_initialize(cls, result: Any) -> Capabilities:

@@ -153,6 +153,21 @@ class StepOutcome:
 class _Session:
     agent_id: str
     cwd: str
+    #: The session modes the agent offered for it (``modes.availableModes[].id``) and the
+    #: current one, from its last new, load, resume, fork or set_mode answer.
+    modes: tuple[str, ...] = ()
+    mode: str | None = None
+
+    def note_modes(self, result: Any) -> None:
+        modes = result.get("modes") if isinstance(result, Mapping) else None
+        if not isinstance(modes, Mapping):
+            return
+        avail = modes.get("availableModes")
+        if isinstance(avail, list):
+            self.modes = tuple(m["id"] for m in avail[:64]
+                               if isinstance(m, Mapping) and isinstance(m.get("id"), str))
+        current = modes.get("currentModeId")
+        self.mode = current if isinstance(current, str) else self.mode
 
 
 @dataclass
@@ -446,6 +461,7 @@ class Run:
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
             if isinstance(sid, str):
                 self.sessions[handle] = _Session(sid, cwd)
+                self.sessions[handle].note_modes(out.result)
                 self._dialect_followup(step, sid)
             else:
                 out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
@@ -463,6 +479,7 @@ class Run:
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
             if isinstance(sid, str):
                 self.sessions[step["new"]] = _Session(sid, cwd)
+                self.sessions[step["new"]].note_modes(out.result)
             else:
                 out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
         return out
@@ -479,7 +496,10 @@ class Run:
             return StepOutcome("skipped")
         reply = self._request(method, {"sessionId": s.agent_id, "cwd": s.cwd, "mcpServers": [],
                                        **self._sp_params(step)})
-        return self._reply_outcome(reply)
+        out = self._reply_outcome(reply)
+        if out.outcome == "ok":
+            s.note_modes(out.result)
+        return out
 
     def _probe_side_effect(self) -> None:
         # After a rejected new/fork, look for a half-created session (SP-AGENT-ERROR-
@@ -532,6 +552,21 @@ class Run:
         out = self._reply_outcome(self._request("session/delete", {"sessionId": s.agent_id}))
         if out.outcome == "ok":
             del self.sessions[step["session"]]  # gone: a later step on it is skipped
+        return out
+
+    def _do_set_mode(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """``session/set_mode`` to another of the modes the agent offered for the session:
+        choice ``pick`` (modulo their number) among those other than the current one. Skipped
+        when the session offered none: the step is data, the modes are the agent's."""
+        s = self.sessions.get(step["session"])
+        others = [m for m in s.modes if m != s.mode] if s is not None else []
+        if s is None or not others:
+            return StepOutcome("skipped")
+        mode = others[int(step.get("pick", 0)) % len(others)]
+        out = self._reply_outcome(self._request("session/set_mode",
+                                                {"sessionId": s.agent_id, "modeId": mode}))
+        if out.outcome == "ok":
+            s.mode = mode
         return out
 
     def _do_list(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:

@@ -22,6 +22,14 @@ replacing every ``1`` in a cassette would destroy it.
 one of :data:`SECRET_NAME_PARTS` (``api_key``, ``access_token``, ``client_secret``,
 ``X-Amz-Credential``, ...); its value is recorded as :data:`REDACTED`.
 
+**Machine paths** (on request: :func:`portable`, which ``acp-fuzz matrix`` and the corpus
+script use for cassettes meant to be committed): the Python interpreter of a virtual
+environment in a recorded command becomes ``python``, and the path of an installed agent
+(``.../.cache/agents/<package>@<version>/...``, or an agents cache root given) becomes
+``<agents>/<package>@<version>/...`` wherever it appears: an agent may quote its own install
+path to the model (gemini-cli lists its skill files), and the learned baseline then holds it
+too. Both are rewritten alike, so the oracles judge the portable cassette as the original.
+
 Example::
 
     scrubber = Scrubber({"sk-live-0123456789"})
@@ -31,6 +39,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -51,6 +60,7 @@ __all__ = [
     "is_secret_param",
     "is_secret_variable",
     "map_leaves",
+    "portable",
     "redact_headers",
     "redact_url",
 ]
@@ -205,6 +215,42 @@ class Scrubber:
         """Header, events and attachments of one cassette, all scrubbed."""
         return (self.header(header), self.events(events),
                 {k: self.attachment(k, v) for k, v in attachments.items()})
+
+
+_PYTHON = re.compile(r"^/\S*/bin/python3?(\.\d+)?$")
+_AGENTS = re.compile(r"(?:/[^\s/<>\"'`]+)+/\.cache/agents/")
+#: What an agent's install path becomes in a portable cassette.
+AGENTS_PLACEHOLDER = "<agents>/"
+
+
+def portable(header: Any, events: Sequence[Event], *, roots: Iterable[str] = ()
+             ) -> tuple[Any, list[Event]]:
+    """``header`` and ``events`` without the paths of the machine that recorded them (see
+    the module docs): ``roots`` are more agents-cache folders to rewrite (a cache moved with
+    ``ACP_FUZZ_AGENT_CACHE``)."""
+    extra = [r.rstrip("/") + "/" for r in roots if r and r.strip("/")]
+
+    def text(v: Any) -> Any:
+        if not isinstance(v, str):
+            return v
+        for root in extra:
+            v = v.replace(root, AGENTS_PLACEHOLDER)
+        return _AGENTS.sub(AGENTS_PLACEHOLDER, v)
+
+    def arg(v: Any) -> Any:
+        return "python" if isinstance(v, str) and _PYTHON.match(v) else text(v)
+
+    header = dataclasses.replace(
+        header, target=[arg(a) for a in header.target],
+        settings=map_leaves(header.settings, text),
+        initialize=map_leaves(header.initialize, text), meta=map_leaves(header.meta, text))
+    out = []
+    for e in events:
+        data = map_leaves(e.data, text)
+        if e.kind == "process" and isinstance(e.data.get("argv"), list):
+            data["argv"] = [arg(a) for a in e.data["argv"]]
+        out.append(dataclasses.replace(e, data=data))
+    return header, out
 
 
 def redact_vcr(data: Any) -> Any:

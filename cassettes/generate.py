@@ -13,17 +13,15 @@ cassette: it must say FAILED against its bug and FIXED against the correct agent
 
 from __future__ import annotations
 
-import dataclasses
-import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
+from acp_fuzz.agents_cache import cache_root
 from acp_fuzz.campaign import CampaignSettings, run_campaign
 from acp_fuzz.cassette import Cassette, read_cassette, write_cassette
 from acp_fuzz.runner import TargetSpec
-from acp_fuzz.scrub import map_leaves
+from acp_fuzz.scrub import portable
 
 HERE = Path(__file__).resolve().parent / "reference"
 BUGS = ["leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
@@ -31,43 +29,13 @@ BUGS = ["leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accep
         "load-erases-session"]
 
 
-#: A Python interpreter of some virtual environment, and the agents cache of some checkout
-#: (anywhere in a text: an agent quotes its own install path to the model, e.g. gemini-cli's
-#: skill locations).
-_PYTHON = re.compile(r"^/\S*/bin/python3?(\.\d+)?$")
-_AGENTS = re.compile(r"(?:/[^\s/<>\"'`]+)+/\.cache/agents/")
-
-
-def _portable_arg(arg: Any) -> Any:
-    if not isinstance(arg, str):
-        return arg
-    return "python" if _PYTHON.match(arg) else _AGENTS.sub("<agents>/", arg)
-
-
-def _portable_text(v: Any) -> Any:
-    return _AGENTS.sub("<agents>/", v) if isinstance(v, str) else v
-
-
 def write_portable(path: Path, c: Cassette) -> Path:
-    """Write ``c`` to ``path`` without the paths of the machine that recorded it: in the
-    recorded command and in each spawn's argv, the interpreter becomes ``python``; and
-    wherever an installed agent's path appears (argv, the frames, the model requests, the
-    learned baseline), it becomes ``<agents>/<package>@<version>/...``.
-
-    Nothing a verdict rests on changes: a profile's cassette is replayed with the profile's
-    own command, and the baseline and the model requests are rewritten alike, so
-    ``replay --offline`` judges the portable cassette as it judged the original
-    (``tests/cover/test_portable.py``)."""
-    c.header.target = [_portable_arg(a) for a in c.header.target]
-    c.header.settings = map_leaves(c.header.settings, _portable_text)
-    c.header.initialize = map_leaves(c.header.initialize, _portable_text)
-    c.header.meta = map_leaves(c.header.meta, _portable_text)
-    events = [dataclasses.replace(e, data={**e.data, "argv": [_portable_arg(a)
-                                                              for a in e.data["argv"]]})
-              if e.kind == "process" and isinstance(e.data.get("argv"), list) else e
-              for e in c.events]
-    events = [dataclasses.replace(e, data=map_leaves(e.data, _portable_text)) for e in events]
-    return write_cassette(path, c.header, events, c.attachments)
+    """Write ``c`` to ``path`` without the paths of the machine that recorded it
+    (:func:`acp_fuzz.scrub.portable`): the interpreter becomes ``python`` and an installed
+    agent's path ``<agents>/<package>@<version>/...``, wherever it appears. Nothing a
+    verdict rests on changes (``tests/cover/test_portable.py``)."""
+    header, events = portable(c.header, c.events, roots=[str(cache_root())])
+    return write_cassette(path, header, events, c.attachments)
 
 
 def main(bugs: list[str]) -> None:

@@ -277,9 +277,20 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def misc(self, data: st.DataObject) -> None:
-        """session/list, session/cancel, or a lifecycle request for an unknown session."""
-        what = data.draw(st.sampled_from(["list", "cancel", "invalid"]), label="misc")
-        if what == "list" and self.caps.list:
+        """session/list, session/cancel, a lifecycle request for an unknown session, or (for
+        an agent that offers session modes) session/set_mode and a turn after it.
+
+        set_mode is a choice here, not a rule of its own: an agent without modes draws
+        exactly as before, and one with modes gives it a share of this rule only."""
+        choices = ["list", "cancel", "invalid"] + (["set_mode"] if self.caps.set_mode else [])
+        what = data.draw(st.sampled_from(choices), label="misc")
+        if what == "set_mode" and self._loaded():
+            handle = data.draw(st.sampled_from(self._loaded()), label="session")
+            pick = data.draw(st.integers(0, 3), label="mode")
+            self.execute({"op": "set_mode", "session": handle, "pick": pick})
+            # Whether the prompt survived the switch shows only in the next turn.
+            self._turn_after(handle)
+        elif what == "list" and self.caps.list:
             self.execute({"op": "list"})
         elif what == "cancel" and self._loaded():
             handle = data.draw(st.sampled_from(self._loaded()), label="session")

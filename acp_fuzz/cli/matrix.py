@@ -100,7 +100,8 @@ def matrix(
                 columns.append(column_not_run(name, _first_line(str(e))))
                 continue
             cfg = CampaignSettings(max_examples=max_examples, seed=seed,
-                                   cassette_dir=cassette_dir / name, time_budget=time_budget)
+                                   cassette_dir=cassette_dir / name, time_budget=time_budget,
+                                   portable=True)
             (cassette_dir / name).mkdir(parents=True, exist_ok=True)
             err.print(terminal(f"{name}: fuzzing ({max_examples} examples, at most "
                                f"{time_budget:g} s)"), markup=False)

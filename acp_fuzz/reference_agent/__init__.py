@@ -18,7 +18,10 @@ What it implements
   ``session/fork`` (a new session with a copy of the conversation), ``session/close`` (unloads
   from memory; the session stays on disk), ``session/delete`` (removes it from memory and
   disk; an unknown id succeeds too), ``session/list`` (every stored session, optionally
-  filtered by ``cwd``, oldest first), ``session/prompt`` and the ``session/cancel`` notification.
+  filtered by ``cwd``, oldest first), ``session/prompt``, the ``session/cancel`` notification,
+  and ``session/set_mode``: new, load, resume and fork answer ``modes`` (``ask``, ``code``,
+  the default, and ``plan``; a fork takes its source's), and ``plan`` adds one instruction
+  line of its own to the defaults. The client prompt survives every mode switch.
   A session id that does not exist gets ``-32002`` with ``data.sessionId``; ``session/prompt``
   also needs the session to be loaded in this process (created, forked, loaded or resumed).
 * Bad input never kills it: invalid JSON gets ``-32700``, non-objects ``-32600`` (both with
@@ -126,6 +129,10 @@ client prompt texts.
     directory: the next session made there without a prompt runs on it. 4 steps: new A
     (append P, shared cwd); delete A; new B (no prompt, shared cwd); prompt B → P in B's
     request (``prompt.leak``, MUST).
+``mode-drops-prompt``
+    ``session/set_mode`` rebuilds the session's options from the mode's preset and the client
+    prompt is lost. 3 steps: new A (append P); set_mode A; prompt A → P missing
+    (``prompt.lost``, MUST).
 ``tiny-baseline``
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:

@@ -39,6 +39,10 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 
+def modes_of(session: Session) -> dict[str, Any]:
+    return {"currentModeId": session.mode, "availableModes": [dict(m) for m in MODES]}
+
+
 def default_instructions(cwd: str) -> str:
     """The agent's own instructions for a session: the fixed text plus one environment line.
 
@@ -75,7 +79,19 @@ BUGS: dict[str, str] = {
     "transcript, then fails with 'No previous sessions found' (gemini-cli 0.61.0)",
     "delete-leaves-prompt": "a deleted session's prompt stays behind as the default of its "
     "working directory: the next session made there without a prompt runs on it",
+    "mode-drops-prompt": "session/set_mode rebuilds the session's options from the mode's "
+    "preset, and the client prompt is lost",
 }
+
+#: The session modes this agent offers (``modes`` in new, load, resume and fork answers;
+#: ``session/set_mode``). ``plan`` adds an instruction of its own to the defaults, as real
+#: agents' plan modes do: a mode may change the default instructions, never the client prompt.
+MODES: tuple[dict[str, str], ...] = (
+    {"id": "ask", "name": "Ask", "description": "Ask before every change"},
+    {"id": "code", "name": "Code", "description": "Edit files in the working directory"},
+    {"id": "plan", "name": "Plan", "description": "Describe a plan; change nothing"},
+)
+PLAN_INSTRUCTION = "Plan mode: describe the change as a numbered plan and do not edit files."
 
 # Correct behaviours the RFD allows, which a harness must not call bugs (``--variant``).
 VARIANTS: dict[str, str] = {
@@ -273,6 +289,7 @@ class Agent:
             "session/fork": self.session_fork,
             "session/close": self.session_close,
             "session/delete": self.session_delete,
+            "session/set_mode": self.session_set_mode,
             "session/list": self.session_list,
             "session/prompt": self.session_prompt,
         }
@@ -461,6 +478,8 @@ class Agent:
         if "leak" in self.bugs and self.last_client_prompt is not None:
             prompt = self.last_client_prompt  # BUG(leak): process-global state, not per session
         defaults = default_instructions(session.cwd)
+        if session.mode == "plan":
+            defaults += f"\n{PLAN_INSTRUCTION}"
         if "tiny-baseline" in self.bugs:
             defaults = f"{TINY_DEFAULTS}\n\nWorking directory: {session.cwd}"
             if prompt is not None and prompt.mode == "override":
@@ -605,7 +624,7 @@ class Agent:
             self._activate(session)
         if session.system_prompt is not None:
             self.last_client_prompt = session.system_prompt
-        return {"sessionId": session.session_id}
+        return {"sessionId": session.session_id, "modes": modes_of(session)}
 
     def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
@@ -632,7 +651,7 @@ class Agent:
             kind = "user_message_chunk" if entry["role"] == "user" else "agent_message_chunk"
             content = {"type": "text", "text": entry["content"]}
             self._update(session.session_id, {"sessionUpdate": kind, "content": content})
-        return {}
+        return {"modes": modes_of(session)}
 
     def session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
@@ -646,7 +665,7 @@ class Agent:
         self._set_prompt(session, prompt)
         self._activate(session)
         self.store.save(session)
-        return {}  # SES-AGENT-RESUME-NOREPLAY-MUST: no history is sent
+        return {"modes": modes_of(session)}  # SES-AGENT-RESUME-NOREPLAY-MUST: no history
 
     def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
@@ -660,6 +679,7 @@ class Agent:
         if "fork-drops-prompt" in self.bugs:
             inherited = None  # BUG(fork-drops-prompt)
         fork = self.store.create(cwd, inherited, [dict(m) for m in source.history])
+        fork.mode = source.mode
         if prompt is not None and prompt != source.system_prompt:
             self._defer(fork.session_id, source.system_prompt)
         if "fork-corrupts-source" in self.bugs and prompt is not None:
@@ -668,7 +688,7 @@ class Agent:
         self._activate(fork)
         if prompt is not None:
             self.last_client_prompt = prompt
-        return {"sessionId": fork.session_id}
+        return {"sessionId": fork.session_id, "modes": modes_of(fork)}
 
     def session_close(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
@@ -687,6 +707,24 @@ class Agent:
             self.left_behind[session.cwd] = session.system_prompt
         self.live.pop(session_id, None)
         self.store.delete(session_id)
+        return {}
+
+    def session_set_mode(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Switch a loaded session's mode. The client prompt belongs to the session, and
+        survives the switch; the mode's own instruction (plan) joins the defaults."""
+        session_id = require_session_id(params)
+        mode = params.get("modeId")
+        if mode not in {m["id"] for m in MODES}:
+            raise invalid_params(f"unknown modeId {short(mode)}")
+        session = self.live.get(session_id)
+        if session is None:
+            raise session_not_found(session_id)
+        session.mode = str(mode)
+        if "mode-drops-prompt" in self.bugs:
+            session.system_prompt = None  # BUG(mode-drops-prompt): rebuilt from the preset
+        self.store.save(session)
+        self._update(session_id, {"sessionUpdate": "current_mode_update",
+                                  "currentModeId": session.mode})
         return {}
 
     def session_list(self, params: dict[str, Any]) -> dict[str, Any]:

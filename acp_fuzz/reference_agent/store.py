@@ -73,6 +73,7 @@ class Session:
     updated_at: str
     # Each entry is {"role": "user" | "assistant", "content": <text>}, the Chat Completions shape.
     history: list[dict[str, str]] = field(default_factory=list)
+    mode: str = "code"  # the session mode (session/set_mode); see agent.MODES
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk document."""
@@ -83,6 +84,7 @@ class Session:
             "history": self.history,
             "created": self.created,
             "updatedAt": self.updated_at,
+            "mode": self.mode,
         }
 
     @classmethod
@@ -97,6 +99,7 @@ class Session:
             history=[
                 {"role": str(m["role"]), "content": str(m["content"])} for m in obj["history"]
             ],
+            mode=str(obj.get("mode", "code")),
         )
 
 

@@ -812,3 +812,14 @@ def test_writer_and_reader_agree_on_depth_of_header_updates(tmp_path: Path) -> N
             w.update_header(meta={"x": nested(62)})
         w.update_header(meta={"x": nested(61)})
     assert read_cassette(path).header.meta == {"x": nested(61)}
+
+
+def test_a_set_mode_step_is_checked_and_described() -> None:
+    from acp_fuzz.steps import describe, validate_step
+
+    step = validate_step({"op": "set_mode", "session": "A", "pick": 2})
+    assert describe(step) == "session/set_mode A (another of its modes, choice 2)"
+    for bad in ({"op": "set_mode"}, {"op": "set_mode", "session": "A", "pick": "x"},
+                {"op": "set_mode", "session": "A", "pick": True}):
+        with pytest.raises(ValueError):
+            validate_step(bad)

@@ -47,6 +47,14 @@ def test_a_deleted_session_is_never_used_again() -> None:
     assert not references_ok([{"op": "delete", "session": "A"}])
 
 
+def test_a_mode_switch_needs_an_open_session() -> None:
+    switch = {"op": "set_mode", "session": "A", "pick": 1}
+    assert references_ok([NEW_A, switch, {"op": "prompt", "session": "A"}])
+    assert not references_ok([switch])
+    assert not references_ok([NEW_A, {"op": "restart"}, switch])
+    assert not references_ok([NEW_A, {"op": "close", "session": "A"}, switch])
+
+
 def test_unknown_sessions_are_not_tried() -> None:
     assert not references_ok([{"op": "load", "session": "A"}])
     assert not references_ok([{"op": "fork", "session": "A", "new": "B"}])

@@ -248,6 +248,33 @@ def test_a_deleted_sessions_prompt_in_a_later_session_is_a_leak() -> None:
     assert h2.findings() == []
 
 
+def test_a_prompt_lost_after_a_mode_switch_is_lost() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("set_mode", "A", pick=0)
+    h.prompt("A", system=appended())
+    f = only(h.findings(), "prompt.lost")
+    assert (f.severity, f.rule) == ("MUST", "SP-AGENT-APPLY-NEW-MUST")
+    assert any("session/set_mode A" in line for line in f.evidence["steps"])
+
+
+def test_a_mode_may_change_the_defaults_but_not_the_prompt() -> None:
+    # A plan mode's instructions replace the defaults: judged against the defaults learned in
+    # the default mode, append would look like it replaced them. After a switch it is not
+    # judged; the prompt itself still is.
+    plan = ["Plan mode. Write a numbered plan and change nothing at all.\n\n" + P]
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P))
+    h.step("set_mode", "A", pick=2)
+    h.prompt("A", system=plan)
+    assert h.findings() == []
+    h2 = H()
+    h2.new("A", sp("append", P))
+    h2.prompt("A", system=plan)
+    assert "append.replaced-default" in ids(h2.findings())  # the same request, no switch
+
+
 def test_delete_is_read_from_session_capabilities() -> None:
     init = {"agentCapabilities": {"sessionCapabilities": {"delete": {}, "close": None}}}
     caps = Capabilities.from_initialize(init)

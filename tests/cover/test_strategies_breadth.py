@@ -76,3 +76,32 @@ def test_the_new_invalid_shapes_are_drawn_and_classified_invalid() -> None:
 def test_the_valid_strategy_is_unchanged_by_breadth() -> None:
     for sp in _all(valid_system_prompts(override=True, canary=CANARY, long=False), 50):
         assert set(sp) == {"mode", "content"}
+
+
+def _drawn(caps: Capabilities) -> list[dict[str, Any]]:
+    from hypothesis import HealthCheck
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from acp_fuzz.strategies import LifecycleMachine
+
+    seen: list[dict[str, Any]] = []
+
+    class Recorder(LifecycleMachine):
+        def execute(self, step: dict[str, Any]) -> None:
+            seen.append(step)
+
+    Recorder.caps = caps
+    run_state_machine_as_test(Recorder, settings=settings(
+        max_examples=60, derandomize=True, database=None, deadline=None,
+        suppress_health_check=list(HealthCheck)))
+    return seen
+
+
+def test_set_mode_is_drawn_only_for_an_agent_with_modes_and_a_turn_follows() -> None:
+    full = dict(system_prompt=True, load=True, resume=True, close=True, list=True)
+    with_modes = _drawn(Capabilities(**full, set_mode=True))
+    switches = [i for i, s in enumerate(with_modes) if s["op"] == "set_mode"]
+    assert switches, "set_mode is drawn where the agent offers modes"
+    for i in switches:
+        assert with_modes[i + 1] == {"op": "prompt", "session": with_modes[i]["session"]}
+    assert not any(s["op"] == "set_mode" for s in _drawn(Capabilities(**full)))

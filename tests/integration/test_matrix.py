@@ -11,6 +11,7 @@ import pytest
 from _support import run_cli
 
 from acp_fuzz.campaign import CampaignSettings, run_campaign
+from acp_fuzz.cassette import read_cassette
 from acp_fuzz.reporting import result_to_json
 from acp_fuzz.reporting.matrix import column_from_report
 from acp_fuzz.runner import TargetSpec
@@ -57,13 +58,17 @@ def test_a_planted_leak_fails_its_rule_with_a_cassette(tmp_path: Path) -> None:
     spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
                                     "--bug", "leak"])
     result = run_campaign(spec, CampaignSettings(max_examples=30, max_failures=1,
-                                                 cassette_dir=tmp_path))
+                                                 cassette_dir=tmp_path, portable=True))
     col = column_from_report(result_to_json(result), profile="reference --bug leak")
     failed = {rule: c for rule, c in col.cells.items() if c.status == "fail"}
     assert set(failed) == {"ACPFUZZ-SESSION-ISOLATION-MUST"}, failed
     cell = failed["ACPFUZZ-SESSION-ISOLATION-MUST"]
     assert cell.text == "MUST: prompt.leak"
     assert cell.cassette is not None and Path(cell.cassette).is_file()
+    # The matrix publishes its cassettes: no path of this machine in them.
+    recorded = read_cassette(cell.cassette)
+    assert recorded.header.target[0] == "python"
+    assert sys.executable.encode() not in Path(cell.cassette).read_bytes()
     # The rules the example reached and the agent followed pass beside it.
     assert col.cells["SP-AGENT-APPLY-NEW-MUST"].status == "pass"
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from acp_fuzz.reference_agent import BUGS, DEFAULT_INSTRUCTIONS
+from acp_fuzz.reference_agent.agent import PLAN_INSTRUCTION
 
 pytestmark = pytest.mark.integration
 
@@ -750,6 +751,29 @@ def test_close_unloads_but_keeps_the_session_on_disk(spawn: Spawner, model: Mode
     assert model.system() == P
 
 
+def test_modes_are_offered_and_a_switch_keeps_the_prompt(
+        spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn().init()
+    created = agent.ok("session/new", {"cwd": CWD, "mcpServers": [],
+                                       "systemPrompt": sp("append", P)})
+    session = created["sessionId"]
+    assert created["modes"]["currentModeId"] == "code"
+    assert [m["id"] for m in created["modes"]["availableModes"]] == ["ask", "code", "plan"]
+    assert agent.ok("session/set_mode", {"sessionId": session, "modeId": "plan"}) == {}
+    agent.prompt(session)
+    # The plan mode's own line joins the defaults; the client prompt stays, at the end.
+    assert model.system() == f"{defaults()}\n{PLAN_INSTRUCTION}\n\n{P}"
+    assert agent.error("session/set_mode", {"sessionId": session,
+                                            "modeId": "turbo"})["code"] == -32602
+    assert agent.error("session/set_mode", {"sessionId": "sess-999",
+                                            "modeId": "ask"})["code"] == -32002
+    # The mode is the session's: a fork takes it, a load reports it.
+    fork = agent.ok("session/fork", {"sessionId": session, "cwd": CWD, "mcpServers": []})
+    assert fork["modes"]["currentModeId"] == "plan"
+    loaded = agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": []})
+    assert loaded["modes"]["currentModeId"] == "plan"
+
+
 def test_delete_removes_the_session_for_good_and_is_idempotent(
         spawn: Spawner, model: ModelServer) -> None:
     agent = spawn().init()
@@ -897,6 +921,11 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
     if name == "tiny-baseline":
         agent.prompt(agent.new(sp("override", P)))
         return model.system() != P
+    if name == "mode-drops-prompt":
+        session = agent.new(sp("append", P))
+        agent.ok("session/set_mode", {"sessionId": session, "modeId": "ask"})
+        agent.prompt(session)
+        return P not in model.system()
     raise AssertionError(f"no reproduction for bug {name}")
 
 

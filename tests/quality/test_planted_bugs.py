@@ -48,6 +48,8 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "load-erases-session": ("session.reattach-failed", 3),
     # new A (P, shared cwd); delete A; new B (shared cwd); prompt B  -> B runs on P
     "delete-leaves-prompt": ("prompt.leak", 4),
+    # new A (P); set_mode A; prompt A  -> P is gone after the mode switch
+    "mode-drops-prompt": ("prompt.lost", 3),
     # new A (P); resume A (P); prompt A  -> P twice
     "duplicate-on-resume": ("prompt.duplicated", 3),
     # new A (P); prompt A  -> P in the user message
