@@ -1,0 +1,165 @@
+"""Every request the harness sends is what the official ACP schema says it may be.
+
+The schema (``tests/fixtures/acp-schema/v1/schema.unstable.json``, the protocol's own, with
+``systemPrompt``) gives each method its request type (``x-method``, ``x-side: agent``) and
+each answer to an agent's request its response type (``x-side: client``). Checked here:
+
+* every request and notification in every committed cassette, and every answer the harness
+  gave to the agent's own requests there;
+* the same for a campaign against the reference agent, which offers every capability acp-fuzz
+  draws (load, resume, fork, close, delete, list, modes, override): the request shapes the
+  strategies can draw.
+
+Left out on purpose, and only these: the ``systemPrompt`` of a step that sends an invalid
+payload (the point of the step; its class is ``invalid`` or ``probe``), the deliberately
+malformed requests of ``invalid`` steps, and vendor extensions (``_``-prefixed methods).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from acp_fuzz.cassette import read_cassette
+from acp_fuzz.history import Event
+from acp_fuzz.runner import Run, TargetSpec
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "tests" / "fixtures" / "acp-schema" / "v1" / "schema.unstable.json"
+CORPUS = sorted((ROOT / "cassettes").rglob("*.cassette"))
+
+
+@cache
+def _defs() -> dict[str, Any]:
+    defs: dict[str, Any] = json.loads(SCHEMA.read_text())["$defs"]
+    return defs
+
+
+@cache
+def _validator(method: str, side: str, kind: str) -> Draft202012Validator | None:
+    """The validator of ``method``'s params (``kind`` Request or Notification, received by
+    the agent: ``side`` agent) or of an answer to it (Response, received by the agent from
+    the client: ``side`` client)."""
+    defs = _defs()
+    for name, d in defs.items():
+        if d.get("x-method") == method and d.get("x-side") == side and name.endswith(kind):
+            return Draft202012Validator({"$ref": f"#/$defs/{name}", "$defs": defs})
+    return None
+
+
+def _sent(events: Sequence[Event]) -> Iterator[tuple[str, dict[str, Any], Any]]:
+    """(what, message, the step's class) for every message the harness wrote."""
+    klass: Any = None
+    op: Any = None
+    for e in events:
+        if e.kind == "step":
+            klass = (e.data.get("class") or {}).get("kind")
+            op = e.data.get("args", {}).get("op")
+        elif e.kind == "acp" and e.data.get("dir") == "send" and isinstance(e.data.get("msg"),
+                                                                            dict):
+            yield op, e.data["msg"], klass
+
+
+def problems(events: Sequence[Event]) -> list[str]:
+    """Every schema violation in what the harness sent, as readable lines."""
+    asked: dict[Any, str] = {}  # the agent's own requests: id -> method
+    for e in events:
+        msg = e.data.get("msg") if e.kind == "acp" and e.data.get("dir") == "recv" else None
+        if isinstance(msg, dict) and "method" in msg and "id" in msg:
+            asked[msg["id"]] = msg["method"]
+    out: list[str] = []
+    for op, msg, klass in _sent(events):
+        method = msg.get("method")
+        if isinstance(method, str):
+            if op == "invalid" or method.startswith("_"):
+                continue
+            params = dict(msg.get("params") or {})
+            if klass in ("invalid", "probe") and method in (
+                    "session/new", "session/load", "session/resume", "session/fork"):
+                params.pop("systemPrompt", None)
+            kind = "Request" if "id" in msg else "Notification"
+            v = _validator(method, "agent", kind)
+            if v is None:
+                out.append(f"{method}: no {kind} type in the schema")
+                continue
+            out += [f"{method}: {'/'.join(map(str, err.absolute_path))}: {err.message}"[:300]
+                    for err in v.iter_errors(params)]
+        elif "result" in msg and msg.get("id") in asked:
+            answered = asked[msg["id"]]
+            v = _validator(answered, "client", "Response")
+            if v is not None:
+                out += [f"answer to {answered}: {err.message}"[:300]
+                        for err in v.iter_errors(msg["result"])]
+    return out
+
+
+def test_the_schema_knows_every_method_the_harness_sends() -> None:
+    for method in ("initialize", "session/new", "session/load", "session/resume",
+                   "session/fork", "session/close", "session/delete", "session/list",
+                   "session/prompt", "session/set_mode"):
+        assert _validator(method, "agent", "Request") is not None, method
+    assert _validator("session/cancel", "agent", "Notification") is not None
+    assert _validator("session/request_permission", "client", "Response") is not None
+
+
+def test_the_check_catches_a_bad_request() -> None:
+    bad = Event(seq=0, t=0.0, kind="acp", data={"dir": "send", "msg": {
+        "jsonrpc": "2.0", "id": 1, "method": "session/new",
+        "params": {"cwd": 3, "mcpServers": [], "systemPrompt": {"mode": "append"}}}})
+    found = problems([bad])
+    assert any(": cwd:" in p for p in found) and any(": systemPrompt:" in p for p in found), found
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: str(p.relative_to(ROOT / "cassettes")))
+def test_every_request_in_a_committed_cassette_follows_the_schema(path: Path) -> None:
+    assert problems(read_cassette(path).events) == []
+
+
+def test_every_request_shape_the_strategies_draw_follows_the_schema() -> None:
+    """The lifecycle machine, with every capability it can draw for, run for real against
+    the reference agent (which offers them all): each example on a fresh agent."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from acp_fuzz.gateway import Gateway
+    from acp_fuzz.payloads import Capabilities
+    from acp_fuzz.strategies import LifecycleMachine
+
+    spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent"])
+    seen: list[Event] = []
+    with Gateway(None) as gateway:
+
+        class Driven(LifecycleMachine):
+            caps = Capabilities(system_prompt=True, override=True, load=True, resume=True,
+                                fork=True, close=True, list=True, delete=True, set_mode=True)
+
+            def __init__(self) -> None:
+                super().__init__()
+                self.run = Run(spec, gateway=gateway).__enter__()
+                self.run.initialize()
+
+            def execute(self, step: dict[str, Any]) -> None:
+                self.run.execute(step)
+
+            def teardown(self) -> None:
+                seen.extend(self.run.history.snapshot())
+                self.run.close(grace=0)
+
+        run_state_machine_as_test(Driven, settings=settings(
+            max_examples=80, derandomize=True, database=None, deadline=None,
+            stateful_step_count=12, suppress_health_check=list(HealthCheck)))
+    methods = {m.get("method") for _, m, _ in _sent(seen)}
+    # Every method the strategies draw was drawn and sent.
+    assert {"initialize", "session/new", "session/prompt", "session/load", "session/resume",
+            "session/fork", "session/close", "session/delete", "session/list",
+            "session/set_mode", "session/cancel"} <= methods, methods
+    assert problems(seen) == []
