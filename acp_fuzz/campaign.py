@@ -319,13 +319,14 @@ def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
                 raise HarnessError("calibration: the first prompt turn failed: " + _why(run, out))
             cwd = run.sessions[handle].cwd
             offers_modes = len(run.sessions[handle].modes) >= 2
+            offers_options = bool(run.sessions[handle].options)
             for _, x in run.history.model_exchanges():
                 if x.session == handle and not x.side:
                     texts.append("\n".join(instruction_texts(x.texts("system"), cwd)))
                     break
-        # Modes are offered per session, not in initialize: the strategies draw set_mode only
-        # where the calibration sessions were offered some.
-        caps = replace(run.caps, set_mode=offers_modes)
+        # Modes and config options are offered per session, not in initialize: the strategies
+        # draw set_mode (set_config_option) only where the calibration sessions had some.
+        caps = replace(run.caps, set_mode=offers_modes, set_config_option=offers_options)
         run.close(grace=0)
     return init, caps, learn_baseline(texts)
 

@@ -326,7 +326,7 @@ def references_ok(steps: Sequence[Mapping[str, Any]]) -> bool:
                 return False
             made.discard(handle)
             loaded.discard(handle)
-        elif op in ("prompt", "cancel", "close", "fork", "set_mode"):
+        elif op in ("prompt", "cancel", "close", "fork", "set_mode", "set_config_option"):
             if handle not in loaded:
                 return False
             if op == "close":

@@ -501,10 +501,11 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         st.generation += 1
         for m in st.sessions.values():
             m.note(line)
-    elif op == "set_mode" and handle in st.sessions:
-        # The prompt belongs to the session, not to a mode: every candidate stands, and the
-        # next turn is judged against them. A mode may bring instructions of its own (a
-        # plan mode's), so the defaults learned in the default mode no longer judge it.
+    elif op in ("set_mode", "set_config_option") and handle in st.sessions:
+        # The prompt belongs to the session, not to a mode or a model: every candidate
+        # stands, and the next turn is judged against them. A mode (or a model) may bring
+        # instructions of its own (a plan mode's), so the defaults learned before the
+        # switch no longer judge it.
         m = st.sessions[handle]
         m.note(line)
         m.mode_switched = True

@@ -57,6 +57,9 @@ class Capabilities:
     #: The agent offers session modes (``session/new`` answered ``modes`` with at least two):
     #: not in ``initialize``, so the campaign learns it at calibration.
     set_mode: bool = False
+    #: The agent offers a ``select`` config option with at least two values (a model, a
+    #: reasoning effort): learned at calibration like ``set_mode``.
+    set_config_option: bool = False
 
     @classmethod
     def from_initialize(cls, result: Any) -> Capabilities:

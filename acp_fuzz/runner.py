@@ -157,8 +157,14 @@ class _Session:
     #: current one, from its last new, load, resume, fork or set_mode answer.
     modes: tuple[str, ...] = ()
     mode: str | None = None
+    #: Its ``select`` config options with at least two values: id -> (values, current),
+    #: from the last answer that listed ``configOptions``.
+    options: dict[str, tuple[tuple[str, ...], str | None]] = field(default_factory=dict)
 
     def note_modes(self, result: Any) -> None:
+        config = result.get("configOptions") if isinstance(result, Mapping) else None
+        if isinstance(config, list):
+            self.options = select_options(config)
         modes = result.get("modes") if isinstance(result, Mapping) else None
         if not isinstance(modes, Mapping):
             return
@@ -168,6 +174,29 @@ class _Session:
                                if isinstance(m, Mapping) and isinstance(m.get("id"), str))
         current = modes.get("currentModeId")
         self.mode = current if isinstance(current, str) else self.mode
+
+
+def select_options(config: list[Any]) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    """The ``select`` options of a ``configOptions`` list that offer at least two values
+    (grouped values flattened), by id: (values, current value)."""
+    out: dict[str, tuple[tuple[str, ...], str | None]] = {}
+    for opt in config[:64]:
+        if not isinstance(opt, Mapping) or opt.get("type") != "select" \
+                or not isinstance(opt.get("id"), str):
+            continue
+        values: list[str] = []
+        for o in opt.get("options") or []:
+            if not isinstance(o, Mapping):
+                continue
+            inner = o.get("options")
+            group: list[Any] = inner if isinstance(inner, list) else [o]
+            values += [g["value"] for g in group[:64]
+                       if isinstance(g, Mapping) and isinstance(g.get("value"), str)]
+        current = opt.get("currentValue")
+        if len(set(values)) >= 2:
+            out[opt["id"]] = (tuple(dict.fromkeys(values)),
+                              current if isinstance(current, str) else None)
+    return out
 
 
 @dataclass
@@ -567,6 +596,25 @@ class Run:
                                                 {"sessionId": s.agent_id, "modeId": mode}))
         if out.outcome == "ok":
             s.mode = mode
+        return out
+
+    def _do_set_config_option(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """``session/set_config_option``: option ``option`` (modulo their number, in the
+        agent's order) of the session's select options, set to choice ``pick`` among its
+        other values. Skipped when the session offered none."""
+        s = self.sessions.get(step["session"])
+        if s is None or not s.options:
+            return StepOutcome("skipped")
+        config_id = list(s.options)[int(step.get("option", 0)) % len(s.options)]
+        values, current = s.options[config_id]
+        others = [v for v in values if v != current]
+        value = others[int(step.get("pick", 0)) % len(others)]
+        out = self._reply_outcome(self._request(
+            "session/set_config_option",
+            {"sessionId": s.agent_id, "configId": config_id, "value": value}))
+        if out.outcome == "ok":
+            s.options[config_id] = (values, value)
+            s.note_modes(out.result)  # the full list, as the agent now has it
         return out
 
     def _do_list(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["OPS", "describe", "nonce_for", "prompt_text", "steps_of", "validate_step"]
 
-OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "set_mode", "list", "cancel",
-       "restart", "invalid")
+OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "set_mode",
+       "set_config_option", "list", "cancel", "restart", "invalid")
 
 
 def nonce_for(session: str, turn: int, salt: str = "") -> str:
@@ -62,9 +62,10 @@ def validate_step(step: Any) -> dict[str, Any]:
         raise ValueError("step 'fork' needs a string 'new'")
     if op == "invalid" and not isinstance(step.get("method"), str):
         raise ValueError("step 'invalid' needs a string 'method'")
-    if op == "set_mode" and (not isinstance(step.get("pick", 0), int)
-                             or isinstance(step.get("pick", 0), bool)):
-        raise ValueError("step 'set_mode': 'pick' must be an integer")
+    for key in ("pick", "option"):
+        if op in ("set_mode", "set_config_option") and (
+                not isinstance(step.get(key, 0), int) or isinstance(step.get(key, 0), bool)):
+            raise ValueError(f"step {op!r}: {key!r} must be an integer")
     if "extra" in step and not isinstance(step["extra"], Mapping):
         raise ValueError(f"step {op!r}: 'extra' must be a map of request params")
     return dict(step)
@@ -87,6 +88,9 @@ def describe(step: Mapping[str, Any]) -> str:
     if op == "set_mode":
         return (f"session/set_mode {step['session']} (another of its modes, "
                 f"choice {step.get('pick', 0)})")
+    if op == "set_config_option":
+        return (f"session/set_config_option {step['session']} (option {step.get('option', 0)}, "
+                f"another of its values, choice {step.get('pick', 0)})")
     if op == "cancel":
         return f"session/prompt {step['session']} + session/cancel"
     if op == "list":

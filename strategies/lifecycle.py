@@ -31,6 +31,11 @@ from .payloads import decorated, invalid_system_prompts, valid_system_prompts, v
 __all__ = ["LifecycleMachine", "SessionView"]
 
 MAX_SESSIONS = 4
+#: For an agent that offers modes or config options: one turn in this many is preceded by a
+#: switch, and half of the ``misc`` rule's draws are a switch and a turn. Measured with
+#: ``benchmarks/search_power.py`` (seeds 0-19, 100 examples): with the misc share alone, the
+#: planted mode and model bugs were missed at 5 and 4 seeds of 20; with both, at 1 and 1.
+PROMPT_SWITCH_EVERY = 8
 MAX_RESTARTS = 2
 
 
@@ -137,6 +142,20 @@ class LifecycleMachine(RuleBasedStateMachine):
                     "_meta": data.draw(vendor_meta(canary), label="vendor _meta")}, sp
         return {"systemPrompt": sp}, sp
 
+    def _switches(self) -> list[str]:
+        return (["set_mode"] if self.caps.set_mode else []) \
+            + (["set_config_option"] if self.caps.set_config_option else [])
+
+    def _switch(self, data: st.DataObject, handle: str) -> None:
+        """A mode or model switch of ``handle`` (the runner picks among what the agent
+        offered for it)."""
+        what = data.draw(st.sampled_from(self._switches()), label="switch")
+        switch: dict[str, Any] = {"op": what, "session": handle}
+        if what == "set_config_option":
+            switch["option"] = data.draw(st.integers(0, 3), label="option")
+        switch["pick"] = data.draw(st.integers(0, 3), label="value")
+        self.execute(switch)
+
     def _loaded(self) -> list[str]:
         return sorted(h for h, s in self.model.sessions.items() if s.loaded)
 
@@ -176,6 +195,9 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def prompt(self, data: st.DataObject) -> None:
         handle = data.draw(st.sampled_from(self._loaded()), label="session")
+        if bool(self._switches()) and data.draw(st.integers(0, PROMPT_SWITCH_EVERY - 1),
+                                                label="switch first") == 0:
+            self._switch(data, handle)
         self.execute({"op": "prompt", "session": handle})
 
     @precondition(lambda self: any(s.loaded for s in self.model.sessions.values()))
@@ -278,16 +300,21 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def misc(self, data: st.DataObject) -> None:
         """session/list, session/cancel, a lifecycle request for an unknown session, or (for
-        an agent that offers session modes) session/set_mode and a turn after it.
+        an agent that offers session modes or config options) session/set_mode or
+        session/set_config_option and a turn after it.
 
-        set_mode is a choice here, not a rule of its own: an agent without modes draws
-        exactly as before, and one with modes gives it a share of this rule only."""
-        choices = ["list", "cancel", "invalid"] + (["set_mode"] if self.caps.set_mode else [])
-        what = data.draw(st.sampled_from(choices), label="misc")
-        if what == "set_mode" and self._loaded():
+        The switches are choices here, not rules of their own: an agent without modes or
+        options draws exactly as before, and one with them gives them a share of this rule
+        only."""
+        # Half of this rule's draws go to the switches where there are any (see
+        # PROMPT_SWITCH_EVERY).
+        if bool(self._switches()) and data.draw(st.booleans(), label="switch"):
+            what = "switch"
+        else:
+            what = data.draw(st.sampled_from(["list", "cancel", "invalid"]), label="misc")
+        if what == "switch" and self._loaded():
             handle = data.draw(st.sampled_from(self._loaded()), label="session")
-            pick = data.draw(st.integers(0, 3), label="mode")
-            self.execute({"op": "set_mode", "session": handle, "pick": pick})
+            self._switch(data, handle)
             # Whether the prompt survived the switch shows only in the next turn.
             self._turn_after(handle)
         elif what == "list" and self.caps.list:

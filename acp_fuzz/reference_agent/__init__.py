@@ -18,10 +18,13 @@ What it implements
   ``session/fork`` (a new session with a copy of the conversation), ``session/close`` (unloads
   from memory; the session stays on disk), ``session/delete`` (removes it from memory and
   disk; an unknown id succeeds too), ``session/list`` (every stored session, optionally
-  filtered by ``cwd``, oldest first), ``session/prompt``, the ``session/cancel`` notification,
-  and ``session/set_mode``: new, load, resume and fork answer ``modes`` (``ask``, ``code``,
-  the default, and ``plan``; a fork takes its source's), and ``plan`` adds one instruction
-  line of its own to the defaults. The client prompt survives every mode switch.
+  filtered by ``cwd``, oldest first), ``session/prompt`` and the ``session/cancel``
+  notification. With ``--variant switches`` (which the switch bugs plant themselves), also
+  ``session/set_mode`` and ``session/set_config_option``: new, load, resume and fork answer
+  ``modes`` (``ask``, ``code``, the default, and ``plan``; a fork takes its source's; ``plan``
+  adds one instruction line of its own to the defaults) and ``configOptions`` (one select,
+  ``model``: ``reference-model`` or ``reference-model-mini``, sent as the model of the
+  session's requests). The client prompt survives every mode and model switch.
   A session id that does not exist gets ``-32002`` with ``data.sessionId``; ``session/prompt``
   also needs the session to be loaded in this process (created, forked, loaded or resumed).
 * Bad input never kills it: invalid JSON gets ``-32700``, non-objects ``-32600`` (both with
@@ -133,6 +136,10 @@ client prompt texts.
     ``session/set_mode`` rebuilds the session's options from the mode's preset and the client
     prompt is lost. 3 steps: new A (append P); set_mode A; prompt A → P missing
     (``prompt.lost``, MUST).
+``model-switch-drops-prompt``
+    ``session/set_config_option`` of the model starts the session over on the new model,
+    without the client prompt. 3 steps: new A (append P); set_config_option A (model); prompt
+    A → P missing (``prompt.lost``, MUST).
 ``tiny-baseline``
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:
@@ -146,6 +153,10 @@ Behaviours the RFD allows, which a harness must not call bugs.
 ``defer-then-apply``
     A changed prompt on a live session (load, resume, fork) is used from the second turn after
     the change on; the first still sends the old one (SP-LIFECYCLE-DEFER-MAY).
+``switches``
+    Sessions offer modes and a model option (see above). Off by default: a harness draws
+    switches only for an agent that offers them, so the default agent is fuzzed exactly as
+    before they existed, and the planted-bug measurements stay comparable.
 ``defer-until-restart``
     A changed prompt on a live session is stored, but the old one is sent until the session
     is loaded or resumed in a new process; a change carried by such a cold load applies at once.

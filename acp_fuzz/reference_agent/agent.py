@@ -43,6 +43,12 @@ def modes_of(session: Session) -> dict[str, Any]:
     return {"currentModeId": session.mode, "availableModes": [dict(m) for m in MODES]}
 
 
+def config_of(session: Session) -> list[dict[str, Any]]:
+    return [{"id": "model", "name": "Model", "category": "model", "type": "select",
+             "currentValue": session.model,
+             "options": [{"value": m, "name": m} for m in MODELS]}]
+
+
 def default_instructions(cwd: str) -> str:
     """The agent's own instructions for a session: the fixed text plus one environment line.
 
@@ -81,7 +87,13 @@ BUGS: dict[str, str] = {
     "working directory: the next session made there without a prompt runs on it",
     "mode-drops-prompt": "session/set_mode rebuilds the session's options from the mode's "
     "preset, and the client prompt is lost",
+    "model-switch-drops-prompt": "session/set_config_option of the model starts the session "
+    "over on the new model, without the client prompt",
 }
+
+#: The models this agent offers as its ``model`` config option (``configOptions`` in new,
+#: load, resume and fork answers; ``session/set_config_option``).
+MODELS: tuple[str, ...] = ("reference-model", "reference-model-mini")
 
 #: The session modes this agent offers (``modes`` in new, load, resume and fork answers;
 #: ``session/set_mode``). ``plan`` adds an instruction of its own to the defaults, as real
@@ -99,7 +111,12 @@ VARIANTS: dict[str, str] = {
     "the change on (SP-LIFECYCLE-DEFER-MAY)",
     "defer-until-restart": "a changed prompt on a live session is used only once the session is "
     "loaded or resumed in a new process (a change on such a cold load applies at once)",
+    "switches": "sessions offer modes (session/set_mode) and a model option "
+    "(session/set_config_option); implied by the switch bugs",
 }
+
+#: The planted bugs that need ``--variant switches`` (they plant it themselves).
+SWITCH_BUGS = frozenset({"mode-drops-prompt", "model-switch-drops-prompt"})
 
 # BUG(tiny-baseline): what an adapter on the Claude Agent SDK sends as its default system slot.
 TINY_DEFAULTS = (
@@ -214,7 +231,8 @@ def render_prompt(params: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str, str]]) -> str:
+def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str, str]],
+                    model: str = MODEL) -> str:
     """POST ``messages`` to ``<base_url>/chat/completions`` and return the assistant's text.
 
     Any failure (no base URL, connection error, non-200 status, malformed answer) raises
@@ -222,7 +240,7 @@ def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str,
     """
     if not base_url:
         raise RpcError(INTERNAL_ERROR, "model request failed: OPENAI_BASE_URL is not set")
-    body = json.dumps({"model": MODEL, "messages": messages, "stream": False}).encode()
+    body = json.dumps({"model": model, "messages": messages, "stream": False}).encode()
     request = urllib.request.Request(
         base_url.rstrip("/") + "/chat/completions",
         data=body,
@@ -244,7 +262,8 @@ def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str,
 # The agent.
 # ---------------------------------------------------------------------------------------------
 
-Model = Callable[[list[dict[str, str]]], str]
+#: The model call: (messages, model id) -> the assistant's text.
+Model = Callable[[list[dict[str, str]], str], str]
 
 
 class Agent:
@@ -272,6 +291,11 @@ class Agent:
         self.cancelled = cancelled
         self.bugs = frozenset(bugs)  # the planted defects (--bug, repeatable)
         self.variants = frozenset(variants)  # correct variants (--variant)
+        if self.bugs & SWITCH_BUGS:
+            self.variants |= {"switches"}
+        # Modes and a model option, offered only with --variant switches: by default the
+        # agent draws the harness's sequences exactly as before they existed.
+        self.switches = "switches" in self.variants
         # --variant defer-*: session id -> (the prompt still sent, turns left or None = until
         # this process ends). In memory only: a new process applies what is stored.
         self.deferred: dict[str, tuple[SystemPrompt | None, int | None]] = {}
@@ -289,12 +313,14 @@ class Agent:
             "session/fork": self.session_fork,
             "session/close": self.session_close,
             "session/delete": self.session_delete,
-            "session/set_mode": self.session_set_mode,
             "session/list": self.session_list,
             "session/prompt": self.session_prompt,
         }
         if dialect == "goose":
             self.methods[GOOSE_METHOD] = self.goose_set_system_prompt
+        if self.switches:
+            self.methods["session/set_mode"] = self.session_set_mode
+            self.methods["session/set_config_option"] = self.session_set_config_option
 
     # -- framing ---------------------------------------------------------------------------------
 
@@ -542,6 +568,13 @@ class Agent:
                 self.deferred[session_id] = (prompt, left - 1)
         return prompt
 
+    def options_of(self, session: Session) -> dict[str, Any]:
+        """What new, load, resume and fork answer about a session besides its id: its modes
+        and config options (``--variant switches``), else nothing."""
+        if not self.switches:
+            return {}
+        return {"modes": modes_of(session), "configOptions": config_of(session)}
+
     def _find(self, session_id: str) -> Session:
         """A session loaded in this process, else the stored one; ``-32002`` if neither exists."""
         session = self.live.get(session_id) or self.store.load(session_id)
@@ -624,7 +657,7 @@ class Agent:
             self._activate(session)
         if session.system_prompt is not None:
             self.last_client_prompt = session.system_prompt
-        return {"sessionId": session.session_id, "modes": modes_of(session)}
+        return {"sessionId": session.session_id, **self.options_of(session)}
 
     def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
@@ -651,7 +684,7 @@ class Agent:
             kind = "user_message_chunk" if entry["role"] == "user" else "agent_message_chunk"
             content = {"type": "text", "text": entry["content"]}
             self._update(session.session_id, {"sessionUpdate": kind, "content": content})
-        return {"modes": modes_of(session)}
+        return self.options_of(session)
 
     def session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
@@ -665,7 +698,7 @@ class Agent:
         self._set_prompt(session, prompt)
         self._activate(session)
         self.store.save(session)
-        return {"modes": modes_of(session)}  # SES-AGENT-RESUME-NOREPLAY-MUST: no history
+        return self.options_of(session)  # SES-AGENT-RESUME-NOREPLAY-MUST: no history is sent
 
     def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
@@ -679,7 +712,7 @@ class Agent:
         if "fork-drops-prompt" in self.bugs:
             inherited = None  # BUG(fork-drops-prompt)
         fork = self.store.create(cwd, inherited, [dict(m) for m in source.history])
-        fork.mode = source.mode
+        fork.mode, fork.model = source.mode, source.model
         if prompt is not None and prompt != source.system_prompt:
             self._defer(fork.session_id, source.system_prompt)
         if "fork-corrupts-source" in self.bugs and prompt is not None:
@@ -688,7 +721,7 @@ class Agent:
         self._activate(fork)
         if prompt is not None:
             self.last_client_prompt = prompt
-        return {"sessionId": fork.session_id, "modes": modes_of(fork)}
+        return {"sessionId": fork.session_id, **self.options_of(fork)}
 
     def session_close(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
@@ -727,6 +760,23 @@ class Agent:
                                   "currentModeId": session.mode})
         return {}
 
+    def session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Set a loaded session's ``model`` option. The client prompt survives the switch."""
+        session_id = require_session_id(params)
+        if params.get("configId") != "model":
+            raise invalid_params(f"unknown configId {short(params.get('configId'))}")
+        value = params.get("value")
+        if value not in MODELS:
+            raise invalid_params(f"unknown model {short(value)}")
+        session = self.live.get(session_id)
+        if session is None:
+            raise session_not_found(session_id)
+        session.model = str(value)
+        if "model-switch-drops-prompt" in self.bugs:
+            session.system_prompt = None  # BUG(model-switch-drops-prompt): started over
+        self.store.save(session)
+        return {"configOptions": config_of(session)}
+
     def session_list(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = params.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
@@ -758,7 +808,8 @@ class Agent:
             *session.history,
             {"role": "user", "content": user_text},
         ]
-        reply = self.model(messages)  # raises RpcError -32603; the history stays unchanged
+        # Raises RpcError -32603; the history stays unchanged.
+        reply = self.model(messages, session.model)
         if self.cancelled(session_id):  # the cancel arrived while the model was answering
             return {"stopReason": "cancelled"}
         self._update(
@@ -900,7 +951,7 @@ def main(argv: list[str] | None = None) -> int:
     reader = LineReader(sys.stdin.fileno())
     agent = Agent(
         store=Store(Path.home() / ".acp-fuzz-reference-agent"),
-        model=lambda messages: chat_completion(base_url, api_key, messages),
+        model=lambda messages, model: chat_completion(base_url, api_key, messages, model),
         send=send,
         cancelled=reader.cancel_waiting,
         bugs=args.bug,

@@ -74,6 +74,7 @@ class Session:
     # Each entry is {"role": "user" | "assistant", "content": <text>}, the Chat Completions shape.
     history: list[dict[str, str]] = field(default_factory=list)
     mode: str = "code"  # the session mode (session/set_mode); see agent.MODES
+    model: str = "reference-model"  # the "model" config option (session/set_config_option)
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk document."""
@@ -85,6 +86,7 @@ class Session:
             "created": self.created,
             "updatedAt": self.updated_at,
             "mode": self.mode,
+            "model": self.model,
         }
 
     @classmethod
@@ -100,6 +102,7 @@ class Session:
                 {"role": str(m["role"]), "content": str(m["content"])} for m in obj["history"]
             ],
             mode=str(obj.get("mode", "code")),
+            model=str(obj.get("model", "reference-model")),
         )
 
 

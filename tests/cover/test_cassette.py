@@ -819,7 +819,26 @@ def test_a_set_mode_step_is_checked_and_described() -> None:
 
     step = validate_step({"op": "set_mode", "session": "A", "pick": 2})
     assert describe(step) == "session/set_mode A (another of its modes, choice 2)"
+    step = validate_step({"op": "set_config_option", "session": "B", "option": 1, "pick": 0})
+    assert describe(step) == \
+        "session/set_config_option B (option 1, another of its values, choice 0)"
     for bad in ({"op": "set_mode"}, {"op": "set_mode", "session": "A", "pick": "x"},
-                {"op": "set_mode", "session": "A", "pick": True}):
+                {"op": "set_mode", "session": "A", "pick": True},
+                {"op": "set_config_option", "session": "A", "option": 1.5}):
         with pytest.raises(ValueError):
             validate_step(bad)
+
+
+def test_select_options_are_read_from_config_options() -> None:
+    from acp_fuzz.runner import select_options
+
+    config = [
+        {"id": "model", "type": "select", "currentValue": "b",
+         "options": [{"value": "a"}, {"group": "g", "options": [{"value": "b"}, {"value": "c"}]}]},
+        {"id": "effort", "type": "select", "currentValue": "x", "options": [{"value": "x"}]},
+        {"id": "fast", "type": "boolean", "currentValue": True},
+        {"id": 3, "type": "select", "options": [{"value": "p"}, {"value": "q"}]},
+        "junk",
+    ]
+    # Only a select with two values or more is something to switch to.
+    assert select_options(config) == {"model": (("a", "b", "c"), "b")}

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from acp_fuzz.findings import Finding
 from acp_fuzz.history import Event
 from acp_fuzz.minimize import (
@@ -47,8 +49,9 @@ def test_a_deleted_session_is_never_used_again() -> None:
     assert not references_ok([{"op": "delete", "session": "A"}])
 
 
-def test_a_mode_switch_needs_an_open_session() -> None:
-    switch = {"op": "set_mode", "session": "A", "pick": 1}
+@pytest.mark.parametrize("op", ["set_mode", "set_config_option"])
+def test_a_mode_or_model_switch_needs_an_open_session(op: str) -> None:
+    switch = {"op": op, "session": "A", "pick": 1}
     assert references_ok([NEW_A, switch, {"op": "prompt", "session": "A"}])
     assert not references_ok([switch])
     assert not references_ok([NEW_A, {"op": "restart"}, switch])

@@ -248,14 +248,20 @@ def test_a_deleted_sessions_prompt_in_a_later_session_is_a_leak() -> None:
     assert h2.findings() == []
 
 
-def test_a_prompt_lost_after_a_mode_switch_is_lost() -> None:
+@pytest.mark.parametrize("op", ["set_mode", "set_config_option"])
+def test_a_prompt_lost_after_a_mode_or_model_switch_is_lost(op: str) -> None:
     h = H()
     h.new("A", sp("append", P))
-    h.step("set_mode", "A", pick=0)
+    h.step(op, "A", pick=0)
     h.prompt("A", system=appended())
     f = only(h.findings(), "prompt.lost")
     assert (f.severity, f.rule) == ("MUST", "SP-AGENT-APPLY-NEW-MUST")
-    assert any("session/set_mode A" in line for line in f.evidence["steps"])
+    assert any(f"session/{op} A" in line for line in f.evidence["steps"])
+    kept = H()
+    kept.new("A", sp("append", P))
+    kept.step(op, "A", pick=0)
+    kept.prompt("A", system=appended(P))
+    assert kept.findings() == []
 
 
 def test_a_mode_may_change_the_defaults_but_not_the_prompt() -> None:

@@ -97,11 +97,12 @@ def _drawn(caps: Capabilities) -> list[dict[str, Any]]:
     return seen
 
 
-def test_set_mode_is_drawn_only_for_an_agent_with_modes_and_a_turn_follows() -> None:
+def test_switches_are_drawn_only_for_an_agent_that_offers_them_and_a_turn_follows() -> None:
     full = dict(system_prompt=True, load=True, resume=True, close=True, list=True)
-    with_modes = _drawn(Capabilities(**full, set_mode=True))
-    switches = [i for i, s in enumerate(with_modes) if s["op"] == "set_mode"]
-    assert switches, "set_mode is drawn where the agent offers modes"
+    drawn = _drawn(Capabilities(**full, set_mode=True, set_config_option=True))
+    switches = [i for i, s in enumerate(drawn) if s["op"] in ("set_mode", "set_config_option")]
+    assert {drawn[i]["op"] for i in switches} == {"set_mode", "set_config_option"}
     for i in switches:
-        assert with_modes[i + 1] == {"op": "prompt", "session": with_modes[i]["session"]}
-    assert not any(s["op"] == "set_mode" for s in _drawn(Capabilities(**full)))
+        assert drawn[i + 1] == {"op": "prompt", "session": drawn[i]["session"]}
+    assert not any(s["op"] in ("set_mode", "set_config_option")
+                   for s in _drawn(Capabilities(**full)))

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from acp_fuzz.reference_agent import BUGS, DEFAULT_INSTRUCTIONS
-from acp_fuzz.reference_agent.agent import PLAN_INSTRUCTION
+from acp_fuzz.reference_agent.agent import PLAN_INSTRUCTION, SWITCH_BUGS
 
 pytestmark = pytest.mark.integration
 
@@ -753,7 +753,7 @@ def test_close_unloads_but_keeps_the_session_on_disk(spawn: Spawner, model: Mode
 
 def test_modes_are_offered_and_a_switch_keeps_the_prompt(
         spawn: Spawner, model: ModelServer) -> None:
-    agent = spawn().init()
+    agent = spawn("--variant", "switches").init()
     created = agent.ok("session/new", {"cwd": CWD, "mcpServers": [],
                                        "systemPrompt": sp("append", P)})
     session = created["sessionId"]
@@ -772,6 +772,33 @@ def test_modes_are_offered_and_a_switch_keeps_the_prompt(
     assert fork["modes"]["currentModeId"] == "plan"
     loaded = agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": []})
     assert loaded["modes"]["currentModeId"] == "plan"
+
+
+def test_the_model_option_is_offered_and_a_switch_keeps_the_prompt(
+        spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn("--variant", "switches").init()
+    created = agent.ok("session/new", {"cwd": CWD, "mcpServers": [],
+                                       "systemPrompt": sp("append", P)})
+    (option,) = created["configOptions"]
+    assert (option["id"], option["type"], option["currentValue"]) == \
+        ("model", "select", "reference-model")
+    session = created["sessionId"]
+    changed = agent.ok("session/set_config_option", {"sessionId": session, "configId": "model",
+                                                     "value": "reference-model-mini"})
+    assert changed["configOptions"][0]["currentValue"] == "reference-model-mini"
+    agent.prompt(session)
+    assert model.requests[-1]["model"] == "reference-model-mini"
+    assert model.system() == f"{defaults()}\n\n{P}"
+    assert agent.error("session/set_config_option", {"sessionId": session, "configId": "x",
+                                                     "value": "y"})["code"] == -32602
+
+
+def test_without_the_switches_variant_there_are_no_modes(spawn: Spawner) -> None:
+    agent = spawn().init()
+    created = agent.ok("session/new", {"cwd": CWD, "mcpServers": []})
+    assert set(created) == {"sessionId"}
+    assert agent.error("session/set_mode", {"sessionId": created["sessionId"],
+                                            "modeId": "ask"})["code"] == -32601
 
 
 def test_delete_removes_the_session_for_good_and_is_idempotent(
@@ -808,7 +835,10 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
     not to fire on the correct agent.
     """
     bug = name if planted else None
-    agent = start(spawn, bug)
+    # The switch bugs plant modes and models themselves; the correct agent offers them with
+    # --variant switches.
+    agent = start(spawn, bug) if planted or name not in SWITCH_BUGS else \
+        spawn("--variant", "switches").init()
     if name == "leak":
         a = agent.new(sp("append", P))
         agent.new(sp("append", Q))
@@ -921,6 +951,12 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
     if name == "tiny-baseline":
         agent.prompt(agent.new(sp("override", P)))
         return model.system() != P
+    if name == "model-switch-drops-prompt":
+        session = agent.new(sp("append", P))
+        agent.ok("session/set_config_option", {"sessionId": session, "configId": "model",
+                                               "value": "reference-model-mini"})
+        agent.prompt(session)
+        return P not in model.system()
     if name == "mode-drops-prompt":
         session = agent.new(sp("append", P))
         agent.ok("session/set_mode", {"sessionId": session, "modeId": "ask"})

@@ -105,7 +105,7 @@ def problems(events: Sequence[Event]) -> list[str]:
 def test_the_schema_knows_every_method_the_harness_sends() -> None:
     for method in ("initialize", "session/new", "session/load", "session/resume",
                    "session/fork", "session/close", "session/delete", "session/list",
-                   "session/prompt", "session/set_mode"):
+                   "session/prompt", "session/set_mode", "session/set_config_option"):
         assert _validator(method, "agent", "Request") is not None, method
     assert _validator("session/cancel", "agent", "Notification") is not None
     assert _validator("session/request_permission", "client", "Response") is not None
@@ -134,13 +134,15 @@ def test_every_request_shape_the_strategies_draw_follows_the_schema() -> None:
     from acp_fuzz.payloads import Capabilities
     from acp_fuzz.strategies import LifecycleMachine
 
-    spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent"])
+    spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
+                                    "--variant", "switches"])
     seen: list[Event] = []
     with Gateway(None) as gateway:
 
         class Driven(LifecycleMachine):
             caps = Capabilities(system_prompt=True, override=True, load=True, resume=True,
-                                fork=True, close=True, list=True, delete=True, set_mode=True)
+                                fork=True, close=True, list=True, delete=True, set_mode=True,
+                                set_config_option=True)
 
             def __init__(self) -> None:
                 super().__init__()
@@ -161,5 +163,6 @@ def test_every_request_shape_the_strategies_draw_follows_the_schema() -> None:
     # Every method the strategies draw was drawn and sent.
     assert {"initialize", "session/new", "session/prompt", "session/load", "session/resume",
             "session/fork", "session/close", "session/delete", "session/list",
-            "session/set_mode", "session/cancel"} <= methods, methods
+            "session/set_mode", "session/set_config_option", "session/cancel"} <= methods, \
+        methods
     assert problems(seen) == []

@@ -50,6 +50,8 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "delete-leaves-prompt": ("prompt.leak", 4),
     # new A (P); set_mode A; prompt A  -> P is gone after the mode switch
     "mode-drops-prompt": ("prompt.lost", 3),
+    # new A (P); set_config_option A (model); prompt A  -> P is gone after the model switch
+    "model-switch-drops-prompt": ("prompt.lost", 3),
     # new A (P); resume A (P); prompt A  -> P twice
     "duplicate-on-resume": ("prompt.duplicated", 3),
     # new A (P); prompt A  -> P in the user message
@@ -84,10 +86,12 @@ SEEDS = [int(s) for s in os.environ.get("ACP_FUZZ_QUALITY_SEEDS", "0").split(","
          if s.strip()]
 
 
-def reference(bug: str | None = None) -> TargetSpec:
+def reference(bug: str | None = None, *variants: str) -> TargetSpec:
     argv = [sys.executable, "-m", "acp_fuzz.reference_agent"]
     if bug is not None:
         argv += ["--bug", bug]
+    for v in variants:
+        argv += ["--variant", v]
     return TargetSpec.from_command(argv)
 
 
@@ -140,6 +144,17 @@ def test_correct_agent_has_no_must_or_should_findings(tmp_path: Path,
     # The agent keeps an omitted prompt: the campaign saw that choice (and only as info).
     assert {f.severity for f in result.info} <= {"info"}
     assert "lifecycle.omitted-fallback" in {f.oracle for f in result.info}
+
+
+def test_correct_agent_with_modes_and_models_has_no_must_or_should_findings(
+        tmp_path: Path, no_orphans: Track) -> None:
+    """Mode and model switches (and a plan mode whose instruction joins the defaults) give a
+    correct agent no finding."""
+    result = campaign(reference(None, "switches"), tmp_path, seed=0, max_examples=100)
+    assert result.caps.set_mode and result.caps.set_config_option
+    judged = {o for o, _ in result.judged}
+    assert "prompt.lost" in judged
+    assert result.reports == [], [f for r in result.reports for f in r.findings]
 
 
 def test_finding_cassette_reproduces_the_same_oracle(tmp_path: Path, no_orphans: Track) -> None:

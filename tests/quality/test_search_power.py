@@ -35,7 +35,7 @@ SEEDS = range(10)
 MAX_MISSES = 1
 
 
-@pytest.mark.parametrize("bug", search_power.BUGS)
+@pytest.mark.parametrize("bug", search_power.BUGS + search_power.SWITCHES)
 def test_bug_shape_drawn_at_nearly_every_seed(bug: str) -> None:
     defaults = CampaignSettings()
     misses = [s for s in SEEDS
