@@ -47,7 +47,7 @@ __all__ = [
 #: argument of :attr:`Profile.side_request`.
 MODEL_APIS = ("openai.responses", "anthropic.messages", "openai.chat", "gemini")
 
-#: The model name the codex profile configures. Any other model in a request is a side request.
+#: The model name the codex profile configures (the user may switch it: see codex_side_request).
 CODEX_MODEL = "fake-model"
 
 
@@ -244,19 +244,17 @@ def _codex_setup(gateway_url: str, home: Path) -> None:
 
 
 def codex_side_request(api: str, headers: Mapping[str, str], body: Any) -> bool:
-    """codex-acp's thread-title request (real-agents.md §2.6): the "responses-lite" header,
-    a ``codex_output_schema`` structured output, an ``additional_tools`` first input item, or a
-    model other than the configured one."""
+    """codex-acp's thread-title request (real-agents.md §2.6): a ``codex_output_schema``
+    structured output (``text.format.type == "json_schema"``).
+
+    Not the model, the "responses-lite" header or an ``additional_tools`` first input item,
+    which the title request also has: after the user switches to one of codex's own models
+    (``session/set_config_option``, which the campaign draws), every *turn* has all three
+    (codex 2.6.0 sends its own models' turns in the lite format), and calling those turns
+    side requests left them unjudged."""
     if api != "openai.responses":
         return False
-    if (header(headers, "x-openai-internal-codex-responses-lite") or "").lower() == "true":
-        return True
-    if _get(body, "text", "format", "type") == "json_schema":
-        return True
-    if _get(body, "input", 0, "type") == "additional_tools":
-        return True
-    model = _get(body, "model")
-    return isinstance(model, str) and model != CODEX_MODEL
+    return _get(body, "text", "format", "type") == "json_schema"
 
 
 def codex_info_message(text: str) -> bool:

@@ -81,6 +81,19 @@ def test_side_request_hooks_match_recorded_requests() -> None:
         assert profile.side_request("openai.chat", headers, r["body"]) is False
 
 
+def test_a_codex_turn_after_a_model_switch_is_a_turn() -> None:
+    """After ``session/set_config_option`` of the model, codex's turns name the new model;
+    they are still turns (judged), and the title request is still a side request."""
+    recorded = json.loads((FIXTURES / "model_requests.json").read_text(encoding="utf-8"))
+    codex = get_profile("codex-acp")
+    for r in recorded:
+        if r["profile"] != "codex-acp":
+            continue
+        headers = {k.lower(): v for k, v in r["headers"].items()}
+        switched = {**r["body"], "model": "gpt-6.1-sol"}
+        assert codex.side_request(r["api"], headers, switched) is (r["kind"] != "turn")
+
+
 def test_info_messages() -> None:
     codex, claude = get_profile("codex-acp"), get_profile("claude-agent-acp")
     assert codex.info_message("Warning: Model metadata for `fake-model` not found. Defaulting")
