@@ -254,7 +254,7 @@ def codex_side_request(api: str, headers: Mapping[str, str], body: Any) -> bool:
     side requests left them unjudged."""
     if api != "openai.responses":
         return False
-    return _get(body, "text", "format", "type") == "json_schema"
+    return bool(_get(body, "text", "format", "type") == "json_schema")
 
 
 def codex_info_message(text: str) -> bool:

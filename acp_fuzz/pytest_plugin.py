@@ -105,14 +105,11 @@ class AcpCampaignItem(_AcpItem):
         spec = TargetSpec.from_command(self.argv, sandbox_fs=opt("--acp-sandbox-fs"))
         result = run_campaign(spec, cfg)
         if result.failing():
-            lines = []
-            for rep in result.reports:
-                for f in rep.findings:
-                    lines.append(f"{f.severity} {f.oracle} [{f.rule}]: {f.message}")
-                lines.append(f"status {rep.status} ({rep.rate}); {len(rep.steps)} step(s)")
-                lines.append(f"cassette: {rep.cassette}  replay: acp-fuzz replay "
-                             f"{rep.cassette} -- {shlex.join(self.argv)}")
-            raise AcpFailure("\n".join(lines))
+            from acp_fuzz.reporting.text import campaign_lines
+
+            # The same report as `acp-fuzz target` prints, without the colours.
+            lines = campaign_lines(result, lambda c: f"{c} -- {shlex.join(self.argv)}")
+            raise AcpFailure("\n".join(line.text for line in lines).strip())
 
     def reportinfo(self) -> tuple[str, int, str]:
         return ("acp-fuzz", 0, f"acp-fuzz campaign: {' '.join(self.argv)}")

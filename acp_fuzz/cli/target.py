@@ -31,10 +31,8 @@ from acp_fuzz.cli.app import (
 )
 from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.escaping import terminal
-from acp_fuzz.findings import Finding
 from acp_fuzz.runner import HarnessError, TargetSpec
 from acp_fuzz.scrub import env_secrets
-from acp_fuzz.steps import describe
 
 if TYPE_CHECKING:
     from acp_fuzz.campaign import CampaignResult
@@ -279,6 +277,8 @@ def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
 
 def _print_result(result: CampaignResult, elapsed: float,
                   again: Callable[[Path], str] = str) -> None:
+    from acp_fuzz.reporting.text import campaign_lines
+
     out.print(f"ran {result.examples_run} example(s), {result.steps_run} step(s) in "
               f"{elapsed:.1f}s (seed {result.settings.seed})")
     mr = result.model_requests
@@ -287,43 +287,12 @@ def _print_result(result: CampaignResult, elapsed: float,
                   f"{mr.get('side', 0)} side, {mr.get('untied', 0)} untied"
                   + (f", {mr['refused']} refused (without the gateway token: another process)"
                      if mr.get("refused") else ""), markup=False)
-    for f in result.info:
-        out.print(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}"), markup=False)
-    if not result.reports:
-        out.print("[green]no failing findings[/]")
-        return
-    for rep in result.reports:
-        label = {"failed": "FAILED", "flaky": f"FLAKY ({rep.rate} re-runs)",
-                 "unconfirmed": "UNCONFIRMED (interrupted before the re-runs)"}[rep.status]
-        out.print(f"\n[bold red]{label}[/]: minimal reproduction in {len(rep.steps)} step(s), "
-                  f"reproduced {rep.rate}")
-        for f in rep.findings:
-            _print_finding(f)
-        out.print("[bold]steps[/] (the JSON-RPC requests sent, in order):")
-        for i, s in enumerate(rep.steps, 1):
-            out.print(terminal(f"  {i}. {describe(s)}"), markup=False)
-        for i, r in enumerate(rep.requests, 1):
-            out.print(terminal(f"     [{i}] {_clip(json.dumps(r, ensure_ascii=False), 300)}"),
-                      markup=False)
-        if rep.cassette is None:
-            out.print("cassette: not written (see the warning above); the finding is "
-                      "reported here and in --report files", markup=False)
-            continue
-        out.print(terminal(f"cassette: {rep.cassette}"), markup=False)
-        out.print(terminal(f"replay:   acp-fuzz replay {again(rep.cassette)}"), markup=False)
-
-
-def _print_finding(f: Finding) -> None:
-    color = {"MUST": "red", "SHOULD": "yellow"}.get(f.severity, "cyan")
-    out.print(Text.assemble("  ", (f"{f.severity:6}", color), terminal(
-        f" {f.oracle} [{f.rule}] step {f.step + 1}: {f.message}")))
-    for k, v in f.evidence.items():
-        text = _clip(json.dumps(v, ensure_ascii=False, default=repr), 200)
-        out.print(terminal(f"         {k}: {text}"), markup=False)
-
-
-def _clip(s: str, n: int) -> str:
-    return s if len(s) <= n else s[:n] + "..."
+    for line in campaign_lines(result, again):
+        # The text is escaped for the terminal already; rich only adds the colour.
+        text = Text(line.text)
+        if line.style:
+            text.stylize(line.style, 0, line.lead or len(line.text))
+        out.print(text)
 
 
 def _write_json(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:

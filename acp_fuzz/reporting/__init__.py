@@ -7,7 +7,11 @@ One place per format, shared by ``target``, ``replay``, ``report`` and the pytes
   (``target --report json:PATH|junit:PATH``);
 * :mod:`~acp_fuzz.reporting.replay`: replay verdicts as JUnit cases (``replay --junit``);
 * :mod:`~acp_fuzz.reporting.markdown`: a finding cassette as a Markdown bug report
-  (``acp-fuzz report``).
+  (``acp-fuzz report``);
+* :mod:`~acp_fuzz.reporting.text`: a campaign's failures as plain text lines (what
+  ``target`` prints, coloured, and the pytest plugin's failure message);
+* :mod:`~acp_fuzz.reporting.matrix`: the conformance matrix, Markdown and HTML
+  (``acp-fuzz matrix``).
 
 The builders are pure; only :func:`write_junit` writes (atomically). A new output format is a
 module here, and the commands that offer it call it.

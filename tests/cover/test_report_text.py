@@ -1,0 +1,40 @@
+"""The plain-text campaign report shared by ``acp-fuzz target`` and the pytest plugin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from acp_fuzz.campaign import CampaignResult, CampaignSettings, FindingReport
+from acp_fuzz.findings import Finding
+from acp_fuzz.payloads import Capabilities
+from acp_fuzz.reporting.text import campaign_lines
+
+
+def _result(*reports: FindingReport) -> CampaignResult:
+    r = CampaignResult(agent={}, initialize={}, caps=Capabilities(), settings=CampaignSettings())
+    r.reports = list(reports)
+    return r
+
+
+def test_a_failure_reads_as_label_findings_steps_and_replay() -> None:
+    hostile = "lost \x1b[31m\u202e here"
+    rep = FindingReport(
+        status="flaky", runs=3, reproduced=2,
+        findings=[Finding("prompt.lost", "MUST", "SP-AGENT-APPLY-NEW-MUST", hostile, step=1,
+                          evidence={"expected": "P"})],
+        steps=[{"op": "new", "session": "A"}, {"op": "prompt", "session": "A"}],
+        requests=[{"method": "session/new"}], cassette=Path("c/prompt.lost.cassette"))
+    lines = campaign_lines(_result(rep), lambda c: f"{c} -- ./agent")
+    texts = [line.text for line in lines]
+    assert texts[1] == "FLAKY (2/3 re-runs): minimal reproduction in 2 step(s), reproduced 2/3"
+    assert (lines[1].style, lines[1].lead) == ("bold red", len("FLAKY (2/3 re-runs)"))
+    finding = next(line for line in lines if "prompt.lost" in line.text)
+    assert finding.style == "red" and "\x1b" not in finding.text and "\\x1b" in finding.text
+    assert "\u202e" not in finding.text
+    assert "  1. session/new A (systemPrompt omitted)" in texts
+    assert texts[-1] == "replay:   acp-fuzz replay c/prompt.lost.cassette -- ./agent"
+
+
+def test_no_failure_says_so_in_green() -> None:
+    (line,) = campaign_lines(_result())
+    assert (line.text, line.style) == ("no failing findings", "green")
