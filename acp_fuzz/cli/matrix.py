@@ -56,20 +56,27 @@ def matrix(
     markdown: Path = typer.Option(Path("matrix.md"), "--markdown", help="The Markdown table."),
     html_out: Path = typer.Option(Path("matrix.html"), "--html",
                                   help="The self-contained HTML page."),
-    json_out: Path | None = typer.Option(None, "--json",
-                                         help="Also write every campaign's JSON report here."),
+    json_out: Path | None = typer.Option(
+        None, "--json", help="Also write the command and every campaign's JSON report here."),
+    from_json: Path | None = typer.Option(
+        None, "--from-json", metavar="PATH",
+        help="Run nothing: write the table again from what an earlier --json saved."),
 ) -> None:
     """Run a bounded campaign per agent and write one conformance table: rows are rules,
     columns are agents, a cell is pass, fail (with its cassette), info or not tested."""
     from acp_fuzz.profiles import PROFILES
 
+    for path in (markdown, html_out, json_out):
+        if path is not None and not path.parent.exists():
+            fail(f"folder does not exist: {path.parent}")
+    if from_json is not None:
+        _write(*_load(from_json), markdown=markdown, html_out=html_out, json_out=json_out)
+        raise typer.Exit(0)
+
     names = list(dict.fromkeys(profile)) or list(PROFILES)
     unknown = [n for n in names if n not in PROFILES]
     if unknown:
         fail(f"unknown profile {unknown[0]!r} (known: {', '.join(sorted(PROFILES))})")
-    for path in (markdown, html_out, json_out):
-        if path is not None and not path.parent.exists():
-            fail(f"folder does not exist: {path.parent}")
     check_writable_dir(cassette_dir, "--cassette-dir")
     from acp_fuzz.netns import maybe_reexec
 
@@ -78,17 +85,11 @@ def matrix(
         raise typer.Exit(code)
     from acp_fuzz.campaign import CampaignSettings, FailureFound, run_campaign
     from acp_fuzz.reporting import result_to_json
-    from acp_fuzz.reporting.matrix import (
-        Column,
-        column_from_report,
-        column_not_run,
-        matrix_html,
-        matrix_markdown,
-    )
     from acp_fuzz.workers import run_parallel
 
-    columns: list[Column] = []
-    reports: dict[str, Any] = {}
+    argv = ["acp-fuzz", "matrix", *sys.argv[2:]] if sys.argv[1:2] == ["matrix"] else \
+        ["acp-fuzz", "matrix"]
+    agents: list[dict[str, Any]] = []
     interrupted = False
     restore = install_interrupt_handlers()
     try:
@@ -97,7 +98,7 @@ def matrix(
                 spec = TargetSpec.from_profile(name, timeout=timeout)
             except HarnessError as e:
                 err.print(terminal(f"{name}: not run: {e}"), markup=False)
-                columns.append(column_not_run(name, _first_line(str(e))))
+                agents.append({"profile": name, "not_run": _first_line(str(e))})
                 continue
             cfg = CampaignSettings(max_examples=max_examples, seed=seed,
                                    cassette_dir=cassette_dir / name, time_budget=time_budget,
@@ -117,14 +118,12 @@ def matrix(
                           else run_campaign(spec, cfg, on_event))
             except HarnessError as e:
                 err.print(terminal(f"{name}: not run: {e}"), markup=False)
-                columns.append(column_not_run(name, _first_line(str(e))))
+                agents.append({"profile": name, "not_run": _first_line(str(e))})
                 continue
             doc = result_to_json(result)
-            reports[name] = doc
-            col = column_from_report(doc, profile=name)
-            columns.append(col)
-            err.print(terminal(f"{name}: {col.note} in {time.monotonic() - t0:.0f} s"),
-                      markup=False)
+            agents.append({"profile": name, "report": doc})
+            err.print(terminal(f"{name}: {doc['examples_run']} examples, {doc['steps_run']} "
+                               f"steps in {time.monotonic() - t0:.0f} s"), markup=False)
             if result.interrupted:
                 interrupted = True
                 break
@@ -132,27 +131,70 @@ def matrix(
         interrupted = True
     finally:
         restore()
-    if not columns:
+    if not agents:
         err.print("acp-fuzz: interrupted before any agent ran; nothing to write", markup=False)
         raise typer.Exit(130)
-    argv = ["acp-fuzz", "matrix", *sys.argv[2:]] if sys.argv[1:2] == ["matrix"] else \
-        ["acp-fuzz", "matrix"]
+    _write(argv, agents, interrupted, markdown=markdown, html_out=html_out, json_out=json_out)
+    raise typer.Exit(130 if interrupted else 0)
+
+
+#: The format of what ``--json`` writes and ``--from-json`` reads.
+MATRIX_JSON = 1
+
+
+def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool]:
+    """What an earlier ``--json`` saved: the command, the agents, whether interrupted."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        fail(f"--from-json {path}: cannot read: {getattr(e, 'strerror', None) or e}")
+    if not isinstance(doc, dict) or doc.get("acp_fuzz_matrix") != MATRIX_JSON \
+            or not isinstance(doc.get("agents"), list) \
+            or not all(isinstance(a, dict) and isinstance(a.get("profile"), str)
+                       for a in doc["agents"]):
+        fail(f"--from-json {path}: not a matrix document written by acp-fuzz matrix --json")
+    command = doc.get("command")
+    argv = [str(a) for a in command] if isinstance(command, list) else ["acp-fuzz", "matrix"]
+    return argv, doc["agents"], bool(doc.get("interrupted"))
+
+
+def _write(argv: list[str], agents: list[dict[str, Any]], interrupted: bool, *,
+           markdown: Path, html_out: Path, json_out: Path | None) -> None:
+    from acp_fuzz.reporting.matrix import (
+        column_from_report,
+        column_not_run,
+        matrix_html,
+        matrix_markdown,
+    )
+
+    try:
+        columns = [column_from_report(a["report"], profile=a["profile"])
+                   if isinstance(a.get("report"), dict)
+                   else column_not_run(a["profile"], str(a.get("not_run") or "no report"))
+                   for a in agents]
+    except (AttributeError, TypeError, ValueError, KeyError) as e:
+        # Only a hand-edited or foreign --from-json document gets here.
+        fail(f"a campaign report in the matrix document is malformed ({type(e).__name__})")
     preamble = [f"Made by `{shlex.join(argv)}` with acp-fuzz {__version__}"
                 + (" (interrupted: agents not run are missing)" if interrupted else "") + ".",
                 "Each cell: **FAIL** (a confirmed finding; the cassette reproduces it with "
                 "`acp-fuzz replay`), flaky, info (a choice the RFD leaves to the agent), "
                 "pass (the rule's oracles judged that many cases and none failed), or not "
                 "tested (why). Rule ids are those of docs/acp-reference.md; ACPFUZZ-* rules "
-                "are argued in docs/oracles.md."]
+                "are argued in docs/oracles.md.",
+                "A bounded campaign is a sample: pass means no failure among the cases judged "
+                "at this seed and budget, not proof of conformance. Longer campaigns find "
+                "more (docs/findings.md)."]
     plain = [p.replace("**", "").replace("`", "") for p in preamble]
     atomic_write(markdown, matrix_markdown(columns, preamble=preamble,
-                                            base=markdown.parent.resolve()))
+                                           base=markdown.parent.resolve()))
     atomic_write(html_out, matrix_html(columns, preamble=plain,
-                                        base=html_out.parent.resolve()))
+                                       base=html_out.parent.resolve()))
     if json_out is not None:
-        atomic_write(json_out, json.dumps(reports, indent=2, ensure_ascii=False, default=repr))
+        doc = {"acp_fuzz_matrix": MATRIX_JSON, "acp_fuzz_version": __version__,
+               "command": argv, "interrupted": interrupted, "agents": agents}
+        atomic_write(json_out, json.dumps(doc, indent=2, ensure_ascii=False, default=repr))
     err.print(terminal(f"wrote {markdown} and {html_out}"), markup=False)
-    raise typer.Exit(130 if interrupted else 0)
 
 
 def _first_line(text: str) -> str:

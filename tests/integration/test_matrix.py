@@ -37,6 +37,25 @@ def test_matrix_of_the_reference_agent_has_no_fail_cell(tmp_path: Path) -> None:
     assert '"reference"' in (tmp_path / "r.json").read_text()
 
 
+def test_the_table_is_written_again_from_its_json_and_bad_json_is_one_line(
+        tmp_path: Path) -> None:
+    first = run_cli(tmp_path, "matrix", "-p", "reference", "-n", "2", "--json", "m.json")
+    assert first.returncode == 0, first.stderr
+    again = run_cli(tmp_path, "matrix", "--from-json", "m.json", "--markdown", "again.md",
+                    "--html", "again.html")
+    assert again.returncode == 0, again.stderr
+    # The same table, naming the command that ran the campaigns.
+    assert (tmp_path / "again.md").read_text() == (tmp_path / "matrix.md").read_text()
+    assert "acp-fuzz matrix -p reference -n 2 --json m.json" in (tmp_path / "again.md").read_text()
+    for bad in ("{", '{"acp_fuzz_matrix": 1, "agents": [{"profile": "x", "report": '
+                     '{"findings": [3]}}]}', "[]"):
+        (tmp_path / "bad.json").write_text(bad)
+        proc = run_cli(tmp_path, "matrix", "--from-json", "bad.json", "--markdown", "bad.md")
+        assert proc.returncode == 2, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "Traceback" not in proc.stderr and not (tmp_path / "bad.md").exists()
+
+
 def test_matrix_rejects_an_unknown_profile_in_one_line(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "matrix", "-p", "nope")
     assert proc.returncode == 2
