@@ -39,12 +39,13 @@ def main() -> int:
         ref.default_instructions = lambda cwd: f"{defaults(cwd)}\nDeploy key: {secret}"
     sys.stderr.flush()
 
-    def chat(base_url: str | None, api_key: str, messages: list[dict[str, str]]) -> str:
+    def chat(base_url: str | None, api_key: str, messages: list[dict[str, str]],
+             model: str = ref.MODEL) -> str:
         if pad:
             messages = [messages[0], {"role": "assistant", "content": "p" * pad}, *messages[1:]]
         query = urllib.parse.urlencode({"access_token": secret, "api_key": secret}) \
             if secret else ""
-        body = json.dumps({"model": ref.MODEL, "messages": messages}).encode()
+        body = json.dumps({"model": model, "messages": messages}).encode()
         request = urllib.request.Request(
             f"{(base_url or '').rstrip('/')}/chat/completions" + (f"?{query}" if query else ""),
             data=body, method="POST",
