@@ -45,7 +45,15 @@ from acp_fuzz.dialects import resolve
 from acp_fuzz.findings import CATALOG, Finding, is_failure
 from acp_fuzz.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.history import Event, History
-from acp_fuzz.minimize import Failure, Shape, embeds, interesting, minimize, shape_of
+from acp_fuzz.minimize import (
+    Failure,
+    Shape,
+    embeds,
+    interesting,
+    minimize,
+    refusals,
+    shape_of,
+)
 from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.payloads import Capabilities
 from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
@@ -452,6 +460,9 @@ class _Known:
     report: FindingReport | None
     seen: int = 1
 
+    def refusals(self) -> set[tuple[str, object, str]]:
+        return refusals(self.report.findings) if self.report is not None else set()
+
 
 #: After this many shrinks of one oracle's failures ended in a known reproduction, further
 #: failures of that oracle that no known reproduction explains are counted, not shrunk: a
@@ -499,14 +510,17 @@ class SearchState:
         skip = set(self.cfg.exclude_oracles)
         return [f for f in interesting(findings, self.cfg.strict) if f.oracle not in skip]
 
-    def explained(self, steps: Sequence[Mapping[str, Any]], oracles: set[str]) -> bool:
+    def explained(self, steps: Sequence[Mapping[str, Any]], oracles: set[str],
+                  findings: Sequence[Finding] = ()) -> bool:
         """Whether known failures account for a failing example: each of its oracles is one
-        of a known failure whose minimal steps occur in it (ending at its failing step), or
-        one whose failures were shrunk into known ones often enough already."""
+        of a known failure whose minimal steps occur in it (ending at its failing step) or
+        that refused with the same error (:func:`acp_fuzz.minimize.refusals`), or one whose
+        failures were shrunk into known ones often enough already."""
         shape = shape_of(steps)
+        refused = refusals(findings)
         covered: set[str] = set()
         for k in self.known:
-            if k.oracles & oracles and embeds(k.shape, shape):
+            if k.oracles & oracles and (embeds(k.shape, shape) or refused & k.refusals()):
                 covered |= k.oracles
                 k.seen += 1
         known = set().union(*(k.oracles for k in self.known)) if self.known else set()
@@ -604,7 +618,7 @@ class SearchMachine(LifecycleMachine):
         bad = s.failing(findings)
         if not bad:
             return
-        if s.failure is None and s.explained(self.steps, {f.oracle for f in bad}):
+        if s.failure is None and s.explained(self.steps, {f.oracle for f in bad}, bad):
             s.explained_count += 1
             self.done = True
             return
@@ -789,8 +803,9 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
                      oracles=failure.oracles(cfg.strict) - set(cfg.exclude_oracles))
     oracles = frozenset(o for o in small.oracles(cfg.strict) if o not in cfg.exclude_oracles)
     shape = shape_of(small.steps)
+    refused = refusals(small.findings)
     for k in search.known:
-        if k.shape == shape and k.oracles & oracles:
+        if k.oracles & oracles and (k.shape == shape or refused & k.refusals()):
             k.seen += 1
             # Count the oracles the example failed before shrinking too: shrinking kept only
             # what the known bug shows, and the others came with it.

@@ -28,7 +28,8 @@ sessions named by first appearance and each payload by its kind, not its text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,7 @@ __all__ = [
     "interesting",
     "minimize",
     "references_ok",
+    "refusals",
     "shape_of",
     "short_forms",
 ]
@@ -428,6 +430,40 @@ def _matches(pattern: ShapeStep, step: ShapeStep) -> bool:
         return False
     # A step the pattern sends nothing with may send something in the example.
     return kind == step[3] or kind == "omit"
+
+
+#: Oracles whose verdict is the agent's error answer to a request that should have worked.
+REFUSAL_ORACLES = frozenset({"payload.valid-rejected", "session.reattach-failed",
+                             "cancel.error"})
+#: Error texts too generic to tell two refusals apart (JSON-RPC's own messages).
+_GENERIC = frozenset({"", "internal error", "invalid params", "invalid request",
+                      "method not found", "parse error"})
+#: Shorter error texts are not specific enough either.
+MIN_REFUSAL_TEXT = 24
+
+
+def refusals(findings: Iterable[Finding]) -> set[tuple[str, object, str]]:
+    """The specific refusals among ``findings``: (oracle, error code, error text) for each
+    refusal oracle whose error says something of its own (message and ``data`` together, not
+    a bare "Internal error").
+
+    Two failures with the same refusal are one bug in the agent whatever the steps around
+    it: codex-acp answers "Changing systemPrompt requires a persisted session" to a changed
+    prompt on load and on resume, after a session made with or without a prompt, three
+    shapes of one refusal."""
+    out: set[tuple[str, object, str]] = set()
+    for f in findings:
+        err = f.evidence.get("error") if f.oracle in REFUSAL_ORACLES else None
+        if not isinstance(err, Mapping):
+            continue
+        message = str(err.get("message", "")).strip()
+        data = err.get("data")
+        text = message if data is None else f"{message} {json.dumps(data, sort_keys=True)}"
+        if message.lower().rstrip(".") in _GENERIC and data is None:
+            continue
+        if len(text) >= MIN_REFUSAL_TEXT:
+            out.add((f.oracle, err.get("code"), text))
+    return out
 
 
 def embeds(pattern: Shape, example: Shape) -> bool:

@@ -41,7 +41,7 @@ from acp_fuzz.campaign import (
     calibrate,
     run_campaign,
 )
-from acp_fuzz.minimize import Shape, shape_of
+from acp_fuzz.minimize import Shape, refusals, shape_of
 from acp_fuzz.runner import TargetSpec
 
 __all__ = ["run_parallel", "spec_from_wire", "spec_to_wire"]
@@ -145,6 +145,7 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     # Workers find the same bugs: one report per oracle set and shape of the minimal steps
     # (the campaign's own rule for "distinct"), the first worker's.
     seen: set[tuple[tuple[str, ...], Shape]] = set()
+    refused_seen: set[tuple[str, object, str]] = set()  # one refusal, one bug (minimize.refusals)
     info: dict[tuple[str, Any], InfoReport] = {}
     for r in results:
         merged.examples_run += r.examples_run
@@ -157,8 +158,10 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
         merged.out_of_time = merged.out_of_time or r.out_of_time
         for rep in r.reports:
             key = (tuple(rep.oracles), shape_of(rep.steps))
-            if key not in seen:
+            refused = refusals(rep.findings)
+            if key not in seen and not refused & refused_seen:
                 seen.add(key)
+                refused_seen |= refused
                 merged.reports.append(rep)
         for i in r.info_reports:
             key2 = (i.finding.oracle, i.finding.evidence.get("choice"))
