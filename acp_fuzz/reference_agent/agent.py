@@ -582,6 +582,14 @@ class Agent:
             raise session_not_found(session_id)
         return session
 
+    def _live(self, session_id: str) -> Session:
+        """A session loaded in this process; ``-32002`` if it is unknown, or stored but not
+        created, forked, loaded or resumed here (prompts and switches need it loaded)."""
+        session = self.live.get(session_id)
+        if session is None:
+            raise session_not_found(session_id)
+        return session
+
     def _activate(self, session: Session) -> None:
         self.live[session.session_id] = session
         self.seen_here.add(session.session_id)
@@ -749,9 +757,7 @@ class Agent:
         mode = params.get("modeId")
         if mode not in {m["id"] for m in MODES}:
             raise invalid_params(f"unknown modeId {short(mode)}")
-        session = self.live.get(session_id)
-        if session is None:
-            raise session_not_found(session_id)
+        session = self._live(session_id)
         session.mode = str(mode)
         if "mode-drops-prompt" in self.bugs:
             session.system_prompt = None  # BUG(mode-drops-prompt): rebuilt from the preset
@@ -768,9 +774,7 @@ class Agent:
         value = params.get("value")
         if value not in MODELS:
             raise invalid_params(f"unknown model {short(value)}")
-        session = self.live.get(session_id)
-        if session is None:
-            raise session_not_found(session_id)
+        session = self._live(session_id)
         session.model = str(value)
         if "model-switch-drops-prompt" in self.bugs:
             session.system_prompt = None  # BUG(model-switch-drops-prompt): started over
@@ -796,9 +800,7 @@ class Agent:
     def session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
         user_text = render_prompt(params)
-        session = self.live.get(session_id)
-        if session is None:  # unknown, or stored but not loaded/resumed in this process
-            raise session_not_found(session_id)
+        session = self._live(session_id)
         # CANCEL-AGENT-STOPREASON-MUST: a cancelled turn answers "cancelled", not an error.
         if self.cancelled(session_id):
             return {"stopReason": "cancelled"}
