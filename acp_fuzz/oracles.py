@@ -220,8 +220,9 @@ class SessionModel:
     #: Loads and resumes of this session the agent refused (their steps' lines): a later
     #: conversation lost may be their damage.
     failed_reattach: list[str] = field(default_factory=list)
-    #: A ``session/set_mode`` succeeded: the default instructions may be the new mode's, so
-    #: override and append are no longer judged against the learned baseline.
+    #: A ``session/set_mode`` or ``session/set_config_option`` succeeded: the default
+    #: instructions may be the new mode's (or model's), so override and append are no longer
+    #: judged against the learned baseline.
     mode_switched: bool = False
 
     def note(self, line: str) -> None:
@@ -394,26 +395,26 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
 
     live = handle in st.sessions and st.sessions[handle].generation == st.generation \
         and not st.sessions[handle].closed
-    if op == "cancel" and live and outcome in ("ok", "error"):
-        st.judge("cancel.error")
-    if op == "cancel" and outcome == "error" and live:
+    answered = outcome in ("ok", "error")
+    if op == "cancel" and live and answered:
         # Only a session this agent process has open: after a restart (not loaded again) or
         # a close, the prompt is about an unknown session and an error is the right answer.
-        st.add("cancel.error", "the prompt cancelled mid-turn got an error instead of a stop "
-               "reason", session=handle, error=_clip(verdict.get("error")))
+        st.judge("cancel.error")
+        if outcome == "error":
+            st.add("cancel.error", "the prompt cancelled mid-turn got an error instead of a "
+                   "stop reason", session=handle, error=_clip(verdict.get("error")))
 
     # Payload oracles: judged on the answer alone.
-    answered = outcome in ("ok", "error")
     if kind == "invalid" and answered:
         st.judge("payload.invalid-accepted", cls.get("rule"))
-    if kind == "invalid" and outcome == "ok":
-        st.add("payload.invalid-accepted",
-               f"{op} with an invalid systemPrompt ({cls.get('reason')}) got a success",
-               severity=cls.get("severity") or "MUST", rule=cls.get("rule"), session=handle,
-               reason=cls.get("reason"), systemPrompt=_clip(sp))
-    if kind == "probe" and answered:
-        st.judge("payload.probe")
+        if outcome == "ok":
+            st.add("payload.invalid-accepted",
+                   f"{op} with an invalid systemPrompt ({cls.get('reason')}) got a success",
+                   severity=cls.get("severity") or "MUST", rule=cls.get("rule"),
+                   session=handle, reason=cls.get("reason"), systemPrompt=_clip(sp))
     if kind == "probe" and outcome is not None:
+        if answered:
+            st.judge("payload.probe")
         st.add("payload.probe",
                f"{op} carried a systemPrompt the agent does not advertise; it answered {outcome}",
                session=handle)
@@ -546,9 +547,7 @@ def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: A
         return
     err = verdict.get("error")
     if isinstance(err, Mapping) and "harness" in err:
-        # A vendor extension's fields the agent may refuse, or a malformed answer
-        # (``protocol.malformed`` has it).
-        return
+        return  # a malformed answer: protocol.malformed has it
     if any(f.oracle == "payload.valid-rejected" and f.step == st.step.get("index", -1)
            for f in st.findings.values()):
         return

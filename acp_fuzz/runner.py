@@ -161,7 +161,8 @@ class _Session:
     #: from the last answer that listed ``configOptions``.
     options: dict[str, tuple[tuple[str, ...], str | None]] = field(default_factory=dict)
 
-    def note_modes(self, result: Any) -> None:
+    def note_offers(self, result: Any) -> None:
+        """Read the modes and config options an answer about this session offers."""
         config = result.get("configOptions") if isinstance(result, Mapping) else None
         if isinstance(config, list):
             self.options = select_options(config)
@@ -490,7 +491,7 @@ class Run:
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
             if isinstance(sid, str):
                 self.sessions[handle] = _Session(sid, cwd)
-                self.sessions[handle].note_modes(out.result)
+                self.sessions[handle].note_offers(out.result)
                 self._dialect_followup(step, sid)
             else:
                 out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
@@ -508,7 +509,7 @@ class Run:
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
             if isinstance(sid, str):
                 self.sessions[step["new"]] = _Session(sid, cwd)
-                self.sessions[step["new"]].note_modes(out.result)
+                self.sessions[step["new"]].note_offers(out.result)
             else:
                 out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
         return out
@@ -527,7 +528,7 @@ class Run:
                                        **self._sp_params(step)})
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
-            s.note_modes(out.result)
+            s.note_offers(out.result)
         return out
 
     def _probe_side_effect(self) -> None:
@@ -614,7 +615,7 @@ class Run:
             {"sessionId": s.agent_id, "configId": config_id, "value": value}))
         if out.outcome == "ok":
             s.options[config_id] = (values, value)
-            s.note_modes(out.result)  # the full list, as the agent now has it
+            s.note_offers(out.result)  # the full list, as the agent now has it
         return out
 
     def _do_list(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
