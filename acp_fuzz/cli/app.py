@@ -65,6 +65,7 @@ def check_url(url: str | None) -> str | None:
 
 
 def check_writable_dir(path: Path, what: str) -> None:
+    """Make ``path`` (and its parents) and check that a file can be written in it."""
     try:
         path.mkdir(parents=True, exist_ok=True)
         probe = path / ".acp-fuzz-write-test"
@@ -72,6 +73,7 @@ def check_writable_dir(path: Path, what: str) -> None:
         probe.unlink()
     except OSError as e:
         fail(f"{what} {path} cannot be written: {e.strerror or e}")
+
 
 def install_interrupt_handlers() -> Callable[[], None]:
     """Ctrl-C or SIGTERM once: stop cleanly (agents closed, findings so far written, exit
@@ -111,7 +113,10 @@ def install_interrupt_handlers() -> Callable[[], None]:
 
     return restore
 
+
 def atomic_write(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` through a temporary file beside it: readers see the
+    old file or the new one, never half of it."""
     tmp = path.with_name(f".{path.name}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")

@@ -72,7 +72,6 @@ def _parse_reports(values: Sequence[str]) -> list[tuple[str, Path]]:
     return reports
 
 
-
 @app.command(context_settings={"allow_interspersed_args": False})
 def target(
     command: list[str] = typer.Argument(None, metavar="[AGENT | -- CMD ARGS...]",
@@ -253,11 +252,6 @@ def _check_oracles(ids: Sequence[str]) -> tuple[str, ...]:
     return tuple(ids)
 
 
-
-
-
-
-
 def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
     name = agent.get("name", "?")
     version = agent.get("version", "?")
@@ -299,7 +293,7 @@ def _write_json(result: CampaignResult, path: Path, secrets: Sequence[str] = ())
     from acp_fuzz.reporting import result_to_json
 
     atomic_write(path, json.dumps(result_to_json(result, secrets), indent=2,
-                                   ensure_ascii=False, default=repr))
+                                 ensure_ascii=False, default=repr))
 
 
 def _write_junit(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:
@@ -309,4 +303,3 @@ def _write_junit(result: CampaignResult, path: Path, secrets: Sequence[str] = ()
         write_junit(path, "acp-fuzz target", campaign_cases(result, secrets))
     except OSError as e:
         fail(f"cannot write {path}: {e.strerror or e}")
-
