@@ -71,6 +71,9 @@ def test_md_code_is_one_code_span(s: str) -> None:
 
 @given(texts)
 @example("see http://evil.example and [x](http://y) <!-- x --> <b>hi</b> ![i](j)")
+# An escaped backtick before a link word: found on a fresh machine, where a regex that paired
+# backticks without reading escapes saw the link outside its code span.
+@example("`\nhttp://evil.example")
 def test_md_text_renders_no_link_html_or_emphasis(s: str) -> None:
     source = md_text(s)
     assert "\n" not in source
@@ -78,9 +81,12 @@ def test_md_text_renders_no_link_html_or_emphasis(s: str) -> None:
     for bad in ("link_open", "image", "html_inline", "html_block", "em_open", "strong_open",
                 "s_open"):
         assert bad not in types, (source, types)
-    # Link-like words (which GitHub would autolink) only ever appear inside code spans.
-    outside = re.sub(r"(`+).*?\1", "", source)
-    assert "://" not in outside and "www." not in outside.lower() and "@" not in outside
+    # Link-like words (which GitHub would autolink) only ever appear inside code spans: the
+    # rendered text outside them, as the parser reads it (escapes included), holds none.
+    outside = "".join(child.content for tok in MD.parse(source) for child in tok.children or []
+                      if child.type == "text")
+    assert "://" not in outside and "www." not in outside.lower() and "@" not in outside, \
+        (source, outside)
 
 
 @given(texts, texts)
