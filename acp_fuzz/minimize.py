@@ -35,6 +35,7 @@ from typing import Any
 
 from acp_fuzz.findings import Finding, is_reported
 from acp_fuzz.history import Event
+from acp_fuzz.lifecycle import allowed, handle_name
 from acp_fuzz.payloads import Capabilities, blocks_of, classify
 
 __all__ = [
@@ -47,7 +48,6 @@ __all__ = [
     "hoist",
     "interesting",
     "minimize",
-    "references_ok",
     "refusals",
     "shape_of",
     "short_forms",
@@ -92,7 +92,7 @@ def minimize(failure: Failure, run: Runner, *, strict: bool = False,
     trials = {"n": 0}
 
     def attempt(trial: Steps) -> Failure | None:
-        if not trial or not references_ok(trial):
+        if not trial or not allowed(trial):
             return None
         if max_trials is not None and trials["n"] >= max_trials:
             return None
@@ -231,7 +231,7 @@ def canonical_handles(steps: Sequence[Mapping[str, Any]]) -> Steps:
     names: dict[str, str] = {}
 
     def name(h: str) -> str:
-        return names.setdefault(h, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[len(names) % 26])
+        return names.setdefault(h, handle_name(len(names)))
 
     out = []
     for s in steps:
@@ -301,42 +301,6 @@ def short_forms(steps: Sequence[Mapping[str, Any]]) -> list[Steps]:
             forms.append([new, {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp},
                           {"op": "prompt", "session": "B"}])
     return sorted(forms, key=len)
-
-
-def references_ok(steps: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether a trial obeys the lifecycle machine's own preconditions.
-
-    A step on a session no earlier step created would be skipped by the runner, and a turn on
-    a session that a restart or a close unloaded (and no load or resume re-attached) asks a
-    correct agent for an error: such trials prove nothing, or prove the wrong thing, so they
-    are not tried."""
-    made: set[str] = set()
-    loaded: set[str] = set()
-    for s in steps:
-        op, handle = s["op"], str(s.get("session"))
-        if op == "new":
-            made.add(handle)
-            loaded.add(handle)
-        elif op == "restart":
-            loaded.clear()
-        elif op in ("load", "resume"):
-            if handle not in made:
-                return False
-            loaded.add(handle)
-        elif op == "delete":
-            if handle not in made:
-                return False
-            made.discard(handle)
-            loaded.discard(handle)
-        elif op in ("prompt", "cancel", "close", "fork", "set_mode", "set_config_option"):
-            if handle not in loaded:
-                return False
-            if op == "close":
-                loaded.discard(handle)
-            elif op == "fork":
-                made.add(s["new"])
-                loaded.add(s["new"])
-    return True
 
 
 # -- the shape of a reproduction -------------------------------------------------------------------

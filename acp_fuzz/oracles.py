@@ -26,6 +26,7 @@ from jsonschema import Draft202012Validator
 
 from acp_fuzz.findings import CATALOG, Finding
 from acp_fuzz.history import Event, ModelExchange
+from acp_fuzz.lifecycle import Lifecycle
 from acp_fuzz.payloads import OMIT, Capabilities, Classification, blocks_of, classify
 from acp_fuzz.steps import describe
 
@@ -189,11 +190,13 @@ class Candidate:
 
 @dataclass
 class SessionModel:
+    """What the oracles know of one session beside its place in the lifecycle (which
+    :class:`acp_fuzz.lifecycle.Lifecycle` keeps): the prompts it may be using, its
+    conversation, and the steps behind them."""
+
     agent_id: str | None
     candidates: list[Candidate]
-    generation: int
     tainted: bool = False  # state unknown (an invalid payload was accepted)
-    closed: bool = False  # session/close succeeded, and no load or resume since
     own: set[str] = field(default_factory=set)  # every block this session may legitimately hold
     #: A cold load (a load or resume in a new agent process) came with or after the last
     #: accepted change: the agent rebuilt the session, so the change can no longer be deferred.
@@ -237,9 +240,10 @@ class _State:
     caps: dict[str, Any] = field(default_factory=dict)
     dialect: str | None = None  # recorded at initialize; None in older cassettes
     sessions: dict[str, SessionModel] = field(default_factory=dict)
+    #: Which sessions exist and are open, as the agent's answers left them.
+    life: Lifecycle = field(default_factory=Lifecycle)
     known_ids: set[str] = field(default_factory=set)
     step: dict[str, Any] = field(default_factory=dict)
-    generation: int = 0
     rejected: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
     accepted_blocks: set[str] = field(default_factory=set)
     all_blocks: dict[str, set[str]] = field(default_factory=dict)  # handle -> every block sent
@@ -393,8 +397,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
     handle = args.get("session")
     blocks = blocks_of(sp)
 
-    live = handle in st.sessions and st.sessions[handle].generation == st.generation \
-        and not st.sessions[handle].closed
+    live = st.life.is_open(handle)
     answered = outcome in ("ok", "error")
     if op == "cancel" and live and answered:
         # Only a session this agent process has open: after a restart (not loaded again) or
@@ -446,10 +449,10 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         st.rejected.append((idx, tuple(b.strip() for b in blocks
                                        if len(b.strip()) >= MIN_SIGNIFICANT)))
 
-    if op == "close" and outcome == "ok" and handle in st.sessions:
-        st.sessions[handle].closed = True
     if outcome != "ok":
         return
+    cold = st.life.cold(handle)
+    st.life.apply(args)
     if blocks:
         st.accepted_blocks.update(b.strip() for b in blocks)
     prompt = Prompt(str(sp["mode"]), blocks, idx) if kind == "valid" and isinstance(sp, Mapping) \
@@ -462,7 +465,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
               if v.strip() not in {b.strip() for b in blocks}}
 
     if op == "new" and isinstance(handle, str):
-        m = SessionModel(sid, [], st.generation, vendor=vendor)
+        m = SessionModel(sid, [], vendor=vendor)
         if kind == "valid":
             m.candidates = [Candidate(prompt, "applied", "MUST", NEW_RULE)]
         elif kind in ("omitted", "null"):
@@ -475,9 +478,6 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         st.sessions[handle] = m
     elif op in ("load", "resume") and handle in st.sessions:
         m = st.sessions[handle]
-        cold = m.generation != st.generation
-        m.generation = st.generation
-        m.closed = False
         m.note(line)
         if m.conversation:
             m.reattached = (op, line)
@@ -485,7 +485,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         m.tainted = m.tainted or kind in ("invalid", "probe")
     elif op == "fork" and handle in st.sessions and isinstance(args.get("new"), str):
         src = st.sessions[handle]
-        m = SessionModel(sid, list(src.candidates), st.generation, tainted=src.tainted,
+        m = SessionModel(sid, list(src.candidates), tainted=src.tainted,
                          own=set(src.own), rebuilt=src.rebuilt, trail=list(src.trail),
                          vendor=dict(src.vendor), mode_switched=src.mode_switched)
         # The fork's conversation starts empty: how much of its source's context a fork
@@ -499,7 +499,6 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         # a deleted session's prompt in a later session's request is a leak.
         st.sessions.pop(handle, None)  # type: ignore[arg-type]
     elif op == "restart":
-        st.generation += 1
         for m in st.sessions.values():
             m.note(line)
     elif op in ("set_mode", "set_config_option") and handle in st.sessions:
@@ -533,7 +532,7 @@ def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: A
     (``payload.valid-rejected`` judges a refused prompt)."""
     handle = args.get("session")
     m = st.sessions.get(handle) if isinstance(handle, str) else None
-    if m is None or m.closed or m.tainted or not m.conversation:
+    if m is None or st.life.closed(handle) or m.tainted or not m.conversation:
         return
     if not st.caps.get(op if op == "resume" else "load"):
         return
@@ -551,7 +550,7 @@ def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: A
     if any(f.oracle == "payload.valid-rejected" and f.step == st.step.get("index", -1)
            for f in st.findings.values()):
         return
-    cold = m.generation != st.generation
+    cold = st.life.cold(handle)
     turns = len(m.conversation)
     st.add("session.reattach-failed",
            f"session/{op} of session {handle} ({turns} completed turn(s)"

@@ -36,6 +36,7 @@ from acp_fuzz.errors import HarnessError
 from acp_fuzz.findings import Finding, is_reported
 from acp_fuzz.gateway import Gateway
 from acp_fuzz.history import History
+from acp_fuzz.lifecycle import NEEDS, Lifecycle
 from acp_fuzz.oracles import Baseline, Evaluator
 from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.sandbox import Sandbox, SandboxError, agent_command
@@ -220,7 +221,10 @@ class Run:
         self._generation = 0
         self.init_result: Any = None
         self.caps = Capabilities()
+        #: The agent's id (and what it offered) of every session that exists.
         self.sessions: dict[str, _Session] = {}
+        #: Which sessions exist and are open, as the agent's answers left them.
+        self.life = Lifecycle()
         self.turns: dict[str, int] = {}
         self._step_index = 0
         self.dead = False
@@ -425,10 +429,11 @@ class Run:
             annotations["nonce"] = nonce_for(step["session"], turn, self.salt)
         self.history.append("step", {"index": index, "name": step["op"], "args": step,
                                      **annotations})
-        if self.dead and step["op"] != "restart":
+        if (self.dead and step["op"] != "restart") or not self._sendable(step):
             out = StepOutcome("skipped")
         else:
             out = getattr(self, f"_do_{step['op']}")(step, annotations)
+        self.life.apply(step, accepted=out.outcome == "ok")
         verdict: dict[str, Any] = {"step": index, "what": "reply", "outcome": out.outcome}
         if out.outcome == "timeout":
             verdict["waited"] = dict(self.last_wait)  # the deadline, and if the full timeout
@@ -440,6 +445,15 @@ class Run:
         if step["op"] in ("new", "fork") and out.outcome == "error":
             self._probe_side_effect()
         return out
+
+    def _sendable(self, step: Mapping[str, Any]) -> bool:
+        """Whether the runner can send ``step`` at all: a step on a session that does not
+        exist (never made, its creation refused, or deleted) has no session id to send, and
+        is skipped. A step on a session that exists but is not open (closed, or unloaded by a
+        restart) is sent: the agent must refuse it, and that is for the oracles to judge."""
+        if NEEDS[step["op"]] == "nothing":
+            return True
+        return self.life.exists(step["session"])
 
     def _reply_outcome(self, reply: Reply) -> StepOutcome:
         if reply.outcome in ("exited", "timeout"):
@@ -498,9 +512,7 @@ class Run:
         return out
 
     def _do_fork(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        src = self.sessions.get(step["session"])
-        if src is None:
-            return StepOutcome("skipped")
+        src = self.sessions[step["session"]]
         cwd = src.cwd
         reply = self._request("session/fork", {"sessionId": src.agent_id, "cwd": cwd,
                                                "mcpServers": [], **self._sp_params(step)})
@@ -521,9 +533,7 @@ class Run:
         return self._reattach("session/resume", step)
 
     def _reattach(self, method: str, step: dict[str, Any]) -> StepOutcome:
-        s = self.sessions.get(step["session"])
-        if s is None:
-            return StepOutcome("skipped")
+        s = self.sessions[step["session"]]
         reply = self._request(method, {"sessionId": s.agent_id, "cwd": s.cwd, "mcpServers": [],
                                        **self._sp_params(step)})
         out = self._reply_outcome(reply)
@@ -551,8 +561,6 @@ class Run:
                 "prompt": [{"type": "text", "text": prompt_text(handle, turn, self.salt)}]}
 
     def _do_prompt(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        if step["session"] not in self.sessions:
-            return StepOutcome("skipped")
         return self._reply_outcome(self._request("session/prompt",
                                                  self._turn(step["session"], ann)))
 
@@ -562,23 +570,17 @@ class Run:
         race it must handle either way: it must answer the prompt (``cancelled`` or a normal
         stop reason), never with an error (CANCEL-AGENT-STOPREASON-MUST), and stay healthy."""
         handle = step["session"]
-        if handle not in self.sessions:
-            return StepOutcome("skipped")
         pending = self.agent.send_request("session/prompt", self._turn(handle, ann))
         self.agent.notify("session/cancel", {"sessionId": self.sessions[handle].agent_id})
         return self._reply_outcome(self._await(pending, "session/prompt",
                                                self.spec.request_timeout))
 
     def _do_close(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        s = self.sessions.get(step["session"])
-        if s is None:
-            return StepOutcome("skipped")
+        s = self.sessions[step["session"]]
         return self._reply_outcome(self._request("session/close", {"sessionId": s.agent_id}))
 
     def _do_delete(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        s = self.sessions.get(step["session"])
-        if s is None:
-            return StepOutcome("skipped")
+        s = self.sessions[step["session"]]
         out = self._reply_outcome(self._request("session/delete", {"sessionId": s.agent_id}))
         if out.outcome == "ok":
             del self.sessions[step["session"]]  # gone: a later step on it is skipped
@@ -588,9 +590,9 @@ class Run:
         """``session/set_mode`` to another of the modes the agent offered for the session:
         choice ``pick`` (modulo their number) among those other than the current one. Skipped
         when the session offered none: the step is data, the modes are the agent's."""
-        s = self.sessions.get(step["session"])
-        others = [m for m in s.modes if m != s.mode] if s is not None else []
-        if s is None or not others:
+        s = self.sessions[step["session"]]
+        others = [m for m in s.modes if m != s.mode]
+        if not others:
             return StepOutcome("skipped")
         mode = others[int(step.get("pick", 0)) % len(others)]
         out = self._reply_outcome(self._request("session/set_mode",
@@ -603,8 +605,8 @@ class Run:
         """``session/set_config_option``: option ``option`` (modulo their number, in the
         agent's order) of the session's select options, set to choice ``pick`` among its
         other values. Skipped when the session offered none."""
-        s = self.sessions.get(step["session"])
-        if s is None or not s.options:
+        s = self.sessions[step["session"]]
+        if not s.options:
             return StepOutcome("skipped")
         config_id = list(s.options)[int(step.get("option", 0)) % len(s.options)]
         values, current = s.options[config_id]

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
+from acp_fuzz.lifecycle import Lifecycle, handle_name
 from acp_fuzz.payloads import Capabilities
 
 from .payloads import decorated, invalid_system_prompts, valid_system_prompts, vendor_meta
@@ -41,10 +42,10 @@ MAX_RESTARTS = 2
 
 @dataclass
 class SessionView:
-    """The machine's model of one logical session (never the agent's actual state)."""
+    """What the machine expects of one logical session beside its place in the lifecycle
+    (never the agent's actual state): its prompt and its directory."""
 
     prompt: Any = None  # the last valid payload applied (None: defaults)
-    loaded: bool = True
     #: Its working directory: ``shared``, or the handle of the session that made it (a
     #: fork runs in its source's directory).
     cwd: str = ""
@@ -52,10 +53,13 @@ class SessionView:
 
 @dataclass
 class _Model:
+    #: Which sessions exist and are open, as a correct agent leaves them
+    #: (:class:`acp_fuzz.lifecycle.Lifecycle`, the model the minimizer, runner and oracles
+    #: share).
+    life: Lifecycle = field(default_factory=Lifecycle)
     sessions: dict[str, SessionView] = field(default_factory=dict)
     next_handle: int = 0
     canaries: int = 0
-    restarts: int = 0
 
 
 class LifecycleMachine(RuleBasedStateMachine):
@@ -84,9 +88,15 @@ class LifecycleMachine(RuleBasedStateMachine):
         return f"[acp-fuzz canary {handle}{self.model.canaries}]"
 
     def _new_handle(self) -> str:
-        h = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"[self.model.next_handle % 26]
+        h = handle_name(self.model.next_handle)
         self.model.next_handle += 1
         return h
+
+    def _send(self, step: dict[str, Any], *, accepted: bool = True) -> None:
+        """Execute ``step`` and move the lifecycle model on, as a correct agent would
+        (``accepted``: False for a request it must refuse)."""
+        self.execute(step)
+        self.model.life.apply(step, accepted=accepted)
 
     def _draw_prompt(self, data: st.DataObject, handle: str, *, lifecycle: bool,
                      current: Any = None, forced_valid: bool = False,
@@ -154,10 +164,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         if what == "set_config_option":
             switch["option"] = data.draw(st.integers(0, 3), label="option")
         switch["pick"] = data.draw(st.integers(0, 3), label="value")
-        self.execute(switch)
+        self._send(switch)
 
     def _loaded(self) -> list[str]:
-        return sorted(h for h, s in self.model.sessions.items() if s.loaded)
+        return self.model.life.open()
+
+    def _room(self) -> bool:
+        return len(self.model.life.sessions) < MAX_SESSIONS
 
     # -- rules ---------------------------------------------------------------------------------
 
@@ -165,17 +178,17 @@ class LifecycleMachine(RuleBasedStateMachine):
     # rules off for an example. Creating sessions and prompting them is where the bugs are, so
     # each has two rules (a double weight that no single switch can turn off); list, cancel
     # and invalid requests share one.
-    @precondition(lambda self: len(self.model.sessions) < MAX_SESSIONS)
+    @precondition(lambda self: self._room())
     @rule(data=st.data())
     def new_session(self, data: st.DataObject) -> None:
         self._new(data, forced_valid=False)
 
-    @precondition(lambda self: len(self.model.sessions) < MAX_SESSIONS)
+    @precondition(lambda self: self._room())
     @rule(data=st.data())
     def new_session_with_prompt(self, data: st.DataObject) -> None:
         self._new(data, forced_valid=True)
 
-    @precondition(lambda self: self.caps.system_prompt and len(self.model.sessions) < MAX_SESSIONS)
+    @precondition(lambda self: self.caps.system_prompt and self._room())
     @rule(data=st.data())
     def new_session_invalid(self, data: st.DataObject) -> None:
         self._new(data, forced_valid=False, forced_invalid=True)
@@ -186,34 +199,35 @@ class LifecycleMachine(RuleBasedStateMachine):
         sp, applied = self._draw_prompt(data, handle, lifecycle=False, forced_valid=forced_valid,
                                         forced_invalid=forced_invalid)
         cwd = data.draw(st.sampled_from(["distinct", "shared"]), label="cwd")
-        self.execute({"op": "new", "session": handle, "cwd": cwd, **sp})
-        if not (isinstance(applied, tuple) and applied and applied[0] == "REJECT"):
+        ok = not _rejected(applied)
+        self._send({"op": "new", "session": handle, "cwd": cwd, **sp}, accepted=ok)
+        if ok:
             self.model.sessions[handle] = SessionView(
                 prompt=applied, cwd="shared" if cwd == "shared" else handle)
 
-    @precondition(lambda self: any(s.loaded for s in self.model.sessions.values()))
+    @precondition(lambda self: bool(self._loaded()))
     @rule(data=st.data())
     def prompt(self, data: st.DataObject) -> None:
         handle = data.draw(st.sampled_from(self._loaded()), label="session")
         if bool(self._switches()) and data.draw(st.integers(0, PROMPT_SWITCH_EVERY - 1),
                                                 label="switch first") == 0:
             self._switch(data, handle)
-        self.execute({"op": "prompt", "session": handle})
+        self._send({"op": "prompt", "session": handle})
 
-    @precondition(lambda self: any(s.loaded for s in self.model.sessions.values()))
+    @precondition(lambda self: bool(self._loaded()))
     @rule(data=st.data())
     def prompt_again(self, data: st.DataObject) -> None:
         self.prompt(data)
 
     def _reattach(self, op: str, data: st.DataObject) -> None:
-        handle = data.draw(st.sampled_from(sorted(self.model.sessions)), label="session")
+        handle = data.draw(st.sampled_from(self.model.life.existing()), label="session")
         view = self.model.sessions[handle]
         sp, applied = self._draw_prompt(data, handle, lifecycle=True, current=view.prompt)
-        self.execute({"op": op, "session": handle, **sp})
-        if isinstance(applied, tuple) and applied and applied[0] == "REJECT":
+        ok = not _rejected(applied)
+        self._send({"op": op, "session": handle, **sp}, accepted=ok)
+        if not ok:
             return
         view.prompt = applied
-        view.loaded = True
         self._turn_after(handle)
         # A sibling in the same directory: an agent that keys what it stores by cwd
         # rewrites it too, which shows only in the sibling's next turn.
@@ -222,26 +236,26 @@ class LifecycleMachine(RuleBasedStateMachine):
         if siblings:
             self._turn_after(data.draw(st.sampled_from(siblings), label="sibling"))
 
-    @precondition(lambda self: self.caps.load and bool(self.model.sessions))
+    @precondition(lambda self: self.caps.load and bool(self.model.life.sessions))
     @rule(data=st.data())
     def load(self, data: st.DataObject) -> None:
         self._reattach("load", data)
 
-    @precondition(lambda self: self.caps.resume and bool(self.model.sessions))
+    @precondition(lambda self: self.caps.resume and bool(self.model.life.sessions))
     @rule(data=st.data())
     def resume(self, data: st.DataObject) -> None:
         self._reattach("resume", data)
 
-    @precondition(lambda self: self.caps.fork and len(self.model.sessions) < MAX_SESSIONS
-                  and any(s.loaded for s in self.model.sessions.values()))
+    @precondition(lambda self: self.caps.fork and self._room() and bool(self._loaded()))
     @rule(data=st.data())
     def fork(self, data: st.DataObject) -> None:
         src = data.draw(st.sampled_from(self._loaded()), label="source")
         new = self._new_handle()
         sp, applied = self._draw_prompt(data, new, lifecycle=True,
                                         current=self.model.sessions[src].prompt)
-        self.execute({"op": "fork", "session": src, "new": new, **sp})
-        if not (isinstance(applied, tuple) and applied and applied[0] == "REJECT"):
+        ok = not _rejected(applied)
+        self._send({"op": "fork", "session": src, "new": new, **sp}, accepted=ok)
+        if ok:
             source = self.model.sessions[src]
             self.model.sessions[new] = SessionView(prompt=applied, cwd=source.cwd)
             self._turn_after(new)
@@ -261,7 +275,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         fork-drops-prompt's from 79 to 16). Drawing the turn instead (50 % or 75 % of the
         time) missed 7 to 13 pairs of 660. It is a step of its own, so shrinking can still
         drop it."""
-        self.execute({"op": "prompt", "session": handle})
+        self._send({"op": "prompt", "session": handle})
 
     # One rule for both ways a session ends: a rule of its own for delete took its share of
     # every example's steps from the others, and restart-then-load bugs went unfound at some
@@ -278,24 +292,23 @@ class LifecycleMachine(RuleBasedStateMachine):
         ops = [op for op, ok in (("close", self.caps.close), ("delete", self.caps.delete)) if ok]
         op = ops[0] if len(ops) == 1 else data.draw(st.sampled_from(ops), label="close or delete")
         if op == "delete":
-            handle = data.draw(st.sampled_from(sorted(self.model.sessions)), label="session")
-            self.execute({"op": "delete", "session": handle})
+            handle = data.draw(st.sampled_from(self.model.life.existing()), label="session")
+            self._send({"op": "delete", "session": handle})
             gone = self.model.sessions.pop(handle)
             # What a deleted session leaves behind shows in the next session made where it
             # lived (an agent that keys what it stores by directory, or keeps a global): make
             # one there without a prompt of its own, which anything left over would fill, and
             # take a turn on it. Two steps of their own, so shrinking can drop them.
-            if len(self.model.sessions) < MAX_SESSIONS:
+            if self._room():
                 made = self._new_handle()
                 cwd = "shared" if gone.cwd == "shared" else "distinct"
-                self.execute({"op": "new", "session": made, "cwd": cwd})
+                self._send({"op": "new", "session": made, "cwd": cwd})
                 self.model.sessions[made] = SessionView(
                     prompt=None, cwd="shared" if cwd == "shared" else made)
                 self._turn_after(made)
             return
         handle = data.draw(st.sampled_from(self._loaded()), label="session")
-        self.execute({"op": "close", "session": handle})
-        self.model.sessions[handle].loaded = False
+        self._send({"op": "close", "session": handle})
 
     @rule(data=st.data())
     def misc(self, data: st.DataObject) -> None:
@@ -318,27 +331,24 @@ class LifecycleMachine(RuleBasedStateMachine):
             # Whether the prompt survived the switch shows only in the next turn.
             self._turn_after(handle)
         elif what == "list" and self.caps.list:
-            self.execute({"op": "list"})
+            self._send({"op": "list"})
         elif what == "cancel" and self._loaded():
             handle = data.draw(st.sampled_from(self._loaded()), label="session")
-            self.execute({"op": "cancel", "session": handle})
+            self._send({"op": "cancel", "session": handle})
         elif what == "invalid":
             self._invalid_request(data)
 
     # Two rules, like new sessions and turns: what survives a restart (the prompt, on load or
     # resume) is where persistence bugs are, and a single rule was drawn too rarely.
-    @precondition(lambda self: self.model.restarts < MAX_RESTARTS)
+    @precondition(lambda self: self.model.life.restarts < MAX_RESTARTS)
     @rule()
     def restart_again(self) -> None:
         self.restart()
 
-    @precondition(lambda self: self.model.restarts < MAX_RESTARTS)
+    @precondition(lambda self: self.model.life.restarts < MAX_RESTARTS)
     @rule()
     def restart(self) -> None:
-        self.model.restarts += 1
-        self.execute({"op": "restart"})
-        for view in self.model.sessions.values():
-            view.loaded = False
+        self._send({"op": "restart"})
 
     def _invalid_request(self, data: st.DataObject) -> None:
         methods = ["session/prompt"] + (["session/load"] if self.caps.load else []) + (
@@ -349,5 +359,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         if method == "session/prompt":
             params = {"sessionId": "acp-fuzz-no-such-session",
                       "prompt": [{"type": "text", "text": "hello"}]}
-        self.execute({"op": "invalid", "method": method, "params": params,
-                      "why": "unknown session id"})
+        self._send({"op": "invalid", "method": method, "params": params,
+                    "why": "unknown session id"})
+
+
+def _rejected(applied: Any) -> bool:
+    """Whether ``_draw_prompt`` said a correct agent must refuse the request."""
+    return isinstance(applied, tuple) and bool(applied) and applied[0] == "REJECT"

@@ -76,3 +76,31 @@ def test_a_restart_lets_the_agent_exit_but_an_example_end_stops_it_at_once(
     # ... but after the last step nothing reads its state again: SIGTERM at once.
     kills = [(p["signal"], p["reason"]) for p in last if p["what"] == "kill"]
     assert kills[:1] == [(15, "stop")]
+
+
+def test_a_step_on_a_session_that_does_not_exist_is_skipped_but_a_closed_one_is_sent(
+        no_orphans: object) -> None:
+    """The runner reads the shared lifecycle model: no session id to send for a session never
+    made, refused or deleted (skipped, nothing on the wire); a closed session, or one a
+    restart unloaded, still exists, and the agent is asked (and must refuse)."""
+    def methods(run: Run) -> list[str]:
+        return [m["method"] for _, m in run.history.acp_messages("send")
+                if isinstance(m, dict) and "method" in m]
+
+    with Run(SPEC) as run:
+        run.initialize()
+        before = len(methods(run))
+        assert run.execute({"op": "prompt", "session": "Z"}).outcome == "skipped"
+        assert run.execute({"op": "load", "session": "Z"}).outcome == "skipped"
+        assert methods(run)[before:] == []
+        refused = {"op": "new", "session": "R", "systemPrompt": {"mode": "nope", "content": []}}
+        assert run.execute(refused).outcome == "error"
+        assert run.execute({"op": "prompt", "session": "R"}).outcome == "skipped"
+        run.execute({"op": "new", "session": "A", "systemPrompt": SP})
+        assert run.execute({"op": "close", "session": "A"}).outcome == "ok"
+        assert not run.life.is_open("A") and run.life.exists("A")
+        assert run.execute({"op": "prompt", "session": "A"}).outcome == "error"
+        assert methods(run)[-1] == "session/prompt"
+        assert run.execute({"op": "delete", "session": "A"}).outcome == "ok"
+        assert run.execute({"op": "prompt", "session": "A"}).outcome == "skipped"
+        assert methods(run)[-1] == "session/delete"

@@ -1,0 +1,159 @@
+"""The session lifecycle, as the client sees it: one model for every layer (pure).
+
+Which logical sessions exist, which are open in the agent process that runs now, and which a
+restart or a ``session/close`` left closed, are facts that four parts of acp-fuzz need: the
+strategies (what a step may name), the minimizer (whether a trial still makes sense), the
+runner (whether a step can be sent at all) and the oracles (what a correct agent owes). They
+all read them from :class:`Lifecycle`, so a new lifecycle method is one entry in
+:data:`NEEDS` and one branch in :meth:`Lifecycle.apply`.
+
+A session *exists* from the ``session/new`` or ``session/fork`` that made it until a
+``session/delete`` of it. It is *open* when it exists, was made or last loaded or resumed in
+the current agent process, and no ``session/close`` came since. A restart leaves every session
+existing but none open: the next process must be asked to load or resume them.
+
+Sessions are named by logical handles, ``A``, ``B``, ... (:func:`handle_name`), which the
+runner maps to the agent's own session ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from acp_fuzz.steps import OPS
+
+__all__ = ["HANDLES", "NEEDS", "Lifecycle", "SessionState", "allowed", "handle_name"]
+
+#: The letters of the logical session handles, in the order they are handed out.
+HANDLES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+Need = Literal["nothing", "exists", "open"]
+
+#: What each step op needs of the session it names (``session``): nothing, a session that
+#: exists (a load, resume or delete may name a closed one, or one a restart unloaded), or one
+#: open in the current process (a turn, a cancel, a close, a fork's source, a mode or option
+#: switch: each asks a correct agent for an error otherwise).
+NEEDS: dict[str, Need] = {
+    "new": "nothing", "list": "nothing", "restart": "nothing", "invalid": "nothing",
+    "load": "exists", "resume": "exists", "delete": "exists",
+    "prompt": "open", "cancel": "open", "close": "open", "fork": "open",
+    "set_mode": "open", "set_config_option": "open",
+}
+assert set(NEEDS) == set(OPS), "every step op says what it needs of its session"
+
+
+def handle_name(index: int) -> str:
+    """The ``index``-th logical handle: ``A`` for 0, ``B`` for 1, ... (wrapping after ``Z``)."""
+    return HANDLES[index % len(HANDLES)]
+
+
+@dataclass
+class SessionState:
+    """One logical session's place in the lifecycle."""
+
+    #: The agent process (0 for the first, one more per restart) that last made, loaded or
+    #: resumed it.
+    generation: int
+    #: A ``session/close`` succeeded, and no load or resume came since.
+    closed: bool = False
+    #: The handle of the session it was forked from, if it was forked.
+    source: str | None = None
+
+
+@dataclass
+class Lifecycle:
+    """The lifecycle state of a run's logical sessions.
+
+    Feed it every step with :meth:`apply`, saying whether the agent accepted the step (the
+    runner and the oracles know; the strategies and the minimizer assume what a correct agent
+    does). Ask :meth:`allows` whether a step makes sense before it is drawn or tried."""
+
+    sessions: dict[str, SessionState] = field(default_factory=dict)
+    #: The current agent process: 0, then one more per restart.
+    generation: int = 0
+
+    @property
+    def restarts(self) -> int:
+        return self.generation
+
+    def exists(self, h: Any) -> bool:
+        """Whether session ``h`` was made and not deleted."""
+        return isinstance(h, str) and h in self.sessions
+
+    def is_open(self, h: Any) -> bool:
+        """Whether session ``h`` is open in the current agent process."""
+        s = self.sessions.get(h) if isinstance(h, str) else None
+        return s is not None and s.generation == self.generation and not s.closed
+
+    def closed(self, h: Any) -> bool:
+        """Whether session ``h`` exists and a ``session/close`` of it succeeded, with no load
+        or resume since."""
+        s = self.sessions.get(h) if isinstance(h, str) else None
+        return s is not None and s.closed
+
+    def cold(self, h: Any) -> bool:
+        """Whether session ``h`` was last opened by an earlier agent process (a load or resume
+        of it now is a cold one: the agent must rebuild it from what it stored)."""
+        s = self.sessions.get(h) if isinstance(h, str) else None
+        return s is not None and s.generation != self.generation
+
+    def existing(self) -> list[str]:
+        """The handles of the sessions that exist, sorted."""
+        return sorted(self.sessions)
+
+    def open(self) -> list[str]:
+        """The handles of the sessions open in the current process, sorted."""
+        return sorted(h for h in self.sessions if self.is_open(h))
+
+    def allows(self, step: Mapping[str, Any]) -> bool:
+        """Whether ``step`` names a session in the state its op needs (:data:`NEEDS`), and a
+        new session or a fork's copy takes a handle that is free."""
+        op = step.get("op")
+        need = NEEDS.get(op) if isinstance(op, str) else None
+        if need is None:
+            return False
+        h = step.get("session")
+        if need == "exists" and not self.exists(h):
+            return False
+        if need == "open" and not self.is_open(h):
+            return False
+        if op == "new":
+            return not self.exists(h)
+        return not (op == "fork" and self.exists(step.get("new")))
+
+    def apply(self, step: Mapping[str, Any], *, accepted: bool = True) -> None:
+        """The state after ``step``. ``accepted``: whether the agent answered it with a
+        success (a rejected new, fork, load, resume, close or delete changes nothing). A
+        restart always counts: the old process is gone whatever the new one does."""
+        op = step.get("op")
+        h = step.get("session")
+        if op == "restart":
+            self.generation += 1
+            return
+        if not accepted or not isinstance(h, str):
+            return
+        if op == "new":
+            self.sessions[h] = SessionState(self.generation)
+        elif op == "fork" and isinstance(step.get("new"), str) and self.exists(h):
+            self.sessions[step["new"]] = SessionState(self.generation, source=h)
+        elif op in ("load", "resume") and self.exists(h):
+            self.sessions[h].generation = self.generation
+            self.sessions[h].closed = False
+        elif op == "close" and self.exists(h):
+            self.sessions[h].closed = True
+        elif op == "delete":
+            self.sessions.pop(h, None)
+
+
+def allowed(steps: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether every step of ``steps`` is allowed where it stands, assuming a correct agent
+    accepts each (the minimizer's test of a trial: a step on a session no earlier step made,
+    or a turn on a session that a restart or a close left closed, proves nothing)."""
+    model = Lifecycle()
+    for step in steps:
+        if not model.allows(step):
+            return False
+        model.apply(step)
+    return True
