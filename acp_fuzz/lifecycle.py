@@ -32,12 +32,13 @@ HANDLES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 Need = Literal["nothing", "exists", "open"]
 
 #: What each step op needs of the session it names (``session``): nothing, a session that
-#: exists (a load, resume or delete may name a closed one, or one a restart unloaded), or one
+#: exists (a load, resume, delete or retitle may name a closed one, or one a restart unloaded:
+#: ``session/set_title`` works on any session ``session/list`` would show), or one
 #: open in the current process (a turn, a cancel, a close, a fork's source, a mode or option
 #: switch: each asks a correct agent for an error otherwise).
 NEEDS: dict[str, Need] = {
     "new": "nothing", "list": "nothing", "restart": "nothing", "invalid": "nothing",
-    "load": "exists", "resume": "exists", "delete": "exists",
+    "load": "exists", "resume": "exists", "delete": "exists", "set_title": "exists",
     "prompt": "open", "cancel": "open", "close": "open", "fork": "open",
     "set_mode": "open", "set_config_option": "open",
 }

@@ -509,6 +509,10 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         m = st.sessions[handle]
         m.note(line)
         m.mode_switched = True
+    elif op == "set_title" and handle in st.sessions:
+        # A title is the session's label, not its instructions: every candidate stands (the
+        # defaults too), and the next turn is judged against them.
+        st.sessions[handle].note(line)
     elif op in ("prompt", "cancel", "close") and handle in st.sessions:
         m = st.sessions[handle]
         m.note(line)

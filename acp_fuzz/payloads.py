@@ -54,6 +54,8 @@ class Capabilities:
     close: bool = False
     list: bool = False
     delete: bool = False
+    #: ``sessionCapabilities.title``: the client may retitle a session (``session/set_title``).
+    title: bool = False
     #: The agent offers session modes (``session/new`` answered ``modes`` with at least two):
     #: not in ``initialize``, so the campaign learns it at calibration.
     set_mode: bool = False
@@ -88,6 +90,7 @@ class Capabilities:
             close=marker(sess, "close"),
             list=marker(sess, "list"),
             delete=marker(sess, "delete"),
+            title=marker(sess, "title"),
         )
 
     def to_wire(self) -> dict[str, bool]:

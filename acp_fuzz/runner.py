@@ -620,6 +620,13 @@ class Run:
             s.note_offers(out.result)  # the full list, as the agent now has it
         return out
 
+    def _do_set_title(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """``session/set_title``: the client retitles a session, open or not (any session
+        ``session/list`` would show may be retitled)."""
+        s = self.sessions[step["session"]]
+        return self._reply_outcome(self._request(
+            "session/set_title", {"sessionId": s.agent_id, "title": str(step.get("title", ""))}))
+
     def _do_list(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         out = self._reply_outcome(self._request("session/list", {}))
         self.history.append("verdict", {"step": self._step_index - 1, "what": "probe-list",

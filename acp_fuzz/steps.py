@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 __all__ = ["OPS", "describe", "nonce_for", "prompt_text", "steps_of", "validate_step"]
 
 OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "set_mode",
-       "set_config_option", "list", "cancel", "restart", "invalid")
+       "set_config_option", "set_title", "list", "cancel", "restart", "invalid")
 
 
 def nonce_for(session: str, turn: int, salt: str = "") -> str:
@@ -66,6 +66,8 @@ def validate_step(step: Any) -> dict[str, Any]:
         if op in ("set_mode", "set_config_option") and (
                 not isinstance(step.get(key, 0), int) or isinstance(step.get(key, 0), bool)):
             raise ValueError(f"step {op!r}: {key!r} must be an integer")
+    if op == "set_title" and not isinstance(step.get("title", ""), str):
+        raise ValueError("step 'set_title': 'title' must be a string")
     if "extra" in step and not isinstance(step["extra"], Mapping):
         raise ValueError(f"step {op!r}: 'extra' must be a map of request params")
     return dict(step)
@@ -91,6 +93,8 @@ def describe(step: Mapping[str, Any]) -> str:
     if op == "set_config_option":
         return (f"session/set_config_option {step['session']} (option {step.get('option', 0)}, "
                 f"another of its values, choice {step.get('pick', 0)})")
+    if op == "set_title":
+        return f"session/set_title {step['session']} ({len(str(step.get('title', '')))} chars)"
     if op == "cancel":
         return f"session/prompt {step['session']} + session/cancel"
     if op == "list":

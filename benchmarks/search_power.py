@@ -83,6 +83,9 @@ CAPS = Capabilities(system_prompt=True, override=True, load=True, resume=True, f
 #: does); the rows above are measured without, as agents without modes draw.
 SWITCHES = ("mode-drops-prompt", "model-switch-drops-prompt")
 CAPS_SWITCHES = replace(CAPS, set_mode=True, set_config_option=True)
+#: Bugs of an agent that advertises client-set titles (the reference agent's --variant titles).
+TITLES = ("title-drops-prompt",)
+CAPS_TITLES = replace(CAPS, title=True)
 TRUNCATE_AT = 65536
 
 
@@ -217,6 +220,10 @@ class _Agent:
                     (bug, op) in (("mode-drops-prompt", "set_mode"),
                                   ("model-switch-drops-prompt", "set_config_option"))):
                 s.actual = None
+        elif op == "set_title" and bug == "title-drops-prompt":
+            s = self.sessions.get(step["session"])
+            if s is not None:
+                s.actual = None  # the stored record is rewritten without the prompt
         elif op == "list" and bug == "list-resets-prompt":
             for other in self.sessions.values():
                 other.actual = None
@@ -314,7 +321,7 @@ def first_failure(bug: str, seed_: int, max_examples: int, max_steps: int
             steps.append(step)
             self.agent.step(step)
 
-    Machine.caps = CAPS_SWITCHES if bug in SWITCHES else CAPS
+    Machine.caps = CAPS_SWITCHES if bug in SWITCHES else CAPS_TITLES if bug in TITLES else CAPS
     hyp = settings(max_examples=max_examples, stateful_step_count=max_steps, deadline=None,
                    database=None, suppress_health_check=list(HealthCheck),
                    verbosity=Verbosity.quiet, print_blob=False,

@@ -32,12 +32,16 @@ from .payloads import decorated, invalid_system_prompts, valid_system_prompts, v
 __all__ = ["LifecycleMachine", "SessionView"]
 
 MAX_SESSIONS = 4
-#: For an agent that offers modes or config options: one turn in this many is preceded by a
-#: switch, and half of the ``misc`` rule's draws are a switch and a turn. Measured with
-#: ``benchmarks/search_power.py`` (seeds 0-19, 100 examples): with the misc share alone, the
-#: planted mode and model bugs were missed at 5 and 4 seeds of 20; with both, at 1 and 1.
+#: For an agent that offers modes or config options, or client-set titles: one turn in this
+#: many is preceded by a switch (or a retitle), and half of the ``misc`` rule's draws are a
+#: switch and a turn. Measured with ``benchmarks/search_power.py`` (seeds 0-19, 100
+#: examples): with the misc share alone, the planted mode and model bugs were missed at 5 and
+#: 4 seeds of 20; with both, at 1 and 1. The title bug, drawn only as a choice of ``misc``
+#: (with list, cancel, invalid), was missed at 3 of seeds 0-9; as a switch too, at 0 of 20.
 PROMPT_SWITCH_EVERY = 8
 MAX_RESTARTS = 2
+#: The titles a retitle sends: plain, padded (an agent may trim it), and beyond ASCII.
+TITLES = ("Renamed by acp-fuzz", "  Release checklist  ", "Überprüfung – ✓ 検証")
 
 
 @dataclass
@@ -153,14 +157,21 @@ class LifecycleMachine(RuleBasedStateMachine):
         return {"systemPrompt": sp}, sp
 
     def _switches(self) -> list[str]:
+        """The changes of an open session's settings the agent offers: its mode, a config
+        option (a model), its title. None of them may touch the session's prompt."""
         return (["set_mode"] if self.caps.set_mode else []) \
-            + (["set_config_option"] if self.caps.set_config_option else [])
+            + (["set_config_option"] if self.caps.set_config_option else []) \
+            + (["set_title"] if self.caps.title else [])
 
     def _switch(self, data: st.DataObject, handle: str) -> None:
-        """A mode or model switch of ``handle`` (the runner picks among what the agent
-        offered for it)."""
+        """A mode or model switch, or a retitle, of ``handle`` (the runner picks the mode or
+        value among what the agent offered for it)."""
         what = data.draw(st.sampled_from(self._switches()), label="switch")
         switch: dict[str, Any] = {"op": what, "session": handle}
+        if what == "set_title":
+            switch["title"] = data.draw(st.sampled_from(TITLES), label="title")
+            self._send(switch)
+            return
         if what == "set_config_option":
             switch["option"] = data.draw(st.integers(0, 3), label="option")
         switch["pick"] = data.draw(st.integers(0, 3), label="value")
@@ -312,19 +323,21 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def misc(self, data: st.DataObject) -> None:
-        """session/list, session/cancel, a lifecycle request for an unknown session, or (for
-        an agent that offers session modes or config options) session/set_mode or
-        session/set_config_option and a turn after it.
+        """session/list, session/cancel, a lifecycle request for an unknown session, (for an
+        agent that offers session modes or config options) session/set_mode or
+        session/set_config_option and a turn after it, or (for one that advertises
+        ``sessionCapabilities.title``) session/set_title.
 
-        The switches are choices here, not rules of their own: an agent without modes or
-        options draws exactly as before, and one with them gives them a share of this rule
-        only."""
+        The switches and titles are choices here, not rules of their own: an agent without
+        them draws exactly as before, and one with them gives them a share of this rule only."""
         # Half of this rule's draws go to the switches where there are any (see
         # PROMPT_SWITCH_EVERY).
         if bool(self._switches()) and data.draw(st.booleans(), label="switch"):
             what = "switch"
         else:
-            what = data.draw(st.sampled_from(["list", "cancel", "invalid"]), label="misc")
+            what = data.draw(st.sampled_from(["list", "cancel", "invalid"]
+                                             + (["title"] if self.caps.title else [])),
+                             label="misc")
         if what == "switch" and self._loaded():
             handle = data.draw(st.sampled_from(self._loaded()), label="session")
             self._switch(data, handle)
@@ -337,6 +350,18 @@ class LifecycleMachine(RuleBasedStateMachine):
             self._send({"op": "cancel", "session": handle})
         elif what == "invalid":
             self._invalid_request(data)
+        elif what == "title" and self.model.life.sessions:
+            self._retitle(data)
+
+    def _retitle(self, data: st.DataObject) -> None:
+        """``session/set_title`` of any session that exists (open, closed, or unloaded by a
+        restart: the RFD of titles allows all three), and a turn on it when it is open. What
+        a retitle did to the prompt shows in that turn, or in the turn after a later load."""
+        handle = data.draw(st.sampled_from(self.model.life.existing()), label="session")
+        title = data.draw(st.sampled_from(TITLES), label="title")
+        self._send({"op": "set_title", "session": handle, "title": title})
+        if self.model.life.is_open(handle):
+            self._turn_after(handle)
 
     # Two rules, like new sessions and turns: what survives a restart (the prompt, on load or
     # resume) is where persistence bugs are, and a single rule was drawn too rarely.

@@ -24,7 +24,10 @@ What it implements
   ``modes`` (``ask``, ``code``, the default, and ``plan``; a fork takes its source's; ``plan``
   adds one instruction line of its own to the defaults) and ``configOptions`` (one select,
   ``model``: ``reference-model`` or ``reference-model-mini``, sent as the model of the
-  session's requests). The client prompt survives every mode and model switch.
+  session's requests). The client prompt survives every mode and model switch. With
+  ``--variant titles`` (which the title bug plants itself), also ``session/set_title``
+  (``sessionCapabilities.title``): any stored session may be retitled, the title is trimmed
+  and cut to 256 characters, an empty one gets ``-32602``, and ``session/list`` shows it.
   A session id that does not exist gets ``-32002`` with ``data.sessionId``; ``session/prompt``
   also needs the session to be loaded in this process (created, forked, loaded or resumed).
 * Bad input never kills it: invalid JSON gets ``-32700``, non-objects ``-32600`` (both with
@@ -140,6 +143,10 @@ client prompt texts.
     ``session/set_config_option`` of the model starts the session over on the new model,
     without the client prompt. 3 steps: new A (append P); set_config_option A (model); prompt
     A → P missing (``prompt.lost``, MUST).
+``title-drops-prompt``
+    ``session/set_title`` rewrites the stored session from its listing entry, which has no
+    client prompt. 3 steps: new A (append P); set_title A; prompt A → P missing
+    (``prompt.lost``, MUST).
 ``tiny-baseline``
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:
@@ -157,6 +164,8 @@ Behaviours the RFD allows, which a harness must not call bugs.
     Sessions offer modes and a model option (see above). Off by default: a harness draws
     switches only for an agent that offers them, so the default agent is fuzzed exactly as
     before they existed, and the planted-bug measurements stay comparable.
+``titles``
+    The client may retitle sessions (see above). Off by default, like ``switches``.
 ``defer-until-restart``
     A changed prompt on a live session is stored, but the old one is sent until the session
     is loaded or resumed in a new process; a change carried by such a cold load applies at once.

@@ -89,6 +89,8 @@ BUGS: dict[str, str] = {
     "preset, and the client prompt is lost",
     "model-switch-drops-prompt": "session/set_config_option of the model starts the session "
     "over on the new model, without the client prompt",
+    "title-drops-prompt": "session/set_title rewrites the stored session from its listing "
+    "entry, which has no client prompt",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -113,10 +115,16 @@ VARIANTS: dict[str, str] = {
     "loaded or resumed in a new process (a change on such a cold load applies at once)",
     "switches": "sessions offer modes (session/set_mode) and a model option "
     "(session/set_config_option); implied by the switch bugs",
+    "titles": "the client may retitle sessions (sessionCapabilities.title, session/set_title); "
+    "implied by the title bug",
 }
 
 #: The planted bugs that need ``--variant switches`` (they plant it themselves).
 SWITCH_BUGS = frozenset({"mode-drops-prompt", "model-switch-drops-prompt"})
+#: The planted bugs that need ``--variant titles`` (they plant it themselves).
+TITLE_BUGS = frozenset({"title-drops-prompt"})
+#: Longer titles are cut to this many characters (the schema lets an agent normalize).
+MAX_TITLE = 256
 
 # BUG(tiny-baseline): what an adapter on the Claude Agent SDK sends as its default system slot.
 TINY_DEFAULTS = (
@@ -293,6 +301,11 @@ class Agent:
         self.variants = frozenset(variants)  # correct variants (--variant)
         if self.bugs & SWITCH_BUGS:
             self.variants |= {"switches"}
+        if self.bugs & TITLE_BUGS:
+            self.variants |= {"titles"}
+        # Client-set titles, offered only with --variant titles (so by default the agent
+        # draws the harness's sequences exactly as before titles existed).
+        self.titles = "titles" in self.variants and dialect == "standard"
         # Modes and a model option, offered only with --variant switches: by default the
         # agent draws the harness's sequences exactly as before they existed.
         self.switches = "switches" in self.variants
@@ -321,6 +334,8 @@ class Agent:
         if self.switches:
             self.methods["session/set_mode"] = self.session_set_mode
             self.methods["session/set_config_option"] = self.session_set_config_option
+        if self.titles:
+            self.methods["session/set_title"] = self.session_set_title
 
     # -- framing ---------------------------------------------------------------------------------
 
@@ -613,6 +628,8 @@ class Agent:
                 "systemPrompt": {"mode": {"override": {}}},
             },
         }
+        if self.titles:
+            caps["sessionCapabilities"]["title"] = {}
         name = AGENT_NAME
         if self.dialect != "standard":
             # A legacy dialect instead of the standard field (acp-reference.md §7.5).
@@ -781,6 +798,26 @@ class Agent:
         self.store.save(session)
         return {"configOptions": config_of(session)}
 
+    def session_set_title(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Retitle a session, loaded here or only stored (``--variant titles``). The title is
+        trimmed and cut to :data:`MAX_TITLE` characters; one empty after that is refused
+        with ``-32602``. The client prompt is untouched."""
+        session_id = require_session_id(params)
+        title = params.get("title")
+        if not isinstance(title, str):
+            raise invalid_params("title must be a string")
+        title = title.strip()[:MAX_TITLE]
+        if not title:
+            raise invalid_params("title is empty")
+        session = self.live.get(session_id) or self.store.load(session_id)
+        if session is None:
+            raise session_not_found(session_id)
+        session.title = title
+        if "title-drops-prompt" in self.bugs:
+            session.system_prompt = None  # BUG(title-drops-prompt): rebuilt from the listing
+        self.store.save(session)
+        return {"title": title}
+
     def session_list(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = params.get("cwd")
         if cwd is not None and not isinstance(cwd, str):
@@ -788,10 +825,12 @@ class Agent:
         if params.get("cursor") is not None:
             # Every session fits in one page, so no cursor was ever issued.
             raise invalid_params("unknown cursor")
-        # No title: instruction text must not leak through discovery (SP-SEC-NOLEAK-ADVISORY).
+        # No generated title: instruction text must not leak through discovery
+        # (SP-SEC-NOLEAK-ADVISORY). A title the client set is the client's own.
         return {
             "sessions": [
-                {"sessionId": s.session_id, "cwd": s.cwd, "updatedAt": s.updated_at}
+                {"sessionId": s.session_id, "cwd": s.cwd, "updatedAt": s.updated_at,
+                 **({"title": s.title} if s.title is not None else {})}
                 for s in self.store.all()
                 if cwd is None or s.cwd == cwd
             ]

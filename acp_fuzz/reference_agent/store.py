@@ -75,6 +75,7 @@ class Session:
     history: list[dict[str, str]] = field(default_factory=list)
     mode: str = "code"  # the session mode (session/set_mode); see agent.MODES
     model: str = "reference-model"  # the "model" config option (session/set_config_option)
+    title: str | None = None  # set by the client (session/set_title), never generated
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk document."""
@@ -87,6 +88,7 @@ class Session:
             "updatedAt": self.updated_at,
             "mode": self.mode,
             "model": self.model,
+            "title": self.title,
         }
 
     @classmethod
@@ -103,6 +105,7 @@ class Session:
             ],
             mode=str(obj.get("mode", "code")),
             model=str(obj.get("model", "reference-model")),
+            title=str(obj["title"]) if obj.get("title") is not None else None,
         )
 
 

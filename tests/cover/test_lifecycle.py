@@ -121,7 +121,7 @@ class _Recorder(LifecycleMachine):
 
     caps: ClassVar[Capabilities] = Capabilities(
         system_prompt=True, override=True, load=True, resume=True, fork=True, close=True,
-        list=True, delete=True, set_mode=True, set_config_option=True)
+        list=True, delete=True, set_mode=True, set_config_option=True, title=True)
     long_texts: ClassVar[bool] = False
     ops: ClassVar[set[str]] = set()
 

@@ -264,6 +264,34 @@ def test_a_prompt_lost_after_a_mode_or_model_switch_is_lost(op: str) -> None:
     assert kept.findings() == []
 
 
+def test_a_prompt_lost_after_a_retitle_is_lost_and_a_kept_one_is_fine() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("set_title", "A", title="Renamed")
+    h.prompt("A", system=appended())
+    f = only(h.findings(), "prompt.lost")
+    assert (f.severity, f.rule) == ("MUST", "SP-AGENT-APPLY-NEW-MUST")
+    assert any("session/set_title A" in line for line in f.evidence["steps"])
+    kept = H()
+    kept.new("A", sp("append", P))
+    kept.step("set_title", "A", title="Renamed")
+    kept.prompt("A", system=appended(P))
+    assert kept.findings() == []
+    # A retitle is not a mode switch: an append that replaced the defaults is still judged.
+    replaced = H()
+    replaced.new("A", sp("append", P))
+    replaced.step("set_title", "A", title="Renamed")
+    replaced.prompt("A", system=[P])
+    assert "append.replaced-default" in ids(replaced.findings())
+
+
+def test_title_is_read_from_session_capabilities() -> None:
+    init = {"agentCapabilities": {"sessionCapabilities": {"title": {}}}}
+    assert Capabilities.from_initialize(init).title
+    assert not Capabilities.from_initialize(
+        {"agentCapabilities": {"sessionCapabilities": {"title": None}}}).title
+
+
 def test_a_mode_may_change_the_defaults_but_not_the_prompt() -> None:
     # A plan mode's instructions replace the defaults: judged against the defaults learned in
     # the default mode, append would look like it replaced them. After a switch it is not

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from acp_fuzz.strategies.lifecycle import TITLES
 from acp_fuzz.strategies.payloads import (
     MODE_SPELLINGS,
     VENDOR_CARRIERS,
@@ -17,7 +18,8 @@ from acp_fuzz.strategies.payloads import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_fuzz.payloads import Capabilities, blocks_of, classify
+from acp_fuzz.lifecycle import Lifecycle
+from acp_fuzz.payloads import OMIT, Capabilities, blocks_of, classify
 
 CAPS = Capabilities(system_prompt=True, override=True)
 CANARY = "[acp-fuzz canary A1]"
@@ -79,20 +81,31 @@ def test_the_valid_strategy_is_unchanged_by_breadth() -> None:
 
 
 def _drawn(caps: Capabilities) -> list[dict[str, Any]]:
+    return [step for example in _examples(caps) for step in example]
+
+
+def _examples(caps: Capabilities) -> list[list[dict[str, Any]]]:
+    """What the lifecycle machine draws for ``caps``: 40 examples, each its steps."""
     from hypothesis import HealthCheck
     from hypothesis.stateful import run_state_machine_as_test
 
     from acp_fuzz.strategies import LifecycleMachine
 
-    seen: list[dict[str, Any]] = []
+    seen: list[list[dict[str, Any]]] = []
 
     class Recorder(LifecycleMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            seen.append([])
+
         def execute(self, step: dict[str, Any]) -> None:
-            seen.append(step)
+            seen[-1].append(step)
 
     Recorder.caps = caps
+    Recorder.long_texts = False  # the ops are what is looked at, not 64 KiB texts
     run_state_machine_as_test(Recorder, settings=settings(
-        max_examples=60, derandomize=True, database=None, deadline=None,
+        max_examples=40, stateful_step_count=25, derandomize=True, database=None,
+        deadline=None,
         suppress_health_check=list(HealthCheck)))
     return seen
 
@@ -106,3 +119,27 @@ def test_switches_are_drawn_only_for_an_agent_that_offers_them_and_a_turn_follow
         assert drawn[i + 1] == {"op": "prompt", "session": drawn[i]["session"]}
     assert not any(s["op"] in ("set_mode", "set_config_option")
                    for s in _drawn(Capabilities(**full)))
+
+
+def test_retitles_are_drawn_only_for_an_agent_that_advertises_titles() -> None:
+    """A retitle names any session that exists, open or not, and is followed by a turn on it
+    when it is open: what it did to the prompt shows there."""
+    full = dict(system_prompt=True, load=True, resume=True, close=True, list=True)
+    assert not any(s["op"] == "set_title" for s in _drawn(Capabilities(**full)))
+    retitled = {"open": 0, "not open": 0}
+    caps = Capabilities(**full, title=True)
+    for drawn in _examples(caps):
+        life = Lifecycle()
+        for i, step in enumerate(drawn):
+            if step["op"] == "set_title":
+                assert step["title"] in TITLES
+                assert life.exists(step["session"])
+                if life.is_open(step["session"]):
+                    retitled["open"] += 1
+                    assert drawn[i + 1] == {"op": "prompt", "session": step["session"]}
+                else:
+                    retitled["not open"] += 1
+            # As the machine does: a request with an invalid prompt is refused.
+            life.apply(step, accepted=classify(step.get("systemPrompt", OMIT), caps,
+                                               extra_params=step.get("extra")).kind != "invalid")
+    assert retitled["open"] and retitled["not open"], retitled

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from acp_fuzz.reference_agent import BUGS, DEFAULT_INSTRUCTIONS
-from acp_fuzz.reference_agent.agent import PLAN_INSTRUCTION, SWITCH_BUGS
+from acp_fuzz.reference_agent.agent import PLAN_INSTRUCTION, SWITCH_BUGS, TITLE_BUGS
 
 pytestmark = pytest.mark.integration
 
@@ -136,6 +136,7 @@ class AgentProcess:
         )
         self.inbox: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.next_id = 1
+        self.init_result: dict[str, Any] = {}
         # A reader thread lets every wait have a timeout, so a silent agent fails the test
         # instead of hanging it.
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -197,7 +198,8 @@ class AgentProcess:
         return error
 
     def init(self) -> AgentProcess:
-        self.ok("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        self.init_result = self.ok("initialize", {"protocolVersion": 1,
+                                                  "clientCapabilities": {}})
         return self
 
     def new(self, prompt: dict[str, Any] | None = None, cwd: str = CWD) -> str:
@@ -801,6 +803,40 @@ def test_without_the_switches_variant_there_are_no_modes(spawn: Spawner) -> None
                                             "modeId": "ask"})["code"] == -32601
 
 
+def test_titles_are_set_by_the_client_on_any_stored_session_and_keep_the_prompt(
+        spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn("--variant", "titles").init()
+    assert agent.init_result["agentCapabilities"]["sessionCapabilities"]["title"] == {}
+    session = agent.new(sp("append", P))
+    # Trimmed (the schema lets an agent normalize), and the stored title is answered.
+    assert agent.ok("session/set_title", {"sessionId": session,
+                                          "title": "  Release checklist  "}) == \
+        {"title": "Release checklist"}
+    assert [s.get("title") for s in agent.listed()] == ["Release checklist"]
+    agent.prompt(session)
+    assert model.system() == f"{defaults()}\n\n{P}"
+    for bad in ("   ", None, 7):
+        assert agent.error("session/set_title", {"sessionId": session,
+                                                 "title": bad})["code"] == -32602
+    assert agent.error("session/set_title", {"sessionId": "sess-999",
+                                             "title": "x"})["code"] == -32002
+    # A session that is stored but not loaded in this process may be retitled too.
+    agent.close()
+    agent = spawn("--variant", "titles").init()
+    assert agent.ok("session/set_title", {"sessionId": session, "title": "Later"}) == \
+        {"title": "Later"}
+    agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": []})
+    agent.prompt(session)
+    assert model.system() == f"{defaults()}\n\n{P}"
+
+
+def test_without_the_titles_variant_there_is_no_retitle(spawn: Spawner) -> None:
+    agent = spawn().init()
+    assert "title" not in agent.init_result["agentCapabilities"]["sessionCapabilities"]
+    assert agent.error("session/set_title", {"sessionId": agent.new(),
+                                             "title": "x"})["code"] == -32601
+
+
 def test_delete_removes_the_session_for_good_and_is_idempotent(
         spawn: Spawner, model: ModelServer) -> None:
     agent = spawn().init()
@@ -837,8 +873,8 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
     bug = name if planted else None
     # The switch bugs plant modes and models themselves; the correct agent offers them with
     # --variant switches.
-    agent = start(spawn, bug) if planted or name not in SWITCH_BUGS else \
-        spawn("--variant", "switches").init()
+    agent = start(spawn, bug) if planted or name not in SWITCH_BUGS | TITLE_BUGS else \
+        spawn("--variant", "switches" if name in SWITCH_BUGS else "titles").init()
     if name == "leak":
         a = agent.new(sp("append", P))
         agent.new(sp("append", Q))
@@ -955,6 +991,11 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         session = agent.new(sp("append", P))
         agent.ok("session/set_config_option", {"sessionId": session, "configId": "model",
                                                "value": "reference-model-mini"})
+        agent.prompt(session)
+        return P not in model.system()
+    if name == "title-drops-prompt":
+        session = agent.new(sp("append", P))
+        agent.ok("session/set_title", {"sessionId": session, "title": "Renamed"})
         agent.prompt(session)
         return P not in model.system()
     if name == "mode-drops-prompt":

@@ -105,7 +105,8 @@ def problems(events: Sequence[Event]) -> list[str]:
 def test_the_schema_knows_every_method_the_harness_sends() -> None:
     for method in ("initialize", "session/new", "session/load", "session/resume",
                    "session/fork", "session/close", "session/delete", "session/list",
-                   "session/prompt", "session/set_mode", "session/set_config_option"):
+                   "session/prompt", "session/set_mode", "session/set_config_option",
+                   "session/set_title"):
         assert _validator(method, "agent", "Request") is not None, method
     assert _validator("session/cancel", "agent", "Notification") is not None
     assert _validator("session/request_permission", "client", "Response") is not None
@@ -135,14 +136,14 @@ def test_every_request_shape_the_strategies_draw_follows_the_schema() -> None:
     from acp_fuzz.strategies import LifecycleMachine
 
     spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
-                                    "--variant", "switches"])
+                                    "--variant", "switches", "--variant", "titles"])
     seen: list[Event] = []
     with Gateway(None) as gateway:
 
         class Driven(LifecycleMachine):
             caps = Capabilities(system_prompt=True, override=True, load=True, resume=True,
                                 fork=True, close=True, list=True, delete=True, set_mode=True,
-                                set_config_option=True)
+                                set_config_option=True, title=True)
 
             def __init__(self) -> None:
                 super().__init__()
@@ -163,6 +164,7 @@ def test_every_request_shape_the_strategies_draw_follows_the_schema() -> None:
     # Every method the strategies draw was drawn and sent.
     assert {"initialize", "session/new", "session/prompt", "session/load", "session/resume",
             "session/fork", "session/close", "session/delete", "session/list",
-            "session/set_mode", "session/set_config_option", "session/cancel"} <= methods, \
+            "session/set_mode", "session/set_config_option", "session/set_title",
+            "session/cancel"} <= methods, \
         methods
     assert problems(seen) == []

@@ -35,7 +35,8 @@ SEEDS = range(10)
 MAX_MISSES = 1
 
 
-@pytest.mark.parametrize("bug", search_power.BUGS + search_power.SWITCHES)
+@pytest.mark.parametrize("bug", [*search_power.BUGS, *search_power.SWITCHES,
+                                 *search_power.TITLES])
 def test_bug_shape_drawn_at_nearly_every_seed(bug: str) -> None:
     defaults = CampaignSettings()
     misses = [s for s in SEEDS
