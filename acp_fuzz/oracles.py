@@ -435,8 +435,11 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
             sev, rule = "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD"
         st.judge("payload.valid-rejected", rule)
         # On load/resume/fork an error may be about the session, not the prompt: only an
-        # invalid-params answer is pinned on the payload.
-        if outcome == "error" and (op == "new" or code == -32602):
+        # invalid-params answer is pinned on the payload, and not when the request also
+        # moved the session or added roots (the schema lets an agent refuse a load or resume
+        # whose cwd is not the session's).
+        moved = args.get("cwd") == "moved" or bool(args.get("roots"))
+        if outcome == "error" and (op == "new" or (code == -32602 and not moved)):
             st.add("payload.valid-rejected",
                    f"{op} with a valid {mode!r} systemPrompt got error {code}",
                    severity=sev, rule=rule, session=handle, error=_clip(err),
@@ -545,6 +548,8 @@ def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: A
         return
     if args.get("extra"):
         return  # a vendor extension's fields, which the agent may refuse
+    if args.get("cwd") == "moved" or args.get("roots"):
+        return  # another directory: a load or resume may require the session's own
     st.judge("session.reattach-failed")
     if outcome != "error":
         return

@@ -56,6 +56,9 @@ class Capabilities:
     delete: bool = False
     #: ``sessionCapabilities.title``: the client may retitle a session (``session/set_title``).
     title: bool = False
+    #: ``sessionCapabilities.additionalDirectories``: new, load, resume and fork may carry
+    #: ``additionalDirectories`` (extra workspace roots).
+    additional_directories: bool = False
     #: The agent offers session modes (``session/new`` answered ``modes`` with at least two):
     #: not in ``initialize``, so the campaign learns it at calibration.
     set_mode: bool = False
@@ -91,6 +94,7 @@ class Capabilities:
             list=marker(sess, "list"),
             delete=marker(sess, "delete"),
             title=marker(sess, "title"),
+            additional_directories=marker(sess, "additionalDirectories"),
         )
 
     def to_wire(self) -> dict[str, bool]:

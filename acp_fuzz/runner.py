@@ -513,9 +513,10 @@ class Run:
 
     def _do_fork(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         src = self.sessions[step["session"]]
-        cwd = src.cwd
+        cwd, roots = self._dirs(step, step["new"], src.cwd)
         reply = self._request("session/fork", {"sessionId": src.agent_id, "cwd": cwd,
-                                               "mcpServers": [], **self._sp_params(step)})
+                                               "mcpServers": [], **roots,
+                                               **self._sp_params(step)})
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
@@ -534,12 +535,26 @@ class Run:
 
     def _reattach(self, method: str, step: dict[str, Any]) -> StepOutcome:
         s = self.sessions[step["session"]]
-        reply = self._request(method, {"sessionId": s.agent_id, "cwd": s.cwd, "mcpServers": [],
-                                       **self._sp_params(step)})
+        cwd, roots = self._dirs(step, step["session"], s.cwd)
+        reply = self._request(method, {"sessionId": s.agent_id, "cwd": cwd, "mcpServers": [],
+                                       **roots, **self._sp_params(step)})
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
+            s.cwd = cwd
             s.note_offers(out.result)
         return out
+
+    def _dirs(self, step: Mapping[str, Any], handle: str, cwd: str
+              ) -> tuple[str, dict[str, Any]]:
+        """The ``cwd`` a load, resume or fork sends, and its ``additionalDirectories``: the
+        session's own directory, or a new one (``"cwd": "moved"``), and ``roots`` new
+        directories as extra workspace roots (none: the field is not sent)."""
+        if step.get("cwd") == "moved":
+            cwd = self.sandbox.new_cwd(f"{handle}-moved-{self._step_index}")
+        roots = int(step.get("roots", 0))
+        extra = {"additionalDirectories": [
+            self.sandbox.new_cwd(f"{handle}-root-{self._step_index}-{i}") for i in range(roots)]}
+        return cwd, extra if roots else {}
 
     def _probe_side_effect(self) -> None:
         # After a rejected new/fork, look for a half-created session (SP-AGENT-ERROR-

@@ -22,6 +22,9 @@ if TYPE_CHECKING:
 
 __all__ = ["OPS", "describe", "nonce_for", "prompt_text", "steps_of", "validate_step"]
 
+#: The most ``additionalDirectories`` a load, resume or fork step asks for.
+MAX_ROOTS = 4
+
 OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "set_mode",
        "set_config_option", "set_title", "list", "cancel", "restart", "invalid")
 
@@ -66,6 +69,12 @@ def validate_step(step: Any) -> dict[str, Any]:
         if op in ("set_mode", "set_config_option") and (
                 not isinstance(step.get(key, 0), int) or isinstance(step.get(key, 0), bool)):
             raise ValueError(f"step {op!r}: {key!r} must be an integer")
+    if op in ("load", "resume", "fork"):
+        if step.get("cwd", "same") not in ("same", "moved"):
+            raise ValueError(f"step {op!r}: 'cwd' must be 'same' or 'moved'")
+        roots = step.get("roots", 0)
+        if not isinstance(roots, int) or isinstance(roots, bool) or not 0 <= roots <= MAX_ROOTS:
+            raise ValueError(f"step {op!r}: 'roots' must be an integer from 0 to {MAX_ROOTS}")
     if op == "set_title" and not isinstance(step.get("title", ""), str):
         raise ValueError("step 'set_title': 'title' must be a string")
     if "extra" in step and not isinstance(step["extra"], Mapping):
@@ -76,7 +85,7 @@ def validate_step(step: Any) -> dict[str, Any]:
 def describe(step: Mapping[str, Any]) -> str:
     """One human line for a step (used by ``show``, reports and progress)."""
     op = step.get("op")
-    sp = _sp_label(step)
+    sp = _sp_label(step) + _dirs_label(step)
     if op == "new":
         return f"session/new {step['session']}{sp}"
     if op == "fork":
@@ -104,6 +113,14 @@ def describe(step: Mapping[str, Any]) -> str:
     if op == "invalid":
         return f"{step.get('method')} (invalid request: {step.get('why', '')})"
     return str(op)
+
+
+def _dirs_label(step: Mapping[str, Any]) -> str:
+    if step.get("op") not in ("load", "resume", "fork"):
+        return ""
+    out = " in a new directory" if step.get("cwd") == "moved" else ""
+    roots = step.get("roots", 0)
+    return out + (f" with {roots} additional root(s)" if roots else "")
 
 
 def _sp_label(step: Mapping[str, Any]) -> str:

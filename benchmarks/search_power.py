@@ -86,6 +86,10 @@ CAPS_SWITCHES = replace(CAPS, set_mode=True, set_config_option=True)
 #: Bugs of an agent that advertises client-set titles (the reference agent's --variant titles).
 TITLES = ("title-drops-prompt",)
 CAPS_TITLES = replace(CAPS, title=True)
+#: Bugs of an agent that takes additionalDirectories (the reference agent's --variant
+#: directories), which draws loads, resumes and forks in other directories.
+DIRECTORIES = ("moved-cwd-drops-prompt",)
+CAPS_DIRECTORIES = replace(CAPS, additional_directories=True)
 TRUNCATE_AT = 65536
 
 
@@ -187,6 +191,8 @@ class _Agent:
                     for h, other in self.sessions.items():
                         if h != step["session"] and other.cwd == s.cwd:
                             other.actual = prompt
+            if bug == "moved-cwd-drops-prompt" and step.get("cwd") == "moved":
+                s.actual = None  # started over in the new directory
             self.live.add(step["session"])
             self.seen_here.add(step["session"])
         elif op == "fork":
@@ -321,7 +327,8 @@ def first_failure(bug: str, seed_: int, max_examples: int, max_steps: int
             steps.append(step)
             self.agent.step(step)
 
-    Machine.caps = CAPS_SWITCHES if bug in SWITCHES else CAPS_TITLES if bug in TITLES else CAPS
+    Machine.caps = CAPS_SWITCHES if bug in SWITCHES else CAPS_TITLES if bug in TITLES \
+        else CAPS_DIRECTORIES if bug in DIRECTORIES else CAPS
     hyp = settings(max_examples=max_examples, stateful_step_count=max_steps, deadline=None,
                    database=None, suppress_health_check=list(HealthCheck),
                    verbosity=Verbosity.quiet, print_blob=False,

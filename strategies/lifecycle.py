@@ -64,6 +64,7 @@ class _Model:
     sessions: dict[str, SessionView] = field(default_factory=dict)
     next_handle: int = 0
     canaries: int = 0
+    moves: int = 0  # sessions moved to a directory of their own (see _draw_dirs)
 
 
 class LifecycleMachine(RuleBasedStateMachine):
@@ -235,7 +236,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         view = self.model.sessions[handle]
         sp, applied = self._draw_prompt(data, handle, lifecycle=True, current=view.prompt)
         ok = not _rejected(applied)
-        self._send({"op": op, "session": handle, **sp}, accepted=ok)
+        dirs = self._draw_dirs(data)
+        self._send({"op": op, "session": handle, **sp, **dirs}, accepted=ok)
         if not ok:
             return
         view.prompt = applied
@@ -244,6 +246,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         # rewrites it too, which shows only in the sibling's next turn.
         siblings = [h for h in self._loaded()
                     if h != handle and self.model.sessions[h].cwd == view.cwd]
+        if dirs.get("cwd") == "moved":
+            view.cwd = self._moved()
         if siblings:
             self._turn_after(data.draw(st.sampled_from(siblings), label="sibling"))
 
@@ -265,13 +269,32 @@ class LifecycleMachine(RuleBasedStateMachine):
         sp, applied = self._draw_prompt(data, new, lifecycle=True,
                                         current=self.model.sessions[src].prompt)
         ok = not _rejected(applied)
-        self._send({"op": "fork", "session": src, "new": new, **sp}, accepted=ok)
+        dirs = self._draw_dirs(data)
+        self._send({"op": "fork", "session": src, "new": new, **sp, **dirs}, accepted=ok)
         if ok:
             source = self.model.sessions[src]
-            self.model.sessions[new] = SessionView(prompt=applied, cwd=source.cwd)
+            self.model.sessions[new] = SessionView(
+                prompt=applied, cwd=self._moved() if dirs.get("cwd") == "moved" else source.cwd)
             self._turn_after(new)
             # The source too: a fork must leave it as it was, and only its own turn shows it.
             self._turn_after(src)
+
+    def _moved(self) -> str:
+        """A directory no other session has (the machine's name for it)."""
+        self.model.moves += 1
+        return f"moved-{self.model.moves}"
+
+    def _draw_dirs(self, data: st.DataObject) -> dict[str, Any]:
+        """For an agent that advertises ``additionalDirectories``: a load, resume or fork in
+        the session's own directory (a third of the time), with extra workspace roots, or in
+        a new directory. The prompt belongs to the session, wherever it runs: an agent that
+        keys what it stores by directory loses it there. Other agents draw as before."""
+        if not self.caps.additional_directories:
+            return {}
+        where = data.draw(st.sampled_from(["same", "roots", "moved"]), label="directory")
+        if where == "roots":
+            return {"roots": data.draw(st.integers(1, 2), label="roots")}
+        return {"cwd": "moved"} if where == "moved" else {}
 
     def _turn_after(self, handle: str) -> None:
         """A turn on a session that a load, resume or fork has just (re)opened, or could

@@ -28,6 +28,10 @@ What it implements
   ``--variant titles`` (which the title bug plants itself), also ``session/set_title``
   (``sessionCapabilities.title``): any stored session may be retitled, the title is trimmed
   and cut to 256 characters, an empty one gets ``-32602``, and ``session/list`` shows it.
+  With ``--variant directories`` (which the directory bug plants itself), new, load, resume
+  and fork take ``additionalDirectories`` (``sessionCapabilities.additionalDirectories``; a
+  list of absolute paths, else ``-32602``); a load or resume in another ``cwd`` moves the
+  session there, prompt and conversation included.
   A session id that does not exist gets ``-32002`` with ``data.sessionId``; ``session/prompt``
   also needs the session to be loaded in this process (created, forked, loaded or resumed).
 * Bad input never kills it: invalid JSON gets ``-32700``, non-objects ``-32600`` (both with
@@ -147,6 +151,10 @@ client prompt texts.
     ``session/set_title`` rewrites the stored session from its listing entry, which has no
     client prompt. 3 steps: new A (append P); set_title A; prompt A → P missing
     (``prompt.lost``, MUST).
+``moved-cwd-drops-prompt``
+    A session loaded or resumed in another directory starts over there: the prompt the
+    request re-sent is accepted but not used. 3 steps: new A (append P); load A (P again,
+    another cwd); prompt A → P missing (``prompt.lost``, MUST).
 ``tiny-baseline``
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:
@@ -166,6 +174,8 @@ Behaviours the RFD allows, which a harness must not call bugs.
     before they existed, and the planted-bug measurements stay comparable.
 ``titles``
     The client may retitle sessions (see above). Off by default, like ``switches``.
+``directories``
+    Sessions take extra workspace roots (see above). Off by default, like ``switches``.
 ``defer-until-restart``
     A changed prompt on a live session is stored, but the old one is sent until the session
     is loaded or resumed in a new process; a change carried by such a cold load applies at once.

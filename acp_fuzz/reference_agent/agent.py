@@ -91,6 +91,8 @@ BUGS: dict[str, str] = {
     "over on the new model, without the client prompt",
     "title-drops-prompt": "session/set_title rewrites the stored session from its listing "
     "entry, which has no client prompt",
+    "moved-cwd-drops-prompt": "a session loaded or resumed in another directory starts over "
+    "there: the prompt the request re-sent is accepted but not used",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -117,12 +119,16 @@ VARIANTS: dict[str, str] = {
     "(session/set_config_option); implied by the switch bugs",
     "titles": "the client may retitle sessions (sessionCapabilities.title, session/set_title); "
     "implied by the title bug",
+    "directories": "new, load, resume and fork take additionalDirectories "
+    "(sessionCapabilities.additionalDirectories); implied by the directory bug",
 }
 
 #: The planted bugs that need ``--variant switches`` (they plant it themselves).
 SWITCH_BUGS = frozenset({"mode-drops-prompt", "model-switch-drops-prompt"})
 #: The planted bugs that need ``--variant titles`` (they plant it themselves).
 TITLE_BUGS = frozenset({"title-drops-prompt"})
+#: The planted bugs that need ``--variant directories`` (they plant it themselves).
+DIRECTORY_BUGS = frozenset({"moved-cwd-drops-prompt"})
 #: Longer titles are cut to this many characters (the schema lets an agent normalize).
 MAX_TITLE = 256
 
@@ -303,6 +309,9 @@ class Agent:
             self.variants |= {"switches"}
         if self.bugs & TITLE_BUGS:
             self.variants |= {"titles"}
+        if self.bugs & DIRECTORY_BUGS:
+            self.variants |= {"directories"}
+        self.directories = "directories" in self.variants and dialect == "standard"
         # Client-set titles, offered only with --variant titles (so by default the agent
         # draws the harness's sequences exactly as before titles existed).
         self.titles = "titles" in self.variants and dialect == "standard"
@@ -630,6 +639,8 @@ class Agent:
         }
         if self.titles:
             caps["sessionCapabilities"]["title"] = {}
+        if self.directories:
+            caps["sessionCapabilities"]["additionalDirectories"] = {}
         name = AGENT_NAME
         if self.dialect != "standard":
             # A legacy dialect instead of the standard field (acp-reference.md §7.5).
@@ -662,9 +673,21 @@ class Agent:
         self.store.save(session)
         return {}
 
+    def check_roots(self, params: dict[str, Any]) -> None:
+        """``additionalDirectories`` (``--variant directories``): absent, null or a list of
+        absolute paths, else ``-32602``. Roots widen what the session may touch; they never
+        change its prompt. Without the variant the field is not advertised and is ignored."""
+        roots = params.get("additionalDirectories")
+        if not self.directories or roots is None:
+            return
+        if not isinstance(roots, list) or not all(
+                isinstance(r, str) and os.path.isabs(r) for r in roots):
+            raise invalid_params("additionalDirectories must be a list of absolute paths")
+
     def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=True)
+        self.check_roots(params)
         if "side-effect-before-validation" in self.bugs:
             # BUG(side-effect-before-validation): the session exists (and is listed) even when the
             # systemPrompt is then rejected.
@@ -688,8 +711,10 @@ class Agent:
         session_id = require_session_id(params)
         cwd = require_cwd(params)
         check_mcp_servers(params, required=True)
+        self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
+        moved = cwd != session.cwd
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
         if "load-erases-session" in self.bugs and session.history:
@@ -702,6 +727,8 @@ class Agent:
         # Everything is valid: from here on the request succeeds.
         session.cwd = cwd  # re-sent, like mcpServers; the latest value wins
         self._set_prompt(session, prompt)
+        if moved and "moved-cwd-drops-prompt" in self.bugs:
+            session.system_prompt = None  # BUG(moved-cwd-drops-prompt): started over there
         self._activate(session)
         self.store.save(session)
         # SES-AGENT-LOAD-REPLAY-MUST: replay the whole conversation, THEN answer.
@@ -715,12 +742,16 @@ class Agent:
         session_id = require_session_id(params)
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
+        self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
+        moved = cwd != session.cwd
         session.cwd = cwd
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
         self._set_prompt(session, prompt)
+        if moved and "moved-cwd-drops-prompt" in self.bugs:
+            session.system_prompt = None  # BUG(moved-cwd-drops-prompt): started over there
         self._activate(session)
         self.store.save(session)
         return self.options_of(session)  # SES-AGENT-RESUME-NOREPLAY-MUST: no history is sent
@@ -729,6 +760,7 @@ class Agent:
         session_id = require_session_id(params)
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
+        self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         source = self._find(session_id)
         # A fork re-sent with a prompt uses it; omitted or null inherits the source's prompt

@@ -829,6 +829,24 @@ def test_a_set_mode_step_is_checked_and_described() -> None:
             validate_step(bad)
 
 
+def test_title_and_directory_steps_are_checked_and_described() -> None:
+    from acp_fuzz.steps import describe, validate_step
+
+    step = validate_step({"op": "set_title", "session": "A", "title": "Überprüfung"})
+    assert describe(step) == "session/set_title A (11 chars)"
+    step = validate_step({"op": "load", "session": "A", "cwd": "moved", "roots": 2})
+    assert describe(step) == ("session/load A (systemPrompt omitted) in a new directory "
+                              "with 2 additional root(s)")
+    assert describe(validate_step({"op": "fork", "session": "A", "new": "B", "roots": 1})) \
+        == "session/fork A -> B (systemPrompt omitted) with 1 additional root(s)"
+    for bad in ({"op": "set_title", "session": "A", "title": 3},
+                {"op": "load", "session": "A", "cwd": "/etc"},
+                {"op": "resume", "session": "A", "roots": 99},
+                {"op": "fork", "session": "A", "new": "B", "roots": True}):
+        with pytest.raises(ValueError):
+            validate_step(bad)
+
+
 def test_select_options_are_read_from_config_options() -> None:
     from acp_fuzz.runner import select_options
 

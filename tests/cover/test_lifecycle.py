@@ -121,7 +121,8 @@ class _Recorder(LifecycleMachine):
 
     caps: ClassVar[Capabilities] = Capabilities(
         system_prompt=True, override=True, load=True, resume=True, fork=True, close=True,
-        list=True, delete=True, set_mode=True, set_config_option=True, title=True)
+        list=True, delete=True, set_mode=True, set_config_option=True, title=True,
+        additional_directories=True)
     long_texts: ClassVar[bool] = False
     ops: ClassVar[set[str]] = set()
 

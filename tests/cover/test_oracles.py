@@ -907,6 +907,38 @@ def test_a_refused_reattach_is_not_judged_where_the_agent_may_refuse() -> None:
     # judges that), as are vendor fields it does not know.
     assert _refused("load", systemPrompt=sp("append", Q)) == []
     assert _refused("load", extra={"_meta": {"x": 1}}) == []
+    # Another directory, or extra roots: the schema lets an agent hold a load or resume to
+    # the session's own cwd.
+    assert _refused("load", cwd="moved") == []
+    assert _refused("resume", roots=1) == []
+
+
+def test_a_moved_or_rooted_reattach_refused_with_invalid_params_is_not_pinned_on_the_prompt(
+        ) -> None:
+    for where in ({"cwd": "moved"}, {"roots": 2}):
+        h = H()
+        h.new("A", sp("override", P))
+        h.step("load", "A", systemPrompt=sp("override", P), outcome="error",
+               error={"code": -32602, "message": "cwd does not match the session"}, **where)
+        assert h.findings() == [], where
+
+
+def test_a_prompt_lost_in_another_directory_is_lost() -> None:
+    """The prompt belongs to the session wherever it runs: a load in a new directory that
+    accepted the re-sent prompt and shows only the defaults lost it (MUST)."""
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("load", "A", systemPrompt=sp("append", P), cwd="moved", roots=1)
+    h.prompt("A", system=appended())
+    f = only(h.findings(), "prompt.lost")
+    assert f.severity == "MUST"
+    assert any("in a new directory with 1 additional root(s)" in line
+               for line in f.evidence["steps"])
+    kept = H()
+    kept.new("A", sp("append", P))
+    kept.step("load", "A", systemPrompt=sp("append", P), cwd="moved")
+    kept.prompt("A", system=appended(P))
+    assert kept.findings() == []
 
 
 # -- what was judged (the matrix's "tested") ----------------------------------------------------

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from acp_fuzz.lifecycle import Lifecycle
 from acp_fuzz.payloads import OMIT, Capabilities, blocks_of, classify
+from acp_fuzz.steps import validate_step
 
 CAPS = Capabilities(system_prompt=True, override=True)
 CANARY = "[acp-fuzz canary A1]"
@@ -119,6 +120,21 @@ def test_switches_are_drawn_only_for_an_agent_that_offers_them_and_a_turn_follow
         assert drawn[i + 1] == {"op": "prompt", "session": drawn[i]["session"]}
     assert not any(s["op"] in ("set_mode", "set_config_option")
                    for s in _drawn(Capabilities(**full)))
+
+
+def test_other_directories_are_drawn_only_for_an_agent_that_advertises_them() -> None:
+    """Loads, resumes and forks in a new directory or with extra roots, for an agent with
+    ``additionalDirectories``; none for one without (it draws exactly as before)."""
+    full = dict(system_prompt=True, load=True, resume=True, fork=True, close=True, list=True)
+    plain = _drawn(Capabilities(**full))
+    assert not any("roots" in s or s.get("cwd") == "moved" for s in plain)
+    drawn = _drawn(Capabilities(**full, additional_directories=True))
+    moved = {s["op"] for s in drawn if s.get("cwd") == "moved"}
+    rooted = {s["op"] for s in drawn if s.get("roots")}
+    assert moved == rooted == {"load", "resume", "fork"}, (moved, rooted)
+    assert {s["roots"] for s in drawn if "roots" in s} == {1, 2}
+    for s in drawn:  # every drawn step is one the runner accepts
+        validate_step(s)
 
 
 def test_retitles_are_drawn_only_for_an_agent_that_advertises_titles() -> None:

@@ -23,7 +23,12 @@ from typing import Any
 import pytest
 
 from acp_fuzz.reference_agent import BUGS, DEFAULT_INSTRUCTIONS
-from acp_fuzz.reference_agent.agent import PLAN_INSTRUCTION, SWITCH_BUGS, TITLE_BUGS
+from acp_fuzz.reference_agent.agent import (
+    DIRECTORY_BUGS,
+    PLAN_INSTRUCTION,
+    SWITCH_BUGS,
+    TITLE_BUGS,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -830,6 +835,25 @@ def test_titles_are_set_by_the_client_on_any_stored_session_and_keep_the_prompt(
     assert model.system() == f"{defaults()}\n\n{P}"
 
 
+def test_additional_directories_are_checked_and_a_moved_session_keeps_its_prompt(
+        spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn("--variant", "directories").init()
+    caps = agent.init_result["agentCapabilities"]["sessionCapabilities"]
+    assert caps["additionalDirectories"] == {}
+    roots = {"additionalDirectories": [CWD + "-extra"]}
+    created = agent.ok("session/new", {"cwd": CWD, "mcpServers": [], **roots,
+                                       "systemPrompt": sp("append", P)})
+    session = created["sessionId"]
+    for bad in ("/abs", ["relative/path"], [3]):
+        assert agent.error("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": [],
+                                            "additionalDirectories": bad})["code"] == -32602
+    agent.ok("session/resume", {"sessionId": session, "cwd": CWD + "-moved", **roots})
+    agent.prompt(session)
+    # The session runs in its new directory, with its prompt.
+    assert model.system() == f"{defaults(CWD + '-moved')}\n\n{P}"
+    assert [s["cwd"] for s in agent.listed()] == [CWD + "-moved"]
+
+
 def test_without_the_titles_variant_there_is_no_retitle(spawn: Spawner) -> None:
     agent = spawn().init()
     assert "title" not in agent.init_result["agentCapabilities"]["sessionCapabilities"]
@@ -873,8 +897,10 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
     bug = name if planted else None
     # The switch bugs plant modes and models themselves; the correct agent offers them with
     # --variant switches.
-    agent = start(spawn, bug) if planted or name not in SWITCH_BUGS | TITLE_BUGS else \
-        spawn("--variant", "switches" if name in SWITCH_BUGS else "titles").init()
+    variant = "switches" if name in SWITCH_BUGS else "titles" if name in TITLE_BUGS \
+        else "directories" if name in DIRECTORY_BUGS else None
+    agent = start(spawn, bug) if planted or variant is None else \
+        spawn("--variant", variant).init()
     if name == "leak":
         a = agent.new(sp("append", P))
         agent.new(sp("append", Q))
@@ -991,6 +1017,12 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         session = agent.new(sp("append", P))
         agent.ok("session/set_config_option", {"sessionId": session, "configId": "model",
                                                "value": "reference-model-mini"})
+        agent.prompt(session)
+        return P not in model.system()
+    if name == "moved-cwd-drops-prompt":
+        session = agent.new(sp("append", P))
+        agent.ok("session/load", {"sessionId": session, "cwd": CWD + "-moved", "mcpServers": [],
+                                  "systemPrompt": sp("append", P)})
         agent.prompt(session)
         return P not in model.system()
     if name == "title-drops-prompt":

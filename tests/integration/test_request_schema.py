@@ -136,14 +136,16 @@ def test_every_request_shape_the_strategies_draw_follows_the_schema() -> None:
     from acp_fuzz.strategies import LifecycleMachine
 
     spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
-                                    "--variant", "switches", "--variant", "titles"])
+                                    "--variant", "switches", "--variant", "titles",
+                                    "--variant", "directories"])
     seen: list[Event] = []
     with Gateway(None) as gateway:
 
         class Driven(LifecycleMachine):
             caps = Capabilities(system_prompt=True, override=True, load=True, resume=True,
                                 fork=True, close=True, list=True, delete=True, set_mode=True,
-                                set_config_option=True, title=True)
+                                set_config_option=True, title=True,
+                                additional_directories=True)
 
             def __init__(self) -> None:
                 super().__init__()

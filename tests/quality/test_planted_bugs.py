@@ -52,6 +52,8 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "mode-drops-prompt": ("prompt.lost", 3),
     # new A (P); set_config_option A (model); prompt A  -> P is gone after the model switch
     "model-switch-drops-prompt": ("prompt.lost", 3),
+    # new A (P); load A (P again, in another directory); prompt A  -> P is gone there
+    "moved-cwd-drops-prompt": ("prompt.lost", 3),
     # new A (P); set_title A; prompt A  -> P is gone after the retitle
     "title-drops-prompt": ("prompt.lost", 3),
     # new A (P); resume A (P); prompt A  -> P twice
@@ -148,13 +150,15 @@ def test_correct_agent_has_no_must_or_should_findings(tmp_path: Path,
     assert "lifecycle.omitted-fallback" in {f.oracle for f in result.info}
 
 
-def test_correct_agent_with_modes_models_and_titles_has_no_must_or_should_findings(
+def test_correct_agent_with_every_optional_method_has_no_must_or_should_findings(
         tmp_path: Path, no_orphans: Track) -> None:
-    """Mode and model switches (and a plan mode whose instruction joins the defaults) and
-    retitles give a correct agent no finding."""
-    result = campaign(reference(None, "switches", "titles"), tmp_path, seed=0,
+    """Mode and model switches (and a plan mode whose instruction joins the defaults),
+    retitles, and sessions moved to other directories or given extra roots give a correct
+    agent no finding."""
+    result = campaign(reference(None, "switches", "titles", "directories"), tmp_path, seed=0,
                       max_examples=100)
     assert result.caps.set_mode and result.caps.set_config_option and result.caps.title
+    assert result.caps.additional_directories
     judged = {o for o, _ in result.judged}
     assert "prompt.lost" in judged
     assert result.reports == [], [f for r in result.reports for f in r.findings]
