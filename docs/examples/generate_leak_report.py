@@ -55,7 +55,7 @@ def main() -> None:
     report = FindingReport(status="failed" if reproduced == RUNS else "flaky", runs=RUNS,
                            reproduced=reproduced, findings=findings, steps=STEPS,
                            requests=requests_of(history.events), cassette=None)
-    settings = CampaignSettings(cassette_dir=HERE, confirm_runs=RUNS)
+    settings = CampaignSettings(cassette_dir=HERE, confirm_runs=RUNS, portable=True)
     written = save_finding(TargetSpec(argv=RECORDED_ARGV), settings, history.events, report,
                            baseline, init)
     cassette = HERE / "leak.cassette"

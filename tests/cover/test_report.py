@@ -22,7 +22,7 @@ def test_example_report_has_every_part() -> None:
     # Agent name and version, from the recorded initialize result.
     assert text.startswith("# prompt.leak: `acp-fuzz-reference-agent` `0.1.0`\n")
     # The finding: oracle, rule, severity, status and rate.
-    assert "| `prompt.leak` | `SP-AGENT-APPLY-NEW-MUST` | MUST | failed | 3/3 |" in text
+    assert "| `prompt.leak` | `ACPFUZZ-SESSION-ISOLATION-MUST` | MUST | failed | 3/3 |" in text
     # The transcript: the four requests, numbered, each as a JSON block.
     methods = re.findall(r"^(\d+)\. `([^`]+)`$", text, flags=re.M)
     assert methods == [("1", "initialize"), ("2", "session/new"), ("3", "session/new"),
