@@ -126,6 +126,10 @@ def target(
         help="Skip this oracle's findings, e.g. a known bug (repeatable)."),
     keep_info: bool = typer.Option(False, "--keep-info",
                                    help="Write a cassette for each info observation too."),
+    portable: bool = typer.Option(
+        False, "--portable",
+        help="Write cassettes without this machine's paths (the Python interpreter becomes "
+        "'python', the agents cache '<agents>/'), to attach to a bug report."),
 ) -> None:
     """Fuzz an agent's systemPrompt handling; shrink each distinct failure to a minimal
     reproduction."""
@@ -176,7 +180,7 @@ def target(
                            max_steps=max_steps, cassette_dir=cassette_dir, database=database,
                            model_upstream=check_url(model_upstream),
                            max_failures=1 if exitfirst else max_failures,
-                           exclude_oracles=excluded, keep_info=keep_info)
+                           exclude_oracles=excluded, keep_info=keep_info, portable=portable)
     t0 = time.monotonic()
     progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
                         TextColumn("{task.completed}/{task.total} examples"),

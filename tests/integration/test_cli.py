@@ -79,6 +79,19 @@ def test_your_own_build_runs_under_a_known_agents_profile(tmp_path: Path) -> Non
     assert 'model_provider = "fakellm"' in config and "127.0.0.1" in config
 
 
+def test_portable_cassettes_for_a_bug_report_hold_no_interpreter_path(tmp_path: Path) -> None:
+    from acp_fuzz.cassette import read_cassette
+
+    proc = _cli(tmp_path, "target", "-x", "--portable", "--cassette-dir", str(tmp_path / "c"),
+                "--", sys.executable, "-m", "acp_fuzz.reference_agent",
+                "--bug", "accept-unknown-mode")
+    assert proc.returncode == 1, proc.stderr
+    (cassette,) = (tmp_path / "c").glob("*.cassette")
+    assert sys.executable.encode() not in cassette.read_bytes()
+    assert read_cassette(cassette).header.target[:3] == ["python", "-m",
+                                                         "acp_fuzz.reference_agent"]
+
+
 def test_a_profile_with_a_missing_build_says_so(tmp_path: Path) -> None:
     proc = _cli(tmp_path, "target", "--profile", "codex-acp", "--", "./no-such-build")
     assert proc.returncode == 2
