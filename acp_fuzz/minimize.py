@@ -162,6 +162,22 @@ def minimize(failure: Failure, run: Runner, *, strict: bool = False,
             found = attempt([*best.steps[:i], {**s, "cwd": "distinct"}, *best.steps[i + 1:]])
             if found is not None:
                 best = found
+    # The session's own directory and no extra roots, unless the failure needs them (a hang
+    # of a load does not need the load's additionalDirectories, and one bug must not be
+    # reported once per directory drawn).
+    for i, s in enumerate(best.steps):
+        if s.get("op") not in ("load", "resume", "fork"):
+            continue
+        moved = [k for k, on in (("roots", bool(s.get("roots"))),
+                                 ("cwd", s.get("cwd") == "moved")) if on]
+        for drop in ([moved] if len(moved) < 2 else [moved, ["roots"], ["cwd"]]):
+            if not drop:
+                continue
+            plain = {k: v for k, v in s.items() if k not in drop}
+            found = attempt([*best.steps[:i], plain, *best.steps[i + 1:]])
+            if found is not None:
+                best = found
+                break
     for sp in _payloads(best.steps):
         for smaller in _simpler_payloads(sp):
             found = attempt(_replace_payload(best.steps, sp, smaller))
@@ -305,7 +321,9 @@ def short_forms(steps: Sequence[Mapping[str, Any]]) -> list[Steps]:
 
 # -- the shape of a reproduction -------------------------------------------------------------------
 
-#: One step of a shape: (op, session index, new-session index, payload kind, cwd).
+#: One step of a shape: (op, session index, new-session index, payload kind, cwd: ``shared``
+#: for a new session in the shared directory; ``moved``, ``roots`` or ``moved+roots`` for a
+#: load, resume or fork in another directory or with additional roots).
 ShapeStep = tuple[str, int, int, str, str]
 Shape = tuple[ShapeStep, ...]
 
@@ -377,6 +395,10 @@ def shape_of(steps: Sequence[Mapping[str, Any]]) -> Shape:
         if op == "invalid":
             kind = str(s.get("method"))
         cwd = "shared" if op == "new" and s.get("cwd") == "shared" else ""
+        if op in ("load", "resume", "fork"):
+            # Another directory, extra roots: part of the bug when minimizing kept them.
+            cwd = "+".join(k for k in ("moved", "roots")
+                           if (s.get("cwd") == "moved" if k == "moved" else s.get("roots")))
         out.append((op, idx(session), idx(s.get("new")), kind, cwd))
         if op in ("new", "load", "resume", "fork") and kind not in ("omit", "null") \
                 and not kind.startswith("invalid"):

@@ -246,3 +246,30 @@ def test_a_shared_directory_goes_unless_the_failure_needs_it() -> None:
     kept = minimize(Failure(steps("shared"), [], vendor_wins(steps("shared"))[1]),
                     only_when_shared)
     assert kept.steps[0]["cwd"] == "shared"
+
+
+def test_another_directory_and_extra_roots_go_unless_the_failure_needs_them() -> None:
+    """codex-acp's hang of a closed-then-loaded session was first shrunk with the load's
+    additionalDirectories kept: the failure does not need them, so they go; a bug of the
+    moved directory keeps the move and drops the roots, and its shape says so."""
+    sp = {"mode": "append", "content": [{"type": "text", "text": "x" * 20}]}
+    steps = [{"op": "new", "session": "A", "systemPrompt": sp},
+             {"op": "load", "session": "A", "systemPrompt": sp, "cwd": "moved", "roots": 2},
+             {"op": "prompt", "session": "A"}]
+
+    def needs(key: str | None) -> Any:
+        def run(trial: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+            load = next((s for s in trial if s["op"] == "load"), None)
+            shows = load is not None and trial[-1]["op"] == "prompt" and (
+                key is None or (load.get("cwd") == "moved" if key == "cwd"
+                                else bool(load.get("roots"))))
+            return [], [Finding("prompt.lost", "MUST", "R", "x")] if shows else []
+        return run
+
+    plain = minimize(Failure(steps, [], needs(None)(steps)[1]), needs(None))
+    assert all("roots" not in s and "cwd" not in s for s in plain.steps), plain.steps
+    moved = minimize(Failure(steps, [], needs("cwd")(steps)[1]), needs("cwd"))
+    (load,) = [s for s in moved.steps if s["op"] == "load"]
+    assert load.get("cwd") == "moved" and "roots" not in load
+    assert ("load", 0, -1, "append+same", "moved") in shape_of(moved.steps)
+    assert shape_of(moved.steps) != shape_of(plain.steps)
