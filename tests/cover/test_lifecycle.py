@@ -143,8 +143,11 @@ def test_every_sequence_the_machine_draws_is_one_the_minimizer_would_try() -> No
     (assuming the agent accepts every valid request, as the machine does; a request a
     correct agent refuses names a session no later step uses)."""
     _Recorder.ops.clear()
+    # 100 examples: at 50, delete (a choice inside the close rule) was drawn when this file
+    # ran alone and not in the whole cover suite, where other modules' imports shift what a
+    # derandomized run draws (as tests/quality/test_search_power.py notes too).
     run_state_machine_as_test(_Recorder, settings=settings(
-        max_examples=50, stateful_step_count=25, deadline=None, derandomize=True,
+        max_examples=100, stateful_step_count=25, deadline=None, derandomize=True,
         suppress_health_check=list(HealthCheck)))
     # Every op was drawn: the agreement was checked for each of them.
     assert _Recorder.ops == set(OPS)
