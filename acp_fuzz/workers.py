@@ -34,9 +34,8 @@ from acp_fuzz.campaign import (
     CampaignResult,
     CampaignSettings,
     ExampleDone,
-    FailureFound,
+    Finished,
     InfoReport,
-    ShrankToKnown,
     Started,
     calibrate,
     run_campaign,
@@ -74,12 +73,13 @@ def spec_from_wire(wire: Mapping[str, Any]) -> TargetSpec:
 def _worker(spec: Mapping[str, Any], cfg: CampaignSettings, index: int,
             events: Any) -> CampaignResult:
     def forward(ev: CampaignEvent) -> None:
+        # Counts are summed over the workers by the parent; the start, the calibration and
+        # the end are the parent's own events; every other event goes up as it is (they are
+        # small frozen dataclasses, pickled through the queue).
         if isinstance(ev, ExampleDone):
             events.put(("example", index, ev.examples, ev.steps, ev.failing))
-        elif isinstance(ev, FailureFound):
-            events.put(("failure", index, ev.oracles))
-        elif isinstance(ev, ShrankToKnown):
-            events.put(("known", index, ev.oracles, ev.known))
+        elif not isinstance(ev, (Started, Calibrated, Finished)):
+            events.put(("event", index, ev))
 
     return run_campaign(spec_from_wire(spec), cfg, forward)
 
@@ -111,10 +111,8 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
                 counts[msg[1]] = (msg[2], msg[3])
                 on_event(ExampleDone(sum(c[0] for c in counts.values()),
                                      sum(c[1] for c in counts.values()), msg[4]))
-            elif msg[0] == "failure":
-                on_event(FailureFound(tuple(msg[2])))
-            elif msg[0] == "known":
-                on_event(ShrankToKnown(tuple(msg[2]), tuple(msg[3])))
+            elif msg[0] == "event":
+                on_event(msg[2])
 
     pumper = threading.Thread(target=pump, name="acp-fuzz-workers", daemon=True)
     pumper.start()

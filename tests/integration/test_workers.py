@@ -44,3 +44,33 @@ def test_two_workers_find_confirm_and_report_a_bug(tmp_path: Path, no_orphans: o
     assert len(finding["steps"]) == 1
     assert Path(finding["cassette"]).is_file()
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_every_progress_event_of_the_workers_reaches_the_interface(tmp_path: Path) -> None:
+    """With --workers the progress is the same stream as with one: the workers' failures,
+    shrinking and confirmations come up to the caller's handler, and the counts add up.
+
+    In-process, so without ``no_orphans``: the spawn context's resource tracker lives as long
+    as this (pytest's) process, by multiprocessing's design; the CLI tests above check that
+    a whole run leaves nothing behind."""
+    from acp_fuzz.campaign import (
+        CampaignEvent,
+        CampaignSettings,
+        Confirming,
+        ExampleDone,
+        FailureFound,
+        Started,
+    )
+    from acp_fuzz.runner import TargetSpec
+    from acp_fuzz.workers import run_parallel
+
+    seen: list[CampaignEvent] = []
+    spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
+                                    "--bug", "accept-unknown-mode"])
+    cfg = CampaignSettings(max_examples=20, cassette_dir=tmp_path / "c", max_failures=1)
+    result = run_parallel(spec, cfg, 2, on_event=seen.append)
+    kinds = {type(e) for e in seen}
+    assert {Started, ExampleDone, FailureFound, Confirming} <= kinds, kinds
+    assert sum(isinstance(e, Started) for e in seen) == 1  # the parent's, not one per worker
+    done = [e.examples for e in seen if isinstance(e, ExampleDone)]
+    assert done == sorted(done) and result.reports
