@@ -614,6 +614,16 @@ class Agent:
             raise session_not_found(session_id)
         return session
 
+    def _reopen(self, session: Session, cwd: str, prompt: SystemPrompt | None) -> None:
+        """What a load or resume that succeeds does to the session: it runs in ``cwd`` from
+        now on (re-sent, like mcpServers; the latest value wins), with the request's prompt
+        applied (:meth:`_set_prompt`)."""
+        moved = cwd != session.cwd
+        session.cwd = cwd
+        self._set_prompt(session, prompt)
+        if moved and "moved-cwd-drops-prompt" in self.bugs:
+            session.system_prompt = None  # BUG(moved-cwd-drops-prompt): started over there
+
     def _activate(self, session: Session) -> None:
         self.live[session.session_id] = session
         self.seen_here.add(session.session_id)
@@ -714,7 +724,6 @@ class Agent:
         self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
-        moved = cwd != session.cwd
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
         if "load-erases-session" in self.bugs and session.history:
@@ -725,10 +734,7 @@ class Agent:
             raise RpcError(INTERNAL_ERROR, "Internal error",
                            {"details": "No previous sessions found for this project."})
         # Everything is valid: from here on the request succeeds.
-        session.cwd = cwd  # re-sent, like mcpServers; the latest value wins
-        self._set_prompt(session, prompt)
-        if moved and "moved-cwd-drops-prompt" in self.bugs:
-            session.system_prompt = None  # BUG(moved-cwd-drops-prompt): started over there
+        self._reopen(session, cwd, prompt)
         self._activate(session)
         self.store.save(session)
         # SES-AGENT-LOAD-REPLAY-MUST: replay the whole conversation, THEN answer.
@@ -745,13 +751,9 @@ class Agent:
         self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
-        moved = cwd != session.cwd
-        session.cwd = cwd
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
-        self._set_prompt(session, prompt)
-        if moved and "moved-cwd-drops-prompt" in self.bugs:
-            session.system_prompt = None  # BUG(moved-cwd-drops-prompt): started over there
+        self._reopen(session, cwd, prompt)
         self._activate(session)
         self.store.save(session)
         return self.options_of(session)  # SES-AGENT-RESUME-NOREPLAY-MUST: no history is sent
@@ -841,9 +843,7 @@ class Agent:
         title = title.strip()[:MAX_TITLE]
         if not title:
             raise invalid_params("title is empty")
-        session = self.live.get(session_id) or self.store.load(session_id)
-        if session is None:
-            raise session_not_found(session_id)
+        session = self._find(session_id)
         session.title = title
         if "title-drops-prompt" in self.bugs:
             session.system_prompt = None  # BUG(title-drops-prompt): rebuilt from the listing
