@@ -28,7 +28,7 @@ from acp_fuzz.findings import CATALOG, Finding
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.lifecycle import Lifecycle
 from acp_fuzz.payloads import OMIT, Capabilities, Classification, blocks_of, classify
-from acp_fuzz.steps import describe
+from acp_fuzz.steps import describe, elsewhere
 
 __all__ = ["Baseline", "Evaluator", "evaluate", "learn_baseline"]
 
@@ -438,8 +438,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         # invalid-params answer is pinned on the payload, and not when the request also
         # moved the session or added roots (the schema lets an agent refuse a load or resume
         # whose cwd is not the session's).
-        moved = args.get("cwd") == "moved" or bool(args.get("roots"))
-        if outcome == "error" and (op == "new" or (code == -32602 and not moved)):
+        if outcome == "error" and (op == "new" or (code == -32602 and not elsewhere(args))):
             st.add("payload.valid-rejected",
                    f"{op} with a valid {mode!r} systemPrompt got error {code}",
                    severity=sev, rule=rule, session=handle, error=_clip(err),
@@ -548,7 +547,7 @@ def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: A
         return
     if args.get("extra"):
         return  # a vendor extension's fields, which the agent may refuse
-    if args.get("cwd") == "moved" or args.get("roots"):
+    if elsewhere(args):
         return  # another directory: a load or resume may require the session's own
     st.judge("session.reattach-failed")
     if outcome != "error":

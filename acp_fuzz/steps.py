@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from acp_fuzz.history import Event
 
-__all__ = ["OPS", "describe", "nonce_for", "prompt_text", "steps_of", "validate_step"]
+__all__ = ["OPS", "describe", "elsewhere", "nonce_for", "prompt_text", "steps_of",
+           "validate_step"]
 
 #: The most ``additionalDirectories`` a load, resume or fork step asks for.
 MAX_ROOTS = 4
@@ -113,6 +114,13 @@ def describe(step: Mapping[str, Any]) -> str:
     if op == "invalid":
         return f"{step.get('method')} (invalid request: {step.get('why', '')})"
     return str(op)
+
+
+def elsewhere(step: Mapping[str, Any]) -> bool:
+    """Whether a load, resume or fork step runs its session in a new directory or with
+    additional roots (``"cwd": "moved"``, ``"roots"``)."""
+    return step.get("op") in ("load", "resume", "fork") and (
+        step.get("cwd") == "moved" or bool(step.get("roots")))
 
 
 def _dirs_label(step: Mapping[str, Any]) -> str:
