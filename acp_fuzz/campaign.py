@@ -56,6 +56,7 @@ from acp_fuzz.minimize import (
 )
 from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.payloads import Capabilities
+from acp_fuzz.protocol import agent_info, answered
 from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
 from acp_fuzz.scrub import Scrubber, portable
 from acp_fuzz.steps import steps_of
@@ -334,7 +335,9 @@ def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
                     break
         # Modes and config options are offered per session, not in initialize: the strategies
         # draw set_mode (set_config_option) only where the calibration sessions had some.
-        caps = replace(run.caps, set_mode=offers_modes, set_config_option=offers_options)
+        # v2 has no session/set_mode: modes are config options there.
+        caps = replace(run.caps, set_mode=offers_modes and run.protocol == 1,
+                       set_config_option=offers_options)
         run.close(grace=0)
     return init, caps, learn_baseline(texts)
 
@@ -657,8 +660,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
     with Gateway(None, side_request=spec.side_request, upstream=cfg.model_upstream,
                  upstream_recorder=recorder) as gateway:
         init, caps, baseline = calibrate(spec, gateway=gateway)
-        agent = init.get("agentInfo") if isinstance(init, Mapping) else None
-        agent = dict(agent) if isinstance(agent, Mapping) else {}
+        agent = dict(agent_info(init))
         result = CampaignResult(agent=agent, initialize=init, caps=caps, settings=cfg)
         warm = _WarmRuns(spec, gateway, prespawn=cfg.prespawn)
         search = SearchState(spec, cfg, baseline, warm, result, on_event)
@@ -877,6 +879,7 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
             format=1, acp_fuzz_version=__version__, target=list(spec.argv), seed=cfg.seed,
             settings={**cfg.to_wire(), "baseline": baseline.to_wire(), "profile": spec.profile,
                       "dialect": resolve(spec.dialect, init),
+                      "protocol": str(answered(init)),
                       **({"deadlines": spec.deadlines.to_wire()} if spec.deadlines else {})},
             kind="finding", initialize=init,
             meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,

@@ -239,6 +239,7 @@ class _State:
     baseline: Baseline
     caps: dict[str, Any] = field(default_factory=dict)
     dialect: str | None = None  # recorded at initialize; None in older cassettes
+    protocol: int = 1  # the version the agent answered (older cassettes: v1)
     sessions: dict[str, SessionModel] = field(default_factory=dict)
     #: Which sessions exist and are open, as the agent's answers left them.
     life: Lifecycle = field(default_factory=Lifecycle)
@@ -345,6 +346,9 @@ def _on_verdict(st: _State, ev: Event) -> None:
         st.caps = dict(caps) if isinstance(caps, Mapping) else {}
         dialect = d.get("dialect")
         st.dialect = dialect if isinstance(dialect, str) else None
+        proto = d.get("protocol")
+        answered = proto.get("answered") if isinstance(proto, Mapping) else None
+        st.protocol = answered if answered in (1, 2) else 1
         return
     if what == "probe-list":
         listed = d.get("sessions")
@@ -540,7 +544,9 @@ def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: A
     m = st.sessions.get(handle) if isinstance(handle, str) else None
     if m is None or st.life.closed(handle) or m.tainted or not m.conversation:
         return
-    if not st.caps.get(op if op == "resume" else "load"):
+    # A load is a resume that replays from the start in v2 (SP-V2-NOLOAD-DEF).
+    if not (st.caps.get("resume") if op == "resume"
+            else st.caps.get("load") or st.caps.get("replay")):
         return
     sp = args.get("systemPrompt")
     if not (kind in ("omitted", "null") or (kind == "valid" and _resent(st, op, args, sp))):
@@ -1090,6 +1096,11 @@ _RESULTS = {
     "initialize": Draft202012Validator({"type": "object", "required": ["protocolVersion"],
                                         "properties": {"protocolVersion": {"type": "integer"}}}),
 }
+#: v2 answers a prompt once its message is inserted, with the message's id; the stop reason
+#: comes later, in the idle ``state_update`` (acp-reference.md §8).
+_RESULTS_V2 = {**_RESULTS, "session/prompt": Draft202012Validator({
+    "type": "object", "required": ["messageId"],
+    "properties": {"messageId": {"type": "string"}}})}
 
 
 def _on_acp(st: _State, ev: Event) -> None:
@@ -1113,7 +1124,7 @@ def _on_acp(st: _State, ev: Event) -> None:
         problem = _first_error(_UPDATE, msg.get("params"))
     if problem is None and "result" in msg:
         method = st.requests.get(msg.get("id"))  # type: ignore[arg-type]
-        validator = _RESULTS.get(method or "")
+        validator = (_RESULTS_V2 if st.protocol >= 2 else _RESULTS).get(method or "")
         if validator is not None:
             problem = _first_error(validator, msg["result"])
     if problem is not None:

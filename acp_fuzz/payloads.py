@@ -44,7 +44,9 @@ OMIT = Omit()
 
 @dataclass(frozen=True, slots=True)
 class Capabilities:
-    """What an agent advertised in ``initialize`` that acp-fuzz cares about (v1 placement)."""
+    """What an agent advertised in ``initialize`` that acp-fuzz cares about, read from the
+    v1 placement (``agentCapabilities``) or, when the agent answered protocol version 2, the
+    v2 one (``capabilities.session``)."""
 
     system_prompt: bool = False
     override: bool = False
@@ -65,6 +67,9 @@ class Capabilities:
     #: The agent offers a ``select`` config option with at least two values (a model, a
     #: reasoning effort): learned at calibration like ``set_mode``.
     set_config_option: bool = False
+    #: v2: ``session/resume`` takes ``replayFrom`` (``{"type": "start"}`` replays the whole
+    #: conversation, the v2 form of ``session/load``).
+    replay: bool = False
 
     @classmethod
     def from_initialize(cls, result: Any) -> Capabilities:
@@ -72,6 +77,8 @@ class Capabilities:
         unsupported (CAP-OMITTED-UNSUPPORTED-DEF)."""
         if not isinstance(result, Mapping):
             return cls()
+        if result.get("protocolVersion") == 2:
+            return cls._from_v2(result)
         caps = result.get("agentCapabilities")
         if not isinstance(caps, Mapping):
             return cls()
@@ -96,6 +103,28 @@ class Capabilities:
             title=marker(sess, "title"),
             additional_directories=marker(sess, "additionalDirectories"),
         )
+
+    @classmethod
+    def _from_v2(cls, result: Mapping[str, Any]) -> Capabilities:
+        # v2 (acp-reference.md §8): a ``session`` object commits the agent to new, list,
+        # resume (with replayFrom), close, prompt and cancel; the rest are object markers.
+        # There is no session/load in v2 (SP-V2-NOLOAD-DEF).
+        caps = result.get("capabilities")
+        sess = caps.get("session") if isinstance(caps, Mapping) else None
+        if not isinstance(sess, Mapping):
+            return cls()
+        sp = sess.get("systemPrompt")
+        mode = sp.get("mode") if isinstance(sp, Mapping) else None
+
+        def marker(key: str) -> bool:
+            return isinstance(sess.get(key), Mapping)
+
+        return cls(system_prompt=isinstance(sp, Mapping),
+                   override=isinstance(mode, Mapping) and isinstance(mode.get("override"),
+                                                                     Mapping),
+                   resume=True, close=True, list=True, replay=True, fork=marker("fork"),
+                   delete=marker("delete"), title=marker("title"),
+                   additional_directories=marker("additionalDirectories"))
 
     def to_wire(self) -> dict[str, bool]:
         return {k: getattr(self, k) for k in self.__slots__}

@@ -53,6 +53,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="examples in the campaign (default 50; 0: no campaign)")
     group.addoption("--acp-seed", type=int, default=0, metavar="N", help="campaign seed")
     group.addoption("--acp-strict", action="store_true", help="fail on SHOULD findings too")
+    group.addoption("--acp-protocol", default="1", choices=("1", "2", "auto"),
+                    help="ACP version the campaign offers: 1, 2 or auto (default 1)")
     group.addoption("--acp-cassette-dir", default=None, metavar="DIR",
                     help="where finding cassettes go (default: pytest's tmp dir)")
     group.addoption("--acp-cassettes", default=None, metavar="PATH",
@@ -93,7 +95,8 @@ class AcpCampaignItem(_AcpItem):
         if opt("--acp-sandbox-net"):
             args = ["target", "--sandbox-net", "--max-examples", str(opt("--acp-max-examples")),
                     "--seed", str(opt("--acp-seed")), "--cassette-dir", str(cassette_dir)]
-            _run_cli([*args, *(["--strict"] if opt("--acp-strict") else []),
+            _run_cli([*args, "--protocol", opt("--acp-protocol"),
+                      *(["--strict"] if opt("--acp-strict") else []),
                       *(["--sandbox-fs"] if opt("--acp-sandbox-fs") else []), "--", *self.argv])
             return
 
@@ -102,7 +105,8 @@ class AcpCampaignItem(_AcpItem):
 
         cfg = CampaignSettings(max_examples=opt("--acp-max-examples"), seed=opt("--acp-seed"),
                                strict=opt("--acp-strict"), cassette_dir=cassette_dir)
-        spec = TargetSpec.from_command(self.argv, sandbox_fs=opt("--acp-sandbox-fs"))
+        spec = TargetSpec.from_command(self.argv, sandbox_fs=opt("--acp-sandbox-fs"),
+                                       protocol=opt("--acp-protocol"))
         result = run_campaign(spec, cfg)
         if result.failing():
             from acp_fuzz.reporting.text import campaign_lines

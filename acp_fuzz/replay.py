@@ -63,6 +63,7 @@ from acp_fuzz.gateway import NONCE_RE, Gateway, UpstreamRecorder
 from acp_fuzz.gateway.upstream import RecordingError
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.oracles import Baseline, evaluate
+from acp_fuzz.protocol import answered
 from acp_fuzz.runner import HarnessError, TargetSpec, run_steps
 from acp_fuzz.steps import steps_of, validate_step
 
@@ -257,7 +258,8 @@ def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | N
               trust_recorded_command: bool, timeout: float) -> TargetSpec:
     # The cassette's dialect, so that the prompt travels the way it did when recorded.
     dialect = cassette.header.settings.get("dialect")
-    kw: dict[str, Any] = {"dialect": dialect if isinstance(dialect, str) else "auto"}
+    kw: dict[str, Any] = {"dialect": dialect if isinstance(dialect, str) else "auto",
+                          "protocol": str(answered(cassette.header.initialize))}
     if profile:
         # With a command too: your own build, run the way the profile runs its agent.
         return TargetSpec.from_profile(profile, timeout=timeout,

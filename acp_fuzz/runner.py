@@ -39,15 +39,15 @@ from acp_fuzz.history import History
 from acp_fuzz.lifecycle import NEEDS, Lifecycle
 from acp_fuzz.oracles import Baseline, Evaluator
 from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
+from acp_fuzz.protocol import NegotiationError, initialize_params, negotiate, offer_for
 from acp_fuzz.sandbox import Sandbox, SandboxError, agent_command
 from acp_fuzz.scrub import env_secrets
 from acp_fuzz.steps import nonce_for, prompt_text, validate_step
-from acp_fuzz.transport import AgentProcess, AgentStartError, Pending, Reply
+from acp_fuzz.transport import AgentProcess, AgentStartError, Expectation, Pending, Reply
 from acp_fuzz.version import __version__
 
 __all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec", "run_steps"]
 
-PROTOCOL_VERSION = 1
 CLIENT_INFO = {"name": "acp-fuzz", "version": __version__}
 CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
 #: Notifications recorded per agent process, by count and by total line size; the rest are
@@ -84,6 +84,10 @@ class TargetSpec:
     #: Run the agent in its own PID namespace where possible, so nothing it starts outlives
     #: it (see :func:`acp_fuzz.sandbox.agent_command`).
     sandbox_pid: bool = True
+    #: The protocol version offered in ``initialize``: ``"1"``, ``"2"`` or ``"auto"`` (the
+    #: newest, and whatever supported version the agent answers; see
+    #: :mod:`acp_fuzz.protocol`).
+    protocol: str = "1"
     #: Confine the agent's view of the file system (``--sandbox-fs``; needs bubblewrap).
     sandbox_fs: bool = False
     #: More paths the file-system sandbox shows the agent, read-only.
@@ -162,11 +166,11 @@ class _Session:
     #: from the last answer that listed ``configOptions``.
     options: dict[str, tuple[tuple[str, ...], str | None]] = field(default_factory=dict)
 
-    def note_offers(self, result: Any) -> None:
+    def note_offers(self, result: Any, protocol: int = 1) -> None:
         """Read the modes and config options an answer about this session offers."""
         config = result.get("configOptions") if isinstance(result, Mapping) else None
         if isinstance(config, list):
-            self.options = select_options(config)
+            self.options = select_options(config, protocol)
         modes = result.get("modes") if isinstance(result, Mapping) else None
         if not isinstance(modes, Mapping):
             return
@@ -178,13 +182,16 @@ class _Session:
         self.mode = current if isinstance(current, str) else self.mode
 
 
-def select_options(config: list[Any]) -> dict[str, tuple[tuple[str, ...], str | None]]:
+def select_options(config: list[Any], protocol: int = 1
+                   ) -> dict[str, tuple[tuple[str, ...], str | None]]:
     """The ``select`` options of a ``configOptions`` list that offer at least two values
-    (grouped values flattened), by id: (values, current value)."""
+    (grouped values flattened), by id (``id`` in v1, ``configId`` in v2): (values, current
+    value)."""
+    key = "configId" if protocol >= 2 else "id"
     out: dict[str, tuple[tuple[str, ...], str | None]] = {}
     for opt in config[:64]:
         if not isinstance(opt, Mapping) or opt.get("type") != "select" \
-                or not isinstance(opt.get("id"), str):
+                or not isinstance(opt.get(key), str):
             continue
         values: list[str] = []
         for o in opt.get("options") or []:
@@ -196,7 +203,7 @@ def select_options(config: list[Any]) -> dict[str, tuple[tuple[str, ...], str | 
                        if isinstance(g, Mapping) and isinstance(g.get("value"), str)]
         current = opt.get("currentValue")
         if len(set(values)) >= 2:
-            out[opt["id"]] = (tuple(dict.fromkeys(values)),
+            out[opt[key]] = (tuple(dict.fromkeys(values)),
                               current if isinstance(current, str) else None)
     return out
 
@@ -229,6 +236,8 @@ class Run:
         self._step_index = 0
         self.dead = False
         self.dialect = "standard"
+        #: The protocol version the agent answered in ``initialize`` (1 until then).
+        self.protocol = 1
         #: Secret values of the agent's environment (every --pass-env value, and variables
         #: named like secrets), scrubbed from saved cassettes (see :mod:`acp_fuzz.scrub`).
         self.secrets: set[str] = set()
@@ -349,11 +358,10 @@ class Run:
 
     def initialize(self) -> Any:
         """Send ``initialize``; raise :class:`HarnessError` when the agent cannot be initialised."""
-        reply = self._request("initialize", {
-            "protocolVersion": PROTOCOL_VERSION,
-            "clientCapabilities": CLIENT_CAPABILITIES,
-            "clientInfo": CLIENT_INFO,
-        }, timeout=self.spec.init_timeout)
+        offer = offer_for(self.spec.protocol)
+        reply = self._request("initialize", initialize_params(
+            offer, choice=self.spec.protocol, info=CLIENT_INFO,
+            v1_capabilities=CLIENT_CAPABILITIES), timeout=self.spec.init_timeout)
         if reply.outcome != "ok" or not isinstance(reply.result, Mapping):
             why = {"timeout": "no answer to initialize within "
                               f"{self.spec.init_timeout:g}s",
@@ -363,13 +371,24 @@ class Run:
             raise HarnessError(why + self.stderr_note())
         self.init_result = reply.result
         try:
+            self.protocol = negotiate(self.spec.protocol, reply.result)
+        except NegotiationError as e:
+            self.history.append("verdict", {"step": self._step_index - 1, "what": "initialize",
+                                            "outcome": "error", "protocol": {
+                                                "offered": offer, "problem": str(e)}})
+            raise HarnessError(str(e)) from None
+        try:
             self.dialect = resolve(self.spec.dialect, reply.result)
         except ValueError as e:
             raise HarnessError(str(e)) from None
+        if self.protocol != 1 and self.dialect != "standard":
+            raise HarnessError(f"the {self.dialect} dialect is ACP v1 only; run with "
+                               f"--protocol 1 or --dialect standard")
         self.caps = capabilities(self.dialect, reply.result)
         self.history.append("verdict", {"step": self._step_index - 1, "what": "initialize",
                                         "outcome": "ok", "capabilities": self.caps.to_wire(),
-                                        "dialect": self.dialect})
+                                        "dialect": self.dialect, "protocol": {
+                                            "offered": offer, "answered": self.protocol}})
         return reply.result
 
     def stderr_note(self) -> str:
@@ -381,7 +400,7 @@ class Run:
         return self._await(self.agent.send_request(method, params), method,
                            self.spec.request_timeout if timeout is None else timeout)
 
-    def _await(self, pending: Pending, method: str, ceiling: float) -> Reply:
+    def _await(self, pending: Pending | _TurnWait, method: str, ceiling: float) -> Reply:
         """The answer to ``pending``, waiting as :mod:`acp_fuzz.deadlines` says: up to the
         learned deadline, then (the first time ``method`` overruns it) up to ``ceiling``."""
         d = self.spec.deadlines
@@ -505,7 +524,7 @@ class Run:
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
             if isinstance(sid, str):
                 self.sessions[handle] = _Session(sid, cwd)
-                self.sessions[handle].note_offers(out.result)
+                self.sessions[handle].note_offers(out.result, self.protocol)
                 self._dialect_followup(step, sid)
             else:
                 out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
@@ -522,26 +541,31 @@ class Run:
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
             if isinstance(sid, str):
                 self.sessions[step["new"]] = _Session(sid, cwd)
-                self.sessions[step["new"]].note_offers(out.result)
+                self.sessions[step["new"]].note_offers(out.result, self.protocol)
             else:
                 out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
         return out
 
     def _do_load(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        if self.protocol >= 2:
+            # v2 has no session/load: a resume that replays from the start takes its place
+            # (SP-V2-NOLOAD-DEF), and owes what a load owes.
+            return self._reattach("session/resume", step, {"replayFrom": {"type": "start"}})
         return self._reattach("session/load", step)
 
     def _do_resume(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         return self._reattach("session/resume", step)
 
-    def _reattach(self, method: str, step: dict[str, Any]) -> StepOutcome:
+    def _reattach(self, method: str, step: dict[str, Any],
+                  replay: Mapping[str, Any] | None = None) -> StepOutcome:
         s = self.sessions[step["session"]]
         cwd, roots = self._dirs(step, step["session"], s.cwd)
         reply = self._request(method, {"sessionId": s.agent_id, "cwd": cwd, "mcpServers": [],
-                                       **roots, **self._sp_params(step)})
+                                       **roots, **(replay or {}), **self._sp_params(step)})
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
             s.cwd = cwd
-            s.note_offers(out.result)
+            s.note_offers(out.result, self.protocol)
         return out
 
     def _dirs(self, step: Mapping[str, Any], handle: str, cwd: str
@@ -575,20 +599,56 @@ class Run:
         return {"sessionId": s.agent_id,
                 "prompt": [{"type": "text", "text": prompt_text(handle, turn, self.salt)}]}
 
+    def _send_turn(self, handle: str, ann: Mapping[str, Any]) -> Pending | _TurnWait:
+        """Send the turn's ``session/prompt``. In v1 its answer ends the turn; in v2 the
+        answer only says the message was inserted, and the turn ends with the session's
+        ``idle`` ``state_update`` (acp-reference.md §8), which is watched for before the
+        request is written, since it may overtake the answer."""
+        params = self._turn(handle, ann)
+        if self.protocol < 2:
+            return self.agent.send_request("session/prompt", params)
+        sid = self.sessions[handle].agent_id
+        box: list[Pending] = []
+        running = [False]
+
+        def ends_turn(method: str, p: Any) -> bool:
+            if method != "session/update" or not isinstance(p, Mapping) \
+                    or p.get("sessionId") != sid:
+                return False
+            upd = p.get("update")
+            if not isinstance(upd, Mapping) or upd.get("sessionUpdate") != "state_update":
+                return False
+            if upd.get("state") == "running":
+                running[0] = True
+            # An idle that comes before the turn started (the answer, or running) belongs
+            # to something earlier, e.g. a new session's first state.
+            return upd.get("state") == "idle" and (running[0] or (bool(box) and box[0].done))
+
+        idle = self.agent.expect(ends_turn)
+        box.append(self.agent.send_request("session/prompt", params))
+        return _TurnWait(box[0], idle)
+
     def _do_prompt(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        return self._reply_outcome(self._request("session/prompt",
-                                                 self._turn(step["session"], ann)))
+        pending = self._send_turn(step["session"], ann)
+        return self._reply_outcome(self._await(pending, "session/prompt",
+                                               self.spec.request_timeout))
 
     def _do_cancel(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """A prompt turn cancelled mid-flight: ``session/cancel`` is written right behind the
         ``session/prompt``. Whether the agent sees it before or after finishing the turn is a
         race it must handle either way: it must answer the prompt (``cancelled`` or a normal
-        stop reason), never with an error (CANCEL-AGENT-STOPREASON-MUST), and stay healthy."""
+        stop reason), never with an error (CANCEL-AGENT-STOPREASON-MUST), and stay healthy.
+        In v2 a prompt the cancel stopped before its message was inserted is answered with
+        ``-32800`` (Request Cancelled), which is as good as a ``cancelled`` turn."""
         handle = step["session"]
-        pending = self.agent.send_request("session/prompt", self._turn(handle, ann))
+        pending = self._send_turn(handle, ann)
         self.agent.notify("session/cancel", {"sessionId": self.sessions[handle].agent_id})
-        return self._reply_outcome(self._await(pending, "session/prompt",
-                                               self.spec.request_timeout))
+        reply = self._await(pending, "session/prompt", self.spec.request_timeout)
+        if self.protocol >= 2 and reply.outcome == "error" and isinstance(reply.error, Mapping) \
+                and reply.error.get("code") == REQUEST_CANCELLED:
+            reply = Reply("ok", result={"stopReason": "cancelled", "inserted": False},
+                          id=reply.id)
+        return self._reply_outcome(reply)
 
     def _do_close(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         s = self.sessions[step["session"]]
@@ -627,12 +687,14 @@ class Run:
         values, current = s.options[config_id]
         others = [v for v in values if v != current]
         value = others[int(step.get("pick", 0)) % len(others)]
+        # v2 tags the value with its type; a select's values are ids.
+        tag = {"type": "id"} if self.protocol >= 2 else {}
         out = self._reply_outcome(self._request(
             "session/set_config_option",
-            {"sessionId": s.agent_id, "configId": config_id, "value": value}))
+            {"sessionId": s.agent_id, "configId": config_id, **tag, "value": value}))
         if out.outcome == "ok":
             s.options[config_id] = (values, value)
-            s.note_offers(out.result)  # the full list, as the agent now has it
+            s.note_offers(out.result, self.protocol)  # the full list, as the agent now has it
         return out
 
     def _do_set_title(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
@@ -667,6 +729,42 @@ class Run:
             self.dead = True
             return StepOutcome("exited", error={"harness": str(e)})
         return StepOutcome("ok")
+
+
+#: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
+REQUEST_CANCELLED = -32800
+
+
+class _TurnWait:
+    """A v2 turn in flight, awaited like a request (:meth:`Run._await`): the answer to
+    ``session/prompt`` (its ``messageId``), then the ``idle`` ``state_update``, both within
+    the wait's time. The result is the answer's with the idle update's ``stopReason``."""
+
+    def __init__(self, request: Pending, idle: Expectation) -> None:
+        self.request = request
+        self.idle = idle
+        self._answer: Reply | None = None
+
+    def wait(self, timeout: float, *, give_up: bool = True) -> Reply:
+        until = time.monotonic() + timeout
+        if self._answer is None:
+            answer = self.request.wait(timeout, give_up=give_up)
+            if answer.outcome == "timeout":
+                if give_up:
+                    self.idle.cancel()
+                return answer
+            self._answer = answer
+            if answer.outcome != "ok":  # refused (or the agent went away): no turn runs
+                self.idle.cancel()
+                return answer
+        answer = self._answer
+        end = self.idle.wait(max(until - time.monotonic(), 0.0), give_up=give_up)
+        if end.outcome != "ok":
+            return Reply(end.outcome, id=answer.id)
+        update = end.result.get("update", {}) if isinstance(end.result, Mapping) else {}
+        result = dict(answer.result) if isinstance(answer.result, Mapping) else {}
+        result["stopReason"] = update.get("stopReason")
+        return Reply("ok", result=result, id=answer.id)
 
 
 def _listed_ids(result: Any) -> list[str] | None:

@@ -83,10 +83,13 @@ def validate_step(step: Any) -> dict[str, Any]:
     return dict(step)
 
 
-def describe(step: Mapping[str, Any]) -> str:
-    """One human line for a step (used by ``show``, reports and progress)."""
+def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
+    """One human line for a step (used by ``show``, reports and progress), as the
+    ``protocol`` version sends it (v2 sends a load as a resume that replays from the start)."""
     op = step.get("op")
-    sp = _sp_label(step) + _dirs_label(step)
+    if op == "load" and protocol >= 2:
+        return f"session/resume {step['session']} (replayFrom start){_sp_dirs(step)}"
+    sp = _sp_dirs(step)
     if op == "new":
         return f"session/new {step['session']}{sp}"
     if op == "fork":
@@ -129,6 +132,10 @@ def _dirs_label(step: Mapping[str, Any]) -> str:
     out = " in a new directory" if step.get("cwd") == "moved" else ""
     roots = step.get("roots", 0)
     return out + (f" with {roots} additional root(s)" if roots else "")
+
+
+def _sp_dirs(step: Mapping[str, Any]) -> str:
+    return _sp_label(step) + _dirs_label(step)
 
 
 def _sp_label(step: Mapping[str, Any]) -> str:

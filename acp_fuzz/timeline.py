@@ -14,6 +14,7 @@ from typing import Any
 from acp_fuzz.cassette import Cassette
 from acp_fuzz.escaping import terminal
 from acp_fuzz.history import Event, ModelExchange
+from acp_fuzz.protocol import agent_info, answered
 from acp_fuzz.steps import describe
 
 __all__ = ["render_timeline"]
@@ -35,12 +36,14 @@ def render_timeline(c: Cassette, *, full: bool = False) -> Iterator[str]:
 
 def _render(c: Cassette, full: bool) -> Iterator[str]:
     h = c.header
-    agent = (h.initialize or {}).get("agentInfo", {}) if isinstance(h.initialize, Mapping) else {}
+    agent = agent_info(h.initialize)
+    protocol = answered(h.initialize)
     yield (f"cassette: {h.kind}, format {h.format}, acp-fuzz {h.acp_fuzz_version}, "
            f"seed {h.seed}")
     yield f"target:   {' '.join(h.target)}"
     if agent:
         yield f"agent:    {agent.get('name', '?')} {agent.get('version', '?')}"
+    yield f"protocol: ACP v{protocol}"
     findings = h.meta.get("findings") if isinstance(h.meta, Mapping) else None
     if findings:
         status = h.meta.get("status", "")
@@ -52,7 +55,7 @@ def _render(c: Cassette, full: bool) -> Iterator[str]:
                   f"{f.get('message', '')}"
     yield ""
     for ev in c.events:
-        line = _line(ev, full)
+        line = _line(ev, full, protocol)
         if isinstance(line, list):  # a model event: its slots on lines of their own
             yield f"{ev.seq:5} {ev.t:9.3f}  {line[0]}"
             yield from line[1:]
@@ -60,10 +63,10 @@ def _render(c: Cassette, full: bool) -> Iterator[str]:
             yield f"{ev.seq:5} {ev.t:9.3f}  {line}"
 
 
-def _line(ev: Event, full: bool) -> str | list[str] | None:
+def _line(ev: Event, full: bool, protocol: int = 1) -> str | list[str] | None:
     d = ev.data
     if ev.kind == "step":
-        return f"== step {d.get('index', 0) + 1}: {describe(d.get('args', {}))}"
+        return f"== step {d.get('index', 0) + 1}: {describe(d.get('args', {}), protocol)}"
     if ev.kind == "verdict":
         if d.get("what") == "reply":
             extra = f" {json.dumps(d['error'])[:160]}" if d.get("error") else ""
@@ -106,8 +109,14 @@ def _summarise(msg: Any, full: bool) -> str:
             upd = params.get("update", {})
             kind = upd.get("sessionUpdate") if isinstance(upd, Mapping) else "?"
             text = ""
-            if isinstance(upd, Mapping) and isinstance(upd.get("content"), Mapping):
-                text = str(upd["content"].get("text", ""))
+            content = upd.get("content") if isinstance(upd, Mapping) else None
+            if isinstance(content, list):  # v2 messages: a list of blocks
+                content = content[0] if content else None
+            if isinstance(content, Mapping):
+                text = str(content.get("text", ""))
+            elif kind == "state_update":  # v2: a turn running, or ended with its stop reason
+                reason = upd.get("stopReason")
+                text = f"{upd.get('state')}" + (f" ({reason})" if reason else "")
             return f"session/update {kind} {_clip(text, 80, full)}"
         ident = f"#{msg['id']} " if "id" in msg else ""
         return f"{ident}{msg['method']} {_clip(json.dumps(params, ensure_ascii=False), 200, full)}"

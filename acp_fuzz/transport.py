@@ -67,6 +67,7 @@ __all__ = [
     "AgentProcess",
     "AgentStartError",
     "ClientHandler",
+    "Expectation",
     "Pending",
     "Reply",
     "RpcError",
@@ -214,6 +215,11 @@ class Pending:
         self.id = rid
         self._slot = slot
 
+    @property
+    def done(self) -> bool:
+        """Whether the answer has arrived (or the request can no longer get one)."""
+        return self._slot is None or self._slot.event.is_set()
+
     def wait(self, timeout: float, *, give_up: bool = True) -> Reply:
         """Wait up to ``timeout`` seconds for the answer (see :meth:`AgentProcess.request`).
 
@@ -226,6 +232,37 @@ class Pending:
                 return self._slot.reply
             return Reply("timeout", id=self.id)
         return self._agent._wait(self.id, self._slot, timeout)
+
+
+class Expectation:
+    """A notification awaited from the agent (from :meth:`AgentProcess.expect`).
+
+    ACP v2 ends a turn with a ``state_update`` notification rather than with the answer to
+    ``session/prompt``, so the runner waits for a notification as it waits for a reply."""
+
+    def __init__(self, agent: AgentProcess, match: Callable[[str, Any], bool]) -> None:
+        self._agent = agent
+        self.match = match
+        self.event = threading.Event()
+        self.reply: Reply = _EXITED
+
+    def resolve(self, reply: Reply) -> None:
+        self.reply = reply
+        self.event.set()
+
+    def wait(self, timeout: float, *, give_up: bool = True) -> Reply:
+        """Wait up to ``timeout`` seconds: ``"ok"`` with the notification's ``params`` as
+        ``result``, ``"exited"``, or ``"timeout"``. With ``give_up`` (the default) a timeout
+        stops watching; otherwise a later :meth:`wait` may still see the notification."""
+        if self.event.wait(timeout):
+            return self.reply
+        if give_up:
+            self.cancel()
+        return Reply("timeout")
+
+    def cancel(self) -> None:
+        """Stop watching (idempotent)."""
+        self._agent._unwatch(self)
 
 
 class AgentProcess:
@@ -310,6 +347,7 @@ class AgentProcess:
         self._timed_out: set[int] = set()
         self._raw_ids: dict[str, bool] = {}  # id key -> answered, for requests sent raw
         self._dead = False  # no answer can arrive any more
+        self._watches: list[Expectation] = []  # notifications awaited (see expect())
         self._closing = False
         self._write_broken = False
         self._exit_recorded = False
@@ -568,6 +606,39 @@ class AgentProcess:
         self._tell_handler(method, params)
         self._outq.put((line, {"dir": "send"}, rid))
         return Pending(self, rid, slot)
+
+    def expect(self, match: Callable[[str, Any], bool]) -> Expectation:
+        """Watch for the first notification from the agent whose method and params ``match``
+        accepts (called on the reader thread, in arrival order, so it sees a notification
+        after every answer that came before it). Watch before sending what causes it: the
+        notification may come before the answer. Notifications past the recording cap
+        are still seen."""
+        watch = Expectation(self, match)
+        with self._lock:
+            if self._dead:
+                watch.resolve(_EXITED)
+            else:
+                self._watches.append(watch)
+        return watch
+
+    def _unwatch(self, watch: Expectation) -> None:
+        with self._lock:
+            if watch in self._watches:
+                self._watches.remove(watch)
+
+    def _notice(self, method: str, params: Any) -> None:
+        with self._lock:
+            if not self._watches:
+                return
+            watches = list(self._watches)
+        for watch in watches:
+            try:
+                hit = watch.match(method, params)
+            except Exception:  # a matcher bug must not kill the reader thread
+                hit = False
+            if hit:
+                self._unwatch(watch)
+                watch.resolve(Reply("ok", result=params))
 
     def _wait(self, rid: int, slot: _Slot, timeout: float) -> Reply:
         if slot.event.wait(timeout):
@@ -938,6 +1009,8 @@ class AgentProcess:
     def _dispatch(self, obj: dict[str, Any], size: int = 0) -> None:
         if "method" in obj:
             if "id" not in obj:
+                if isinstance(obj["method"], str):
+                    self._notice(obj["method"], obj.get("params"))
                 self._notifications += 1
                 self._notification_bytes += size
                 cap = self.max_recorded_notifications
@@ -1005,8 +1078,11 @@ class AgentProcess:
         with self._lock:
             self._dead = True
             pending, self._pending = self._pending, {}
+            watches, self._watches = self._watches, []
         for rid, slot in pending.items():
             slot.resolve(Reply("exited", id=rid))
+        for watch in watches:
+            watch.resolve(_EXITED)
 
     def _on_stdout_eof(self) -> None:
         self._stdout_eof = True

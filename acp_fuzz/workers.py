@@ -41,6 +41,7 @@ from acp_fuzz.campaign import (
     run_campaign,
 )
 from acp_fuzz.minimize import Shape, refusals, shape_of
+from acp_fuzz.protocol import agent_info
 from acp_fuzz.runner import TargetSpec
 
 __all__ = ["run_parallel", "spec_from_wire", "spec_to_wire"]
@@ -92,7 +93,7 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     if workers == 1:
         return run_campaign(spec, cfg, on_event)
     init, caps, baseline = calibrate(spec)
-    agent = init.get("agentInfo", {}) if isinstance(init, dict) else {}
+    agent = dict(agent_info(init))
     on_event(Started(agent, caps, init))
     on_event(Calibrated(baseline))
     # Without --db the workers still share examples, through a folder of this run only.

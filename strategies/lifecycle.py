@@ -251,7 +251,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         if siblings:
             self._turn_after(data.draw(st.sampled_from(siblings), label="sibling"))
 
-    @precondition(lambda self: self.caps.load and bool(self.model.life.sessions))
+    # v2 has no session/load: the runner sends a load as a resume that replays from the
+    # start (SP-V2-NOLOAD-DEF), where the agent's resume takes replayFrom.
+    @precondition(lambda self: (self.caps.load or self.caps.replay)
+                  and bool(self.model.life.sessions))
     @rule(data=st.data())
     def load(self, data: st.DataObject) -> None:
         self._reattach("load", data)

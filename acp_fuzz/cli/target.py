@@ -31,6 +31,8 @@ from acp_fuzz.cli.app import (
 )
 from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.escaping import terminal
+from acp_fuzz.protocol import CHOICES as PROTOCOL_CHOICES
+from acp_fuzz.protocol import answered
 from acp_fuzz.runner import HarnessError, TargetSpec
 from acp_fuzz.scrub import env_secrets
 
@@ -94,6 +96,10 @@ def target(
         "auto", "--dialect",
         help="How the prompt is sent: auto (from initialize: the standard field wherever it "
              "is advertised), standard, claude-meta, pi-meta or goose."),
+    protocol: str = typer.Option(
+        "1", "--protocol", metavar="1|2|auto",
+        help="ACP version to offer in initialize: 1 (the current one), 2 (the draft), or "
+             "auto (offer 2, speak whichever of 1 and 2 the agent answers)."),
     sandbox_net: bool = typer.Option(False, "--sandbox-net",
                                      help="Run in a network namespace with only loopback."),
     sandbox_fs: bool = typer.Option(
@@ -149,6 +155,8 @@ def target(
 
     if dialect not in DIALECT_CHOICES:
         fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
+    if protocol not in PROTOCOL_CHOICES:
+        fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
     reports = _parse_reports(report)
     excluded = _check_oracles(exclude_oracle)
     from acp_fuzz.netns import maybe_reexec
@@ -168,6 +176,7 @@ def target(
         spec = dataclasses.replace(spec, passthrough_env=(*spec.passthrough_env, *pass_env))
     if dialect != "auto":
         spec = dataclasses.replace(spec, dialect=dialect)
+    spec = dataclasses.replace(spec, protocol=protocol)
     check_writable_dir(cassette_dir, "--cassette-dir")
     if database is not None:
         from acp_fuzz.database import DatabaseError, check_database
@@ -261,13 +270,19 @@ def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
     version = agent.get("version", "?")
     # Agent-controlled text: never rich markup, never a raw control character.
     out.print(Text.assemble(("agent", "bold"), f": {terminal(name)} {terminal(version)}"))
-    caps = init.get("agentCapabilities", {}) if isinstance(init, Mapping) else {}
-    sess = caps.get("sessionCapabilities", {}) if isinstance(caps, Mapping) else {}
+    if answered(init) >= 2:
+        caps = init.get("capabilities") if isinstance(init, Mapping) else None
+        sess = caps.get("session") if isinstance(caps, Mapping) else None
+        out.print(terminal("  protocol: ACP v2  capabilities.session: " + (
+            ", ".join(map(str, sess)) if isinstance(sess, Mapping) else "-")), markup=False)
+    else:
+        caps = init.get("agentCapabilities", {}) if isinstance(init, Mapping) else {}
+        sess = caps.get("sessionCapabilities", {}) if isinstance(caps, Mapping) else {}
+        load = caps.get("loadSession", False) if isinstance(caps, Mapping) else False
+        out.print(terminal(f"  loadSession: {load}  sessionCapabilities: "
+                           f"{', '.join(map(str, sess)) if isinstance(sess, Mapping) else '-'}"),
+                  markup=False)
     sp = sess.get("systemPrompt") if isinstance(sess, Mapping) else None
-    load = caps.get("loadSession", False) if isinstance(caps, Mapping) else False
-    out.print(terminal(f"  loadSession: {load}  sessionCapabilities: "
-                       f"{', '.join(map(str, sess)) if isinstance(sess, Mapping) else '-'}"),
-              markup=False)
     out.print(terminal("  systemPrompt: "
                        f"{json.dumps(sp, default=repr) if sp is not None else 'not advertised'}"),
               markup=False)

@@ -30,6 +30,7 @@ from acp_fuzz.escaping import md_code, md_text, terminal
 from acp_fuzz.findings import CATALOG, Finding, is_reported
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.payloads import Capabilities, blocks_of
+from acp_fuzz.protocol import agent_info, answered
 from acp_fuzz.replay import normalize_sandbox
 from acp_fuzz.steps import describe
 
@@ -84,6 +85,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     version = f" {md_code(agent_version, table=True)}" if agent_version else ""
     out.append(f"| Agent | {md_code(agent_name, table=True)}{version} |")
     out.append(f"| Command | {md_code(' '.join(header.target), table=True)} |")
+    out.append(f"| Protocol | ACP v{answered(init)} |")
     out.append(f"| Advertises `systemPrompt` | {_advertised(init)} |")
     out.append(f"| Recorded by | acp-fuzz {md_text(header.acp_fuzz_version, table=True)} |")
     out.append("")
@@ -135,7 +137,8 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
         out.append("(no steps recorded)")
     for i, ev in enumerate(steps, 1):
         args = ev.data.get("args") or {}
-        out.append(f"{i}. {md_text(describe(args) if isinstance(args, Mapping) else args)}")
+        line = describe(args, answered(init)) if isinstance(args, Mapping) else args
+        out.append(f"{i}. {md_text(line)}")
     out.append("")
 
     # -- transcript -------------------------------------------------------------------------
@@ -224,8 +227,8 @@ def _initialize_result(cassette: Cassette) -> Any:
 
 def _agent(cassette: Cassette) -> tuple[str, str]:
     init = _initialize_result(cassette)
-    info = init.get("agentInfo") if isinstance(init, Mapping) else None
-    if isinstance(info, Mapping):
+    info = agent_info(init)
+    if info:
         name = info.get("name") or info.get("title")
         version = info.get("version")
         return (str(name) if name else "unknown agent", str(version) if version else "")

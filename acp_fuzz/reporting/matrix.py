@@ -31,6 +31,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from acp_fuzz.escaping import md_text
+from acp_fuzz.protocol import agent_info
 
 __all__ = ["ROWS", "Cell", "Column", "column_from_report", "column_not_run", "matrix_html",
            "matrix_markdown"]
@@ -99,8 +100,7 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str) -> Column:
     """The column of one campaign, from its JSON document
     (:func:`acp_fuzz.reporting.campaign.result_to_json`)."""
     init = doc.get("agent")
-    info = init.get("agentInfo") if isinstance(init, Mapping) else None
-    info = info if isinstance(info, Mapping) else {}
+    info = agent_info(init)
     name = str(info.get("name") or profile)
     version = str(info.get("version") or "?")
     found = doc.get("capabilities")

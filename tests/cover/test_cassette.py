@@ -860,3 +860,8 @@ def test_select_options_are_read_from_config_options() -> None:
     ]
     # Only a select with two values or more is something to switch to.
     assert select_options(config) == {"model": (("a", "b", "c"), "b")}
+    # v2 names the option's id configId; the v1 name is not read there, nor v2's in v1.
+    v2 = [{"configId": "model", "type": "select", "currentValue": "a",
+           "options": [{"value": "a"}, {"value": "b"}]}]
+    assert select_options(v2, 2) == {"model": (("a", "b"), "a")}
+    assert select_options(v2) == {} and select_options(config, 2) == {}
