@@ -1,10 +1,11 @@
 """The acp-fuzz reference agent: a small, correct ACP agent for client ``systemPrompt``.
 
-Run it with ``python -m acp_fuzz.reference_agent [--bug NAME]...``. It speaks ACP v1 (JSON-RPC
-2.0, one JSON message per line) on stdin/stdout, logs one short line per request to stderr
-(``ACP_REF_QUIET=1`` silences it) and exits 0 when stdin ends. It uses only the Python standard
-library and imports nothing else from acp-fuzz, so agent authors can copy the package and read
-it as an example. ``agent.py`` holds the protocol logic, ``store.py`` the persistence.
+Run it with ``python -m acp_fuzz.reference_agent [--bug NAME]...``. It speaks ACP v1 and v2
+(JSON-RPC 2.0, one JSON message per line; see "ACP v2" below) on stdin/stdout, logs one short
+line per request to stderr (``ACP_REF_QUIET=1`` silences it) and exits 0 when stdin ends. It
+uses only the Python standard library and imports nothing else from acp-fuzz, so agent authors
+can copy the package and read it as an example. ``agent.py`` holds the protocol logic,
+``store.py`` the persistence.
 
 What it implements
 ==================
@@ -37,6 +38,37 @@ What it implements
 * Bad input never kills it: invalid JSON gets ``-32700``, non-objects ``-32600`` (both with
   ``id: null``), unknown methods ``-32601`` (``_``-prefixed ones too); unknown notifications
   and stray responses are ignored.
+
+ACP v2
+======
+
+``initialize`` answers the highest version it speaks at or below the offer: 2 for an offer of
+2 or more, 1 for 1; an offer below 1 gets ``-32022`` "Unsupported protocol version" with
+``data: {"requested": R, "supported": [1, 2]}``. A legacy dialect and ``--variant v1-only``
+speak v1 only (``supported: [1]``). The answer fixes the connection's version (a second
+``initialize`` may change it). Everything above describes v1; v2 differs only on the wire, and
+runs the same code (every planted bug included):
+
+* ``initialize`` answers ``{"protocolVersion": 2, "info": {name, version}, "capabilities":
+  {"session": {"fork": {}, "delete": {}, "systemPrompt": {"mode": {"override": {}}}}},
+  "authMethods": []}``, plus ``title`` / ``additionalDirectories`` markers under those
+  variants. ``session`` itself commits to new, list, resume, close, prompt and cancel.
+* ``session/load`` and ``session/set_mode`` are unknown methods (``-32601``); no answer offers
+  ``modes``. ``configOptions`` (``--variant switches``) name the option ``configId`` (and
+  still ``id``). ``session/new`` needs only ``cwd``.
+* ``session/resume`` takes ``replayFrom``: omitted or ``null`` resumes without replay;
+  ``{"type": "start"}`` is v1's ``session/load`` (same code, same bugs), replaying each stored
+  message as a ``user_message`` / ``agent_message`` update (``messageId`` and ``content: [text
+  block]``) before answering; any other cursor is ``-32602``.
+* ``session/prompt`` is validated as in v1, then answered at once with ``{"messageId": id}``;
+  the turn follows as ``session/update`` notifications: ``state_update`` ``running``, the
+  ``user_message`` echo (that id, the prompt's text as one text block), the reply as one
+  ``agent_message``, then ``state_update`` ``idle`` with ``stopReason`` ``end_turn``. A cancel
+  ends it ``idle`` ``cancelled`` (no ``agent_message``); a failed model request ends it
+  ``idle`` ``error`` with the ``-32603`` error object, and the conversation is unchanged.
+  Message ids are ``m<n>``, n the message's position in the conversation (``.k`` appended
+  when this process already used the id for that session, after a failed or cancelled turn):
+  deterministic, stored with the conversation, and the same when replayed.
 
 The system prompt
 =================
@@ -155,6 +187,11 @@ client prompt texts.
     A session loaded or resumed in another directory starts over there: the prompt the
     request re-sent is accepted but not used. 3 steps: new A (append P); load A (P again,
     another cwd); prompt A → P missing (``prompt.lost``, MUST).
+``version-above-offer``
+    ``initialize`` answers ``protocolVersion`` one above the offer, a version the client did
+    not offer (INIT-VERSION-NEGOTIATE-DEF), and then speaks v2. 1 step: initialize (offer 1)
+    → 2. Only where the agent speaks v2 (not under a legacy dialect or ``--variant v1-only``);
+    an offer below 1 still gets ``-32022``.
 ``tiny-baseline``
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:
@@ -179,6 +216,9 @@ Behaviours the RFD allows, which a harness must not call bugs.
 ``defer-until-restart``
     A changed prompt on a live session is stored, but the old one is sent until the session
     is loaded or resumed in a new process; a change carried by such a cold load applies at once.
+``v1-only``
+    The agent speaks ACP v1 only: ``initialize`` answers 1 to any offer of 1 or more (an
+    older agent, which a harness offering v2 must accept).
 """
 
 from .agent import BUGS, DEFAULT_INSTRUCTIONS, VARIANTS, Agent, default_instructions, main

@@ -43,10 +43,13 @@ def modes_of(session: Session) -> dict[str, Any]:
     return {"currentModeId": session.mode, "availableModes": [dict(m) for m in MODES]}
 
 
-def config_of(session: Session) -> list[dict[str, Any]]:
-    return [{"id": "model", "name": "Model", "category": "model", "type": "select",
-             "currentValue": session.model,
-             "options": [{"value": m, "name": m} for m in MODELS]}]
+def config_of(session: Session, protocol: int = 1) -> list[dict[str, Any]]:
+    # v2 names the option's id ``configId``.
+    option: dict[str, Any] = {"configId" if protocol >= 2 else "id": "model", "name": "Model",
+                              "category": "model", "type": "select",
+                              "currentValue": session.model,
+                              "options": [{"value": m, "name": m} for m in MODELS]}
+    return [option]
 
 
 def default_instructions(cwd: str) -> str:
@@ -93,6 +96,8 @@ BUGS: dict[str, str] = {
     "entry, which has no client prompt",
     "moved-cwd-drops-prompt": "a session loaded or resumed in another directory starts over "
     "there: the prompt the request re-sent is accepted but not used",
+    "version-above-offer": "initialize answers protocolVersion one above the version the "
+    "client offered (a version it was not offered), then speaks v2",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -121,6 +126,8 @@ VARIANTS: dict[str, str] = {
     "implied by the title bug",
     "directories": "new, load, resume and fork take additionalDirectories "
     "(sessionCapabilities.additionalDirectories); implied by the directory bug",
+    "v1-only": "the agent speaks ACP v1 only: initialize answers protocolVersion 1 to any "
+    "offer of 1 or more",
 }
 
 #: The planted bugs that need ``--variant switches`` (they plant it themselves).
@@ -150,6 +157,12 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 RESOURCE_NOT_FOUND = -32002
+UNSUPPORTED_VERSION = -32022  # v2 only: no supported version at or below the offer
+
+#: The protocol versions this agent speaks (a legacy dialect and --variant v1-only: 1 only).
+PROTOCOL_VERSIONS = (1, 2)
+#: Methods that v2 removed: under v2 they are unknown methods (-32601).
+V1_ONLY_METHODS = frozenset({"session/load", "session/set_mode"})
 
 
 class RpcError(Exception):
@@ -323,6 +336,13 @@ class Agent:
         self.deferred: dict[str, tuple[SystemPrompt | None, int | None]] = {}
         self.log = log
         self.initialized = False
+        # The ACP version this connection speaks, fixed by the initialize answer (1 until
+        # then). v2 changes only wire shapes; the logic (and every planted bug) is shared.
+        self.protocol = 1
+        # v2: what runs once the current request is answered (a prompt's turn), else None.
+        self.after_reply: Callable[[], None] | None = None
+        # v2: (session id, message id) pairs handed out by this process (see _message_id).
+        self.message_ids: set[tuple[str, str]] = set()
         self.live: dict[str, Session] = {}  # sessions loaded in this process
         self.seen_here: set[str] = set()  # ids created, forked, loaded or resumed by this process
         self.last_client_prompt: SystemPrompt | None = None  # only read by BUG(leak)
@@ -383,6 +403,7 @@ class Agent:
             self.handle_notification(method, params)
             return
         self.log(f"<- {method} id={short(request_id)}")
+        self.after_reply = None
         try:
             result = self.dispatch(method, params)
         except RpcError as e:
@@ -394,11 +415,16 @@ class Agent:
             self._reply(request_id, error=RpcError(INTERNAL_ERROR, "Internal error"))
             return
         self._reply(request_id, result=result)
+        after, self.after_reply = self.after_reply, None
+        if after is not None:
+            after()  # v2: a prompt's turn runs after its answer
 
     def dispatch(self, method: str, params: Any) -> dict[str, Any]:
         if not self.initialized and method != "initialize":
             raise RpcError(INVALID_REQUEST, "Invalid request: initialize first")
         handler = self.methods.get(method)
+        if self.protocol >= 2 and method in V1_ONLY_METHODS:
+            handler = None  # removed in v2: as unknown as any other method
         if handler is None:
             # Includes unknown "_"-prefixed extensions (EXT-METHOD-UNDERSCORE-SHOULD).
             raise RpcError(METHOD_NOT_FOUND, "Method not found", {"method": method})
@@ -594,9 +620,11 @@ class Agent:
 
     def options_of(self, session: Session) -> dict[str, Any]:
         """What new, load, resume and fork answer about a session besides its id: its modes
-        and config options (``--variant switches``), else nothing."""
+        and config options (``--variant switches``), else nothing. v2 has no modes."""
         if not self.switches:
             return {}
+        if self.protocol >= 2:
+            return {"configOptions": config_of(session, self.protocol)}
         return {"modes": modes_of(session), "configOptions": config_of(session)}
 
     def _find(self, session_id: str) -> Session:
@@ -630,11 +658,31 @@ class Agent:
 
     # -- methods ---------------------------------------------------------------------------------
 
+    def supported_versions(self) -> tuple[int, ...]:
+        """The protocol versions this agent speaks: v1 and v2, or v1 alone under a legacy
+        dialect (they predate v2) and under ``--variant v1-only``."""
+        if self.dialect != "standard" or "v1-only" in self.variants:
+            return (1,)
+        return PROTOCOL_VERSIONS
+
     def initialize(self, params: dict[str, Any]) -> dict[str, Any]:
         version = params.get("protocolVersion")
         if not isinstance(version, int) or isinstance(version, bool):
             raise invalid_params("protocolVersion must be an integer")
+        supported = self.supported_versions()
+        # Version negotiation (INIT-VERSION-NEGOTIATE-DEF): the highest supported version at
+        # or below the offer; none at all is -32022.
+        usable = [v for v in supported if v <= version]
+        if not usable:
+            raise RpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
+                           {"requested": version, "supported": list(supported)})
+        self.protocol = answer = max(usable)
+        if "version-above-offer" in self.bugs and 2 in supported:
+            # BUG(version-above-offer): answers a version the client did not offer.
+            self.protocol, answer = 2, version + 1
         self.initialized = True
+        if self.protocol >= 2:
+            return self.initialize_v2(answer)
         caps: dict[str, Any] = {
             "loadSession": True,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
@@ -663,11 +711,30 @@ class Agent:
             else:
                 name = f"{AGENT_NAME} (goose dialect)"
         return {
-            # Version negotiation (INIT-VERSION-NEGOTIATE-DEF): v1 is all this agent speaks.
             "protocolVersion": 1,
             "agentCapabilities": caps,
             "authMethods": [],
             "agentInfo": {"name": name, "version": AGENT_VERSION},
+        }
+
+    def initialize_v2(self, answer: int) -> dict[str, Any]:
+        """The v2 ``initialize`` answer (standard dialect only). ``capabilities.session``
+        commits the agent to new, list, resume, close, prompt and cancel; the rest are object
+        markers. No ``prompt`` capabilities: text and resource links are the v2 baseline."""
+        session: dict[str, Any] = {
+            "fork": {},
+            "delete": {},
+            "systemPrompt": {"mode": {"override": {}}},
+        }
+        if self.titles:
+            session["title"] = {}
+        if self.directories:
+            session["additionalDirectories"] = {}
+        return {
+            "protocolVersion": answer,
+            "info": {"name": AGENT_NAME, "version": AGENT_VERSION},
+            "capabilities": {"session": session},
+            "authMethods": [],
         }
 
     def goose_set_system_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -696,7 +763,7 @@ class Agent:
 
     def session_new(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = require_cwd(params)
-        check_mcp_servers(params, required=True)
+        check_mcp_servers(params, required=self.protocol == 1)  # v2: only cwd is required
         self.check_roots(params)
         if "side-effect-before-validation" in self.bugs:
             # BUG(side-effect-before-validation): the session exists (and is listed) even when the
@@ -718,9 +785,11 @@ class Agent:
         return {"sessionId": session.session_id, **self.options_of(session)}
 
     def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
+        """v1 ``session/load``; in v2, ``session/resume`` with ``replayFrom`` ``start`` runs
+        this same code (``mcpServers`` optional there)."""
         session_id = require_session_id(params)
         cwd = require_cwd(params)
-        check_mcp_servers(params, required=True)
+        check_mcp_servers(params, required=self.protocol == 1)
         self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
@@ -738,13 +807,37 @@ class Agent:
         self._activate(session)
         self.store.save(session)
         # SES-AGENT-LOAD-REPLAY-MUST: replay the whole conversation, THEN answer.
-        for entry in session.history:
-            kind = "user_message_chunk" if entry["role"] == "user" else "agent_message_chunk"
+        for i, entry in enumerate(session.history):
+            user = entry["role"] == "user"
             content = {"type": "text", "text": entry["content"]}
+            if self.protocol >= 2:
+                # v2: whole messages, each with the id it had when it was live.
+                self._update(session.session_id, {
+                    "sessionUpdate": "user_message" if user else "agent_message",
+                    "messageId": entry.get("id", f"m{i}"), "content": [content]})
+                continue
+            kind = "user_message_chunk" if user else "agent_message_chunk"
             self._update(session.session_id, {"sessionUpdate": kind, "content": content})
+        self._state_snapshot(session)
         return self.options_of(session)
 
+    def _state_snapshot(self, session: Session) -> None:
+        """v2: "Resume MUST send a current-state snapshot after any replay and before its
+        response" (the schema's ``StateUpdate``). Turns run to completion here, so a session
+        being resumed is always idle."""
+        if self.protocol >= 2:
+            self._update(session.session_id, {"sessionUpdate": "state_update", "state": "idle"})
+
     def session_resume(self, params: dict[str, Any]) -> dict[str, Any]:
+        if self.protocol >= 2:
+            # v2: replayFrom omitted or null resumes without replay; {"type": "start"} replays
+            # the whole conversation first, which is v1's session/load; any other cursor is
+            # refused, never substituted.
+            replay = params.get("replayFrom")
+            if replay is not None:
+                if not isinstance(replay, dict) or replay.get("type") != "start":
+                    raise invalid_params(f"unsupported replayFrom {short(replay)}")
+                return self.session_load(params)
         session_id = require_session_id(params)
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
@@ -756,6 +849,7 @@ class Agent:
         self._reopen(session, cwd, prompt)
         self._activate(session)
         self.store.save(session)
+        self._state_snapshot(session)
         return self.options_of(session)  # SES-AGENT-RESUME-NOREPLAY-MUST: no history is sent
 
     def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -823,6 +917,8 @@ class Agent:
         if params.get("configId") != "model":
             raise invalid_params(f"unknown configId {short(params.get('configId'))}")
         value = params.get("value")
+        if self.protocol >= 2 and params.get("type", "id") != "id":
+            raise invalid_params(f"the model option takes an id value, not {short(params['type'])}")
         if value not in MODELS:
             raise invalid_params(f"unknown model {short(value)}")
         session = self._live(session_id)
@@ -830,7 +926,7 @@ class Agent:
         if "model-switch-drops-prompt" in self.bugs:
             session.system_prompt = None  # BUG(model-switch-drops-prompt): started over
         self.store.save(session)
-        return {"configOptions": config_of(session)}
+        return {"configOptions": config_of(session, self.protocol)}
 
     def session_set_title(self, params: dict[str, Any]) -> dict[str, Any]:
         """Retitle a session, loaded here or only stored (``--variant titles``). The title is
@@ -872,27 +968,84 @@ class Agent:
         session_id = require_session_id(params)
         user_text = render_prompt(params)
         session = self._live(session_id)
+        if self.protocol == 1:
+            return {"stopReason": self._turn(session, user_text)}
+        # v2: the answer says the user message is inserted (its id); the turn runs after the
+        # answer and is reported through session/update (see _turn_v2).
+        message_id = self._message_id(session, 0)
+        self.after_reply = lambda: self._turn_v2(session, user_text, message_id)
+        return {"messageId": message_id}
+
+    def _turn(self, session: Session, user_text: str, message_id: str | None = None) -> str:
+        """Run one turn on a loaded session and return its stop reason (``end_turn`` or
+        ``cancelled``). A failed model call raises :class:`RpcError` ``-32603`` and the
+        history stays unchanged. ``message_id`` is the v2 id of the user message (``None``
+        in v1); only the reply's wire shape depends on it."""
+        session_id = session.session_id
         # CANCEL-AGENT-STOPREASON-MUST: a cancelled turn answers "cancelled", not an error.
         if self.cancelled(session_id):
-            return {"stopReason": "cancelled"}
+            return "cancelled"
         system, user_text = self.compose(session, user_text)
         messages = [
             {"role": "system", "content": system},
-            *session.history,
+            # Only role and content reach the model (a v2 entry also keeps its message id).
+            *({"role": m["role"], "content": m["content"]} for m in session.history),
             {"role": "user", "content": user_text},
         ]
         # Raises RpcError -32603; the history stays unchanged.
         reply = self.model(messages, session.model)
         if self.cancelled(session_id):  # the cancel arrived while the model was answering
-            return {"stopReason": "cancelled"}
-        self._update(
-            session_id,
-            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": reply}},
-        )
-        session.history.append({"role": "user", "content": user_text})
-        session.history.append({"role": "assistant", "content": reply})
+            return "cancelled"
+        asked = {"role": "user", "content": user_text}
+        answered = {"role": "assistant", "content": reply}
+        if message_id is None:
+            self._update(
+                session_id,
+                {"sessionUpdate": "agent_message_chunk",
+                 "content": {"type": "text", "text": reply}},
+            )
+        else:
+            reply_id = self._message_id(session, 1)
+            asked["id"], answered["id"] = message_id, reply_id  # kept for a replay
+            self._update(session_id, {"sessionUpdate": "agent_message", "messageId": reply_id,
+                                      "content": [{"type": "text", "text": reply}]})
+        session.history.append(asked)
+        session.history.append(answered)
         self.store.save(session)
-        return {"stopReason": "end_turn"}
+        return "end_turn"
+
+    def _turn_v2(self, session: Session, user_text: str, message_id: str) -> None:
+        """A v2 turn, once its prompt is answered: ``running``, the echo of the user message,
+        the turn itself (:meth:`_turn`: an ``agent_message``), then ``idle`` with the stop
+        reason; a failed turn is ``idle`` with ``stopReason`` ``error`` and the error."""
+        session_id = session.session_id
+        self._update(session_id, {"sessionUpdate": "state_update", "state": "running"})
+        self._update(session_id, {"sessionUpdate": "user_message", "messageId": message_id,
+                                  "content": [{"type": "text", "text": user_text}]})
+        idle: dict[str, Any] = {"sessionUpdate": "state_update", "state": "idle"}
+        try:
+            idle["stopReason"] = self._turn(session, user_text, message_id)
+        except RpcError as e:
+            self.log(f"-> turn error {e.code} {e.message[:80]}")
+            idle.update(stopReason="error", error=e.to_json())
+        except Exception as e:  # a bug in the turn must not kill the agent
+            self.log(f"-> turn internal error {short(e)}")
+            idle.update(stopReason="error",
+                        error=RpcError(INTERNAL_ERROR, "Internal error").to_json())
+        self._update(session_id, idle)
+
+    def _message_id(self, session: Session, offset: int) -> str:
+        """A v2 message id: ``m<n>``, n the message's position in the session's history (so
+        a replay can name a message as it was named live, even in another process), with a
+        ``.<k>`` suffix when this process already used that id for the session (a turn that
+        failed or was cancelled left the history as it was). Deterministic, never random."""
+        base = f"m{len(session.history) + offset}"
+        message_id, k = base, 0
+        while (session.session_id, message_id) in self.message_ids:
+            k += 1
+            message_id = f"{base}.{k}"
+        self.message_ids.add((session.session_id, message_id))
+        return message_id
 
 
 # ---------------------------------------------------------------------------------------------

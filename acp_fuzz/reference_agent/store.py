@@ -71,7 +71,9 @@ class Session:
     system_prompt: SystemPrompt | None
     created: int  # the counter value at creation; session/list orders by it
     updated_at: str
-    # Each entry is {"role": "user" | "assistant", "content": <text>}, the Chat Completions shape.
+    # Each entry is {"role": "user" | "assistant", "content": <text>}, the Chat Completions shape;
+    # an entry written by an ACP v2 turn also keeps its message id ({"id": "m<n>"}), which
+    # never reaches the model.
     history: list[dict[str, str]] = field(default_factory=list)
     mode: str = "code"  # the session mode (session/set_mode); see agent.MODES
     model: str = "reference-model"  # the "model" config option (session/set_config_option)
@@ -101,7 +103,9 @@ class Session:
             created=int(obj["created"]),
             updated_at=str(obj["updatedAt"]),
             history=[
-                {"role": str(m["role"]), "content": str(m["content"])} for m in obj["history"]
+                {"role": str(m["role"]), "content": str(m["content"]),
+                 **({"id": str(m["id"])} if "id" in m else {})}
+                for m in obj["history"]
             ],
             mode=str(obj.get("mode", "code")),
             model=str(obj.get("model", "reference-model")),

@@ -15,7 +15,6 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -239,22 +238,6 @@ class AgentProcess:
             self.stderr.close()
 
 
-@pytest.fixture(scope="module")
-def model_server() -> Iterator[ModelServer]:
-    # One server for the module (shutting one down costs half a second); each test resets it.
-    server = ModelServer()
-    try:
-        yield server
-    finally:
-        server.close()
-
-
-@pytest.fixture
-def model(model_server: ModelServer) -> ModelServer:
-    model_server.reset()
-    return model_server
-
-
 class Spawner:
     """Starts agents that share one HOME (so a second agent is a "restart") and reaps them."""
 
@@ -283,17 +266,6 @@ class Spawner:
     def reap(self) -> None:
         for agent in self.started:
             agent.close()
-
-
-@pytest.fixture
-def spawn(tmp_path: Path, model: ModelServer) -> Iterator[Spawner]:
-    home = tmp_path / "home"
-    home.mkdir()
-    spawner = Spawner(home, model)
-    try:
-        yield spawner
-    finally:
-        spawner.reap()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1030,6 +1002,9 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         agent.ok("session/set_title", {"sessionId": session, "title": "Renamed"})
         agent.prompt(session)
         return P not in model.system()
+    if name == "version-above-offer":
+        # start() offers protocol version 1; the answer must not be above it.
+        return agent.init_result["protocolVersion"] != 1
     if name == "mode-drops-prompt":
         session = agent.new(sp("append", P))
         agent.ok("session/set_mode", {"sessionId": session, "modeId": "ask"})
