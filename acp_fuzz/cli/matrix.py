@@ -27,6 +27,7 @@ from acp_fuzz.cli.app import (
     install_interrupt_handlers,
 )
 from acp_fuzz.escaping import terminal
+from acp_fuzz.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.runner import HarnessError, TargetSpec
 from acp_fuzz.version import __version__
 
@@ -45,6 +46,10 @@ def matrix(
         help="Per agent: no new example after this long (a failure found is still shrunk "
              "and confirmed)."),
     seed: int = typer.Option(0, "--seed", help="Seed of every campaign."),
+    protocol: str = typer.Option(
+        "1", "--protocol", metavar="1|2|auto",
+        help="ACP version every campaign offers (an agent that does not speak it is not "
+             "tested, with why)."),
     timeout: float = typer.Option(30.0, "--timeout", min=0.1,
                                   help="Seconds to wait for each agent answer."),
     workers: int = typer.Option(1, "--workers", "-j", min=1,
@@ -73,6 +78,8 @@ def matrix(
         _write(*_load(from_json), markdown=markdown, html_out=html_out, json_out=json_out)
         raise typer.Exit(0)
 
+    if protocol not in PROTOCOL_CHOICES:
+        fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
     names = list(dict.fromkeys(profile)) or list(PROFILES)
     unknown = [n for n in names if n not in PROFILES]
     if unknown:
@@ -95,7 +102,7 @@ def matrix(
     try:
         for name in names:
             try:
-                spec = TargetSpec.from_profile(name, timeout=timeout)
+                spec = TargetSpec.from_profile(name, timeout=timeout, protocol=protocol)
             except HarnessError as e:
                 err.print(terminal(f"{name}: not run: {e}"), markup=False)
                 agents.append({"profile": name, "not_run": _first_line(str(e))})

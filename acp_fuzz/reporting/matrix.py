@@ -31,7 +31,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from acp_fuzz.escaping import md_text
-from acp_fuzz.protocol import agent_info
+from acp_fuzz.protocol import agent_info, answered
 
 __all__ = ["ROWS", "Cell", "Column", "column_from_report", "column_not_run", "matrix_html",
            "matrix_markdown"]
@@ -153,7 +153,9 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str) -> Column:
         note += ", stopped at the time budget"
     if doc.get("interrupted"):
         note += ", interrupted"
-    return Column(f"{name} {version}", profile, note, cells)
+    # The protocol version is part of what was tested: v2 columns say so.
+    proto = " (ACP v2)" if answered(init) >= 2 else ""
+    return Column(f"{name} {version}{proto}", profile, note, cells)
 
 
 def column_not_run(profile: str, why: str) -> Column:
@@ -171,12 +173,13 @@ def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples:
         return "override not advertised"
     if rule in _DEFAULTS_RULES and too_small:
         return "default instructions too small to judge"
-    if rule == "SES-AGENT-LOAD-REPLAY-MUST" and not caps.get("load"):
+    if rule == "SES-AGENT-LOAD-REPLAY-MUST" and not (caps.get("load") or caps.get("replay")):
         return "session/load not advertised"
     if rule == "SES-AGENT-RESUME-NOREPLAY-MUST" and not caps.get("resume"):
         return "session/resume not advertised"
     if rule == "ACPFUZZ-REATTACH-ADVERTISED-SHOULD" and not (caps.get("load")
-                                                             or caps.get("resume")):
+                                                             or caps.get("resume")
+                                                             or caps.get("replay")):
         return "neither session/load nor session/resume advertised"
     if rule.startswith("SP-LIFECYCLE") and not any(caps.get(k) for k in
                                                    ("load", "resume", "fork")):

@@ -85,6 +85,16 @@ def test_not_tested_says_why() -> None:
     assert gone.note.startswith("not run: not installed")
 
 
+def test_a_v2_column_says_so_and_its_replaying_resume_is_a_load() -> None:
+    v2 = column_from_report(doc(
+        agent={"protocolVersion": 2, "info": {"name": "demo", "version": "2.0"}},
+        capabilities={"resume": True, "replay": True}), profile="d")
+    assert v2.label == "demo 2.0 (ACP v2)"
+    # v2 has no session/load, but a resume with replayFrom owes what a load owes.
+    assert v2.cells["SES-AGENT-LOAD-REPLAY-MUST"].text == "no case drawn in 7 examples"
+    assert column_from_report(doc(), profile="d").label == "demo 1.2"
+
+
 def test_links_are_relative_to_the_table(tmp_path: Path) -> None:
     cassette = tmp_path / "cassettes" / "demo" / "prompt.lost.cassette"
     col = column_from_report(doc(findings=[

@@ -65,6 +65,20 @@ def test_matrix_rejects_an_unknown_profile_in_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "matrix.md").exists()
 
 
+def test_a_v2_matrix_says_so_in_its_column_and_a_bad_protocol_is_one_line(
+        tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "matrix", "-p", "reference", "-n", "3", "--protocol", "2")
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "matrix.md").read_text()
+    table = [line for line in md.splitlines() if line.startswith("| `")]
+    assert "acp-fuzz-reference-agent 0.1.0 (ACP v2)" in md
+    assert table and not any("**FAIL**" in line for line in table)
+    assert "--protocol 2" in md  # says how it was made
+    bad = run_cli(tmp_path, "matrix", "-p", "reference", "--protocol", "v2")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "acp-fuzz: error: --protocol must be one of 1, 2, auto, not 'v2'"]
+
+
 def test_an_agent_not_installed_is_a_column_that_says_so(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "matrix", "-p", "codex-acp",
                    env={"ACP_FUZZ_AGENT_CACHE": str(tmp_path / "empty")})
