@@ -65,6 +65,7 @@ from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.oracles import Baseline, evaluate
 from acp_fuzz.protocol import answered
 from acp_fuzz.runner import HarnessError, TargetSpec, run_steps
+from acp_fuzz.scrub import normalize_sandbox
 from acp_fuzz.steps import steps_of, validate_step
 
 __all__ = [
@@ -405,33 +406,10 @@ def replay_dir(directory: str | os.PathLike[str], *, offline: bool = False,
 
 #: The last component of a sandbox root made by :class:`acp_fuzz.sandbox.Sandbox`
 #: (``<tmp>/acp-fuzz-XXXXXXXX``).
-_SANDBOX = re.compile(r"/acp-fuzz-[A-Za-z0-9_]{8}(?![A-Za-z0-9_])")
-_PATH_STOP = frozenset(" \t\r\n\"'<>`=,;:()[]{}")
 _ISO_TIME = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")
 #: Keys whose values are times, dropped from every message.
 _TIME_KEYS = frozenset({"updatedAt", "createdAt", "timestamp", "time"})
-
-
-def normalize_sandbox(text: str) -> str:
-    """``text`` with every acp-fuzz sandbox root (the directory and the absolute path that
-    leads to it) replaced by ``<sandbox>``."""
-    if "/acp-fuzz-" not in text:
-        return text
-    out: list[str] = []
-    pos = 0
-    for m in _SANDBOX.finditer(text):
-        start = m.start()
-        # Walk back over the parent directories (linear: never past the previous match).
-        while start > pos and text[start - 1] not in _PATH_STOP:
-            start -= 1
-        if text[start] != "/":
-            start = m.start()
-        out.append(text[pos:start])
-        out.append("<sandbox>")
-        pos = m.end()
-    out.append(text[pos:])
-    return "".join(out)
 
 
 def _session_map(events: Sequence[Event]) -> dict[str, str]:

@@ -28,7 +28,11 @@ environment in a recorded command becomes ``python``, and the path of an install
 (``.../.cache/agents/<package>@<version>/...``, or an agents cache root given) becomes
 ``<agents>/<package>@<version>/...`` wherever it appears: an agent may quote its own install
 path to the model (gemini-cli lists its skill files), and the learned baseline then holds it
-too. Both are rewritten alike, so the oracles judge the portable cassette as the original.
+too. The run's throw-away sandbox (``/tmp/acp-fuzz-XXXXXXXX``, with whatever absolute path
+leads to it: a ``TMPDIR`` under a home directory names its user) becomes ``<sandbox>``, and so
+does the form with dashes for slashes that claude-agent-acp names its project folders by
+(``-tmp-acp-fuzz-XXXXXXXX-work-A``). All are rewritten alike everywhere, so the oracles judge
+the portable cassette as the original.
 
 Example::
 
@@ -60,6 +64,7 @@ __all__ = [
     "is_secret_param",
     "is_secret_variable",
     "map_leaves",
+    "normalize_sandbox",
     "portable",
     "redact_headers",
     "redact_url",
@@ -221,6 +226,37 @@ _PYTHON = re.compile(r"^/\S*/bin/python3?(\.\d+)?$")
 _AGENTS = re.compile(r"(?:/[^\s/<>\"'`]+)+/\.cache/agents/")
 #: What an agent's install path becomes in a portable cassette.
 AGENTS_PLACEHOLDER = "<agents>/"
+#: What a run's sandbox root becomes in a portable cassette (and in reports and comparisons).
+SANDBOX_PLACEHOLDER = "<sandbox>"
+
+
+_SANDBOX = re.compile(r"/acp-fuzz-[A-Za-z0-9_]{8}(?![A-Za-z0-9_])")
+#: The same root with dashes for slashes (claude-agent-acp's project folders): the dashed
+#: parents, as far back as the previous character that is not a path character.
+_SANDBOX_DASHED = re.compile(r"(?<![A-Za-z0-9._-])(?:-[A-Za-z0-9._]+)*-acp-fuzz-[A-Za-z0-9_]{8}"
+                             r"(?![A-Za-z0-9_])")
+_PATH_STOP = frozenset(" \t\r\n\"'<>`=,;:()[]{}")
+
+
+def normalize_sandbox(text: str) -> str:
+    """``text`` with every acp-fuzz sandbox root (the directory and the absolute path that
+    leads to it, or its dashed form) replaced by ``<sandbox>``."""
+    if "acp-fuzz-" not in text:
+        return text
+    out: list[str] = []
+    pos = 0
+    for m in _SANDBOX.finditer(text):
+        start = m.start()
+        # Walk back over the parent directories (linear: never past the previous match).
+        while start > pos and text[start - 1] not in _PATH_STOP:
+            start -= 1
+        if text[start] != "/":
+            start = m.start()
+        out.append(text[pos:start])
+        out.append(SANDBOX_PLACEHOLDER)
+        pos = m.end()
+    out.append(text[pos:])
+    return _SANDBOX_DASHED.sub(SANDBOX_PLACEHOLDER, "".join(out))
 
 
 def portable(header: Any, events: Sequence[Event], *, roots: Iterable[str] = ()
@@ -235,7 +271,7 @@ def portable(header: Any, events: Sequence[Event], *, roots: Iterable[str] = ()
             return v
         for root in extra:
             v = v.replace(root, AGENTS_PLACEHOLDER)
-        return _AGENTS.sub(AGENTS_PLACEHOLDER, v)
+        return normalize_sandbox(_AGENTS.sub(AGENTS_PLACEHOLDER, v))
 
     def arg(v: Any) -> Any:
         return "python" if isinstance(v, str) and _PYTHON.match(v) else text(v)

@@ -31,7 +31,7 @@ from acp_fuzz.findings import CATALOG, Finding, is_reported
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.payloads import Capabilities, blocks_of
 from acp_fuzz.protocol import agent_info, answered
-from acp_fuzz.replay import normalize_sandbox
+from acp_fuzz.scrub import normalize_sandbox
 from acp_fuzz.steps import describe
 
 __all__ = ["CLIP", "render_markdown"]

@@ -57,3 +57,47 @@ def test_no_committed_cassette_holds_an_agent_install_path() -> None:
     assert kept
     offenders = [p.name for p in kept if b"/.cache/agents/" in p.read_bytes()]
     assert offenders == []
+
+
+COMMITTED = sorted((ROOT / "cassettes").rglob("*.cassette")) + [
+    ROOT / "docs" / "examples" / "leak.cassette"]
+
+
+def test_the_sandbox_root_leaves_every_part_and_the_verdict_stays(tmp_path: Path) -> None:
+    """A sandbox under a home directory (a TMPDIR there) would name its user; claude-agent-acp
+    also writes the root with dashes for slashes, in its project folder's name."""
+    c = read_cassette(ROOT / "cassettes" / "reference" / "leak.cassette")
+    root = "/home/alice/tmp/acp-fuzz-7pns7ov0"
+    dashed = "-home-alice-tmp-acp-fuzz-7pns7ov0-work-A"
+    c.header.settings["baseline"] = [*c.header.settings["baseline"],
+                                     f"Memory: ~/.claude/projects/{dashed}/memory"]
+    c.events = [dataclasses.replace(e, data={**e.data, "segments": [
+        {**s, "text": s["text"] + f"\nWorking directory: {root}/work/A"}
+        if s.get("slot") == "system" else s for s in e.data["segments"]]})
+        if e.kind == "model" else e for e in c.events]
+    before = _judged(c)
+    raw = generate.write_portable(tmp_path / "p.cassette", c).read_bytes()
+    assert b"alice" not in raw and b"acp-fuzz-7pns7ov0" not in raw
+    after = read_cassette(tmp_path / "p.cassette")
+    assert "Memory: ~/.claude/projects/<sandbox>-work-A/memory" in \
+        after.header.settings["baseline"]
+    assert _judged(after) == before
+
+
+def test_no_committed_cassette_holds_a_sandbox_path() -> None:
+    offenders = [p.name for p in COMMITTED if b"acp-fuzz-" in p.read_bytes()
+                 and read_cassette(p).header.kind == "finding"
+                 and any(_has_root(e.data) for e in read_cassette(p).events)]
+    assert offenders == []
+
+
+def _has_root(v: Any) -> bool:
+    from acp_fuzz.scrub import normalize_sandbox
+
+    if isinstance(v, str):
+        return normalize_sandbox(v) != v
+    if isinstance(v, dict):
+        return any(_has_root(x) for x in v.values())
+    if isinstance(v, list):
+        return any(_has_root(x) for x in v)
+    return False
