@@ -135,7 +135,8 @@ def target(
     portable: bool = typer.Option(
         False, "--portable",
         help="Write cassettes without this machine's paths (the Python interpreter becomes "
-        "'python', the agents cache '<agents>/'), to attach to a bug report."),
+        "'python', the agents cache '<agents>/', the run's sandbox '<sandbox>'), to attach "
+        "to a bug report."),
 ) -> None:
     """Fuzz an agent's systemPrompt handling; shrink each distinct failure to a minimal
     reproduction."""
