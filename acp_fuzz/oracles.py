@@ -410,6 +410,10 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         if outcome == "error":
             st.add("cancel.error", "the prompt cancelled mid-turn got an error instead of a "
                    "stop reason", session=handle, error=_clip(verdict.get("error")))
+        elif st.protocol >= 2 and verdict.get("stopReason") == "error":
+            # v2: the turn's end is its idle state_update; "error" there is v1's error answer.
+            st.add("cancel.error", "the prompt cancelled mid-turn ended its turn with stop "
+                   "reason error instead of cancelled", session=handle)
 
     # Payload oracles: judged on the answer alone.
     if kind == "invalid" and answered:

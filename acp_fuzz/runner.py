@@ -458,6 +458,10 @@ class Run:
             verdict["waited"] = dict(self.last_wait)  # the deadline, and if the full timeout
         if out.error is not None:
             verdict["error"] = out.error
+        if step["op"] in ("prompt", "cancel") and out.outcome == "ok" \
+                and isinstance(out.result, Mapping) and "stopReason" in out.result:
+            # How the turn ended (in v2 from its idle state_update, not from the answer).
+            verdict["stopReason"] = out.result["stopReason"]
         if step["op"] in ("new", "fork") and out.outcome == "ok":
             verdict["sessionId"] = self.sessions[step.get("new", step["session"])].agent_id
         self.history.append("verdict", verdict)

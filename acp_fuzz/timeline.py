@@ -70,6 +70,8 @@ def _line(ev: Event, full: bool, protocol: int = 1) -> str | list[str] | None:
     if ev.kind == "verdict":
         if d.get("what") == "reply":
             extra = f" {json.dumps(d['error'])[:160]}" if d.get("error") else ""
+            if d.get("stopReason") is not None:
+                extra += f" ({d['stopReason']})"
             return f"   -> {d.get('outcome')}{extra}"
         if d.get("what") == "probe-list":
             return f"   -> session/list shows {d.get('sessions')}"

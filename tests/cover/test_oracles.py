@@ -52,7 +52,7 @@ class H:
                                   "capabilities": caps.to_wire()})
 
     def step(self, op: str, session: str | None = None, *, outcome: str = "ok",
-             error: Any = None, **args: Any) -> int:
+             error: Any = None, stop_reason: str | None = None, **args: Any) -> int:
         """Append a step and its reply verdict; return the step index."""
         step: dict[str, Any] = {"op": op, **args}
         if session is not None:
@@ -71,6 +71,8 @@ class H:
         verdict: dict[str, Any] = {"step": self.index, "what": "reply", "outcome": outcome}
         if error is not None:
             verdict["error"] = error
+        if stop_reason is not None:
+            verdict["stopReason"] = stop_reason
         if op in ("new", "fork") and outcome == "ok":
             self.ids += 1
             handle = step.get("new", session)
@@ -180,6 +182,39 @@ def test_cancel_answered_with_an_error_is_a_must_finding() -> None:
     h.step("cancel", "A", outcome="error", error={"code": -32603, "message": "boom"})
     (f,) = [f for f in evaluate(h.h.snapshot()) if f.oracle == "cancel.error"]
     assert (f.severity, f.rule, f.session) == ("MUST", "CANCEL-AGENT-STOPREASON-MUST", "A")
+
+
+def v2(h: H) -> H:
+    """``h`` as a run whose agent answered protocol version 2 (its initialize verdict)."""
+    h.h.snapshot()[0].data["protocol"] = {"offered": 2, "answered": 2}
+    return h
+
+
+def test_a_v2_cancel_whose_turn_ends_with_stop_reason_error_is_a_must_finding() -> None:
+    h = v2(H())
+    h.new("A")
+    h.step("cancel", "A", stop_reason="error")
+    h.step("cancel", "A", stop_reason="cancelled")
+    (f,) = [f for f in evaluate(h.h.snapshot()) if f.oracle == "cancel.error"]
+    assert (f.severity, f.step, f.rule) == ("MUST", 1, "CANCEL-AGENT-STOPREASON-MUST")
+    assert "stop reason error" in f.message
+
+
+def test_a_v2_prompt_answer_needs_a_message_id_not_a_stop_reason() -> None:
+    def answered(result: dict[str, Any], version: int) -> list[str]:
+        h = H()
+        if version == 2:
+            v2(h)
+        h.h.append("acp", {"dir": "send", "msg": {"jsonrpc": "2.0", "id": 5,
+                                                  "method": "session/prompt", "params": {}}})
+        h.h.append("acp", {"dir": "recv", "msg": {"jsonrpc": "2.0", "id": 5,
+                                                  "result": result}})
+        return [f.message for f in evaluate(h.h.snapshot()) if f.oracle == "protocol.malformed"]
+
+    assert answered({"messageId": "m1"}, 2) == []
+    assert answered({"stopReason": "end_turn"}, 1) == []
+    assert "'messageId' is a required property" in answered({"stopReason": "end_turn"}, 2)[0]
+    assert "'stopReason' is a required property" in answered({"messageId": "m1"}, 1)[0]
 
 
 def test_cancel_on_a_session_the_agent_no_longer_has_open_is_not_judged() -> None:
