@@ -611,26 +611,10 @@ class Run:
         params = self._turn(handle, ann)
         if self.protocol < 2:
             return self.agent.send_request("session/prompt", params)
-        sid = self.sessions[handle].agent_id
-        box: list[Pending] = []
-        running = [False]
-
-        def ends_turn(method: str, p: Any) -> bool:
-            if method != "session/update" or not isinstance(p, Mapping) \
-                    or p.get("sessionId") != sid:
-                return False
-            upd = p.get("update")
-            if not isinstance(upd, Mapping) or upd.get("sessionUpdate") != "state_update":
-                return False
-            if upd.get("state") == "running":
-                running[0] = True
-            # An idle that comes before the turn started (the answer, or running) belongs
-            # to something earlier, e.g. a new session's first state.
-            return upd.get("state") == "idle" and (running[0] or (bool(box) and box[0].done))
-
-        idle = self.agent.expect(ends_turn)
-        box.append(self.agent.send_request("session/prompt", params))
-        return _TurnWait(box[0], idle)
+        ends = _TurnEnd(self.sessions[handle].agent_id)
+        idle = self.agent.expect(ends)
+        ends.request = self.agent.send_request("session/prompt", params)
+        return _TurnWait(ends.request, idle)
 
     def _do_prompt(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         pending = self._send_turn(step["session"], ann)
@@ -737,6 +721,33 @@ class Run:
 
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
 REQUEST_CANCELLED = -32800
+
+
+class _TurnEnd:
+    """Recognises the ``idle`` ``state_update`` that ends a v2 turn of session ``sid``.
+
+    Called on the transport's reader thread in arrival order. An idle that comes before the
+    turn began (before the prompt's answer or a ``running`` update) belongs to something
+    earlier, such as the state snapshot of a resume, and is not the turn's end."""
+
+    def __init__(self, sid: str) -> None:
+        self.sid = sid
+        self.running = False
+        self.request: Pending | None = None
+
+    def __call__(self, method: str, params: Any) -> bool:
+        if method != "session/update" or not isinstance(params, Mapping) \
+                or params.get("sessionId") != self.sid:
+            return False
+        upd = params.get("update")
+        if not isinstance(upd, Mapping) or upd.get("sessionUpdate") != "state_update":
+            return False
+        if upd.get("state") == "running":
+            self.running = True
+        # Until ``request`` is set the prompt is being written; its answer may already be
+        # in (a fast agent): take the idle then, rather than wait for a turn that has ended.
+        answered = self.request is None or self.request.done
+        return upd.get("state") == "idle" and (self.running or answered)
 
 
 class _TurnWait:
