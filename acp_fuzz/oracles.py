@@ -371,10 +371,11 @@ def _on_verdict(st: _State, ev: Event) -> None:
         st.judge("agent.hang")
         st.judge("agent.crash")
     if outcome == "timeout":
-        st.add("agent.hang", f"no answer to {op} within the timeout", session=args.get("session"))
+        st.add("agent.hang", f"no answer to {_said(st, op)} within the timeout",
+               session=args.get("session"))
         return
     if outcome == "exited" and op != "restart":
-        st.add("agent.crash", f"the agent process died during {op}",
+        st.add("agent.crash", f"the agent process died during {_said(st, op)}",
                session=args.get("session"))
         return
     if outcome == "exited":
@@ -384,6 +385,12 @@ def _on_verdict(st: _State, ev: Event) -> None:
         st.add("protocol.malformed", f"{op}: {d['error']['harness']}",
                rule="FR-WIRE-NDJSON-MUST", session=args.get("session"))
     _transition(st, op, args, outcome, d)
+
+
+def _said(st: _State, op: Any) -> str:
+    """A step op as the run sent it, for messages: v2 sends a load as a resume that replays
+    from the start (SP-V2-NOLOAD-DEF)."""
+    return "resume (replayFrom start)" if op == "load" and st.protocol >= 2 else str(op)
 
 
 def _last_rejected_creation(st: _State) -> bool:
@@ -420,14 +427,16 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         st.judge("payload.invalid-accepted", cls.get("rule"))
         if outcome == "ok":
             st.add("payload.invalid-accepted",
-                   f"{op} with an invalid systemPrompt ({cls.get('reason')}) got a success",
+                   f"{_said(st, op)} with an invalid systemPrompt ({cls.get('reason')}) got a "
+                   "success",
                    severity=cls.get("severity") or "MUST", rule=cls.get("rule"),
                    session=handle, reason=cls.get("reason"), systemPrompt=_clip(sp))
     if kind == "probe" and outcome is not None:
         if answered:
             st.judge("payload.probe")
         st.add("payload.probe",
-               f"{op} carried a systemPrompt the agent does not advertise; it answered {outcome}",
+               f"{_said(st, op)} carried a systemPrompt the agent does not advertise; it answered "
+               f"{outcome}",
                session=handle)
     if kind == "valid" and answered:
         err = verdict.get("error") or {}
@@ -448,7 +457,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         # whose cwd is not the session's).
         if outcome == "error" and (op == "new" or (code == -32602 and not elsewhere(args))):
             st.add("payload.valid-rejected",
-                   f"{op} with a valid {mode!r} systemPrompt got error {code}",
+                   f"{_said(st, op)} with a valid {mode!r} systemPrompt got error {code}",
                    severity=sev, rule=rule, session=handle, error=_clip(err),
                    systemPrompt=_clip(sp))
     if op in ("load", "resume") and answered:
@@ -571,7 +580,7 @@ def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: A
     cold = st.life.cold(handle)
     turns = len(m.conversation)
     st.add("session.reattach-failed",
-           f"session/{op} of session {handle} ({turns} completed turn(s)"
+           f"session/{_said(st, op)} of session {handle} ({turns} completed turn(s)"
            f"{', after a restart' if cold else ''}) failed, though the agent advertises it",
            session=handle, error=_clip(err), completed_turns=turns,
            after_restart=cold, steps=list(m.trail))
@@ -733,7 +742,7 @@ def _judge_conversation(st: _State, m: SessionModel, handle: str, x: ModelExchan
     extra: dict[str, Any] = {"failed_reattach": list(m.failed_reattach)} \
         if m.failed_reattach else {}
     st.add("session.history-lost",
-           f"session {handle}: after {op}, the model request holds {which} "
+           f"session {handle}: after {_said(st, op)}, the model request holds {which} "
            f"({len(m.conversation)} turn(s) completed){failed}",
            rule=rule, session=handle, model_event=seq, reattached_by=line,
            missing_turn_nonce=missing[-1], missing=missing,
@@ -953,7 +962,7 @@ def _report_choice(st: _State, m: SessionModel, handle: str, matched: Candidate,
     first = st.omitted_choices.setdefault(sit, (matched.label, handle, list(m.omit_trail)))
     if first[0] != matched.label:
         op, cold = sit
-        where = f"{op} after a restart" if cold else op
+        where = f"{_said(st, op)} after a restart" if cold else _said(st, op)
         st.add("lifecycle.omitted-inconsistent",
                f"session {handle}: with the prompt omitted on {where}, the agent "
                f"{_CHOICE[matched.label]}, but for session {first[1]} in the same situation "

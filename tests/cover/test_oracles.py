@@ -200,6 +200,14 @@ def test_a_v2_cancel_whose_turn_ends_with_stop_reason_error_is_a_must_finding() 
     assert "stop reason error" in f.message
 
 
+def test_a_v2_load_is_named_as_the_resume_it_was_in_messages() -> None:
+    h = v2(H())
+    h.new("A", sp("append", "Answer like a ship's captain, always."))
+    h.step("load", "A", outcome="timeout")
+    (f,) = [f for f in evaluate(h.h.snapshot()) if f.oracle == "agent.hang"]
+    assert f.message == "no answer to resume (replayFrom start) within the timeout"
+
+
 def test_a_v2_prompt_answer_needs_a_message_id_not_a_stop_reason() -> None:
     def answered(result: dict[str, Any], version: int) -> list[str]:
         h = H()
