@@ -74,11 +74,16 @@ class _AcpItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
-        if isinstance(excinfo.value, AcpFailure):
-            from acp_fuzz.escaping import terminal
+        from acp_fuzz.errors import AcpFuzzError
+        from acp_fuzz.escaping import terminal
 
+        if isinstance(excinfo.value, AcpFailure):
             # Agent and cassette text (names, messages, paths): shown, never interpreted.
             return terminal(str(excinfo.value), newlines=True)
+        if isinstance(excinfo.value, AcpFuzzError):
+            # The agent could not be driven (it did not start, or speaks another protocol
+            # version): one line, as the CLI says it, not a traceback into acp-fuzz.
+            return f"acp-fuzz: error: {terminal(str(excinfo.value))}"
         return str(super().repr_failure(excinfo))
 
 

@@ -59,8 +59,8 @@ def test_no_committed_cassette_holds_an_agent_install_path() -> None:
     assert offenders == []
 
 
-COMMITTED = sorted((ROOT / "cassettes").rglob("*.cassette")) + [
-    ROOT / "docs" / "examples" / "leak.cassette"]
+COMMITTED = [*sorted((ROOT / "cassettes").rglob("*.cassette")),
+             ROOT / "docs" / "examples" / "leak.cassette"]
 
 
 def test_the_sandbox_root_leaves_every_part_and_the_verdict_stays(tmp_path: Path) -> None:

@@ -34,3 +34,18 @@ def test_campaign_item_passes_on_the_correct_agent(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, f"{sys.executable} -m acp_fuzz.reference_agent")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed" in proc.stdout
+
+
+def test_acp_protocol_reaches_the_campaign_and_a_harness_error_is_one_line(
+        tmp_path: Path) -> None:
+    # --acp-protocol 2 against an agent that speaks only v1: the negotiation ends the item
+    # with the CLI's one-line error, not a traceback into acp-fuzz.
+    agent = f"{sys.executable} -m acp_fuzz.reference_agent --variant v1-only"
+    proc = _pytest(tmp_path, agent, "--acp-protocol", "2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "acp-fuzz: error: the agent answered protocolVersion 1 to an offer of 2" \
+        in proc.stdout
+    assert "Traceback" not in proc.stdout and "runner.py" not in proc.stdout
+    # The same agent under auto: v1, and a clean pass.
+    proc = _pytest(tmp_path, agent, "--acp-protocol", "auto", "--acp-max-examples", "3")
+    assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
