@@ -35,7 +35,8 @@ Need = Literal["nothing", "exists", "open"]
 #: exists (a load, resume, delete or retitle may name a closed one, or one a restart unloaded:
 #: ``session/set_title`` works on any session ``session/list`` would show), or one
 #: open in the current process (a turn, a cancel, a close, a fork's source, a mode or option
-#: switch: each asks a correct agent for an error otherwise).
+#: switch: each asks a correct agent for an error otherwise). A ``busy`` load or resume (sent
+#: while a turn of the session runs) needs the session open, since it starts that turn.
 NEEDS: dict[str, Need] = {
     "new": "nothing", "list": "nothing", "restart": "nothing", "invalid": "nothing",
     "load": "exists", "resume": "exists", "delete": "exists", "set_title": "exists",
@@ -120,6 +121,8 @@ class Lifecycle:
             return False
         if need == "open" and not self.is_open(h):
             return False
+        if step.get("busy") and not self.is_open(h):
+            return False  # a load or resume sent while a turn of the session runs
         if op == "new":
             return not self.exists(h)
         return not (op == "fork" and self.exists(step.get("new")))

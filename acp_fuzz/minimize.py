@@ -178,6 +178,14 @@ def minimize(failure: Failure, run: Runner, *, strict: bool = False,
             if found is not None:
                 best = found
                 break
+    # A load or resume sent beside a running turn is a plain one unless the failure needs
+    # the turn running.
+    for i, s in enumerate(best.steps):
+        if s.get("busy"):
+            plain = {k: v for k, v in s.items() if k != "busy"}
+            found = attempt([*best.steps[:i], plain, *best.steps[i + 1:]])
+            if found is not None:
+                best = found
     for sp in _payloads(best.steps):
         for smaller in _simpler_payloads(sp):
             found = attempt(_replace_payload(best.steps, sp, smaller))
@@ -399,7 +407,9 @@ def shape_of(steps: Sequence[Mapping[str, Any]]) -> Shape:
             # Another directory, extra roots: part of the bug when minimizing kept them.
             cwd = "+".join(k for k in ("moved", "roots")
                            if (s.get("cwd") == "moved" if k == "moved" else s.get("roots")))
-        out.append((op, idx(session), idx(s.get("new")), kind, cwd))
+        # Sent beside a running turn: another shape than the plain load or resume.
+        out.append((f"busy-{op}" if s.get("busy") else op, idx(session), idx(s.get("new")),
+                    kind, cwd))
         if op in ("new", "load", "resume", "fork") and kind not in ("omit", "null") \
                 and not kind.startswith("invalid"):
             prompts[str(s["new"] if op == "fork" else session)] = s["systemPrompt"]

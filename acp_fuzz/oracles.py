@@ -371,7 +371,8 @@ def _on_verdict(st: _State, ev: Event) -> None:
         st.judge("agent.hang")
         st.judge("agent.crash")
     if outcome == "timeout":
-        st.add("agent.hang", f"no answer to {_said(st, op)} within the timeout",
+        beside = " (or to the turn running beside it)" if args.get("busy") else ""
+        st.add("agent.hang", f"no answer to {_said(st, op)}{beside} within the timeout",
                session=args.get("session"))
         return
     if outcome == "exited" and op != "restart":
@@ -454,8 +455,10 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         # On load/resume/fork an error may be about the session, not the prompt: only an
         # invalid-params answer is pinned on the payload, and not when the request also
         # moved the session or added roots (the schema lets an agent refuse a load or resume
-        # whose cwd is not the session's).
-        if outcome == "error" and (op == "new" or (code == -32602 and not elsewhere(args))):
+        # whose cwd is not the session's), nor when a turn of the session was running (a
+        # busy session may refuse a change; the turns after judge that it changed nothing).
+        if outcome == "error" and (op == "new" or (code == -32602 and not elsewhere(args)
+                                                   and not args.get("busy"))):
             st.add("payload.valid-rejected",
                    f"{_said(st, op)} with a valid {mode!r} systemPrompt got error {code}",
                    severity=sev, rule=rule, session=handle, error=_clip(err),
@@ -568,6 +571,8 @@ def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: A
         return  # a vendor extension's fields, which the agent may refuse
     if elsewhere(args):
         return  # another directory: a load or resume may require the session's own
+    if args.get("busy"):
+        return  # sent while a turn of the session ran: a busy session may refuse it
     st.judge("session.reattach-failed")
     if outcome != "error":
         return
@@ -707,6 +712,12 @@ def _on_model(st: _State, ev: Event) -> None:
             break
     _judge_conversation(st, m, handle, x, ev.seq, everything)
     if m.tainted or not m.candidates:
+        return
+    args = st.step.get("args", {})
+    if args.get("busy") and args.get("session") == handle and x.turn == st.step.get("turn"):
+        # The turn a load or resume was sent beside: it may run on the old prompt or, if
+        # the agent applied the change mid-turn, on the new one. The turns after it are
+        # judged (the change applied whole, or, if refused, nothing changed).
         return
     _judge_turn(st, m, handle, x, ev.seq, everything)
 

@@ -442,7 +442,7 @@ class Run:
                 c = Classification("probe", c.reason, "info", "EXT-META-MUSTNOT")
             annotations["class"] = {"kind": c.kind, "reason": c.reason,
                                     "severity": c.severity, "rule": c.rule}
-        if step["op"] in ("prompt", "cancel"):
+        if step["op"] in ("prompt", "cancel") or step.get("busy"):
             turn = self.turns.get(step["session"], 0) + 1
             annotations["turn"] = turn
             annotations["nonce"] = nonce_for(step["session"], turn, self.salt)
@@ -554,19 +554,45 @@ class Run:
         if self.protocol >= 2:
             # v2 has no session/load: a resume that replays from the start takes its place
             # (SP-V2-NOLOAD-DEF), and owes what a load owes.
-            return self._reattach("session/resume", step, {"replayFrom": {"type": "start"}})
-        return self._reattach("session/load", step)
+            return self._reattach("session/resume", step, ann,
+                                  {"replayFrom": {"type": "start"}})
+        return self._reattach("session/load", step, ann)
 
     def _do_resume(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        return self._reattach("session/resume", step)
+        return self._reattach("session/resume", step, ann)
 
-    def _reattach(self, method: str, step: dict[str, Any],
+    def _busy(self, method: str, params: dict[str, Any], handle: str,
+              ann: Mapping[str, Any]) -> StepOutcome:
+        """A load or resume of ``handle`` sent while a turn of it runs: the turn's
+        ``session/prompt`` is written, the reattach right behind it (an agent reads them in
+        that order, so the reattach arrives while the turn is in flight, whatever the
+        version), and both are waited for. The step's outcome is the reattach's, unless the
+        turn hung or the agent died; how the turn ended goes in a ``busy-turn`` verdict. A
+        busy agent may refuse the reattach; what must hold is that it then changes nothing,
+        and that an accepted one is applied whole (the oracles judge the turns after)."""
+        turn = self._send_turn(handle, ann)
+        reply = self._request(method, params)
+        if reply.outcome in ("timeout", "exited"):
+            return self._reply_outcome(reply)  # hung or gone: the turn cannot end either
+        ended = self._await(turn, "session/prompt", self.spec.request_timeout)
+        self.history.append("verdict", {
+            "step": self._step_index - 1, "what": "busy-turn", "outcome": ended.outcome,
+            **({"stopReason": ended.result.get("stopReason")}
+               if isinstance(ended.result, Mapping) else {})})
+        if ended.outcome in ("timeout", "exited"):
+            return self._reply_outcome(ended)
+        return self._reply_outcome(reply)
+
+    def _reattach(self, method: str, step: dict[str, Any], ann: Mapping[str, Any],
                   replay: Mapping[str, Any] | None = None) -> StepOutcome:
         s = self.sessions[step["session"]]
         cwd, roots = self._dirs(step, step["session"], s.cwd)
-        reply = self._request(method, {"sessionId": s.agent_id, "cwd": cwd, "mcpServers": [],
-                                       **roots, **(replay or {}), **self._sp_params(step)})
-        out = self._reply_outcome(reply)
+        params = {"sessionId": s.agent_id, "cwd": cwd, "mcpServers": [], **roots,
+                  **(replay or {}), **self._sp_params(step)}
+        if step.get("busy"):
+            out = self._busy(method, params, step["session"], ann)
+        else:
+            out = self._reply_outcome(self._request(method, params))
         if out.outcome == "ok":
             s.cwd = cwd
             s.note_offers(out.result, self.protocol)

@@ -76,6 +76,8 @@ def validate_step(step: Any) -> dict[str, Any]:
         roots = step.get("roots", 0)
         if not isinstance(roots, int) or isinstance(roots, bool) or not 0 <= roots <= MAX_ROOTS:
             raise ValueError(f"step {op!r}: 'roots' must be an integer from 0 to {MAX_ROOTS}")
+    if op in ("load", "resume") and not isinstance(step.get("busy", False), bool):
+        raise ValueError(f"step {op!r}: 'busy' must be true or false")
     if op == "set_title" and not isinstance(step.get("title", ""), str):
         raise ValueError("step 'set_title': 'title' must be a string")
     if "extra" in step and not isinstance(step["extra"], Mapping):
@@ -131,7 +133,8 @@ def _dirs_label(step: Mapping[str, Any]) -> str:
         return ""
     out = " in a new directory" if step.get("cwd") == "moved" else ""
     roots = step.get("roots", 0)
-    return out + (f" with {roots} additional root(s)" if roots else "")
+    out += f" with {roots} additional root(s)" if roots else ""
+    return out + (" while a turn of it runs" if step.get("busy") else "")
 
 
 def _sp_dirs(step: Mapping[str, Any]) -> str:

@@ -237,7 +237,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         sp, applied = self._draw_prompt(data, handle, lifecycle=True, current=view.prompt)
         ok = not _rejected(applied)
         dirs = self._draw_dirs(data)
-        self._send({"op": op, "session": handle, **sp, **dirs}, accepted=ok)
+        busy = self._draw_busy(data, handle)
+        self._send({"op": op, "session": handle, **sp, **dirs, **busy}, accepted=ok)
         if not ok:
             return
         view.prompt = applied
@@ -286,6 +287,15 @@ class LifecycleMachine(RuleBasedStateMachine):
         """A directory no other session has (the machine's name for it)."""
         self.model.moves += 1
         return f"moved-{self.model.moves}"
+
+    def _draw_busy(self, data: st.DataObject, handle: str) -> dict[str, Any]:
+        """In ACP v2 (where a turn runs on after its prompt is answered), half of the loads
+        and resumes of an open session go out while a turn of it runs: a busy session may
+        refuse them, but must then change nothing, and must apply an accepted one whole.
+        v1 agents draw as before."""
+        if not self.caps.replay or not self.model.life.is_open(handle):
+            return {}
+        return {"busy": True} if data.draw(st.booleans(), label="busy") else {}
 
     def _draw_dirs(self, data: st.DataObject) -> dict[str, Any]:
         """For an agent that advertises ``additionalDirectories``: a load, resume or fork in

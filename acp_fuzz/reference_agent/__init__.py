@@ -192,6 +192,11 @@ client prompt texts.
     not offer (INIT-VERSION-NEGOTIATE-DEF), and then speaks v2. 1 step: initialize (offer 1)
     → 2. Only where the agent speaks v2 (not under a legacy dialect or ``--variant v1-only``);
     an offer below 1 still gets ``-32022``.
+``busy-resume-drops-prompt``
+    A load or resume that arrives while a turn of the session runs is accepted, but the
+    session comes out of it without its client prompt (it was rebuilt under the running
+    turn). 3 steps: new A (append P); resume A (P again) while a turn of A runs; prompt A →
+    P missing (``prompt.lost``, MUST). Drawn by v2 campaigns only.
 ``tiny-baseline``
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:
@@ -219,6 +224,11 @@ Behaviours the RFD allows, which a harness must not call bugs.
 ``v1-only``
     The agent speaks ACP v1 only: ``initialize`` answers 1 to any offer of 1 or more (an
     older agent, which a harness offering v2 must accept).
+``busy-refuses``
+    A load or resume that arrives while a turn of the session runs is refused (``-32000``,
+    "Session is busy") before it changes anything; once the turn is over it is applied (as
+    the codex adapter says of prompt changes on a busy session). Not a bug: an error with no
+    side effect is what the RFD asks of an agent that cannot apply a prompt.
 """
 
 from .agent import BUGS, DEFAULT_INSTRUCTIONS, VARIANTS, Agent, default_instructions, main

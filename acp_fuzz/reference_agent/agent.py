@@ -98,6 +98,8 @@ BUGS: dict[str, str] = {
     "there: the prompt the request re-sent is accepted but not used",
     "version-above-offer": "initialize answers protocolVersion one above the version the "
     "client offered (a version it was not offered), then speaks v2",
+    "busy-resume-drops-prompt": "a load or resume that arrives while a turn of the session "
+    "runs is accepted, but the session comes out of it without its client prompt",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -128,7 +130,13 @@ VARIANTS: dict[str, str] = {
     "(sessionCapabilities.additionalDirectories); implied by the directory bug",
     "v1-only": "the agent speaks ACP v1 only: initialize answers protocolVersion 1 to any "
     "offer of 1 or more",
+    "busy-refuses": "a load or resume that arrives while a turn of the session runs is refused "
+    "(-32000, session busy) and changes nothing",
 }
+
+#: The error a busy session's load or resume gets under ``--variant busy-refuses`` (a server
+#: error of JSON-RPC's implementation-defined range).
+BUSY = -32000
 
 #: The planted bugs that need ``--variant switches`` (they plant it themselves).
 SWITCH_BUGS = frozenset({"mode-drops-prompt", "model-switch-drops-prompt"})
@@ -306,6 +314,7 @@ class Agent:
         model: Model,
         send: Callable[[dict[str, Any]], None],
         cancelled: Callable[[str], bool] = lambda _session_id: False,
+        reattaching: Callable[[str], bool] = lambda _session_id: False,
         bugs: Iterable[str] = (),
         log: Callable[[str], None] = lambda _line: None,
         dialect: str = "standard",
@@ -316,6 +325,11 @@ class Agent:
         self.model = model
         self.send = send
         self.cancelled = cancelled
+        # Whether a load or resume of a session is already waiting in the pipe (the agent is
+        # single-threaded: one that arrived during a turn is read after it), and the
+        # sessions that had one arrive while a turn of theirs ran.
+        self.reattaching = reattaching
+        self.busy: set[str] = set()
         self.bugs = frozenset(bugs)  # the planted defects (--bug, repeatable)
         self.variants = frozenset(variants)  # correct variants (--variant)
         if self.bugs & SWITCH_BUGS:
@@ -642,15 +656,29 @@ class Agent:
             raise session_not_found(session_id)
         return session
 
-    def _reopen(self, session: Session, cwd: str, prompt: SystemPrompt | None) -> None:
+    def _reopen(self, session: Session, cwd: str, prompt: SystemPrompt | None,
+                busy: bool = False) -> None:
         """What a load or resume that succeeds does to the session: it runs in ``cwd`` from
         now on (re-sent, like mcpServers; the latest value wins), with the request's prompt
-        applied (:meth:`_set_prompt`)."""
+        applied (:meth:`_set_prompt`). ``busy``: it arrived while a turn of the session ran
+        (the turn has ended since: it is applied whole, after it)."""
         moved = cwd != session.cwd
         session.cwd = cwd
         self._set_prompt(session, prompt)
         if moved and "moved-cwd-drops-prompt" in self.bugs:
             session.system_prompt = None  # BUG(moved-cwd-drops-prompt): started over there
+        if busy and "busy-resume-drops-prompt" in self.bugs:
+            session.system_prompt = None  # BUG(busy-resume-drops-prompt): rebuilt mid-turn
+
+    def _was_busy(self, session_id: str) -> bool:
+        """Whether this load or resume arrived while a turn of the session ran. Under
+        ``--variant busy-refuses`` such a request is refused here, before it changes
+        anything."""
+        busy = session_id in self.busy
+        self.busy.discard(session_id)
+        if busy and "busy-refuses" in self.variants:
+            raise RpcError(BUSY, "Session is busy: a turn is running", {"sessionId": session_id})
+        return busy
 
     def _activate(self, session: Session) -> None:
         self.live[session.session_id] = session
@@ -793,6 +821,7 @@ class Agent:
         self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
+        busy = self._was_busy(session_id)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
         if "load-erases-session" in self.bugs and session.history:
@@ -803,7 +832,7 @@ class Agent:
             raise RpcError(INTERNAL_ERROR, "Internal error",
                            {"details": "No previous sessions found for this project."})
         # Everything is valid: from here on the request succeeds.
-        self._reopen(session, cwd, prompt)
+        self._reopen(session, cwd, prompt, busy)
         self._activate(session)
         self.store.save(session)
         # SES-AGENT-LOAD-REPLAY-MUST: replay the whole conversation, THEN answer.
@@ -844,9 +873,10 @@ class Agent:
         self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
+        busy = self._was_busy(session_id)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
-        self._reopen(session, cwd, prompt)
+        self._reopen(session, cwd, prompt, busy)
         self._activate(session)
         self.store.save(session)
         self._state_snapshot(session)
@@ -992,8 +1022,12 @@ class Agent:
             *({"role": m["role"], "content": m["content"]} for m in session.history),
             {"role": "user", "content": user_text},
         ]
+        if self.reattaching(session_id):
+            self.busy.add(session_id)
         # Raises RpcError -32603; the history stays unchanged.
         reply = self.model(messages, session.model)
+        if self.reattaching(session_id):  # it arrived while the model was answering
+            self.busy.add(session_id)
         if self.cancelled(session_id):  # the cancel arrived while the model was answering
             return "cancelled"
         asked = {"role": "user", "content": user_text}
@@ -1097,6 +1131,14 @@ class LineReader:
 
     def cancel_waiting(self, session_id: str) -> bool:
         """Whether a ``session/cancel`` for ``session_id`` has arrived but is not processed yet."""
+        return self._waiting(session_id, ("session/cancel",), request=False)
+
+    def reattach_waiting(self, session_id: str) -> bool:
+        """Whether a ``session/load`` or ``session/resume`` of ``session_id`` has arrived but
+        is not processed yet."""
+        return self._waiting(session_id, ("session/load", "session/resume"), request=True)
+
+    def _waiting(self, session_id: str, methods: tuple[str, ...], *, request: bool) -> bool:
         while not self._eof:
             try:
                 ready, _, _ = select.select([self._fd], [], [], 0)
@@ -1106,7 +1148,7 @@ class LineReader:
                 break
             self._fill()
         for line in bytes(self._buf).split(b"\n"):
-            if b"session/cancel" not in line:
+            if not any(m.encode() in line for m in methods):
                 continue  # cheap pre-filter; only candidate lines are parsed
             try:
                 message = json.loads(line)
@@ -1114,8 +1156,8 @@ class LineReader:
                 continue
             if (
                 isinstance(message, dict)
-                and message.get("method") == "session/cancel"
-                and "id" not in message
+                and message.get("method") in methods
+                and ("id" in message) == request
                 and isinstance(message.get("params"), dict)
                 and message["params"].get("sessionId") == session_id
             ):
@@ -1180,6 +1222,7 @@ def main(argv: list[str] | None = None) -> int:
         model=lambda messages, model: chat_completion(base_url, api_key, messages, model),
         send=send,
         cancelled=reader.cancel_waiting,
+        reattaching=reader.reattach_waiting,
         bugs=args.bug,
         log=log,
         dialect=args.dialect,

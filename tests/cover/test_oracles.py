@@ -616,6 +616,37 @@ def test_valid_rejected_on_load_only_for_invalid_params() -> None:
     assert (f.severity, f.rule) == ("MUST", "SP-AGENT-OVERRIDE-MUST")
 
 
+def test_a_reattach_refused_while_a_turn_ran_is_not_held_against_the_agent() -> None:
+    # codex's adapter: a busy session rejects prompt changes. An error with no side effect is
+    # right; the turn after it must still show the old prompt.
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=[DEFAULTS, P])
+    h.step("resume", "A", systemPrompt=sp("append", P), busy=True, outcome="error",
+           error={"code": -32602, "message": "Invalid params: session is busy"})
+    h.step("load", "A", busy=True, outcome="error", error={"code": -32000, "message": "busy"})
+    assert [f for f in h.findings() if f.severity != "info"] == []
+    h.prompt("A", system=[DEFAULTS])  # ... but the refusal must not have cost the prompt
+    assert only(h.findings(), "prompt.lost").session == "A"
+
+
+def test_the_turn_beside_a_busy_resume_may_run_on_either_prompt() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    turn = h.turns.get("A", 0) + 1
+    h.h.append("step", {"index": h.index, "name": "resume", "turn": turn,
+                        "nonce": nonce_for("A", turn), "args": {
+                            "op": "resume", "session": "A", "busy": True,
+                            "systemPrompt": sp("append", Q)}})
+    h.model("A", system=[DEFAULTS, Q])  # the agent applied the change mid-turn: fine
+    h.turns["A"] = turn
+    h.h.append("verdict", {"step": h.index, "what": "reply", "outcome": "ok"})
+    h.index += 1
+    assert [f for f in h.findings() if f.severity != "info"] == []
+    h.prompt("A", system=[DEFAULTS, Q])  # after it, the change holds
+    assert [f for f in h.findings() if f.severity != "info"] == []
+
+
 def test_changed_prompt_rejected_on_load_is_a_should() -> None:
     # codex-acp 2.6.0: "Changing systemPrompt requires a persisted session". An agent that
     # cannot apply a change may answer with an error (SP-AGENT-ERROR-NOSIDEEFFECT-MUST);

@@ -106,3 +106,46 @@ def test_a_v2_load_is_described_as_the_resume_it_sends() -> None:
     assert describe(step, 2) == "session/resume A (replayFrom start) (systemPrompt omitted)"
     assert describe({"op": "resume", "session": "A"}, 2) == \
         "session/resume A (systemPrompt omitted)"
+
+
+# -- a load or resume sent while a turn of the session runs (``busy``) ------------------------
+
+def test_a_busy_reattach_needs_the_session_open_and_is_described() -> None:
+    from acp_fuzz.lifecycle import Lifecycle, allowed
+    from acp_fuzz.steps import validate_step
+
+    busy = {"op": "resume", "session": "A", "busy": True}
+    assert allowed([{"op": "new", "session": "A"}, busy])
+    # Closed, or unloaded by a restart: no turn can run on it, so neither can a busy resume.
+    assert not allowed([{"op": "new", "session": "A"}, {"op": "close", "session": "A"}, busy])
+    assert not allowed([{"op": "new", "session": "A"}, {"op": "restart"}, busy])
+    life = Lifecycle()
+    life.apply({"op": "new", "session": "A"})
+    assert life.allows({"op": "load", "session": "A", "busy": True})
+    assert describe(busy).endswith("while a turn of it runs")
+    with pytest.raises(ValueError, match="'busy' must be true or false"):
+        validate_step({**busy, "busy": "yes"})
+
+
+def test_the_minimizer_drops_busy_unless_needed_and_the_shape_names_it() -> None:
+    from acp_fuzz.findings import Finding
+    from acp_fuzz.minimize import Failure, minimize, shape_of
+
+    sp = {"mode": "append", "content": [{"type": "text", "text": "Be terse, always. [c]"}]}
+    steps = [{"op": "new", "session": "A", "systemPrompt": sp},
+             {"op": "resume", "session": "A", "systemPrompt": sp, "busy": True},
+             {"op": "prompt", "session": "A"}]
+    lost = [Finding("prompt.lost", "MUST", "R", "x", step=2)]
+
+    def needs_busy(trial: list) -> tuple[list, list]:
+        return [], lost if any(s.get("busy") for s in trial) else []
+
+    def any_resume(trial: list) -> tuple[list, list]:
+        return [], lost if any(s["op"] == "resume" for s in trial) else []
+
+    kept = minimize(Failure(steps, [], lost), needs_busy).steps
+    assert any(s.get("busy") for s in kept)
+    assert shape_of(kept)[1][0] == "busy-resume"
+    plain = minimize(Failure(steps, [], lost), any_resume).steps
+    assert not any(s.get("busy") for s in plain)
+    assert shape_of(plain) != shape_of(kept)

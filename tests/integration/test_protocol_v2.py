@@ -152,3 +152,35 @@ def test_target_rejects_an_unknown_protocol(tmp_path: Path) -> None:
     r = run_cli(tmp_path, "target", "--protocol", "3", "--", *REF)
     assert r.returncode == 2 and "--protocol must be one of 1, 2, auto" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_a_busy_resume_is_written_right_behind_its_turn_and_both_are_awaited(
+        protocol: str, no_orphans: object) -> None:
+    with Run(spec(protocol=protocol)) as run:
+        run.initialize()
+        run.execute({"op": "new", "session": "A", "systemPrompt": SP})
+        out = run.execute({"op": "resume", "session": "A", "systemPrompt": SP, "busy": True})
+        assert out.outcome == "ok"
+        methods = [m.get("method") for m in sent(run) if "method" in m]
+        assert methods[-2:] == ["session/prompt", "session/resume"]
+        (turn,) = [e.data for e in run.history.snapshot()
+                   if e.kind == "verdict" and e.data.get("what") == "busy-turn"]
+        assert turn["outcome"] == "ok" and turn["stopReason"] == "end_turn"
+        run.execute({"op": "prompt", "session": "A"})
+        assert [x.turn for _, x in run.history.model_exchanges()] == [1, 2]
+        assert [f for f in evaluate(run.history.snapshot()) if f.severity != "info"] == []
+
+
+def test_a_busy_resume_that_drops_the_prompt_is_found(no_orphans: object) -> None:
+    with Run(spec("--bug", "busy-resume-drops-prompt")) as run:
+        run.initialize()
+        run.execute({"op": "new", "session": "A", "systemPrompt": SP})
+        # Not busy: the bug does not fire.
+        run.execute({"op": "resume", "session": "A", "systemPrompt": SP})
+        run.execute({"op": "prompt", "session": "A"})
+        assert [f for f in evaluate(run.history.snapshot()) if f.severity != "info"] == []
+        run.execute({"op": "resume", "session": "A", "systemPrompt": SP, "busy": True})
+        run.execute({"op": "prompt", "session": "A"})
+        found = {(f.oracle, f.severity) for f in evaluate(run.history.snapshot())}
+        assert ("prompt.lost", "MUST") in found

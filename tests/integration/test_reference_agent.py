@@ -217,6 +217,22 @@ class AgentProcess:
     def prompt(self, session_id: str, words: str = "hello") -> dict[str, Any]:
         return self.ok("session/prompt", {"sessionId": session_id, "prompt": [text(words)]})
 
+    def busy(self, session_id: str, method: str, params: dict[str, Any]
+             ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """A turn of ``session_id`` and, written right behind its prompt (so it arrives while
+        the turn runs), ``method``: the answers to both (the prompt's, then the other's)."""
+        first, second = self.next_id, self.next_id + 1
+        self.next_id += 2
+        self.send({"jsonrpc": "2.0", "id": first, "method": "session/prompt",
+                   "params": {"sessionId": session_id, "prompt": [text("busy turn")]}})
+        self.send({"jsonrpc": "2.0", "id": second, "method": method, "params": params})
+        answers: dict[int, dict[str, Any]] = {}
+        while len(answers) < 2:
+            received = self.receive()
+            if "id" in received and "method" not in received:
+                answers[received["id"]] = received
+        return answers[first], answers[second]
+
     def listed(self) -> list[dict[str, Any]]:
         sessions = self.ok("session/list", {})["sessions"]
         assert isinstance(sessions, list)
@@ -1002,6 +1018,13 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         agent.ok("session/set_title", {"sessionId": session, "title": "Renamed"})
         agent.prompt(session)
         return P not in model.system()
+    if name == "busy-resume-drops-prompt":
+        session = agent.new(sp("append", P))
+        turn, resumed = agent.busy(session, "session/resume", {
+            "sessionId": session, "cwd": CWD, "systemPrompt": sp("append", P)})
+        assert "result" in turn and "result" in resumed, (turn, resumed)
+        agent.prompt(session)
+        return P not in model.system()
     if name == "version-above-offer":
         # start() offers protocol version 1; the answer must not be above it.
         return agent.init_result["protocolVersion"] != 1
@@ -1023,6 +1046,22 @@ def test_correct_agent_passes_each_bug_reproduction(
     spawn: Spawner, model: ModelServer, name: str
 ) -> None:
     assert not reproduce(spawn, model, name, planted=False)
+
+
+def test_a_busy_session_refuses_a_reattach_and_changes_nothing_under_busy_refuses(
+        spawn: Spawner, model: ModelServer) -> None:
+    agent = spawn("--variant", "busy-refuses").init()
+    session = agent.new(sp("append", P))
+    turn, refused = agent.busy(session, "session/resume", {
+        "sessionId": session, "cwd": CWD, "systemPrompt": sp("append", Q)})
+    assert turn["result"] == {"stopReason": "end_turn"}
+    assert refused["error"]["code"] == -32000 and "busy" in refused["error"]["message"]
+    agent.prompt(session)
+    assert model.system() == f"{defaults()}\n\n{P}"  # the refused change changed nothing
+    # Once the turn is over, the same request is applied.
+    agent.ok("session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": sp("append", Q)})
+    agent.prompt(session)
+    assert model.system() == f"{defaults()}\n\n{Q}"
 
 
 def test_bug_may_be_planted_twice_and_each_shows(spawn: Spawner, model: ModelServer) -> None:
