@@ -688,7 +688,9 @@ def _on_model(st: _State, ev: Event) -> None:
         st.judge("reject.side-effect")
     for step_idx, blocks in st.rejected:
         for b in blocks:
-            if b in everything and b not in st.accepted_blocks:
+            # Text an accepted payload also carries (the same block, or a piece of one: a
+            # refused change may reuse the session's own text) proves nothing.
+            if b in everything and not any(b in a for a in st.accepted_blocks):
                 st.add("reject.side-effect",
                        f"text from the systemPrompt of rejected step {step_idx + 1} reached the "
                        "model", step=step_idx, session=handle,

@@ -703,6 +703,21 @@ def test_rejected_text_reaching_the_model_is_a_side_effect() -> None:
     assert "prompt.lost" not in ids(h.findings())
 
 
+def test_a_refused_block_that_is_a_piece_of_accepted_text_proves_nothing() -> None:
+    # Seen with a busy session that refuses a change: the refused override reused the start
+    # of the session's own text, which the session's turns rightly carry.
+    h = H()
+    own = P + " [acp-fuzz canary B2]"
+    h.new("A", sp("append", own))
+    h.step("resume", "A", systemPrompt=sp("override", P, Q), busy=True, outcome="error",
+           error={"code": -32000, "message": "Session is busy"})
+    h.prompt("A", system=appended(own))
+    assert [f for f in h.findings() if f.severity != "info"] == []
+    # The refused payload's own text (Q) reaching the model is still a side effect.
+    h.prompt("A", system=appended(own, Q))
+    assert only(h.findings(), "reject.side-effect").step == 1
+
+
 # -- deferral and omitted prompts --------------------------------------------------------------
 
 
