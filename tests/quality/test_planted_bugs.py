@@ -61,6 +61,8 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "moved-cwd-drops-prompt": ("prompt.lost", 3),
     # new A (P); set_title A; prompt A  -> P is gone after the retitle
     "title-drops-prompt": ("prompt.lost", 3),
+    # new A (P); resume A (P) while a turn of A runs; prompt A  -> P is gone (v2 only)
+    "busy-resume-drops-prompt": ("prompt.lost", 3),
     # new A (P); resume A (P); prompt A  -> P twice
     "duplicate-on-resume": ("prompt.duplicated", 3),
     # new A (P); prompt A  -> P in the user message
@@ -93,6 +95,9 @@ KNOWN_GAPS: dict[tuple[str, int], str] = {}
 
 #: Bugs that v2 cannot show: their method does not exist there.
 V1_ONLY = {"mode-drops-prompt": "v2 has no session/set_mode"}
+#: Bugs that only v2 campaigns draw: a load or resume while a turn runs is drawn where a turn
+#: runs on after its prompt is answered (v1 agents draw as they did before it existed).
+V2_ONLY = {"busy-resume-drops-prompt": "v1 campaigns draw no busy reattach"}
 #: The same as KNOWN_GAPS, under v2.
 KNOWN_GAPS_V2: dict[tuple[str, int], str] = {}
 
@@ -123,7 +128,7 @@ def _cases() -> list[object]:
     for protocol, gaps in (("1", KNOWN_GAPS), ("2", KNOWN_GAPS_V2)):
         for seed in SEEDS:
             for bug in MINIMUM:
-                if protocol == "2" and bug in V1_ONLY:
+                if (protocol == "2" and bug in V1_ONLY) or (protocol == "1" and bug in V2_ONLY):
                     continue
                 gap = gaps.get((bug, seed))
                 marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
@@ -195,6 +200,28 @@ def test_correct_agent_under_v2_has_no_must_or_should_findings(tmp_path: Path,
     assert result.caps.set_config_option and result.caps.title
     judged = {o for o, _ in result.judged}
     assert {"prompt.lost", "session.history-lost"} <= judged, judged
+    assert result.reports == [], [f for r in result.reports for f in r.findings]
+
+
+def test_a_busy_session_that_refuses_and_changes_nothing_is_no_finding(
+        tmp_path: Path, no_orphans: Track) -> None:
+    """A load or resume refused while a turn runs (codex's "busy session rejects prompt
+    changes") is correct when it changes nothing: neither the refusal nor the turns after
+    it give a finding, by hand and in a v2 campaign."""
+    spec = reference(None, "busy-refuses", protocol="2")
+    p = {"mode": "append", "content": [{"type": "text", "text": "Answer as a ship's captain."}]}
+    q = {"mode": "append", "content": [{"type": "text", "text": "Answer as a lighthouse keeper."}]}
+    history, found = run_steps(spec, [
+        {"op": "new", "session": "A", "systemPrompt": p},
+        {"op": "resume", "session": "A", "systemPrompt": q, "busy": True},
+        {"op": "prompt", "session": "A"},
+        {"op": "load", "session": "A", "systemPrompt": p, "busy": True},
+        {"op": "prompt", "session": "A"}], baseline=Baseline())
+    refused = [e.data for e in history.events if e.kind == "verdict"
+               and e.data.get("what") == "reply" and e.data.get("outcome") == "error"]
+    assert [r["error"]["code"] for r in refused] == [-32000, -32000]
+    assert [f for f in found if f.severity != "info"] == []
+    result = campaign(spec, tmp_path, seed=0, max_examples=60)
     assert result.reports == [], [f for r in result.reports for f in r.findings]
 
 
