@@ -75,6 +75,9 @@ def _line(ev: Event, full: bool, protocol: int = 1) -> str | list[str] | None:
             return f"   -> {d.get('outcome')}{extra}"
         if d.get("what") == "probe-list":
             return f"   -> session/list shows {d.get('sessions')}"
+        if d.get("what") == "busy-turn":
+            stop = f" ({d['stopReason']})" if d.get("stopReason") is not None else ""
+            return f"   -> the turn beside it: {d.get('outcome')}{stop}"
         return None
     if ev.kind == "acp":
         arrow = ">>" if d.get("dir") == "send" else "<<"

@@ -149,3 +149,30 @@ def test_the_minimizer_drops_busy_unless_needed_and_the_shape_names_it() -> None
     plain = minimize(Failure(steps, [], lost), any_resume).steps
     assert not any(s.get("busy") for s in plain)
     assert shape_of(plain) != shape_of(kept)
+
+
+def test_show_prints_how_a_v2_turn_and_the_turn_beside_a_busy_resume_ended() -> None:
+    from acp_fuzz.cassette import Cassette, Header
+    from acp_fuzz.history import History
+    from acp_fuzz.timeline import render_timeline
+
+    h = History()
+    h.append("verdict", {"step": -1, "what": "initialize", "outcome": "ok",
+                         "protocol": {"offered": 2, "answered": 2}})
+    h.append("step", {"index": 0, "name": "resume", "args": {
+        "op": "resume", "session": "A", "busy": True}})
+    h.append("acp", {"dir": "recv", "msg": {"jsonrpc": "2.0", "method": "session/update",
+                                            "params": {"sessionId": "s", "update": {
+                                                "sessionUpdate": "state_update",
+                                                "state": "idle", "stopReason": "end_turn"}}}})
+    h.append("verdict", {"step": 0, "what": "busy-turn", "outcome": "ok",
+                         "stopReason": "end_turn"})
+    h.append("verdict", {"step": 0, "what": "reply", "outcome": "error",
+                         "error": {"code": -32602, "message": "busy"}})
+    init = {"protocolVersion": 2, "info": {"name": "a", "version": "1"}}
+    shown = "\n".join(render_timeline(Cassette(Header(target=[], initialize=init),
+                                               h.snapshot())))
+    assert "protocol: ACP v2" in shown and "agent:    a 1" in shown
+    assert "while a turn of it runs" in shown
+    assert "session/update state_update idle (end_turn)" in shown
+    assert "-> the turn beside it: ok (end_turn)" in shown
