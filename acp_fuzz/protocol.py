@@ -88,6 +88,10 @@ def negotiate(choice: str, answer: Any) -> int:
     offer = offer_for(choice)
     version = answer.get("protocolVersion") if isinstance(answer, Mapping) else None
     if not isinstance(version, int) or isinstance(version, bool):
+        if choice == "1":
+            # Offered only v1, there is nothing to choose: go on in v1, and let the oracles
+            # report the malformed answer (protocol.malformed) with everything else.
+            return 1
         raise NegotiationError(
             f"the agent's initialize answer has no integer protocolVersion ({version!r})")
     if version > offer:

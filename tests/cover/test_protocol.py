@@ -65,6 +65,13 @@ def test_negotiate_refuses_with_one_line(choice: str, answer: object, why: str) 
     assert "\n" not in str(e.value)
 
 
+def test_a_v1_offer_goes_on_in_v1_when_the_answer_has_no_version() -> None:
+    # Nothing to choose between: the run goes on, and protocol.malformed reports the answer.
+    assert negotiate("1", {}) == 1 and negotiate("1", {"protocolVersion": "1"}) == 1
+    with pytest.raises(NegotiationError, match="no integer"):
+        negotiate("2", {})
+
+
 def test_answered_and_agent_info() -> None:
     assert answered(None) == 1 and answered({"protocolVersion": 7}) == 1
     assert answered({"protocolVersion": 2}) == 2 and answered({"protocolVersion": True}) == 1
