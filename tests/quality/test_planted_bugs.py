@@ -100,6 +100,13 @@ V1_ONLY = {"mode-drops-prompt": "v2 has no session/set_mode"}
 V2_ONLY = {"busy-resume-drops-prompt": "v1 campaigns draw no busy reattach"}
 #: The same as KNOWN_GAPS, under v2.
 KNOWN_GAPS_V2: dict[tuple[str, int], str] = {}
+#: Bugs in how session/new reads a payload, which no v2 wire difference reaches (the
+#: initialize and turn shapes are exercised by every other v2 case). Their v2 cases run when
+#: ``ACP_FUZZ_QUALITY_V2=all``; CI leaves them out to stay inside its 45 minutes. Measured on
+#: 2026-12-01: each found and shrunk to its minimum under v2 (docs/performance.md).
+PAYLOAD_ONLY = {"user-turn", "accept-unknown-mode", "side-effect-before-validation",
+                "crash-on-image", "override-keeps-default", "drop-last-block", "truncate-64k"}
+ALL_V2 = os.environ.get("ACP_FUZZ_QUALITY_V2") == "all"
 
 SEEDS = [int(s) for s in os.environ.get("ACP_FUZZ_QUALITY_SEEDS", "0").split(",")
          if s.strip()]
@@ -129,6 +136,8 @@ def _cases() -> list[object]:
         for seed in SEEDS:
             for bug in MINIMUM:
                 if (protocol == "2" and bug in V1_ONLY) or (protocol == "1" and bug in V2_ONLY):
+                    continue
+                if protocol == "2" and bug in PAYLOAD_ONLY and not ALL_V2:
                     continue
                 gap = gaps.get((bug, seed))
                 marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
@@ -161,11 +170,11 @@ def test_planted_bug_found_and_shrunk(bug: str, seed: int, protocol: str, tmp_pa
 
 def test_correct_agent_has_no_must_or_should_findings(tmp_path: Path,
                                                       no_orphans: Track) -> None:
-    # 120 examples (134 s at 300 in CI, the largest single test, cut when the v2 campaigns
-    # came: with the every-optional-method and v2 campaigns below, 320 examples of the
+    # 80 examples (134 s at 300 in CI, the largest single test, cut when the v2 campaigns
+    # came: with the every-optional-method, v2 and busy campaigns below, 240 examples of a
     # correct agent run in CI); longer runs are `python benchmarks/bench_bugs.py` territory.
-    result = campaign(reference(), tmp_path, seed=0, max_examples=120)
-    assert result.examples_run >= 120
+    result = campaign(reference(), tmp_path, seed=0, max_examples=80)
+    assert result.examples_run >= 80
     bad = [f for r in result.reports for f in r.findings if f.severity in ("MUST", "SHOULD")]
     assert bad == [], bad
     assert result.reports == []
@@ -181,7 +190,7 @@ def test_correct_agent_with_every_optional_method_has_no_must_or_should_findings
     retitles, and sessions moved to other directories or given extra roots give a correct
     agent no finding."""
     result = campaign(reference(None, "switches", "titles", "directories"), tmp_path, seed=0,
-                      max_examples=100)
+                      max_examples=60)
     assert result.caps.set_mode and result.caps.set_config_option and result.caps.title
     assert result.caps.additional_directories
     judged = {o for o, _ in result.judged}
@@ -195,7 +204,7 @@ def test_correct_agent_under_v2_has_no_must_or_should_findings(tmp_path: Path,
     from the v2 turn (a prompt answered at once, its end an idle state_update), resume with
     replayFrom, or the v2 capability placement."""
     result = campaign(reference(None, "switches", "titles", "directories", protocol="2"),
-                      tmp_path, seed=0, max_examples=100)
+                      tmp_path, seed=0, max_examples=60)
     assert result.caps.replay and not result.caps.load and not result.caps.set_mode
     assert result.caps.set_config_option and result.caps.title
     judged = {o for o, _ in result.judged}

@@ -140,10 +140,11 @@ def test_a_hostile_agent_name_is_shown_never_interpreted(tmp_path: Path) -> None
     # Nothing is hidden: every section still renders as a heading after the agent's name.
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open"]
     assert "Reproduce" in headings and "Agent" in headings
-    # The agent table has its rows and two cells per row, whatever the name holds.
+    # The agent table has its rows (header, agent, command, protocol, systemPrompt, recorded
+    # by) and two cells per row, whatever the name holds.
     table = types.index("table_open")
     rows = types[table:types.index("table_close")]
-    assert rows.count("tr_open") == 5 and rows.count("td_open") == 8
+    assert rows.count("tr_open") == 6 and rows.count("td_open") == 10
 
 
 def test_replay_junit_parses_and_prints_no_escape_whatever_the_path(tmp_path: Path) -> None:
