@@ -31,7 +31,7 @@ from typing import Any
 from acp_fuzz import interrupt
 from acp_fuzz.client_policy import ClientPolicy
 from acp_fuzz.deadlines import Deadlines
-from acp_fuzz.dialects import GOOSE_METHOD, capabilities, encode_meta, goose_params, resolve
+from acp_fuzz.dialects import GOOSE_METHOD, capabilities, goose_params, resolve
 from acp_fuzz.errors import HarnessError
 from acp_fuzz.findings import Finding, is_reported
 from acp_fuzz.gateway import Gateway
@@ -42,7 +42,7 @@ from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.protocol import NegotiationError, initialize_params, negotiate, offer_for
 from acp_fuzz.sandbox import Sandbox, SandboxError, agent_command
 from acp_fuzz.scrub import env_secrets
-from acp_fuzz.steps import nonce_for, prompt_text, validate_step
+from acp_fuzz.steps import lifecycle_request, nonce_for, prompt_text, validate_step
 from acp_fuzz.transport import AgentProcess, AgentStartError, Expectation, Pending, Reply
 from acp_fuzz.version import __version__
 
@@ -490,25 +490,6 @@ class Run:
         name = "shared" if step.get("cwd") == "shared" else handle
         return self.sandbox.new_cwd(name)
 
-    def _sp_params(self, step: Mapping[str, Any]) -> dict[str, Any]:
-        """The request params that carry the step's prompt, in the run's dialect, with the
-        step's ``extra`` params (a vendor ``_meta``, an old draft's field) in the standard
-        one. An extra never replaces the session, directory or servers the harness sends."""
-        extra = {k: v for k, v in (step.get("extra") or {}).items()
-                 if k not in ("sessionId", "cwd", "mcpServers", "systemPrompt")} \
-            if self.dialect == "standard" else {}
-        if "systemPrompt" not in step:
-            return extra
-        sp = step["systemPrompt"]
-        if self.dialect == "standard":
-            # A step's "_meta" (the strategies' vendor carriers next to the standard field)
-            # goes out as the request's _meta; the oracles read it back from the request.
-            meta = {"_meta": step["_meta"]} if isinstance(step.get("_meta"), Mapping) else {}
-            return {**extra, "systemPrompt": sp, **meta}
-        if self.dialect in ("claude-meta", "pi-meta") and sp is not None:
-            return {"_meta": {"systemPrompt": encode_meta(sp)}}
-        return {}  # goose sends it after the session exists; null means nothing to send
-
     def _dialect_followup(self, step: Mapping[str, Any], session_id: str) -> None:
         # Goose sets the prompt with an extension request once the session exists.
         if self.dialect != "goose" or step.get("systemPrompt") is None:
@@ -521,8 +502,8 @@ class Run:
     def _do_new(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         handle = step["session"]
         cwd = self._cwd_for(step, handle)
-        reply = self._request("session/new", {"cwd": cwd, "mcpServers": [],
-                                              **self._sp_params(step)})
+        reply = self._request(*lifecycle_request(step, protocol=self.protocol,
+                                                 dialect=self.dialect, cwd=cwd))
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
@@ -537,9 +518,9 @@ class Run:
     def _do_fork(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         src = self.sessions[step["session"]]
         cwd, roots = self._dirs(step, step["new"], src.cwd)
-        reply = self._request("session/fork", {"sessionId": src.agent_id, "cwd": cwd,
-                                               "mcpServers": [], **roots,
-                                               **self._sp_params(step)})
+        reply = self._request(*lifecycle_request(step, protocol=self.protocol,
+                                                 dialect=self.dialect, session_id=src.agent_id,
+                                                 cwd=cwd, roots=roots))
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
@@ -551,15 +532,12 @@ class Run:
         return out
 
     def _do_load(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        if self.protocol >= 2:
-            # v2 has no session/load: a resume that replays from the start takes its place
-            # (SP-V2-NOLOAD-DEF), and owes what a load owes.
-            return self._reattach("session/resume", step, ann,
-                                  {"replayFrom": {"type": "start"}})
-        return self._reattach("session/load", step, ann)
+        # Under v2 there is no session/load: lifecycle_request sends a resume that replays
+        # from the start (SP-V2-NOLOAD-DEF), and it owes what a load owes.
+        return self._reattach(step, ann)
 
     def _do_resume(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        return self._reattach("session/resume", step, ann)
+        return self._reattach(step, ann)
 
     def _busy(self, method: str, params: dict[str, Any], handle: str,
               ann: Mapping[str, Any]) -> StepOutcome:
@@ -583,12 +561,11 @@ class Run:
             return self._reply_outcome(ended)
         return self._reply_outcome(reply)
 
-    def _reattach(self, method: str, step: dict[str, Any], ann: Mapping[str, Any],
-                  replay: Mapping[str, Any] | None = None) -> StepOutcome:
+    def _reattach(self, step: dict[str, Any], ann: Mapping[str, Any]) -> StepOutcome:
         s = self.sessions[step["session"]]
         cwd, roots = self._dirs(step, step["session"], s.cwd)
-        params = {"sessionId": s.agent_id, "cwd": cwd, "mcpServers": [], **roots,
-                  **(replay or {}), **self._sp_params(step)}
+        method, params = lifecycle_request(step, protocol=self.protocol, dialect=self.dialect,
+                                           session_id=s.agent_id, cwd=cwd, roots=roots)
         if step.get("busy"):
             out = self._busy(method, params, step["session"], ann)
         else:
@@ -599,16 +576,15 @@ class Run:
         return out
 
     def _dirs(self, step: Mapping[str, Any], handle: str, cwd: str
-              ) -> tuple[str, dict[str, Any]]:
+              ) -> tuple[str, list[str]]:
         """The ``cwd`` a load, resume or fork sends, and its ``additionalDirectories``: the
         session's own directory, or a new one (``"cwd": "moved"``), and ``roots`` new
         directories as extra workspace roots (none: the field is not sent)."""
         if step.get("cwd") == "moved":
             cwd = self.sandbox.new_cwd(f"{handle}-moved-{self._step_index}")
         roots = int(step.get("roots", 0))
-        extra = {"additionalDirectories": [
-            self.sandbox.new_cwd(f"{handle}-root-{self._step_index}-{i}") for i in range(roots)]}
-        return cwd, extra if roots else {}
+        return cwd, [self.sandbox.new_cwd(f"{handle}-root-{self._step_index}-{i}")
+                     for i in range(roots)]
 
     def _probe_side_effect(self) -> None:
         # After a rejected new/fork, look for a half-created session (SP-AGENT-ERROR-
@@ -726,7 +702,8 @@ class Run:
         return out
 
     def _do_invalid(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        return self._reply_outcome(self._request(step["method"], step.get("params", {})))
+        # Built by acp-fuzz from the method alone (validate_step refused any other params).
+        return self._reply_outcome(self._request(*lifecycle_request(step)))
 
     def _do_restart(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         old = self._agent

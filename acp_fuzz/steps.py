@@ -6,28 +6,81 @@ to the agent's own session ids, so the same steps drive any agent, and a recorde
 re-driven against a new build of the agent (replay).
 
 The ``systemPrompt`` key follows the wire: absent means the field is omitted from the request,
-``None`` means an explicit ``null``. A load, new, resume or fork may carry ``extra``: more
-request params sent as they are beside the prompt (a vendor ``_meta`` with a legacy prompt,
-a field of an old draft), recorded in the step so that the oracles know what was sent.
+``None`` means an explicit ``null``. A load, new, resume or fork may carry ``extra`` (a
+field of an old draft beside the prompt) and ``_meta`` (a vendor carrier of a legacy
+prompt), recorded in the step so that the oracles know what was sent.
+
+**A step is never sent as written.** Steps come from cassettes, and cassettes come from
+strangers: :func:`validate_step` accepts only what the strategies can draw (every key, every
+value shape, one of the three vendor ``_meta`` carriers with string texts, the two old draft
+fields, an ``invalid`` request only to the methods acp-fuzz probes), and
+:func:`lifecycle_request` builds each request from it the same way for a live run and for a
+replay. A cassette therefore cannot choose an ``mcpServers`` command, a vendor option, a
+directory or a method. ``acp-fuzz show --full`` and ``report`` print what
+:func:`lifecycle_request` will send.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from acp_fuzz.dialects import DIALECTS, encode_meta
 
 if TYPE_CHECKING:
     from acp_fuzz.history import Event
 
-__all__ = ["OPS", "describe", "elsewhere", "nonce_for", "prompt_text", "steps_of",
-           "validate_step"]
+__all__ = ["INVALID_METHODS", "OPS", "describe", "elsewhere", "invalid_params",
+           "lifecycle_request", "nonce_for", "preview", "prompt_params", "prompt_text", "steps_of",
+           "validate_step", "will_send"]
 
 #: The most ``additionalDirectories`` a load, resume or fork step asks for.
 MAX_ROOTS = 4
 
 OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "set_mode",
        "set_config_option", "set_title", "list", "cancel", "restart", "invalid")
+
+#: The keys each op's step may have, besides ``op`` (what the strategies draw, and what the
+#: minimizer's short forms use). Anything else in a cassette's step is refused.
+_PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra"})
+_DIR_KEYS = frozenset({"cwd", "roots"})
+KEYS: dict[str, frozenset[str]] = {
+    "new": frozenset({"session", "cwd"}) | _PROMPT_KEYS,
+    "prompt": frozenset({"session"}),
+    "load": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
+    "resume": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
+    "fork": frozenset({"session", "new"}) | _PROMPT_KEYS | _DIR_KEYS,
+    "close": frozenset({"session"}),
+    "delete": frozenset({"session"}),
+    "set_mode": frozenset({"session", "pick"}),
+    "set_config_option": frozenset({"session", "option", "pick"}),
+    "set_title": frozenset({"session", "title"}),
+    "list": frozenset(),
+    "cancel": frozenset({"session"}),
+    "restart": frozenset(),
+    "invalid": frozenset({"method", "params", "why"}),
+}
+#: The logical session handles (``acp_fuzz.lifecycle.HANDLES``): one capital letter. The
+#: runner names directories after them, so nothing else may pass (no ``..``, no ``/``).
+_HANDLES = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+#: The methods an ``invalid`` step probes, each with a session id that cannot exist.
+INVALID_METHODS = ("session/prompt", "session/load", "session/resume")
+#: The old drafts' fields an ``extra`` may carry (strategies: ``_draw_prompt``), with the
+#: values they may take. They must not rescue an invalid prompt.
+EXTRA_FIELDS: dict[str, tuple[str, ...] | None] = {
+    "systemPromptMode": ("append",), "sessionInstructions": None}  # None: any short string
+#: The largest ``pick`` or ``option`` (the runner takes it modulo what the agent offers).
+MAX_CHOICE = 1_000
+#: The longest title, old-draft text or ``why`` label a step may carry.
+MAX_LABEL = 1_000
+#: How deep a ``systemPrompt`` value may nest (the strategies' deepest is 4).
+MAX_PROMPT_DEPTH = 8
+#: Keys a ``_meta`` inside a ``systemPrompt`` may have (the strategies' decorations), each
+#: with a string value.
+_PROMPT_META_KEYS = frozenset({"systemPrompt", "acpfuzz.dev/note", "text"})
 
 
 def nonce_for(session: str, turn: int, salt: str = "") -> str:
@@ -48,28 +101,56 @@ def prompt_text(session: str, turn: int, salt: str = "") -> str:
     return f"Reply with ok. This is turn {turn} of session {session}. [{nonce}]"
 
 
-def validate_step(step: Any) -> dict[str, Any]:
-    """Check that ``step`` is a well-formed step and return it as a plain dict.
+def invalid_params(method: str) -> dict[str, Any]:
+    """The params of an ``invalid`` step's request: built here, never read from a cassette.
+    The session id cannot exist, and the directory does not."""
+    if method not in INVALID_METHODS:
+        raise ValueError(f"step 'invalid': method {method!r} is not one acp-fuzz probes "
+                         f"(one of {', '.join(INVALID_METHODS)})")
+    if method == "session/prompt":
+        return {"sessionId": "acp-fuzz-no-such-session",
+                "prompt": [{"type": "text", "text": "hello"}]}
+    return {"sessionId": "acp-fuzz-no-such-session", "cwd": "/nonexistent", "mcpServers": []}
 
-    Steps come from cassettes, which may come from strangers: a malformed one raises
-    ``ValueError`` with a one-line reason instead of failing later in the runner.
-    """
+
+def validate_step(step: Any) -> dict[str, Any]:
+    """Check that ``step`` is a step the strategies could have drawn, and return it as a
+    plain dict.
+
+    Steps come from cassettes, which may come from strangers: anything else (an unknown key,
+    a handle that is not a letter, a method acp-fuzz does not probe, params other than the
+    ones it builds, a ``_meta`` or ``extra`` outside the known shapes) raises ``ValueError``
+    with a one-line reason, before anything is sent."""
     if not isinstance(step, Mapping):
         raise ValueError(f"a step must be a map, got {type(step).__name__}")
     op = step.get("op")
-    if op not in OPS:
-        raise ValueError(f"unknown step op {op!r}")
+    if not isinstance(op, str) or op not in OPS:
+        raise ValueError(f"unknown step op {_short(op)}")
+    unknown = sorted(map(_short, set(step) - KEYS[op] - {"op"}))
+    if unknown:
+        raise ValueError(f"step {op!r}: unknown key(s) {', '.join(unknown)}")
     needs_session = op not in ("list", "restart", "invalid")
-    if needs_session and not isinstance(step.get("session"), str):
-        raise ValueError(f"step {op!r} needs a string 'session'")
-    if op == "fork" and not isinstance(step.get("new"), str):
-        raise ValueError("step 'fork' needs a string 'new'")
-    if op == "invalid" and not isinstance(step.get("method"), str):
-        raise ValueError("step 'invalid' needs a string 'method'")
+    if needs_session:
+        _check_handle(op, "session", step.get("session"))
+    if op == "fork":
+        _check_handle(op, "new", step.get("new"))
+    if op == "invalid":
+        method = step.get("method")
+        if not isinstance(method, str):
+            raise ValueError("step 'invalid' needs a string 'method'")
+        built = invalid_params(method)
+        if "params" in step and step["params"] != built:
+            raise ValueError(f"step 'invalid': params other than the ones acp-fuzz builds "
+                             f"for {method}")
+        _check_label(op, "why", step.get("why", ""))
     for key in ("pick", "option"):
+        value = step.get(key, 0)
         if op in ("set_mode", "set_config_option") and (
-                not isinstance(step.get(key, 0), int) or isinstance(step.get(key, 0), bool)):
-            raise ValueError(f"step {op!r}: {key!r} must be an integer")
+                not isinstance(value, int) or isinstance(value, bool)
+                or not 0 <= value <= MAX_CHOICE):
+            raise ValueError(f"step {op!r}: {key!r} must be an integer from 0 to {MAX_CHOICE}")
+    if op == "new" and step.get("cwd", "distinct") not in ("distinct", "shared"):
+        raise ValueError("step 'new': 'cwd' must be 'distinct' or 'shared'")
     if op in ("load", "resume", "fork"):
         if step.get("cwd", "same") not in ("same", "moved"):
             raise ValueError(f"step {op!r}: 'cwd' must be 'same' or 'moved'")
@@ -78,11 +159,174 @@ def validate_step(step: Any) -> dict[str, Any]:
             raise ValueError(f"step {op!r}: 'roots' must be an integer from 0 to {MAX_ROOTS}")
     if op in ("load", "resume") and not isinstance(step.get("busy", False), bool):
         raise ValueError(f"step {op!r}: 'busy' must be true or false")
-    if op == "set_title" and not isinstance(step.get("title", ""), str):
-        raise ValueError("step 'set_title': 'title' must be a string")
-    if "extra" in step and not isinstance(step["extra"], Mapping):
-        raise ValueError(f"step {op!r}: 'extra' must be a map of request params")
+    if op == "set_title":
+        _check_label(op, "title", step.get("title", ""))
+    if "systemPrompt" in step:
+        _check_prompt(op, step["systemPrompt"], 0)
+    if "_meta" in step:
+        _check_vendor_meta(op, step["_meta"])
+    if "extra" in step:
+        _check_extra(op, step["extra"])
     return dict(step)
+
+
+def _short(x: object) -> str:
+    text = repr(x)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _check_handle(op: str, key: str, value: object) -> None:
+    if not isinstance(value, str) or value not in _HANDLES:
+        raise ValueError(f"step {op!r}: {key!r} must be a session handle (one letter A-Z), "
+                         f"got {_short(value)}")
+
+
+def _check_label(op: str, key: str, value: object) -> None:
+    if not isinstance(value, str) or len(value) > MAX_LABEL:
+        raise ValueError(f"step {op!r}: {key!r} must be a string of at most {MAX_LABEL} "
+                         f"characters")
+
+
+def _check_prompt(op: str, value: object, depth: int) -> None:
+    """A ``systemPrompt`` value: valid or not (invalid payloads are the point), but plain
+    JSON of bounded depth, whose every ``_meta`` is a decoration the strategies draw (a few
+    known keys with string texts), never a vendor's options."""
+    if depth > MAX_PROMPT_DEPTH:
+        raise ValueError(f"step {op!r}: 'systemPrompt' nests deeper than {MAX_PROMPT_DEPTH}")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"step {op!r}: 'systemPrompt' holds a number JSON cannot carry")
+        return
+    if isinstance(value, list):
+        for item in value:
+            _check_prompt(op, item, depth + 1)
+        return
+    if not isinstance(value, Mapping):
+        raise ValueError(f"step {op!r}: 'systemPrompt' holds a {type(value).__name__}, "
+                         f"not JSON")
+    for key, item in value.items():
+        if not isinstance(key, str):
+            raise ValueError(f"step {op!r}: 'systemPrompt' has a key that is not a string")
+        if key == "_meta":
+            if not isinstance(item, Mapping) or not item or any(
+                    k not in _PROMPT_META_KEYS or not isinstance(v, str)
+                    for k, v in item.items()):
+                raise ValueError(f"step {op!r}: a '_meta' in 'systemPrompt' other than the "
+                                 f"decorations acp-fuzz draws")
+            continue
+        _check_prompt(op, item, depth + 1)
+
+
+def _check_vendor_meta(op: str, meta: object) -> None:
+    """A step's ``_meta``: exactly one of the vendor carriers of a legacy prompt
+    (``strategies.payloads.VENDOR_CARRIERS``), with a string text and nothing else."""
+    if op not in ("new", "load", "resume", "fork"):
+        raise ValueError(f"step {op!r} cannot carry '_meta'")
+    ok = False
+    if isinstance(meta, Mapping) and len(meta) == 1:
+        if "systemPrompt" in meta:
+            sp = meta["systemPrompt"]
+            ok = isinstance(sp, str) or (isinstance(sp, Mapping) and list(sp) == ["append"]
+                                         and isinstance(sp["append"], str))
+        elif "claudeCode" in meta:
+            cc = meta["claudeCode"]
+            opts = cc.get("options") if isinstance(cc, Mapping) and list(cc) == ["options"] \
+                else None
+            ok = isinstance(opts, Mapping) and list(opts) == ["systemPrompt"] \
+                and isinstance(opts["systemPrompt"], str)
+    if not ok:
+        raise ValueError(f"step {op!r}: '_meta' is not one of the vendor prompt carriers "
+                         f"acp-fuzz sends (_meta.systemPrompt, _meta.systemPrompt.append, "
+                         f"_meta.claudeCode.options.systemPrompt, each a string)")
+
+
+def _check_extra(op: str, extra: object) -> None:
+    """A step's ``extra``: only the old drafts' fields (:data:`EXTRA_FIELDS`)."""
+    if not isinstance(extra, Mapping):
+        raise ValueError(f"step {op!r}: 'extra' must be a map of request params")
+    for key, value in extra.items():
+        allowed = EXTRA_FIELDS.get(key, ()) if isinstance(key, str) else ()
+        if key not in EXTRA_FIELDS:
+            raise ValueError(f"step {op!r}: 'extra' may carry only the old draft fields "
+                             f"{', '.join(EXTRA_FIELDS)}, not {_short(key)}")
+        if not isinstance(value, str) or len(value) > MAX_LABEL or (
+                allowed is not None and value not in allowed):
+            raise ValueError(f"step {op!r}: 'extra.{key}' has a value acp-fuzz never sends")
+
+
+def prompt_params(step: Mapping[str, Any], dialect: str = "standard") -> dict[str, Any]:
+    """The request params that carry a (validated) step's prompt, in ``dialect``: the
+    standard field with the step's old-draft ``extra`` fields and vendor ``_meta`` beside
+    it, or a legacy dialect's ``_meta`` (goose sends its prompt after the session exists)."""
+    extra = dict(step.get("extra") or {}) if dialect == "standard" else {}
+    if "systemPrompt" not in step:
+        return extra
+    sp = step["systemPrompt"]
+    if dialect == "standard":
+        meta = {"_meta": step["_meta"]} if isinstance(step.get("_meta"), Mapping) else {}
+        return {**extra, "systemPrompt": sp, **meta}
+    if dialect in ("claude-meta", "pi-meta") and sp is not None:
+        return {"_meta": {"systemPrompt": encode_meta(sp)}}
+    return {}
+
+
+def lifecycle_request(step: Mapping[str, Any], *, protocol: int = 1,
+                      dialect: str = "standard", session_id: str = "", cwd: str = "",
+                      roots: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
+    """The method and params that a (validated) ``new``, ``load``, ``resume``, ``fork`` or
+    ``invalid`` step sends, given what the runner chose: the agent's ``session_id`` of the
+    step's session, its ``cwd`` and the ``roots`` directories. The harness always sends
+    ``mcpServers: []``: no step can name a server.
+
+    Under ACP v2 a load goes out as a resume that replays from the start (SP-V2-NOLOAD-DEF).
+    """
+    op = step["op"]
+    if op == "invalid":
+        return step["method"], invalid_params(step["method"])
+    sp = prompt_params(step, dialect)
+    if op == "new":
+        return "session/new", {"cwd": cwd, "mcpServers": [], **sp}
+    dirs = {"additionalDirectories": list(roots)} if roots else {}
+    base = {"sessionId": session_id, "cwd": cwd, "mcpServers": [], **dirs}
+    if op == "fork":
+        return "session/fork", {**base, **sp}
+    if op == "load" and protocol >= 2:
+        return "session/resume", {**base, "replayFrom": {"type": "start"}, **sp}
+    if op in ("load", "resume"):
+        return f"session/{op}", {**base, **sp}
+    raise ValueError(f"step {op!r} is not a lifecycle request")
+
+
+def preview(step: Mapping[str, Any], protocol: int = 1, dialect: str = "standard"
+            ) -> tuple[str, dict[str, Any]] | None:
+    """What a recorded step will send on replay, with the runner's choices as placeholders
+    (``<id of A>``, ``<cwd of A>``): ``show --full`` and ``report`` print it. ``None`` for
+    the steps whose request carries nothing of the cassette's (a turn, a close...)."""
+    op = step.get("op")
+    if op not in ("new", "load", "resume", "fork", "invalid"):
+        return None
+    handle = str(step.get("new" if op == "fork" else "session", ""))
+    moved = step.get("cwd") == "moved"
+    cwd = f"<new cwd of {handle}>" if moved else (
+        "<shared cwd>" if step.get("cwd") == "shared" else f"<cwd of {handle}>")
+    roots = [f"<root {i + 1}>" for i in range(int(step.get("roots", 0) or 0))]
+    return lifecycle_request(step, protocol=protocol, dialect=dialect,
+                             session_id=f"<id of {step.get('session', '')}>", cwd=cwd,
+                             roots=roots)
+
+
+def will_send(step: Any, protocol: int = 1, dialect: str = "standard") -> str | None:
+    """One line for ``show --full`` and ``report``: the exact request a recorded step sends on
+    replay (``sends METHOD {params}``, the runner's choices as placeholders), or why replay
+    refuses it. ``None`` for a step whose request carries nothing of the cassette's."""
+    try:
+        valid = validate_step(step)
+    except ValueError as e:
+        return f"refused on replay: {e}"
+    request = preview(valid, protocol, dialect if dialect in DIALECTS else "standard")
+    if request is None:
+        return None
+    return f"sends {request[0]} {json.dumps(request[1], ensure_ascii=False)}"
 
 
 def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
@@ -117,7 +361,7 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
     if op == "restart":
         return "restart the agent process"
     if op == "invalid":
-        return f"{step.get('method')} (invalid request: {step.get('why', '')})"
+        return f"{step.get('method')} (invalid request: unknown session id)"
     return str(op)
 
 

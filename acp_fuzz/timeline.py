@@ -15,7 +15,7 @@ from acp_fuzz.cassette import Cassette
 from acp_fuzz.escaping import terminal
 from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.protocol import agent_info, answered
-from acp_fuzz.steps import describe
+from acp_fuzz.steps import describe, will_send
 
 __all__ = ["render_timeline"]
 
@@ -44,6 +44,8 @@ def _render(c: Cassette, full: bool) -> Iterator[str]:
     if agent:
         yield f"agent:    {agent.get('name', '?')} {agent.get('version', '?')}"
     yield f"protocol: ACP v{protocol}"
+    dialect = h.settings.get("dialect") if isinstance(h.settings, Mapping) else None
+    dialect = dialect if isinstance(dialect, str) else "standard"
     findings = h.meta.get("findings") if isinstance(h.meta, Mapping) else None
     if findings:
         status = h.meta.get("status", "")
@@ -56,6 +58,10 @@ def _render(c: Cassette, full: bool) -> Iterator[str]:
     yield ""
     for ev in c.events:
         line = _line(ev, full, protocol)
+        if full and ev.kind == "step":
+            # What replay will send for this step, exactly (or why it refuses the step).
+            sends = will_send(ev.data.get("args"), protocol, dialect)
+            line = [str(line)] + ([f"{'':18}{sends}"] if sends else [])
         if isinstance(line, list):  # a model event: its slots on lines of their own
             yield f"{ev.seq:5} {ev.t:9.3f}  {line[0]}"
             yield from line[1:]
@@ -66,7 +72,9 @@ def _render(c: Cassette, full: bool) -> Iterator[str]:
 def _line(ev: Event, full: bool, protocol: int = 1) -> str | list[str] | None:
     d = ev.data
     if ev.kind == "step":
-        return f"== step {d.get('index', 0) + 1}: {describe(d.get('args', {}), protocol)}"
+        args = d.get("args")
+        what = describe(args, protocol) if isinstance(args, Mapping) else repr(args)
+        return f"== step {d.get('index', 0) + 1}: {what}"
     if ev.kind == "verdict":
         if d.get("what") == "reply":
             extra = f" {json.dumps(d['error'])[:160]}" if d.get("error") else ""

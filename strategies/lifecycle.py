@@ -26,6 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from acp_fuzz.lifecycle import Lifecycle, handle_name
 from acp_fuzz.payloads import Capabilities
+from acp_fuzz.steps import invalid_params
 
 from .payloads import decorated, invalid_system_prompts, valid_system_prompts, vendor_meta
 
@@ -415,12 +416,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         methods = ["session/prompt"] + (["session/load"] if self.caps.load else []) + (
             ["session/resume"] if self.caps.resume else [])
         method = data.draw(st.sampled_from(methods), label="method")
-        params: dict[str, Any] = {"sessionId": "acp-fuzz-no-such-session", "cwd": "/nonexistent",
-                                  "mcpServers": []}
-        if method == "session/prompt":
-            params = {"sessionId": "acp-fuzz-no-such-session",
-                      "prompt": [{"type": "text", "text": "hello"}]}
-        self._send({"op": "invalid", "method": method, "params": params,
+        # The params are acp-fuzz's own (steps.invalid_params), on replay too.
+        self._send({"op": "invalid", "method": method, "params": invalid_params(method),
                     "why": "unknown session id"})
 
 

@@ -32,7 +32,7 @@ from acp_fuzz.history import Event, ModelExchange
 from acp_fuzz.payloads import Capabilities, blocks_of
 from acp_fuzz.protocol import agent_info, answered
 from acp_fuzz.scrub import normalize_sandbox
-from acp_fuzz.steps import describe
+from acp_fuzz.steps import describe, will_send
 
 __all__ = ["CLIP", "render_markdown"]
 
@@ -135,10 +135,17 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     out.append("")
     if not steps:
         out.append("(no steps recorded)")
+    dialect = header.settings.get("dialect")
+    dialect = dialect if isinstance(dialect, str) else "standard"
     for i, ev in enumerate(steps, 1):
         args = ev.data.get("args") or {}
         line = describe(args, answered(init)) if isinstance(args, Mapping) else args
         out.append(f"{i}. {md_text(line)}")
+        # The exact request replay sends for it (the agent's ids and directories as
+        # placeholders), so a reader sees everything the cassette makes acp-fuzz send.
+        sends = will_send(args, answered(init), dialect)
+        if sends:
+            out.append(f"   - {md_code(sends)}")
     out.append("")
 
     # -- transcript -------------------------------------------------------------------------

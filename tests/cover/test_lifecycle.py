@@ -12,7 +12,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from acp_fuzz.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
 from acp_fuzz.payloads import Capabilities
-from acp_fuzz.steps import OPS
+from acp_fuzz.steps import OPS, validate_step
 from acp_fuzz.strategies import LifecycleMachine
 
 NEW_A = {"op": "new", "session": "A"}
@@ -131,6 +131,9 @@ class _Recorder(LifecycleMachine):
         self.sent: list[dict[str, Any]] = []
 
     def execute(self, step: dict[str, Any]) -> None:
+        # Replay accepts exactly what the strategies draw (issue #25 §1): every drawn step
+        # passes the validator that guards a stranger's cassette, unchanged.
+        assert validate_step(step) == step
         self.sent.append(step)
         _Recorder.ops.add(step["op"])
 
