@@ -280,6 +280,18 @@ def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | N
                                    init_timeout=max(timeout, 10.0), **kw)
 
 
+def _valid_steps(cassette: Cassette) -> list[dict[str, Any]]:
+    """The cassette's steps, each one a step acp-fuzz could have drawn; else ``ValueError``
+    naming the first that is not (its number and what is wrong with it)."""
+    out = []
+    for i, step in enumerate(steps_of(cassette.events), 1):
+        try:
+            out.append(validate_step(step))
+        except ValueError as e:
+            raise ValueError(f"step {i} is not one acp-fuzz sends: {e}") from None
+    return out
+
+
 def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | None = None,
                     profile: str | None = None, trust_recorded_command: bool = False,
                     recorded_model_replies: bool = False, runs: int = 1,
@@ -307,7 +319,7 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     p = Path(path)
     try:
         cassette = read_cassette(p)
-        steps = [validate_step(s) for s in steps_of(cassette.events)]
+        steps = _valid_steps(cassette)
         recorded = recorded_failures(cassette)
         baseline, strict = _settings(cassette)
         spec = _spec_for(cassette, target, profile, trust_recorded_command, timeout)
