@@ -48,10 +48,10 @@ from acp_fuzz.history import Event, History
 from acp_fuzz.minimize import (
     Failure,
     Shape,
-    embeds,
     interesting,
     minimize,
     refusals,
+    same_bug,
     shape_of,
 )
 from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
@@ -516,14 +516,14 @@ class SearchState:
     def explained(self, steps: Sequence[Mapping[str, Any]], oracles: set[str],
                   findings: Sequence[Finding] = ()) -> bool:
         """Whether known failures account for a failing example: each of its oracles is one
-        of a known failure whose minimal steps occur in it (ending at its failing step) or
-        that refused with the same error (:func:`acp_fuzz.minimize.refusals`), or one whose
-        failures were shrunk into known ones often enough already."""
+        of a known failure that is the same bug (:func:`acp_fuzz.minimize.same_bug`: its
+        minimal steps occur in it, ending at its failing step, or it refused with the same
+        error), or one whose failures were shrunk into known ones often enough already."""
         shape = shape_of(steps)
         refused = refusals(findings)
         covered: set[str] = set()
         for k in self.known:
-            if k.oracles & oracles and (embeds(k.shape, shape) or refused & k.refusals()):
+            if same_bug(k.oracles, k.shape, k.refusals(), oracles, shape, refused):
                 covered |= k.oracles
                 k.seen += 1
         known = set().union(*(k.oracles for k in self.known)) if self.known else set()
@@ -807,7 +807,7 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
     shape = shape_of(small.steps)
     refused = refusals(small.findings)
     for k in search.known:
-        if k.oracles & oracles and (k.shape == shape or refused & k.refusals()):
+        if same_bug(k.oracles, k.shape, k.refusals(), oracles, shape, refused):
             k.seen += 1
             # Count the oracles the example failed before shrinking too: shrinking kept only
             # what the known bug shows, and the others came with it.

@@ -95,3 +95,13 @@ class Deadlines:
                 "slowest": {m: round(slowest[m], 3) for m in methods},
                 "hang_confirmed": confirmed, "full_waits": full}
 
+    @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> Deadlines:
+        """The deadlines that :meth:`to_wire` described: the ceiling, the slowest answers
+        (to the millisecond, as ``to_wire`` rounds them), the confirmed hangs and the full
+        waits. ``deadlines``, ``multiple`` and ``floor`` are derived, and not read back."""
+        out = cls(float(wire["ceiling"]), {str(m): float(s) for m, s in wire["slowest"].items()})
+        out._confirmed = {str(m) for m in wire["hang_confirmed"]}
+        out.full_waits = int(wire["full_waits"])
+        return out
+

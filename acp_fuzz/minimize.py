@@ -49,6 +49,7 @@ __all__ = [
     "interesting",
     "minimize",
     "refusals",
+    "same_bug",
     "shape_of",
     "short_forms",
 ]
@@ -495,3 +496,22 @@ def embeds(pattern: Shape, example: Shape) -> bool:
         return False
 
     return go(len(pattern) - 1, len(example) - 2, {}, {})
+
+
+def same_bug(known_oracles: Iterable[str], known_shape: Shape,
+             known_refusals: Iterable[tuple[str, object, str]], oracles: Iterable[str],
+             shape: Shape, refused: Iterable[tuple[str, object, str]]) -> bool:
+    """Whether a failure (its failing ``oracles``, the ``shape`` of its steps and its specific
+    ``refused`` errors, :func:`refusals`) is a known one: the one rule for "two failures are
+    the same bug", in the search (:meth:`~acp_fuzz.campaign.SearchState.explained`), after a
+    shrink (``campaign._settle``) and in the merge of parallel workers.
+
+    They share an oracle, and either the known minimal reproduction occurs in the failure's
+    steps, ending at its failing step (:func:`embeds`; it holds for equal shapes, so it covers
+    two minimal reproductions of one bug as well as a known bug inside an unshrunk example),
+    or the agent refused both with the same specific error, whatever the steps around it. (Equal
+    shapes are tested first: :func:`embeds` never matches an empty one.)"""
+    if not set(known_oracles) & set(oracles):
+        return False
+    return known_shape == shape or embeds(known_shape, shape) \
+        or bool(set(refused) & set(known_refusals))

@@ -15,7 +15,10 @@ shrunk the same way.
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
+import dataclasses
+import importlib
 import math
 import multiprocessing
 import os
@@ -23,7 +26,9 @@ import shutil
 import signal
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -40,35 +45,108 @@ from acp_fuzz.campaign import (
     calibrate,
     run_campaign,
 )
-from acp_fuzz.minimize import Shape, refusals, shape_of
+from acp_fuzz.deadlines import Deadlines
+from acp_fuzz.minimize import Shape, refusals, same_bug, shape_of
 from acp_fuzz.protocol import agent_info
 from acp_fuzz.runner import TargetSpec
 
 __all__ = ["run_parallel", "spec_from_wire", "spec_to_wire"]
 
 
-def spec_to_wire(spec: TargetSpec) -> dict[str, Any]:
-    """What a worker process needs to rebuild ``spec``, as plain picklable data.
+def _kinds() -> dict[str, str]:
+    """How each field of :class:`TargetSpec` travels, from its type: ``hook`` (a function),
+    ``deadlines``, ``tuple`` (of strings) or ``plain`` (str, int, float, bool, or None)."""
+    out: dict[str, str] = {}
+    hints = typing.get_type_hints(TargetSpec)
+    for f in dataclasses.fields(TargetSpec):
+        hint = hints[f.name]
+        union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+        members = [t for t in (typing.get_args(hint) if union else (hint,))
+                   if t is not type(None)]
+        origins = {typing.get_origin(t) or t for t in members}
+        if origins == {collections.abc.Callable}:
+            out[f.name] = "hook"
+        elif origins == {Deadlines}:
+            out[f.name] = "deadlines"
+        elif origins == {tuple}:
+            out[f.name] = "tuple"
+        elif origins <= {str, int, float, bool}:
+            out[f.name] = "plain"
+        else:
+            raise TypeError(f"TargetSpec.{f.name}: no wire form for {hint}")
+    return out
 
-    A profile's spec carries functions (environment, HOME set-up, side-request test), so it
-    travels by the profile's name; every plain field travels as is, ``passthrough_env``
-    (``--pass-env``) included."""
-    return {"argv": list(spec.argv), "profile": spec.profile,
-            "passthrough_env": list(spec.passthrough_env),
-            "init_timeout": spec.init_timeout, "request_timeout": spec.request_timeout,
-            "shutdown_grace": spec.shutdown_grace, "dialect": spec.dialect}
+
+def _reference(name: str, fn: Callable[..., Any]) -> str:
+    """``module:qualname`` of the hook ``fn``; ValueError unless that imports back as ``fn``."""
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    ref = f"{module}:{qualname}"
+    try:
+        same = isinstance(module, str) and isinstance(qualname, str) and _resolve(ref) is fn
+    except (ImportError, AttributeError):
+        same = False
+    if not same:
+        raise ValueError(f"TargetSpec.{name} ({fn!r}) cannot go to a worker process: only a "
+                         "function importable by module and name (not a lambda, a closure "
+                         "or a bound method) can")
+    return ref
+
+
+def _resolve(ref: str) -> Any:
+    module, _, qualname = ref.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def spec_to_wire(spec: TargetSpec) -> dict[str, Any]:
+    """What a worker process needs to rebuild ``spec``, as JSON-plain data: every field of
+    :class:`TargetSpec`, by name. Strings, numbers, booleans and None travel as they are,
+    tuples as lists, the deadlines as :meth:`~acp_fuzz.deadlines.Deadlines.to_wire`, and
+    each hook (``extra_env``, ``setup_home``, ``side_request``) as a ``module:qualname``
+    reference, imported again in the worker. Raises ValueError for a hook that cannot be
+    imported by its reference (a lambda, a closure, a bound method)."""
+    wire: dict[str, Any] = {}
+    for name, kind in _kinds().items():
+        value = getattr(spec, name)
+        if value is None:
+            wire[name] = None
+        elif kind == "hook":
+            wire[name] = _reference(name, value)
+        elif kind == "deadlines":
+            wire[name] = value.to_wire()
+        elif kind == "tuple" and all(isinstance(v, str) for v in value):
+            wire[name] = list(value)
+        elif kind == "plain" and isinstance(value, (str, int, float, bool)):
+            wire[name] = value
+        else:
+            raise ValueError(f"TargetSpec.{name}: {value!r} is not of its field's type")
+    return wire
 
 
 def spec_from_wire(wire: Mapping[str, Any]) -> TargetSpec:
-    """The :class:`TargetSpec` that :func:`spec_to_wire` described."""
-    plain = {"passthrough_env": tuple(wire["passthrough_env"]), "dialect": wire["dialect"],
-             "init_timeout": wire["init_timeout"], "request_timeout": wire["request_timeout"],
-             "shutdown_grace": wire["shutdown_grace"]}
-    if wire["profile"] is None:
-        return TargetSpec(argv=tuple(wire["argv"]), **plain)
-    spec = TargetSpec.from_profile(wire["profile"], timeout=wire["request_timeout"],
-                                   dialect=wire["dialect"])
-    return replace(spec, **plain)
+    """The :class:`TargetSpec` that :func:`spec_to_wire` described, every field (``argv``
+    included: a profile's is not looked up again) from the wire. Raises ValueError for a
+    key missing or unknown."""
+    kinds = _kinds()
+    if set(wire) != set(kinds):
+        missing, unknown = sorted(set(kinds) - set(wire)), sorted(set(wire) - set(kinds))
+        raise ValueError(f"not a TargetSpec wire form: missing {missing}, unknown {unknown}")
+    fields: dict[str, Any] = {}
+    for name, kind in kinds.items():
+        value = wire[name]
+        if value is None:
+            fields[name] = None
+        elif kind == "hook":
+            fields[name] = _resolve(value)
+        elif kind == "deadlines":
+            fields[name] = Deadlines.from_wire(value)
+        elif kind == "tuple":
+            fields[name] = tuple(value)
+        else:
+            fields[name] = value
+    return TargetSpec(**fields)
 
 
 def _worker(spec: Mapping[str, Any], cfg: CampaignSettings, index: int,
@@ -92,6 +170,7 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
         raise ValueError(f"workers={workers} must be at least 1")
     if workers == 1:
         return run_campaign(spec, cfg, on_event)
+    wire = spec_to_wire(spec)  # before anything starts: a hook that cannot travel fails here
     init, caps, baseline = calibrate(spec)
     agent = dict(agent_info(init))
     on_event(Started(agent, caps, init))
@@ -119,7 +198,7 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     pumper.start()
     try:
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-            futures = [pool.submit(_worker, spec_to_wire(spec),
+            futures = [pool.submit(_worker, wire,
                                    replace(cfg, seed=cfg.seed + i, max_examples=per,
                                            database=database), i, events)
                        for i in range(workers)]
@@ -139,12 +218,16 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
         manager.shutdown()
         if own_db is not None:
             shutil.rmtree(own_db, ignore_errors=True)
+    return _merge(results, cfg)
+
+
+def _merge(results: Sequence[CampaignResult], cfg: CampaignSettings) -> CampaignResult:
+    """One result from the workers' results: counts summed, each bug reported once."""
     merged = CampaignResult(agent=results[0].agent, initialize=results[0].initialize,
                             caps=results[0].caps, settings=cfg)
-    # Workers find the same bugs: one report per oracle set and shape of the minimal steps
-    # (the campaign's own rule for "distinct"), the first worker's.
-    seen: set[tuple[tuple[str, ...], Shape]] = set()
-    refused_seen: set[tuple[str, object, str]] = set()  # one refusal, one bug (minimize.refusals)
+    # Workers find the same bugs: a report is kept unless one kept before is the same bug
+    # (minimize.same_bug, the campaign's own rule), the first worker's.
+    kept: list[tuple[set[str], Shape, set[tuple[str, object, str]]]] = []
     info: dict[tuple[str, Any], InfoReport] = {}
     for r in results:
         merged.examples_run += r.examples_run
@@ -156,11 +239,9 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
         merged.add_judged(r.judged)
         merged.out_of_time = merged.out_of_time or r.out_of_time
         for rep in r.reports:
-            key = (tuple(rep.oracles), shape_of(rep.steps))
-            refused = refusals(rep.findings)
-            if key not in seen and not refused & refused_seen:
-                seen.add(key)
-                refused_seen |= refused
+            new = (set(rep.oracles), shape_of(rep.steps), refusals(rep.findings))
+            if not any(same_bug(*k, *new) for k in kept):
+                kept.append(new)
                 merged.reports.append(rep)
         for i in r.info_reports:
             key2 = (i.finding.oracle, i.finding.evidence.get("choice"))

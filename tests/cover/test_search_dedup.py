@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import pytest
+
 from acp_fuzz.campaign import DUPLICATE_SHRINKS, SearchState, _Known
 from acp_fuzz.minimize import shape_of
 
@@ -87,3 +89,141 @@ def test_generic_messages_count_only_with_their_data() -> None:
     assert refusals([_refused("Internal error", gone)]) == {
         ("payload.valid-rejected", -32602, 'Internal error {"details": "No previous sessions '
                                            'found for this project."}')}
+
+
+# One rule for "the same bug" (minimize.same_bug), in its three callers: the search
+# (SearchState.explained), after a shrink (campaign._settle) and the workers' merge.
+
+SP_APPEND: dict[str, Any] = {"mode": "append", "content": []}
+LEAK: list[dict[str, Any]] = [{"op": "new", "session": "A", "systemPrompt": SP_APPEND},
+        {"op": "new", "session": "B"}, {"op": "prompt", "session": "B"}]
+#: The same shape in other letters.
+LEAK_XY: list[dict[str, Any]] = [{"op": "new", "session": "X", "systemPrompt": SP_APPEND},
+           {"op": "new", "session": "Y"}, {"op": "prompt", "session": "Y"}]
+#: The leak's reproduction after a step that shrinking could not drop.
+LEAK_AFTER: list[dict[str, Any]] = [{"op": "new", "session": "C"}, *LEAK]
+LOAD: list[dict[str, Any]] = [{"op": "new", "session": "A", "systemPrompt": SP_APPEND},
+        {"op": "load", "session": "A", "systemPrompt": SP_APPEND}]
+RESUME: list[dict[str, Any]] = [{"op": "new", "session": "A"},
+          {"op": "resume", "session": "A", "systemPrompt": SP_APPEND}]
+
+
+def _failed(*oracles: str) -> list[Any]:
+    from acp_fuzz.findings import Finding
+
+    return [Finding(o, "MUST", "SP-AGENT-APPLY-NEW-MUST", "failed") for o in oracles]
+
+
+#: (known findings, known steps, new findings, new steps, the same bug?)
+CASES: dict[str, tuple[list[Any], list[dict[str, Any]], list[Any], list[dict[str, Any]], bool]] = {
+    "same oracle, same shape": (_failed("prompt.leak"), LEAK, _failed("prompt.leak"), LEAK_XY,
+                                True),
+    "overlapping oracles, same shape": (_failed("prompt.leak"), LEAK,
+                                        _failed("prompt.leak", "prompt.lost"), LEAK_XY, True),
+    "the known reproduction inside": (_failed("prompt.leak"), LEAK, _failed("prompt.leak"),
+                                      LEAK_AFTER, True),
+    "same refusal, other shape": ([_refused(PERSISTED)], LOAD, [_refused(PERSISTED)], RESUME,
+                                  True),
+    "same oracle, other shape": (_failed("prompt.leak"), LEAK, _failed("prompt.leak"),
+                                 cast(list[dict[str, Any]], OTHER), False),
+    "other oracle, same shape": (_failed("prompt.leak"), LEAK, _failed("prompt.lost"), LEAK_XY,
+                                 False),
+    "other refusal, other shape": ([_refused(PERSISTED)], LOAD,
+                                   [_refused("Session not found for this project, sorry")],
+                                   RESUME, False),
+}
+
+
+def _report(findings: list[Any], steps: list[dict[str, Any]]) -> Any:
+    from acp_fuzz.campaign import FindingReport
+
+    return FindingReport("failed", 3, 3, findings, steps, [], None)
+
+
+def _state(known_findings: list[Any], known_steps: list[dict[str, Any]],
+           on_event: Any = None) -> SearchState:
+    from acp_fuzz.campaign import CampaignSettings
+
+    unused = cast(Any, None)
+    report = _report(known_findings, known_steps)
+    return SearchState(spec=unused, cfg=CampaignSettings(), baseline=unused, warm=unused,
+                       result=unused, on_event=on_event,
+                       known=[_Known(shape_of(known_steps),
+                                     frozenset(report.oracles), report)])
+
+
+def _by_same_bug(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
+                 ns: list[dict[str, Any]]) -> bool:
+    from acp_fuzz.minimize import refusals, same_bug
+
+    known, new = _report(kf, ks), _report(nf, ns)
+    return same_bug(known.oracles, shape_of(ks), refusals(kf), new.oracles, shape_of(ns),
+                    refusals(nf))
+
+
+def _by_settle(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
+               ns: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Whether ``_settle`` calls a failure that shrank to ``ns`` a known one (no agent runs:
+    the shrink returns the failure as it is, and a new bug stops at its confirmation)."""
+    from acp_fuzz import campaign
+    from acp_fuzz.minimize import Failure
+
+    class NewBug(Exception):
+        pass
+
+    events: list[Any] = []
+
+    def on_event(e: Any) -> None:
+        if isinstance(e, campaign.Confirming):
+            raise NewBug
+        events.append(e)
+
+    monkeypatch.setattr(campaign, "minimize", lambda failure, run, **kw: failure)
+    try:
+        campaign._settle(_state(kf, ks, on_event), Failure(ns, [], nf), cast(Any, None), None,
+                         flaky_hint=False)
+    except NewBug:
+        return False
+    assert any(isinstance(e, campaign.ShrankToKnown) for e in events)
+    return True
+
+
+def _by_merge(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
+              ns: list[dict[str, Any]]) -> bool:
+    """Whether the workers' merge keeps only the first of two workers' reports."""
+    from acp_fuzz.campaign import CampaignResult, CampaignSettings
+    from acp_fuzz.workers import _merge
+
+    cfg = CampaignSettings()
+    results = [CampaignResult(agent={}, initialize={}, caps=cast(Any, None), settings=cfg,
+                              reports=[_report(f, s)]) for f, s in ((kf, ks), (nf, ns))]
+    merged = _merge(results, cfg)
+    assert merged.reports[0] is results[0].reports[0]
+    return len(merged.reports) == 1
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_search_the_shrink_and_the_workers_merge_agree(
+        case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before, the shrink asked for equal shapes and the merge for equal oracle sets too: a
+    failure that shrank to the leak's reproduction with ``prompt.lost`` beside it was one bug
+    in one worker and two reports across workers."""
+    kf, ks, nf, ns, same = CASES[case]
+    assert _by_same_bug(kf, ks, nf, ns) is same
+    assert _by_settle(kf, ks, nf, ns, monkeypatch) is same
+    assert _by_merge(kf, ks, nf, ns) is same
+    new = set(_report(nf, ns).oracles)
+    if new <= set(_report(kf, ks).oracles):
+        # The search covers only the known bug's oracles: a failure with one more is shrunk.
+        assert _state(kf, ks).explained(ns, new, nf) is same
+
+
+def test_a_shape_embeds_itself() -> None:
+    """Why ``same_bug`` needs no test of equality beside ``embeds``: every shape occurs in
+    itself; only the empty one (no steps) does not, and equal shapes are compared first."""
+    from acp_fuzz.minimize import embeds, same_bug
+
+    for steps in (LEAK, LEAK_XY, LEAK_AFTER, LOAD, RESUME, cast(list[dict[str, Any]], OTHER)):
+        assert embeds(shape_of(steps), shape_of(steps))
+    assert not embeds((), ())
+    assert same_bug({"agent.crash"}, (), set(), {"agent.crash"}, (), set())

@@ -74,3 +74,78 @@ def test_every_progress_event_of_the_workers_reaches_the_interface(tmp_path: Pat
     assert sum(isinstance(e, Started) for e in seen) == 1  # the parent's, not one per worker
     done = [e.examples for e in seen if isinstance(e, ExampleDone)]
     assert done == sorted(done) and result.reports
+
+
+# Each worker runs the target that was asked for (issue #24): the whole TargetSpec reaches it.
+# In-process like the test above, with a few examples each.
+
+#: The reference agent, logging each initialize it answers (the offer and its answer) to LOG.
+LOGGING_AGENT = """\
+import json, sys
+from acp_fuzz.reference_agent import agent as ref
+
+LOG = {log!r}
+answer = ref.Agent.initialize
+
+
+def logged(self, params):
+    result = answer(self, params)
+    with open(LOG, "a", encoding="utf-8") as f:
+        f.write(json.dumps({{"offer": params.get("protocolVersion"),
+                            "answer": result.get("protocolVersion")}}) + "\\n")
+    return result
+
+
+ref.Agent.initialize = logged
+sys.exit(ref.main())
+"""
+
+
+def test_every_worker_speaks_the_protocol_asked_for(tmp_path: Path) -> None:
+    """``--protocol 2 --workers 2``: before, the workers ran protocol 1."""
+    from acp_fuzz.campaign import CampaignSettings
+    from acp_fuzz.runner import TargetSpec
+    from acp_fuzz.workers import run_parallel
+
+    log = tmp_path / "initialize.log"
+    script = tmp_path / "logging_agent.py"
+    script.write_text(LOGGING_AGENT.format(log=str(log)), encoding="utf-8")
+    spec = TargetSpec.from_profile("reference", command=[sys.executable, str(script)],
+                                   protocol="2")
+    cfg = CampaignSettings(max_examples=4, cassette_dir=tmp_path / "c")
+    result = run_parallel(spec, cfg, 2)
+    assert result.reports == [] and result.examples_run >= 4
+    assert result.initialize["protocolVersion"] == 2  # the first worker's own calibration
+    # Every agent started anywhere (the parent's calibration, and each worker's calibration
+    # and examples) was offered version 2, and answered it.
+    # (Each agent runs in a PID namespace of its own: its pid tells nothing.)
+    answers = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert len(answers) >= 3, answers
+    assert {(a["offer"], a["answer"]) for a in answers} == {(2, 2)}, answers
+
+
+def test_every_worker_confines_the_agent_under_sandbox_fs(tmp_path: Path) -> None:
+    """``--sandbox-fs --workers 2``: before, the workers ran the agents unconfined. The agent
+    starts only where it cannot see a file outside its sandbox; if any agent of a worker could
+    see it, that worker would fail to start it (the parent's calibration is confined either
+    way)."""
+    from acp_fuzz.campaign import CampaignSettings, calibrate
+    from acp_fuzz.runner import HarnessError, TargetSpec
+    from acp_fuzz.sandbox import bwrap_works
+    from acp_fuzz.workers import run_parallel
+    from tests.security._isolation import missing
+
+    if bwrap_works() is None:
+        missing("bubblewrap", "`bwrap` is not installed or cannot create namespaces here")
+    key = tmp_path / "outside" / "id_ed25519"
+    key.parent.mkdir()
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY----- acp-fuzz-test-workers", encoding="utf-8")
+    agent = ["sh", "-c", f"test ! -e '{key}' && exec '{sys.executable}' -m "
+             "acp_fuzz.reference_agent"]
+    spec = TargetSpec.from_command(agent, sandbox_fs=True)
+    # The control: unconfined, the agent sees the file and does not start.
+    with pytest.raises(HarnessError):
+        calibrate(TargetSpec.from_command(agent))
+    cfg = CampaignSettings(max_examples=4, cassette_dir=tmp_path / "c")
+    result = run_parallel(spec, cfg, 2)
+    assert result.reports == [] and result.examples_run >= 4

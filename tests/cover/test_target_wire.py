@@ -1,0 +1,129 @@
+"""A :class:`TargetSpec` reaches a worker process whole (``--workers N``): every field, hooks
+and deadlines included, travels as JSON-plain data and comes back equal. Before, the copy was
+made field by field and had drifted: ``--protocol 2`` and ``--sandbox-fs`` were dropped."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import pickle
+import sys
+from typing import Any, cast
+
+import pytest
+
+from acp_fuzz.deadlines import Deadlines
+from acp_fuzz.profiles import _codex_env, _codex_setup, codex_side_request, get_profile
+from acp_fuzz.runner import TargetSpec
+from acp_fuzz.workers import spec_from_wire, spec_to_wire
+
+
+def _deadlines() -> Deadlines:
+    d = Deadlines(12.0, {"session/new": 0.25, "session/prompt": 1.5})
+    d.overran("session/prompt", None)  # a confirmed hang, one full wait
+    d.overran("session/load", 3.125)  # slow, not hung
+    return d
+
+
+#: Every field away from its default: a field added to TargetSpec without a value here
+#: fails test_every_field_here_differs_from_its_default.
+EVERY_FIELD = TargetSpec(
+    argv=("/opt/agent", "--acp"),
+    extra_env=_codex_env,
+    setup_home=_codex_setup,
+    side_request=codex_side_request,
+    passthrough_env=("MY_PLAIN_VAR", "OTHER_VAR"),
+    init_timeout=11.0,
+    request_timeout=7.5,
+    shutdown_grace=0.5,
+    restart_grace=4.0,
+    profile="codex-acp",
+    deadlines=_deadlines(),
+    dialect="claude-meta",
+    sandbox_pid=False,
+    protocol="2",
+    sandbox_fs=True,
+    read_only=("/srv/models", "/opt/tools"),
+)
+
+
+def _through_the_wire(spec: TargetSpec) -> TargetSpec:
+    wire = spec_to_wire(spec)
+    text = json.dumps(wire)  # JSON-plain: no tuples, functions or objects
+    assert json.loads(text) == wire
+    return spec_from_wire(json.loads(json.dumps(pickle.loads(pickle.dumps(wire)))))
+
+
+def _assert_same(back: TargetSpec, spec: TargetSpec) -> None:
+    for f in dataclasses.fields(TargetSpec):
+        got, want = getattr(back, f.name), getattr(spec, f.name)
+        if isinstance(want, Deadlines):
+            assert isinstance(got, Deadlines) and got.to_wire() == want.to_wire()
+        elif callable(want):
+            assert got is want, f.name
+        else:
+            assert got == want and type(got) is type(want), f.name
+    assert back == spec
+
+
+def test_every_field_here_differs_from_its_default() -> None:
+    for f in dataclasses.fields(TargetSpec):
+        value = getattr(EVERY_FIELD, f.name)
+        if f.default is not dataclasses.MISSING:
+            assert value != f.default, f"give TargetSpec.{f.name} a non-default value here"
+        elif f.default_factory is not dataclasses.MISSING:
+            assert value != f.default_factory(), f.name
+        else:
+            assert value, f.name  # a required field (argv)
+
+
+def test_every_field_travels_to_a_worker() -> None:
+    _assert_same(_through_the_wire(EVERY_FIELD), EVERY_FIELD)
+    back = _through_the_wire(EVERY_FIELD)
+    assert back.deadlines is not None
+    assert back.deadlines.trusted("session/prompt") and not back.deadlines.trusted("session/new")
+    assert back.deadlines.full_waits == 2
+
+
+def test_the_defaults_travel_too() -> None:
+    plain = TargetSpec(argv=("agent",))
+    back = _through_the_wire(plain)
+    _assert_same(back, plain)
+    assert back.deadlines is None and back.extra_env is None
+
+
+def test_a_profile_with_a_custom_command_keeps_its_command() -> None:
+    """``--profile reference -- ./my-build``: the worker runs the build, not the pinned
+    install, with the profile's hooks (the profile is not looked up again)."""
+    command = [sys.executable, "-c", "pass"]
+    spec = TargetSpec.from_profile("reference", command=command, protocol="2")
+    assert list(spec.argv) != get_profile("reference").command()
+    back = _through_the_wire(spec)
+    _assert_same(back, spec)
+    assert back.argv == tuple(command)
+    assert back.extra_env is spec.extra_env and back.side_request is spec.side_request
+    assert back.protocol == "2" and back.profile == "reference"
+
+
+@pytest.mark.parametrize("hook", ["extra_env", "setup_home", "side_request"])
+def test_a_hook_that_cannot_be_imported_back_is_refused(hook: str) -> None:
+    def closure(*args: Any) -> Any:
+        return None
+
+    class Hooks:
+        def method(self, *args: Any) -> Any:
+            return None
+
+    for fn in (lambda *a: None, closure, Hooks().method):
+        spec = dataclasses.replace(EVERY_FIELD, **cast(dict[str, Any], {hook: fn}))
+        with pytest.raises(ValueError, match=rf"^TargetSpec\.{hook} ") as e:
+            spec_to_wire(spec)
+        assert "\n" not in str(e.value)
+
+
+def test_a_wire_form_with_a_key_missing_or_unknown_is_refused() -> None:
+    wire = spec_to_wire(EVERY_FIELD)
+    with pytest.raises(ValueError, match="missing"):
+        spec_from_wire({k: v for k, v in wire.items() if k != "protocol"})
+    with pytest.raises(ValueError, match="unknown"):
+        spec_from_wire({**wire, "sandbox": True})
