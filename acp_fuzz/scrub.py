@@ -190,10 +190,49 @@ class Scrubber:
         return v
 
     def events(self, events: Iterable[Event]) -> list[Event]:
+        """Every event scrubbed. The stderr chunks of one agent process are scrubbed as the
+        one stream they are: a secret written in two writes, or cut by a read boundary,
+        lies half in each chunk, and is redacted in both (:meth:`_stderr_streams`)."""
         if not self.needles:
             return list(events)
-        return [Event(seq=e.seq, t=e.t, kind=e.kind, data=self.value(dict(e.data)))
-                for e in events]
+        evs = list(events)
+        texts = self._stderr_streams(evs)
+        return [Event(seq=e.seq, t=e.t, kind=e.kind, data=self.value(
+            {**e.data, "text": texts[i]} if i in texts else dict(e.data)))
+            for i, e in enumerate(evs)]
+
+    def _stderr_streams(self, events: Sequence[Event]) -> dict[int, str]:
+        """The new text of each stderr event, with each stream (the chunks of one process
+        generation, in order) scrubbed across the seams between its chunks: a secret is
+        replaced by :data:`REDACTED` in the chunk where it starts and removed from the
+        chunks it runs on into."""
+        streams: dict[Any, list[int]] = {}
+        for i, e in enumerate(events):
+            if e.kind == "stderr" and isinstance(e.data.get("text"), str):
+                streams.setdefault(e.data.get("generation"), []).append(i)
+        out: dict[int, str] = {}
+        for indices in streams.values():
+            chunks = [events[i].data["text"] for i in indices]
+            joined = "".join(chunks)
+            spans = self._spans(joined)
+            pos = 0
+            for i, chunk in zip(indices, chunks, strict=True):
+                out[i] = _cut(joined, pos, pos + len(chunk), spans)
+                pos += len(chunk)
+        return out
+
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        """Where the secrets lie in ``text``: sorted, disjoint ``(start, end)`` ranges, the
+        longer secret first where two overlap."""
+        taken: list[tuple[int, int]] = []
+        for needle in self.needles:
+            start = text.find(needle)
+            while start >= 0:
+                end = start + len(needle)
+                if not any(s < end and start < e for s, e in taken):
+                    taken.append((start, end))
+                start = text.find(needle, start + 1)
+        return sorted(taken)
 
     def header(self, header: Any) -> Any:
         """A copy of a :class:`~acp_fuzz.cassette.Header` with every field scrubbed."""
@@ -236,6 +275,21 @@ _SANDBOX = re.compile(r"/acp-fuzz-[A-Za-z0-9_]{8}(?![A-Za-z0-9_])")
 _SANDBOX_DASHED = re.compile(r"(?<![A-Za-z0-9._-])(?:-[A-Za-z0-9._]+)*-acp-fuzz-[A-Za-z0-9_]{8}"
                              r"(?![A-Za-z0-9_])")
 _PATH_STOP = frozenset(" \t\r\n\"'<>`=,;:()[]{}")
+
+
+def _cut(text: str, a: int, b: int, spans: Sequence[tuple[int, int]]) -> str:
+    """``text[a:b]`` with each secret span that starts in it replaced by :data:`REDACTED`,
+    and the part of each span that started earlier left out."""
+    pieces, pos = [], a
+    for s, e in spans:
+        if e <= a or s >= b:
+            continue
+        pieces.append(text[pos:max(s, a)])
+        if s >= a:
+            pieces.append(REDACTED)
+        pos = min(e, b)
+    pieces.append(text[pos:b])
+    return "".join(pieces)
 
 
 def normalize_sandbox(text: str) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.dialects import DIALECTS, encode_meta
@@ -63,9 +63,10 @@ KEYS: dict[str, frozenset[str]] = {
     "restart": frozenset(),
     "invalid": frozenset({"method", "params", "why"}),
 }
-#: The logical session handles (``acp_fuzz.lifecycle.HANDLES``): one capital letter. The
-#: runner names directories after them, so nothing else may pass (no ``..``, no ``/``).
-_HANDLES = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+#: The logical session handles (``acp_fuzz.lifecycle.HANDLES``): one capital letter, and the
+#: two sessions of the campaign's calibration. The runner names directories after them, so
+#: nothing else may pass (no ``..``, no ``/``).
+_HANDLES = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ") | {"baseline-1", "baseline-2"}
 #: The methods an ``invalid`` step probes, each with a session id that cannot exist.
 INVALID_METHODS = ("session/prompt", "session/load", "session/resume")
 #: The old drafts' fields an ``extra`` may carry (strategies: ``_draw_prompt``), with the
@@ -315,10 +316,12 @@ def preview(step: Mapping[str, Any], protocol: int = 1, dialect: str = "standard
                              roots=roots)
 
 
-def will_send(step: Any, protocol: int = 1, dialect: str = "standard") -> str | None:
+def will_send(step: Any, protocol: int = 1, dialect: str = "standard",
+              shorten: Callable[[Any], Any] | None = None) -> str | None:
     """One line for ``show --full`` and ``report``: the exact request a recorded step sends on
     replay (``sends METHOD {params}``, the runner's choices as placeholders), or why replay
-    refuses it. ``None`` for a step whose request carries nothing of the cassette's."""
+    refuses it. ``None`` for a step whose request carries nothing of the cassette's.
+    ``shorten`` maps the params before they are shown (the report clips long strings)."""
     try:
         valid = validate_step(step)
     except ValueError as e:
@@ -326,7 +329,8 @@ def will_send(step: Any, protocol: int = 1, dialect: str = "standard") -> str | 
     request = preview(valid, protocol, dialect if dialect in DIALECTS else "standard")
     if request is None:
         return None
-    return f"sends {request[0]} {json.dumps(request[1], ensure_ascii=False)}"
+    params = shorten(request[1]) if shorten is not None else request[1]
+    return f"sends {request[0]} {json.dumps(params, ensure_ascii=False)}"
 
 
 def describe(step: Mapping[str, Any], protocol: int = 1) -> str:

@@ -15,12 +15,14 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from acp_fuzz import __version__, interrupt
 from acp_fuzz.escaping import terminal
+from acp_fuzz.scrub import Scrubber
 
 __all__ = ["app", "atomic_write", "check_url", "check_writable_dir", "err", "error", "fail",
-           "install_interrupt_handlers", "out"]
+           "hide", "install_interrupt_handlers", "out"]
 
 app = typer.Typer(
     name="acp-fuzz",
@@ -31,8 +33,39 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class _ScrubbingConsole(Console):
+    """A console that scrubs the run's secrets (:func:`hide`) from every string and
+    :class:`~rich.text.Text` it prints, before rich renders them: an agent that echoes a
+    ``--pass-env`` value in its name, its version or the stderr of an early exit must not put
+    it into a terminal, or a CI log that keeps it. (``soft_wrap``: rich never wraps a line,
+    so a secret is never split before it is scrubbed.)"""
+
+    scrubber: Scrubber = Scrubber(())
+
+    def print(self, *objects: Any, **kw: Any) -> None:
+        if self.scrubber:
+            objects = tuple(self._scrub(o) for o in objects)
+        super().print(*objects, **kw)
+
+    def _scrub(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            return self.scrubber.text(obj)
+        if isinstance(obj, Text) and self.scrubber.text(obj.plain) != obj.plain:
+            return Text(self.scrubber.text(obj.plain))  # the styles go with the secret
+        return obj
+
+
+out = _ScrubbingConsole(highlight=False, soft_wrap=True)
+err = _ScrubbingConsole(stderr=True, highlight=False, soft_wrap=True)
+
+
+def hide(secrets: Any) -> None:
+    """Scrub these values from everything the CLI prints from now on (both consoles): the
+    run's ``--pass-env`` values and the variables named like secrets that it passes on."""
+    both = Scrubber({*out.scrubber.needles, *secrets})
+    out.scrubber = err.scrubber = both
 
 
 def error(message: str) -> None:

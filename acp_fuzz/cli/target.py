@@ -26,6 +26,7 @@ from acp_fuzz.cli.app import (
     check_writable_dir,
     err,
     fail,
+    hide,
     install_interrupt_handlers,
     out,
 )
@@ -178,6 +179,9 @@ def target(
     if dialect != "auto":
         spec = dataclasses.replace(spec, dialect=dialect)
     spec = dataclasses.replace(spec, protocol=protocol)
+    secrets = sorted(env_secrets({n: os.environ[n] for n in spec.passthrough_env
+                                  if n in os.environ}, spec.passthrough_env))
+    hide(secrets)  # from here on, no line the CLI prints holds one of them
     check_writable_dir(cassette_dir, "--cassette-dir")
     if database is not None:
         from acp_fuzz.database import DatabaseError, check_database
@@ -249,8 +253,6 @@ def target(
                 f"{cassette} -- {shlex.join(command or [])}")
 
     _print_result(result, time.monotonic() - t0, again)
-    secrets = sorted(env_secrets({n: os.environ[n] for n in spec.passthrough_env
-                                  if n in os.environ}, spec.passthrough_env))
     for kind, path in reports:
         (_write_json if kind == "json" else _write_junit)(result, path, secrets)
     raise typer.Exit(result.exit_code)  # 130 when interrupted

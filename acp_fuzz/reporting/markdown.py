@@ -141,9 +141,10 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
         args = ev.data.get("args") or {}
         line = describe(args, answered(init)) if isinstance(args, Mapping) else args
         out.append(f"{i}. {md_text(line)}")
-        # The exact request replay sends for it (the agent's ids and directories as
-        # placeholders), so a reader sees everything the cassette makes acp-fuzz send.
-        sends = will_send(args, answered(init), dialect)
+        # The request replay sends for it (the agent's ids and directories as placeholders,
+        # long strings clipped as in the transcript; `show --full` prints it whole), so a
+        # reader sees everything the cassette makes acp-fuzz send.
+        sends = will_send(args, answered(init), dialect, shorten=_clip_value)
         if sends:
             out.append(f"   - {md_code(sends)}")
     out.append("")

@@ -179,3 +179,46 @@ def test_save_finding_scrubs_passed_values_and_never_raises(
         assert save_finding(spec, CampaignSettings(cassette_dir=blocker / "sub"), events,
                             report, Baseline(), None) is None
     assert report.findings == [f]
+
+
+# -- a secret across the seams of stderr chunks (issue #25 §2) -----------------------------------
+
+def _stderr(seq: int, text: str, generation: int = 0) -> Event:
+    return Event(seq=seq, t=0.0, kind="stderr", data={"text": text, "generation": generation})
+
+
+@pytest.mark.parametrize("cut", [1, 5, len("token=s3cr3t-value-abc") - 1])
+def test_a_secret_split_across_two_stderr_chunks_is_redacted_in_both(cut: int) -> None:
+    line = "token=s3cr3t-value-abc done"
+    secret = "s3cr3t-value-abc"
+    cut = line.index(secret) + min(cut, len(secret) - 1)
+    events = [_stderr(0, line[:cut]),
+              Event(seq=1, t=0.0, kind="acp", data={"dir": "in", "msg": {}}),
+              _stderr(2, line[cut:])]
+    out = Scrubber([secret]).events(events)
+    texts = [e.data["text"] for e in out if e.kind == "stderr"]
+    assert "".join(texts) == f"token={REDACTED} done"
+    joined = "".join(texts)
+    for i in range(1, len(secret)):  # no piece of it either side of the seam
+        assert secret[:i] + secret[i:] not in joined
+    assert not any(secret[:4] in t or secret[-4:] in t for t in texts)
+
+
+def test_a_secret_over_three_chunks_and_one_within_a_chunk() -> None:
+    secret = "abcdefghijkl"
+    events = [_stderr(0, "x abcd"), _stderr(1, "efgh"), _stderr(2, "ijkl y abcdefghijkl z")]
+    texts = [e.data["text"] for e in Scrubber([secret]).events(events)]
+    assert texts == [f"x {REDACTED}", "", f" y {REDACTED} z"]
+
+
+def test_chunks_of_another_process_are_another_stream() -> None:
+    secret = "abcdefghijkl"
+    events = [_stderr(0, "abcdef", generation=0), _stderr(1, "ghijkl", generation=1)]
+    texts = [e.data["text"] for e in Scrubber([secret]).events(events)]
+    assert texts == ["abcdef", "ghijkl"]  # no stream holds the whole secret
+
+
+def test_the_longer_of_two_overlapping_secrets_is_redacted_whole_across_a_seam() -> None:
+    events = [_stderr(0, "key=abcdefgh"), _stderr(1, "ijklmnop!")]
+    texts = [e.data["text"] for e in Scrubber(["abcdefghijklmnop", "ijklmnop"]).events(events)]
+    assert texts == [f"key={REDACTED}", "!"]

@@ -68,6 +68,10 @@ def test_a_passed_value_leaves_no_trace_in_cassette_or_reports(tmp_path: Path) -
             *hostile("--echo-env", "ACPFUZZ_DEPLOY_KEY"),
             env={"ACPFUZZ_DEPLOY_KEY": SECRET})
     assert proc.returncode == 1, proc.stdout + proc.stderr
+    # The terminal, and so a CI log, holds none of it either (issue #25 §2): the agent line
+    # shows the echoed version scrubbed.
+    _no_trace((proc.stdout + proc.stderr).encode())
+    assert "1.0 built with <redacted>" in proc.stdout
     (cassette,) = (tmp_path / "found").glob("*.cassette")
     _no_trace(cassette.read_bytes())
     _no_trace((tmp_path / "r.json").read_bytes())
@@ -102,6 +106,37 @@ def test_a_passed_value_of_any_name_reaches_every_worker_and_is_scrubbed(
         # The worker's agent had the value (it echoed it); the cassette holds none of it.
         assert any("my value is <redacted>" in e.data.get("text", "") for e in c.events
                    if e.kind == "stderr")
+
+
+def test_an_agent_that_exits_early_saying_the_value_does_not_put_it_on_the_terminal(
+        tmp_path: Path) -> None:
+    agent = ["sh", "-c", 'echo "config loaded, token=$ACPFUZZ_PLAIN" >&2; exit 3']
+    proc = acp_fuzz(tmp_path, "target", "--max-examples", "2", "--cassette-dir", "found",
+                    "--pass-env", "ACPFUZZ_PLAIN", "--", *agent, env={"ACPFUZZ_PLAIN": SECRET})
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "token=<redacted>" in proc.stderr, proc.stderr  # the agent's words, scrubbed
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    _no_trace((proc.stdout + proc.stderr).encode())
+
+
+def test_a_value_written_to_stderr_in_two_writes_leaves_no_trace(tmp_path: Path) -> None:
+    """Two writes (two processes: two chunks wherever the reads fall), then the agent."""
+    half = len(SECRET) // 2
+    agent = ["sh", "-c", f'printf "token=%s" "${{ACPFUZZ_PLAIN%{SECRET[half:]}}}" >&2; '
+                         f'printf "%s loaded\n" "${{ACPFUZZ_PLAIN#{SECRET[:half]}}}" >&2; '
+                         f'exec "$0" "$@"', *hostile(bug="leak")]
+    proc = acp_fuzz(tmp_path, "target", "--max-examples", "10", "--cassette-dir", "found",
+                    "--pass-env", "ACPFUZZ_PLAIN", "--", *agent, env={"ACPFUZZ_PLAIN": SECRET})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (cassette,) = (tmp_path / "found").glob("*.cassette")
+    _no_trace(cassette.read_bytes())
+    stderr = [e.data.get("text", "") for e in read_cassette(cassette).events
+              if e.kind == "stderr"]
+    # Neither half is left in any chunk (the command line names both halves, so the
+    # cassette's bytes hold them there: only the recorded stderr is the agent's output).
+    for piece in (SECRET[:half], SECRET[half:]):
+        assert not any(piece in text for text in stderr), stderr[:3]
+    assert "token=<redacted>" in "".join(stderr) and " loaded" in "".join(stderr)
 
 
 NAME = ("\x1b]0;pwned\x07\x1b[31m[/x] | <!-- hide the rest\n| fake | row |\u202e "
