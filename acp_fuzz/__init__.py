@@ -24,32 +24,32 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from acp_fuzz.version import __version__
+from acp_fuzz.core.version import __version__
 
 #: public name -> the private module that defines it
 _EXPORTS = {
-    "AcpFuzzError": "acp_fuzz.errors",
-    "Baseline": "acp_fuzz.oracles",
-    "CATALOG": "acp_fuzz.findings",
-    "Cassette": "acp_fuzz.cassette",
-    "CassetteError": "acp_fuzz.errors",
-    "CampaignResult": "acp_fuzz.campaign",
-    "CampaignSettings": "acp_fuzz.campaign",
-    "Event": "acp_fuzz.history",
-    "Finding": "acp_fuzz.findings",
-    "Gateway": "acp_fuzz.gateway",
-    "HarnessError": "acp_fuzz.errors",
-    "History": "acp_fuzz.history",
-    "ModelExchange": "acp_fuzz.history",
-    "ReplayResult": "acp_fuzz.replay",
-    "Run": "acp_fuzz.runner",
-    "Segment": "acp_fuzz.history",
-    "TargetSpec": "acp_fuzz.runner",
-    "evaluate": "acp_fuzz.oracles",
-    "read_cassette": "acp_fuzz.cassette",
-    "replay_cassette": "acp_fuzz.replay",
-    "run_campaign": "acp_fuzz.campaign",
-    "write_cassette": "acp_fuzz.cassette",
+    "AcpFuzzError": "acp_fuzz.core.errors",
+    "Baseline": "acp_fuzz.core.oracles",
+    "CATALOG": "acp_fuzz.core.findings",
+    "Cassette": "acp_fuzz.core.cassette",
+    "CassetteError": "acp_fuzz.core.errors",
+    "CampaignResult": "acp_fuzz.engine.campaign",
+    "CampaignSettings": "acp_fuzz.engine.campaign",
+    "Event": "acp_fuzz.core.history",
+    "Finding": "acp_fuzz.core.findings",
+    "Gateway": "acp_fuzz.engine.gateway",
+    "HarnessError": "acp_fuzz.core.errors",
+    "History": "acp_fuzz.core.history",
+    "ModelExchange": "acp_fuzz.core.history",
+    "ReplayResult": "acp_fuzz.engine.replay",
+    "Run": "acp_fuzz.engine.runner",
+    "Segment": "acp_fuzz.core.history",
+    "TargetSpec": "acp_fuzz.engine.runner",
+    "evaluate": "acp_fuzz.core.oracles",
+    "read_cassette": "acp_fuzz.core.cassette",
+    "replay_cassette": "acp_fuzz.engine.replay",
+    "run_campaign": "acp_fuzz.engine.campaign",
+    "write_cassette": "acp_fuzz.core.cassette",
 }
 
 __all__ = [
@@ -93,11 +93,11 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
-    from acp_fuzz.campaign import CampaignResult, CampaignSettings, run_campaign
-    from acp_fuzz.cassette import Cassette, CassetteError, read_cassette, write_cassette
-    from acp_fuzz.findings import CATALOG, Finding
-    from acp_fuzz.gateway import Gateway
-    from acp_fuzz.history import Event, History, ModelExchange, Segment
-    from acp_fuzz.oracles import Baseline, evaluate
-    from acp_fuzz.replay import ReplayResult, replay_cassette
-    from acp_fuzz.runner import HarnessError, Run, TargetSpec
+    from acp_fuzz.core.cassette import Cassette, CassetteError, read_cassette, write_cassette
+    from acp_fuzz.core.findings import CATALOG, Finding
+    from acp_fuzz.core.history import Event, History, ModelExchange, Segment
+    from acp_fuzz.core.oracles import Baseline, evaluate
+    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, run_campaign
+    from acp_fuzz.engine.gateway import Gateway
+    from acp_fuzz.engine.replay import ReplayResult, replay_cassette
+    from acp_fuzz.engine.runner import HarnessError, Run, TargetSpec

@@ -74,8 +74,8 @@ class _AcpItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
-        from acp_fuzz.errors import AcpFuzzError
-        from acp_fuzz.escaping import terminal
+        from acp_fuzz.core.errors import AcpFuzzError
+        from acp_fuzz.core.escaping import terminal
 
         if isinstance(excinfo.value, AcpFailure):
             # Agent and cassette text (names, messages, paths): shown, never interpreted.
@@ -105,8 +105,8 @@ class AcpCampaignItem(_AcpItem):
                       *(["--sandbox-fs"] if opt("--acp-sandbox-fs") else []), "--", *self.argv])
             return
 
-        from acp_fuzz.campaign import CampaignSettings, run_campaign
-        from acp_fuzz.runner import TargetSpec
+        from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+        from acp_fuzz.engine.runner import TargetSpec
 
         cfg = CampaignSettings(max_examples=opt("--acp-max-examples"), seed=opt("--acp-seed"),
                                strict=opt("--acp-strict"), cassette_dir=cassette_dir)
@@ -140,7 +140,7 @@ class AcpReplayItem(_AcpItem):
                       str(self.cassette), "--", *self.argv])
             return
 
-        from acp_fuzz.replay import replay_cassette
+        from acp_fuzz.engine.replay import replay_cassette
 
         # The agent is the one the user named; the cassette's recorded command is never used.
         res = replay_cassette(self.cassette, target=self.argv, recorded_model_replies=model,

@@ -11,11 +11,11 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from acp_fuzz.cassette import Cassette
-from acp_fuzz.escaping import terminal
-from acp_fuzz.history import Event, ModelExchange
-from acp_fuzz.protocol import agent_info, answered
-from acp_fuzz.steps import describe, will_send
+from acp_fuzz.core.cassette import Cassette
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.history import Event, ModelExchange
+from acp_fuzz.core.protocol import agent_info, answered
+from acp_fuzz.core.steps import describe, will_send
 
 __all__ = ["render_timeline"]
 
@@ -28,7 +28,7 @@ def _clip(s: str, n: int, full: bool) -> str:
 def render_timeline(c: Cassette, *, full: bool = False) -> Iterator[str]:
     """The timeline of ``c``, one string per event (a model event spans several lines).
     Everything the agent or the cassette chose is shown through
-    :func:`acp_fuzz.escaping.terminal`: no control character reaches the terminal, and
+    :func:`acp_fuzz.core.escaping.terminal`: no control character reaches the terminal, and
     only the renderer's own line breaks do."""
     for line in _render(c, full):
         yield terminal(line)

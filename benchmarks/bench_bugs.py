@@ -37,8 +37,8 @@ from _common import (
     table,
 )
 
-from acp_fuzz.campaign import CampaignSettings, run_campaign
-from acp_fuzz.runner import TargetSpec
+from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+from acp_fuzz.engine.runner import TargetSpec
 
 #: bug -> (oracle, ``|`` between alternatives; known minimal number of steps)
 MINIMUM: dict[str, tuple[str, int]] = {

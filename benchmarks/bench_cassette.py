@@ -23,9 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, median, reference_argv, save, table
 
-from acp_fuzz.cassette import Header, read_cassette, write_cassette
-from acp_fuzz.history import Event
-from acp_fuzz.runner import Run, TargetSpec
+from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
+from acp_fuzz.core.history import Event
+from acp_fuzz.engine.runner import Run, TargetSpec
 
 
 def sample_events() -> list[Event]:

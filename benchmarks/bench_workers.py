@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, cpu_seconds, loadavg, median, reference_argv, save, table
 
-from acp_fuzz.campaign import CampaignSettings, run_campaign
-from acp_fuzz.runner import TargetSpec
-from acp_fuzz.workers import run_parallel
+from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.workers import run_parallel
 
 GOAL = 1.6
 

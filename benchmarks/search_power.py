@@ -32,10 +32,10 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from acp_fuzz.campaign import CampaignSettings
-from acp_fuzz.findings import Finding
-from acp_fuzz.minimize import Failure, minimize
-from acp_fuzz.payloads import Capabilities, blocks_of, classify
+from acp_fuzz.core.findings import Finding
+from acp_fuzz.core.minimize import Failure, minimize
+from acp_fuzz.core.payloads import Capabilities, blocks_of, classify
+from acp_fuzz.engine.campaign import CampaignSettings
 from acp_fuzz.strategies import LifecycleMachine
 
 BUGS = ("leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
@@ -343,7 +343,7 @@ def first_failure(bug: str, seed_: int, max_examples: int, max_steps: int
 def minimized(bug: str, seed_: int, max_examples: int, max_steps: int
               ) -> tuple[int, int] | None:
     """The first failing example's length and its length after the campaign's minimizer
-    (:func:`acp_fuzz.minimize.minimize`, the same passes a campaign's later rounds use, with
+    (:func:`acp_fuzz.core.minimize.minimize`, the same passes a campaign's later rounds use, with
     no Hypothesis shrinking before them), run on the model; None if not found."""
     found = first_failure(bug, seed_, max_examples, max_steps)
     if found is None:

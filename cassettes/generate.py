@@ -17,11 +17,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from acp_fuzz.agents_cache import cache_root
-from acp_fuzz.campaign import CampaignSettings, run_campaign
-from acp_fuzz.cassette import Cassette, read_cassette, write_cassette
-from acp_fuzz.runner import TargetSpec
-from acp_fuzz.scrub import portable
+from acp_fuzz.core.cassette import Cassette, read_cassette, write_cassette
+from acp_fuzz.core.scrub import portable
+from acp_fuzz.engine.agents_cache import cache_root
+from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+from acp_fuzz.engine.runner import TargetSpec
 
 HERE = Path(__file__).resolve().parent / "reference"
 BUGS = ["leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
@@ -31,7 +31,7 @@ BUGS = ["leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accep
 
 def write_portable(path: Path, c: Cassette) -> Path:
     """Write ``c`` to ``path`` without the paths of the machine that recorded it
-    (:func:`acp_fuzz.scrub.portable`): the interpreter becomes ``python`` and an installed
+    (:func:`acp_fuzz.core.scrub.portable`): the interpreter becomes ``python`` and an installed
     agent's path ``<agents>/<package>@<version>/...``, wherever it appears. Nothing a
     verdict rests on changes (``tests/cover/test_portable.py``)."""
     header, events = portable(c.header, c.events, roots=[str(cache_root())])

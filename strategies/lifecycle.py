@@ -24,9 +24,9 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
-from acp_fuzz.lifecycle import Lifecycle, handle_name
-from acp_fuzz.payloads import Capabilities
-from acp_fuzz.steps import invalid_params
+from acp_fuzz.core.lifecycle import Lifecycle, handle_name
+from acp_fuzz.core.payloads import Capabilities
+from acp_fuzz.core.steps import invalid_params
 
 from .payloads import decorated, invalid_system_prompts, valid_system_prompts, vendor_meta
 
@@ -59,7 +59,7 @@ class SessionView:
 @dataclass
 class _Model:
     #: Which sessions exist and are open, as a correct agent leaves them
-    #: (:class:`acp_fuzz.lifecycle.Lifecycle`, the model the minimizer, runner and oracles
+    #: (:class:`acp_fuzz.core.lifecycle.Lifecycle`, the model the minimizer, runner and oracles
     #: share).
     life: Lifecycle = field(default_factory=Lifecycle)
     sessions: dict[str, SessionView] = field(default_factory=dict)

@@ -19,10 +19,10 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from acp_fuzz import interrupt
 from acp_fuzz.cli import agents, gateway, matrix, profiles, replay, show, target
 from acp_fuzz.cli.app import app
-from acp_fuzz.escaping import terminal
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.engine import interrupt
 
 __all__ = ["app", "main"]
 

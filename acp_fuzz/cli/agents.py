@@ -1,7 +1,7 @@
 """``acp-fuzz agents install|status``: the pinned third-party agents in the local cache.
 
-The cache itself is a library (:mod:`acp_fuzz.agents_cache`: where an agent lives, how one is
-installed); which agents exist and at which versions is :mod:`acp_fuzz.profiles`' business.
+The cache itself is a library (:mod:`acp_fuzz.engine.agents_cache`: where an agent lives, how one is
+installed); which agents exist and at which versions is :mod:`acp_fuzz.engine.profiles`' business.
 This command joins the two, so neither library imports the other's caller.
 """
 
@@ -19,7 +19,7 @@ app.add_typer(agents, name="agents")
 
 
 def _npm_profiles() -> list[str]:
-    from acp_fuzz.profiles import PROFILES
+    from acp_fuzz.engine.profiles import PROFILES
 
     return [n for n, p in sorted(PROFILES.items()) if p.npm_package and p.version]
 
@@ -27,7 +27,7 @@ def _npm_profiles() -> list[str]:
 @agents.command()
 def status() -> None:
     """Show each pinned npm agent and where it is installed (exit 1 if any is missing)."""
-    from acp_fuzz.profiles import get_profile
+    from acp_fuzz.engine.profiles import get_profile
 
     missing = 0
     for name in _npm_profiles():
@@ -48,8 +48,8 @@ def install(
     """Install pinned npm agents into the cache ($ACP_FUZZ_AGENT_CACHE, else ./.cache/agents).
 
     Idempotent, and an interrupted install leaves no half-filled directory."""
-    from acp_fuzz import agents_cache
-    from acp_fuzz.profiles import PROFILES, get_profile
+    from acp_fuzz.engine import agents_cache
+    from acp_fuzz.engine.profiles import PROFILES, get_profile
 
     unknown = [n for n in names or [] if n not in PROFILES]
     if unknown:

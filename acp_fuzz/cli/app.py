@@ -17,9 +17,10 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from acp_fuzz import __version__, interrupt
-from acp_fuzz.escaping import terminal
-from acp_fuzz.scrub import Scrubber
+from acp_fuzz import __version__
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.scrub import Scrubber
+from acp_fuzz.engine import interrupt
 
 __all__ = ["app", "atomic_write", "check_url", "check_writable_dir", "err", "error", "fail",
            "hide", "install_interrupt_handlers", "out"]
@@ -128,8 +129,8 @@ def install_interrupt_handlers() -> Callable[[], None]:
         if presses[0] == 1:
             say(b"acp-fuzz: stopping (press Ctrl-C again to force)\n")
             raise KeyboardInterrupt
-        from acp_fuzz.sandbox import remove_all_sandboxes
-        from acp_fuzz.transport import kill_all_agents
+        from acp_fuzz.engine.sandbox import remove_all_sandboxes
+        from acp_fuzz.engine.transport import kill_all_agents
 
         try:
             kill_all_agents()

@@ -9,7 +9,7 @@ from typing import Any
 import typer
 
 from acp_fuzz.cli.app import app, check_url, fail, out
-from acp_fuzz.escaping import terminal
+from acp_fuzz.core.escaping import terminal
 
 __all__ = ["gateway"]
 
@@ -24,8 +24,8 @@ def gateway(reply: str = typer.Option("ok", "--reply", help="The text every mode
                                                 help="Forward to a real provider instead."),
             ) -> None:
     """Run the fake model gateway on its own, to wire an agent by hand."""
-    from acp_fuzz.gateway import Gateway
-    from acp_fuzz.history import Event, History
+    from acp_fuzz.core.history import Event, History
+    from acp_fuzz.engine.gateway import Gateway
 
     def sink(ev: Event) -> None:
         if ev.kind == "model":

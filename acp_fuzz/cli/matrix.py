@@ -26,10 +26,10 @@ from acp_fuzz.cli.app import (
     fail,
     install_interrupt_handlers,
 )
-from acp_fuzz.escaping import terminal
-from acp_fuzz.protocol import CHOICES as PROTOCOL_CHOICES
-from acp_fuzz.runner import HarnessError, TargetSpec
-from acp_fuzz.version import __version__
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
+from acp_fuzz.core.version import __version__
+from acp_fuzz.engine.runner import HarnessError, TargetSpec
 
 __all__ = ["matrix"]
 
@@ -69,7 +69,7 @@ def matrix(
 ) -> None:
     """Run a bounded campaign per agent and write one conformance table: rows are rules,
     columns are agents, a cell is pass, fail (with its cassette), info or not tested."""
-    from acp_fuzz.profiles import PROFILES
+    from acp_fuzz.engine.profiles import PROFILES
 
     for path in (markdown, html_out, json_out):
         if path is not None and not path.parent.exists():
@@ -85,14 +85,14 @@ def matrix(
     if unknown:
         fail(f"unknown profile {unknown[0]!r} (known: {', '.join(sorted(PROFILES))})")
     check_writable_dir(cassette_dir, "--cassette-dir")
-    from acp_fuzz.netns import maybe_reexec
+    from acp_fuzz.engine.netns import maybe_reexec
 
     code = maybe_reexec(sandbox_net)
     if code is not None:
         raise typer.Exit(code)
-    from acp_fuzz.campaign import CampaignSettings, FailureFound, run_campaign
+    from acp_fuzz.engine.campaign import CampaignSettings, FailureFound, run_campaign
+    from acp_fuzz.engine.workers import run_parallel
     from acp_fuzz.reporting import result_to_json
-    from acp_fuzz.workers import run_parallel
 
     argv = ["acp-fuzz", "matrix", *sys.argv[2:]] if sys.argv[1:2] == ["matrix"] else \
         ["acp-fuzz", "matrix"]

@@ -10,7 +10,7 @@ __all__ = ["profiles"]
 @app.command()
 def profiles() -> None:
     """List the known agent profiles and whether each is installed."""
-    from acp_fuzz.profiles import PROFILES
+    from acp_fuzz.engine.profiles import PROFILES
 
     for name, p in sorted(PROFILES.items()):
         where = p.agent_dir()

@@ -34,10 +34,10 @@ from typing import NoReturn
 
 import typer
 
-from acp_fuzz.cassette import CassetteError, read_cassette
 from acp_fuzz.cli.app import app, fail
-from acp_fuzz.escaping import terminal
-from acp_fuzz.replay import (
+from acp_fuzz.core.cassette import CassetteError, read_cassette
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.engine.replay import (
     DEFAULT_TIMEOUT,
     ReplayResult,
     cassettes_in,
@@ -138,13 +138,13 @@ def replay_cmd(
     if not (offline or argv or profile or trust_recorded_command):
         _refuse_recorded(paths)
     if sandbox_fs and not offline:
-        from acp_fuzz.sandbox import bwrap_works
+        from acp_fuzz.engine.sandbox import bwrap_works
 
         if bwrap_works() is None:
             fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
                  "to create namespaces here")
     if not offline:
-        from acp_fuzz.netns import maybe_reexec
+        from acp_fuzz.engine.netns import maybe_reexec
 
         code = maybe_reexec(sandbox_net)
         if code is not None:
@@ -220,7 +220,7 @@ def exit_code(results: list[ReplayResult]) -> int:
 
 def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
                     junit: Path | None, forward_fs_terminal: bool) -> NoReturn:
-    from acp_fuzz.as_agent import serve
+    from acp_fuzz.engine.as_agent import serve
 
     if argv or offline or junit is not None or runs != 1:
         fail("--as-agent takes one cassette and no agent command, --offline, --runs or "

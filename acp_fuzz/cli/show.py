@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
-from acp_fuzz.cassette import CassetteError, read_cassette
 from acp_fuzz.cli.app import app, fail, out
-from acp_fuzz.escaping import terminal
+from acp_fuzz.core.cassette import CassetteError, read_cassette
+from acp_fuzz.core.escaping import terminal
 
 __all__ = ["show"]
 

@@ -1,6 +1,6 @@
 """``acp-fuzz target``: fuzz an agent, shrink, confirm and record each distinct failure.
 
-The campaign reports progress as events (:mod:`acp_fuzz.campaign`); this module renders them
+The campaign reports progress as events (:mod:`acp_fuzz.engine.campaign`); this module renders them
 with rich, installs the Ctrl-C/SIGTERM handling and writes the ``--report`` files.
 """
 
@@ -30,15 +30,15 @@ from acp_fuzz.cli.app import (
     install_interrupt_handlers,
     out,
 )
-from acp_fuzz.dialects import CHOICES as DIALECT_CHOICES
-from acp_fuzz.escaping import terminal
-from acp_fuzz.protocol import CHOICES as PROTOCOL_CHOICES
-from acp_fuzz.protocol import answered
-from acp_fuzz.runner import HarnessError, TargetSpec
-from acp_fuzz.scrub import env_secrets
+from acp_fuzz.core.dialects import CHOICES as DIALECT_CHOICES
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
+from acp_fuzz.core.protocol import answered
+from acp_fuzz.core.scrub import env_secrets
+from acp_fuzz.engine.runner import HarnessError, TargetSpec
 
 if TYPE_CHECKING:
-    from acp_fuzz.campaign import CampaignResult
+    from acp_fuzz.engine.campaign import CampaignResult
 
 __all__ = ["build_spec", "target"]
 
@@ -143,7 +143,7 @@ def target(
     reproduction."""
     # Here, not at the top: the campaign loads Hypothesis, which report, show and replay
     # --offline never need (tests/cover/test_public_api.py keeps them free of it).
-    from acp_fuzz.campaign import (
+    from acp_fuzz.engine.campaign import (
         Calibrated,
         CampaignEvent,
         CampaignSettings,
@@ -161,14 +161,14 @@ def target(
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
     reports = _parse_reports(report)
     excluded = _check_oracles(exclude_oracle)
-    from acp_fuzz.netns import maybe_reexec
+    from acp_fuzz.engine.netns import maybe_reexec
 
     code = maybe_reexec(sandbox_net)
     if code is not None:
         raise typer.Exit(code)
     spec = build_spec(command or [], profile, timeout)
     if sandbox_fs:
-        from acp_fuzz.sandbox import bwrap_works
+        from acp_fuzz.engine.sandbox import bwrap_works
 
         if bwrap_works() is None:
             fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
@@ -184,7 +184,7 @@ def target(
     hide(secrets)  # from here on, no line the CLI prints holds one of them
     check_writable_dir(cassette_dir, "--cassette-dir")
     if database is not None:
-        from acp_fuzz.database import DatabaseError, check_database
+        from acp_fuzz.engine.database import DatabaseError, check_database
 
         try:
             check_database(database)
@@ -228,7 +228,7 @@ def target(
     restore = install_interrupt_handlers()
     try:
         if workers > 1:
-            from acp_fuzz.workers import run_parallel
+            from acp_fuzz.engine.workers import run_parallel
 
             result = run_parallel(spec, cfg, workers, on_event)
         else:
@@ -259,7 +259,7 @@ def target(
 
 
 def _check_oracles(ids: Sequence[str]) -> tuple[str, ...]:
-    from acp_fuzz.findings import CATALOG
+    from acp_fuzz.core.findings import CATALOG
 
     for oracle in ids:
         if oracle not in CATALOG:

@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..version import __version__
+from ..core.version import __version__
 from .store import Session, Store, SystemPrompt
 
 AGENT_NAME = "acp-fuzz-reference-agent"
-AGENT_VERSION = __version__  # acp-fuzz's own (acp_fuzz.version imports nothing)
+AGENT_VERSION = __version__  # acp-fuzz's own (acp_fuzz.core.version imports nothing)
 MODEL = "reference-model"
 MODEL_TIMEOUT_S = 30.0
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from acp_fuzz.findings import is_failure, is_reported
+from acp_fuzz.core.findings import is_failure, is_reported
+from acp_fuzz.core.scrub import Scrubber
+from acp_fuzz.core.version import __version__
 from acp_fuzz.reporting.junit import Case
-from acp_fuzz.scrub import Scrubber
-from acp_fuzz.version import __version__
 
 if TYPE_CHECKING:
-    from acp_fuzz.campaign import CampaignResult
+    from acp_fuzz.engine.campaign import CampaignResult
 
 __all__ = ["campaign_cases", "result_to_json"]
 
@@ -43,7 +43,7 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[
 
 def campaign_cases(result: CampaignResult, secrets: Sequence[str] = ()) -> list[Case]:
     """The ``--report junit:PATH`` test cases: one per reported finding (a failure when it
-    fails the run, see :func:`acp_fuzz.findings.is_failure`), or one passing ``campaign``."""
+    fails the run, see :func:`acp_fuzz.core.findings.is_failure`), or one passing ``campaign``."""
     scrub = Scrubber(secrets).text
     cases = []
     for rep in result.reports:

@@ -1,7 +1,7 @@
 """JUnit XML, the one writer behind ``target --report junit:PATH`` and ``replay --junit``
 (interface layer).
 
-Every string goes through :func:`acp_fuzz.escaping.xml_text` and :mod:`xml.etree` escapes the
+Every string goes through :func:`acp_fuzz.core.escaping.xml_text` and :mod:`xml.etree` escapes the
 rest, so the file parses whatever the agent or the cassette held. The file is written
 atomically (a temporary file beside it, then a rename)::
 
@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from acp_fuzz.escaping import xml_text
+from acp_fuzz.core.escaping import xml_text
 
 __all__ = ["Case", "write_junit"]
 

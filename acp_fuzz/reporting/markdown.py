@@ -6,7 +6,7 @@ what went wrong, which rule of the ACP ``systemPrompt`` RFD that breaks, the exa
 requests that trigger it, what reached the model next to what should have, and the one
 command that reproduces it::
 
-    from acp_fuzz.cassette import read_cassette
+    from acp_fuzz.core.cassette import read_cassette
     from acp_fuzz.reporting import render_markdown
 
     path = "cassettes/prompt.leak-seed0.cassette"
@@ -25,14 +25,14 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from acp_fuzz.cassette import Cassette
-from acp_fuzz.escaping import md_code, md_text, terminal
-from acp_fuzz.findings import CATALOG, Finding, is_reported
-from acp_fuzz.history import Event, ModelExchange
-from acp_fuzz.payloads import Capabilities, blocks_of
-from acp_fuzz.protocol import agent_info, answered
-from acp_fuzz.scrub import normalize_sandbox
-from acp_fuzz.steps import describe, will_send
+from acp_fuzz.core.cassette import Cassette
+from acp_fuzz.core.escaping import md_code, md_text, terminal
+from acp_fuzz.core.findings import CATALOG, Finding, is_reported
+from acp_fuzz.core.history import Event, ModelExchange
+from acp_fuzz.core.payloads import Capabilities, blocks_of
+from acp_fuzz.core.protocol import agent_info, answered
+from acp_fuzz.core.scrub import normalize_sandbox
+from acp_fuzz.core.steps import describe, will_send
 
 __all__ = ["CLIP", "render_markdown"]
 
@@ -62,7 +62,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
 
     out: list[str] = []
     title = failing[0].oracle if failing else "no failure"
-    # Agent- and cassette-chosen text goes through acp_fuzz.escaping: code spans, one line,
+    # Agent- and cassette-chosen text goes through acp_fuzz.core.escaping: code spans, one line,
     # `|` escaped in tables, so it cannot add HTML, links, rows or hide the report.
     version = f" {md_code(agent_version)}" if agent_version else ""
     out.append(f"# {md_text(title)}: {md_code(agent_name)}{version}")
@@ -196,7 +196,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
 
 def _known_profile(name: Any) -> str | None:
     # Only a built-in profile name is shown: the cassette's own text never reaches the command.
-    from acp_fuzz.profiles import PROFILES
+    from acp_fuzz.engine.profiles import PROFILES
 
     return name if isinstance(name, str) and name in PROFILES else None
 
@@ -211,7 +211,7 @@ def _findings(cassette: Cassette) -> list[Finding]:
             except (KeyError, TypeError, ValueError):
                 continue
         return out
-    from acp_fuzz.oracles import Baseline, evaluate
+    from acp_fuzz.core.oracles import Baseline, evaluate
 
     settings = cassette.header.settings
     return evaluate(cassette.events, baseline=Baseline.from_wire(settings.get("baseline")),

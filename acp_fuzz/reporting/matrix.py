@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from acp_fuzz.escaping import md_text
-from acp_fuzz.protocol import agent_info, answered
+from acp_fuzz.core.escaping import md_text
+from acp_fuzz.core.protocol import agent_info, answered
 
 __all__ = ["ROWS", "Cell", "Column", "column_from_report", "column_not_run", "matrix_html",
            "matrix_markdown"]

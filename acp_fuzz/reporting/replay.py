@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from acp_fuzz.findings import is_reported
+from acp_fuzz.core.findings import is_reported
 from acp_fuzz.reporting.junit import Case
 
 if TYPE_CHECKING:
-    from acp_fuzz.replay import ReplayResult
+    from acp_fuzz.engine.replay import ReplayResult
 
 __all__ = ["replay_cases"]
 

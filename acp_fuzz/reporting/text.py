@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from acp_fuzz.escaping import terminal
-from acp_fuzz.findings import Finding
-from acp_fuzz.steps import describe
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.findings import Finding
+from acp_fuzz.core.steps import describe
 
 if TYPE_CHECKING:
-    from acp_fuzz.campaign import CampaignResult
+    from acp_fuzz.engine.campaign import CampaignResult
 
 __all__ = ["Line", "campaign_lines", "finding_lines"]
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from acp_fuzz.campaign import (
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.engine.campaign import (
     CampaignSettings,
     FindingReport,
     calibrate,
@@ -23,9 +24,8 @@ from acp_fuzz.campaign import (
     run_steps,
     save_finding,
 )
-from acp_fuzz.cassette import read_cassette
+from acp_fuzz.engine.runner import TargetSpec
 from acp_fuzz.reporting import render_markdown
-from acp_fuzz.runner import TargetSpec
 
 HERE = Path(__file__).resolve().parent
 RUNS = 3

@@ -1,4 +1,4 @@
-"""Tests for acp_fuzz.cassette: round trips, atomic writes, and hostile input."""
+"""Tests for acp_fuzz.core.cassette: round trips, atomic writes, and hostile input."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import acp_fuzz
-from acp_fuzz.cassette import (
+from acp_fuzz.core.cassette import (
     FORMAT_VERSION,
     MAGIC,
     Cassette,
@@ -29,7 +29,7 @@ from acp_fuzz.cassette import (
     read_cassette,
     write_cassette,
 )
-from acp_fuzz.history import CLIPPED, MAX_DATA_DEPTH, Event, History, ModelExchange, Segment
+from acp_fuzz.core.history import CLIPPED, MAX_DATA_DEPTH, Event, History, ModelExchange, Segment
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cassette-format.md"
 
@@ -815,7 +815,7 @@ def test_writer_and_reader_agree_on_depth_of_header_updates(tmp_path: Path) -> N
 
 
 def test_a_set_mode_step_is_checked_and_described() -> None:
-    from acp_fuzz.steps import describe, validate_step
+    from acp_fuzz.core.steps import describe, validate_step
 
     step = validate_step({"op": "set_mode", "session": "A", "pick": 2})
     assert describe(step) == "session/set_mode A (another of its modes, choice 2)"
@@ -830,7 +830,7 @@ def test_a_set_mode_step_is_checked_and_described() -> None:
 
 
 def test_title_and_directory_steps_are_checked_and_described() -> None:
-    from acp_fuzz.steps import describe, validate_step
+    from acp_fuzz.core.steps import describe, validate_step
 
     step = validate_step({"op": "set_title", "session": "A", "title": "Überprüfung"})
     assert describe(step) == "session/set_title A (11 chars)"
@@ -848,7 +848,7 @@ def test_title_and_directory_steps_are_checked_and_described() -> None:
 
 
 def test_select_options_are_read_from_config_options() -> None:
-    from acp_fuzz.runner import select_options
+    from acp_fuzz.engine.runner import select_options
 
     config = [
         {"id": "model", "type": "select", "currentValue": "b",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_fuzz.dialects import capabilities, detect, encode_meta, goose_params, resolve
+from acp_fuzz.core.dialects import capabilities, detect, encode_meta, goose_params, resolve
 
 APPEND = {"mode": "append", "content": [{"type": "text", "text": "a"}, {"type": "text",
                                                                       "text": "b"}]}

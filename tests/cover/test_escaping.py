@@ -1,5 +1,5 @@
-"""The one escaping policy (acp_fuzz.escaping): terminal, rich markup, Markdown and XML, checked
-against real parsers (rich's markup parser, markdown-it, xml.etree) for any text."""
+"""The one escaping policy (acp_fuzz.core.escaping): terminal, rich markup, Markdown and XML,
+checked against real parsers (rich's markup parser, markdown-it, xml.etree) for any text."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from acp_fuzz.escaping import md_code, md_text, terminal, xml_text
+from acp_fuzz.core.escaping import md_code, md_text, terminal, xml_text
 from acp_fuzz.reporting import Case, write_junit
 
 # Any text, with the hostile characters made likely.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_fuzz.gateway import Gateway
+from acp_fuzz.engine.gateway import Gateway
 
 
 def test_connection_reset_prints_no_traceback(capsys: pytest.CaptureFixture[str]) -> None:

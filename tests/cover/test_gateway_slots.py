@@ -10,16 +10,16 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from acp_fuzz.gateway import detect_api, split_request
-from acp_fuzz.gateway.redact import REDACTED, redact_headers, redact_path
-from acp_fuzz.gateway.replies import (
+from acp_fuzz.core.replies import (
     build_reply,
     extract_reply_text,
     minimal_value,
     structured_schema,
 )
-from acp_fuzz.gateway.server import is_side_request
-from acp_fuzz.gateway.slots import user_turn_is_tool_result
+from acp_fuzz.core.slots import user_turn_is_tool_result
+from acp_fuzz.engine.gateway import detect_api, split_request
+from acp_fuzz.engine.gateway.redact import REDACTED, redact_headers, redact_path
+from acp_fuzz.engine.gateway.server import is_side_request
 
 
 def slots(api: str, body: Any) -> list[tuple[str, str, str]]:

@@ -1,6 +1,8 @@
-"""The layers of ARCHITECTURE.md, checked on the source: no import cycle anywhere in the
-package, and nothing below the interface layer imports it. Imports inside functions count
-(a lazy import is still a dependency); ``if TYPE_CHECKING:`` blocks do not (nothing runs)."""
+"""The layers of ARCHITECTURE.md, checked on the source, by folder: ``acp_fuzz.core`` imports
+only ``acp_fuzz.core``; ``acp_fuzz.engine`` imports the core and itself, never the interfaces
+(``cli``, ``reporting``, the pytest plugin); nothing below the interface layer imports it; no
+import cycle anywhere in the package. Imports inside functions count (a lazy import is still a
+dependency); ``if TYPE_CHECKING:`` blocks do not (nothing runs)."""
 
 from __future__ import annotations
 
@@ -83,16 +85,52 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def _in(module: str, prefix: str) -> bool:
+    return module == prefix or module.startswith(prefix + ".")
+
+
 def test_the_graph_sees_the_imports() -> None:
     graph = _graph()
-    assert "acp_fuzz.runner" in graph["acp_fuzz.campaign"]
-    assert "acp_fuzz.client_policy" in graph["acp_fuzz.runner"]
-    assert "acp_fuzz.agents_cache" in graph["acp_fuzz.profiles"]
+    assert "acp_fuzz.engine.runner" in graph["acp_fuzz.engine.campaign"]
+    assert "acp_fuzz.engine.client_policy" in graph["acp_fuzz.engine.runner"]
+    assert "acp_fuzz.engine.agents_cache" in graph["acp_fuzz.engine.profiles"]
+    assert "acp_fuzz.core.slots" in graph["acp_fuzz.engine.gateway.server"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
 def test_no_import_cycles() -> None:
     assert _cycle(_graph()) is None
+
+
+def test_the_core_imports_only_the_core() -> None:
+    """What ``tests/cover`` covers runs no process and loads no server: a core module that
+    reached into the engine (``gateway/slots.py`` loading the HTTP server and vcrpy through
+    its package, before the move) would not be pure."""
+    graph = _graph()
+    core = [m for m in graph if _in(m, "acp_fuzz.core")]
+    assert len(core) >= 16, core
+    wrong = {m: sorted(d for d in graph[m] if not _in(d, "acp_fuzz.core")) for m in core}
+    assert {m: d for m, d in wrong.items() if d} == {}
+
+
+def test_the_engine_never_imports_an_interface() -> None:
+    graph = _graph()
+    engine = [m for m in graph if _in(m, "acp_fuzz.engine")]
+    assert len(engine) >= 15, engine
+    wrong = {m: sorted(d for d in graph[m] if any(_in(d, i) for i in INTERFACE))
+             for m in engine}
+    assert {m: d for m, d in wrong.items() if d} == {}
+
+
+def test_the_reference_agent_stands_on_the_core_alone() -> None:
+    """``python -m acp_fuzz.reference_agent`` (recorded in committed cassettes) starts fast
+    and carries no harness: it may use the core's version, nothing of the engine."""
+    graph = _graph()
+    agent = [m for m in graph if _in(m, "acp_fuzz.reference_agent")]
+    wrong = {m: sorted(d for d in graph[m] if not (_in(d, "acp_fuzz.reference_agent")
+                                                   or _in(d, "acp_fuzz.core")))
+             for m in agent}
+    assert {m: d for m, d in wrong.items() if d} == {}
 
 
 def test_nothing_below_the_interface_layer_imports_it() -> None:

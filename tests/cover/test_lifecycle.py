@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from acp_fuzz.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
-from acp_fuzz.payloads import Capabilities
-from acp_fuzz.steps import OPS, validate_step
+from acp_fuzz.core.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
+from acp_fuzz.core.payloads import Capabilities
+from acp_fuzz.core.steps import OPS, validate_step
 from acp_fuzz.strategies import LifecycleMachine
 
 NEW_A = {"op": "new", "session": "A"}

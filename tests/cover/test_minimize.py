@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_fuzz.findings import Finding
-from acp_fuzz.history import Event
-from acp_fuzz.lifecycle import allowed
-from acp_fuzz.minimize import (
+from acp_fuzz.core.findings import Finding
+from acp_fuzz.core.history import Event
+from acp_fuzz.core.lifecycle import allowed
+from acp_fuzz.core.minimize import (
     Failure,
     as_new,
     canonical_handles,

@@ -1,7 +1,7 @@
-"""Unit tests of ``acp_fuzz.oracles.evaluate`` over hand-built histories (no processes).
+"""Unit tests of ``acp_fuzz.core.oracles.evaluate`` over hand-built histories (no processes).
 
-The builder below appends events shaped exactly like the runner's (``acp_fuzz/runner.py``): a
-``step`` event with the classification computed by :func:`acp_fuzz.payloads.classify`, the
+The builder below appends events shaped exactly like the runner's (``acp_fuzz/engine/runner.py``): a
+``step`` event with the classification computed by :func:`acp_fuzz.core.payloads.classify`, the
 ``verdict`` of its reply (with ``sessionId`` for a successful new/fork), and ``model`` events
 as the gateway records them. Each oracle is shown firing, and not firing where a correct agent
 has a choice (deferral, omitted prompt) or the evidence is too weak (short texts, no baseline).
@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.findings import CATALOG, Finding
-from acp_fuzz.history import History, ModelExchange, Segment
-from acp_fuzz.oracles import Baseline, Evaluator, evaluate, learn_baseline
-from acp_fuzz.payloads import OMIT, Capabilities, classify
-from acp_fuzz.steps import nonce_for
+from acp_fuzz.core.findings import CATALOG, Finding
+from acp_fuzz.core.history import History, ModelExchange, Segment
+from acp_fuzz.core.oracles import Baseline, Evaluator, evaluate, learn_baseline
+from acp_fuzz.core.payloads import OMIT, Capabilities, classify
+from acp_fuzz.core.steps import nonce_for
 
 ALL_CAPS = Capabilities(system_prompt=True, override=True, load=True, resume=True, fork=True,
                         close=True, list=True)

@@ -7,8 +7,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.oracles import Baseline, Evaluator, evaluate
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.core.oracles import Baseline, Evaluator, evaluate
 
 CORPUS = sorted((Path(__file__).resolve().parents[2] / "cassettes").rglob("*.cassette"))
 CASSETTES = [read_cassette(p) for p in CORPUS]

@@ -19,16 +19,16 @@ from typing import Any
 import pytest
 from test_oracles import ALL_CAPS, BASE, DEFAULTS, H, P, Q, R, appended, ids, only, sp
 
-from acp_fuzz.findings import CATALOG, HARNESS_RULES, Finding
-from acp_fuzz.oracles import (
+from acp_fuzz.core.findings import CATALOG, HARNESS_RULES, Finding
+from acp_fuzz.core.oracles import (
     MIN_BASELINE_CHARS,
     MIN_BASELINE_LINES,
     Baseline,
     is_instruction,
     learn_baseline,
 )
-from acp_fuzz.payloads import INVALID_REASONS, OMIT, classify
-from acp_fuzz.steps import nonce_for
+from acp_fuzz.core.payloads import INVALID_REASONS, OMIT, classify
+from acp_fuzz.core.steps import nonce_for
 
 REFERENCE = Path("/work/shared/docs/acp-reference.md")
 LEVEL = re.compile(r"-(MUST|MUSTNOT|SHOULD|MAY|DEF|ADVISORY)$")
@@ -483,9 +483,9 @@ def test_offline_replay_reclassifies_instead_of_repeating_the_recorded_class(
         tmp_path: Path) -> None:
     import dataclasses
 
-    from acp_fuzz.cassette import read_cassette, write_cassette
-    from acp_fuzz.history import Event
-    from acp_fuzz.replay import offline_check
+    from acp_fuzz.core.cassette import read_cassette, write_cassette
+    from acp_fuzz.core.history import Event
+    from acp_fuzz.engine.replay import offline_check
 
     root = Path(__file__).resolve().parents[2]
     c = read_cassette(root / "cassettes" / "reference" / "accept-unknown-mode.cassette")
@@ -506,7 +506,7 @@ def test_offline_replay_reclassifies_instead_of_repeating_the_recorded_class(
 
 
 def test_every_corpus_cassette_still_reads_and_gives_its_recorded_verdict_offline() -> None:
-    from acp_fuzz.replay import offline_check
+    from acp_fuzz.engine.replay import offline_check
 
     root = Path(__file__).resolve().parents[2] / "cassettes"
     paths = sorted(root.rglob("*.cassette"))
@@ -517,7 +517,7 @@ def test_every_corpus_cassette_still_reads_and_gives_its_recorded_verdict_offlin
 def test_the_real_agents_baselines_stay_substantial_and_lose_only_non_instructions() -> None:
     # The recorded baselines of codex-acp and claude-agent-acp: what the thresholds and the
     # instruction filter do to real default prompts (docs/findings.md gives the numbers).
-    from acp_fuzz.cassette import read_cassette
+    from acp_fuzz.core.cassette import read_cassette
 
     real = Path(__file__).resolve().parents[2] / "cassettes" / "real"
     sizes = {}

@@ -9,8 +9,8 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.oracles import Baseline, evaluate
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.core.oracles import Baseline, evaluate
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("corpus_generate",
@@ -96,7 +96,7 @@ def test_no_committed_cassette_holds_a_sandbox_path() -> None:
 
 
 def _has_root(v: Any) -> bool:
-    from acp_fuzz.scrub import normalize_sandbox
+    from acp_fuzz.core.scrub import normalize_sandbox
 
     if isinstance(v, str):
         return normalize_sandbox(v) != v

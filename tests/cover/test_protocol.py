@@ -1,11 +1,11 @@
-"""Protocol version negotiation and the v2 capability placement (acp_fuzz.protocol)."""
+"""Protocol version negotiation and the v2 capability placement (acp_fuzz.core.protocol)."""
 
 from __future__ import annotations
 
 import pytest
 
-from acp_fuzz.payloads import Capabilities
-from acp_fuzz.protocol import (
+from acp_fuzz.core.payloads import Capabilities
+from acp_fuzz.core.protocol import (
     NegotiationError,
     agent_info,
     answered,
@@ -14,7 +14,7 @@ from acp_fuzz.protocol import (
     offer_for,
     parse_choice,
 )
-from acp_fuzz.steps import describe
+from acp_fuzz.core.steps import describe
 
 INFO = {"name": "acp-fuzz", "version": "0"}
 V1CAPS = {"fs": {"readTextFile": True}}
@@ -118,8 +118,8 @@ def test_a_v2_load_is_described_as_the_resume_it_sends() -> None:
 # -- a load or resume sent while a turn of the session runs (``busy``) ------------------------
 
 def test_a_busy_reattach_needs_the_session_open_and_is_described() -> None:
-    from acp_fuzz.lifecycle import Lifecycle, allowed
-    from acp_fuzz.steps import validate_step
+    from acp_fuzz.core.lifecycle import Lifecycle, allowed
+    from acp_fuzz.core.steps import validate_step
 
     busy = {"op": "resume", "session": "A", "busy": True}
     assert allowed([{"op": "new", "session": "A"}, busy])
@@ -135,8 +135,8 @@ def test_a_busy_reattach_needs_the_session_open_and_is_described() -> None:
 
 
 def test_the_minimizer_drops_busy_unless_needed_and_the_shape_names_it() -> None:
-    from acp_fuzz.findings import Finding
-    from acp_fuzz.minimize import Failure, minimize, shape_of
+    from acp_fuzz.core.findings import Finding
+    from acp_fuzz.core.minimize import Failure, minimize, shape_of
 
     sp = {"mode": "append", "content": [{"type": "text", "text": "Be terse, always. [c]"}]}
     steps = [{"op": "new", "session": "A", "systemPrompt": sp},
@@ -159,8 +159,8 @@ def test_the_minimizer_drops_busy_unless_needed_and_the_shape_names_it() -> None
 
 
 def test_show_prints_how_a_v2_turn_and_the_turn_beside_a_busy_resume_ended() -> None:
-    from acp_fuzz.cassette import Cassette, Header
-    from acp_fuzz.history import History
+    from acp_fuzz.core.cassette import Cassette, Header
+    from acp_fuzz.core.history import History
     from acp_fuzz.timeline import render_timeline
 
     h = History()

@@ -46,8 +46,8 @@ def test_every_public_name_has_a_home() -> None:
 
 def test_import_acp_fuzz_stays_cheap() -> None:
     # The reference agent imports this package at every start: the public names load lazily.
-    code = "import sys, acp_fuzz; print(sorted(m for m in ('hypothesis', 'acp_fuzz.campaign', " \
-           "'acp_fuzz.runner') if m in sys.modules))"
+    code = "import sys, acp_fuzz; print(sorted(m for m in ('hypothesis', " \
+           "'acp_fuzz.engine.campaign', 'acp_fuzz.engine.runner') if m in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
     assert res.stdout.strip() == "[]"
@@ -102,8 +102,9 @@ def test_the_probe_would_see_a_top_level_strategies(tmp_path: Path) -> None:
 
 def test_every_error_the_harness_raises_is_an_acp_fuzz_error() -> None:
     """One base class to catch; each error is also importable where it is raised."""
-    from acp_fuzz import cassette, database, errors, runner, sandbox, transport
-    from acp_fuzz.gateway import upstream
+    from acp_fuzz.core import cassette, errors
+    from acp_fuzz.engine import database, runner, sandbox, transport
+    from acp_fuzz.engine.gateway import upstream
 
     homes = {"CassetteError": cassette, "DatabaseError": database, "HarnessError": runner,
              "SandboxError": sandbox, "AgentStartError": transport, "RpcError": transport,
@@ -117,10 +118,11 @@ def test_every_error_the_harness_raises_is_an_acp_fuzz_error() -> None:
 
 
 def test_the_version_is_written_once() -> None:
-    """pyproject.toml, the cassette header and the reference agent all read acp_fuzz.version."""
+    """pyproject.toml, the cassette header and the reference agent all read
+    acp_fuzz.core.version."""
     from importlib.metadata import version
 
-    from acp_fuzz.cassette import Header
+    from acp_fuzz.core.cassette import Header
     from acp_fuzz.reference_agent.agent import AGENT_VERSION
 
     assert version("acp-fuzz") == acp_fuzz.__version__
@@ -135,7 +137,7 @@ def test_report_show_and_offline_replay_do_not_load_the_campaign() -> None:
     for args in (["report", str(cassette)], ["show", str(cassette)],
                  ["replay", "--offline", str(cassette)]):
         code = (f"import sys; from acp_fuzz.cli import main; rc = main({args!r}); "
-                "print(rc, sorted(m for m in ('hypothesis', 'acp_fuzz.campaign', "
+                "print(rc, sorted(m for m in ('hypothesis', 'acp_fuzz.engine.campaign', "
                 "'acp_fuzz.strategies') if m in sys.modules))")
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              timeout=120, cwd=REPO)

@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from acp_fuzz.cassette import Cassette, Header, read_cassette
-from acp_fuzz.findings import Finding
-from acp_fuzz.history import Event
+from acp_fuzz.core.cassette import Cassette, Header, read_cassette
+from acp_fuzz.core.findings import Finding
+from acp_fuzz.core.history import Event
 from acp_fuzz.reporting import CLIP, render_markdown
 
 ROOT = Path(__file__).resolve().parents[2]

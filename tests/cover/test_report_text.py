@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from acp_fuzz.campaign import CampaignResult, CampaignSettings, FindingReport
-from acp_fuzz.findings import Finding
-from acp_fuzz.payloads import Capabilities
+from acp_fuzz.core.findings import Finding
+from acp_fuzz.core.payloads import Capabilities
+from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, FindingReport
 from acp_fuzz.reporting.text import campaign_lines
 
 

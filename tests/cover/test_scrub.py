@@ -1,4 +1,5 @@
-"""The scrubber (acp_fuzz.scrub), the bounded cassette write and the gateway's recording caps."""
+"""The scrubber (acp_fuzz.core.scrub), the bounded cassette write and the gateway's recording
+caps."""
 
 from __future__ import annotations
 
@@ -10,19 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from acp_fuzz.campaign import CampaignSettings, FindingReport, save_finding
-from acp_fuzz.cassette import Header, read_cassette, write_cassette, write_cassette_bounded
-from acp_fuzz.findings import Finding
-from acp_fuzz.gateway.server import (
-    MAX_RECORDED_BODY,
-    MAX_RECORDED_TEXT,
-    recorded_body,
-    recorded_segments,
-)
-from acp_fuzz.history import Event, Segment
-from acp_fuzz.oracles import Baseline
-from acp_fuzz.runner import TargetSpec
-from acp_fuzz.scrub import (
+from acp_fuzz.core.cassette import Header, read_cassette, write_cassette, write_cassette_bounded
+from acp_fuzz.core.findings import Finding
+from acp_fuzz.core.history import Event, Segment
+from acp_fuzz.core.oracles import Baseline
+from acp_fuzz.core.scrub import (
     REDACTED,
     Scrubber,
     env_secrets,
@@ -30,7 +23,15 @@ from acp_fuzz.scrub import (
     map_leaves,
     redact_url,
 )
-from acp_fuzz.workers import spec_from_wire, spec_to_wire
+from acp_fuzz.engine.campaign import CampaignSettings, FindingReport, save_finding
+from acp_fuzz.engine.gateway.server import (
+    MAX_RECORDED_BODY,
+    MAX_RECORDED_TEXT,
+    recorded_body,
+    recorded_segments,
+)
+from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.workers import spec_from_wire, spec_to_wire
 
 SECRET = "plain-value-0123456789"
 

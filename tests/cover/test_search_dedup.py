@@ -8,8 +8,8 @@ from typing import Any, cast
 
 import pytest
 
-from acp_fuzz.campaign import DUPLICATE_SHRINKS, SearchState, _Known
-from acp_fuzz.minimize import shape_of
+from acp_fuzz.core.minimize import shape_of
+from acp_fuzz.engine.campaign import DUPLICATE_SHRINKS, SearchState, _Known
 
 LEAK_SHAPE = shape_of([{"op": "new", "session": "A", "systemPrompt": {"mode": "append",
                                                                     "content": []}},
@@ -47,7 +47,7 @@ def test_an_oracle_that_rode_along_is_not_covered_alone() -> None:
 
 
 def _refused(message: str, data: Any = None, oracle: str = "payload.valid-rejected") -> Any:
-    from acp_fuzz.findings import Finding
+    from acp_fuzz.core.findings import Finding
 
     err: dict[str, Any] = {"code": -32602, "message": message}
     if data is not None:
@@ -63,7 +63,7 @@ PERSISTED = "Invalid params: Changing systemPrompt requires a persisted session;
 def test_the_same_specific_refusal_in_another_shape_is_the_same_bug() -> None:
     """codex-acp 2.6.0 answers a changed prompt on load and on resume, after a session made
     with or without a prompt, with one error: one bug, not three reports."""
-    from acp_fuzz.campaign import FindingReport
+    from acp_fuzz.engine.campaign import FindingReport
 
     load = [{"op": "new", "session": "A", "systemPrompt": {"mode": "append", "content": []}},
             {"op": "load", "session": "A", "systemPrompt": {"mode": "append", "content": []}}]
@@ -82,7 +82,7 @@ def test_the_same_specific_refusal_in_another_shape_is_the_same_bug() -> None:
 
 
 def test_generic_messages_count_only_with_their_data() -> None:
-    from acp_fuzz.minimize import refusals
+    from acp_fuzz.core.minimize import refusals
 
     gone = {"details": "No previous sessions found for this project."}
     assert refusals([_refused("Internal error")]) == set()
@@ -109,7 +109,7 @@ RESUME: list[dict[str, Any]] = [{"op": "new", "session": "A"},
 
 
 def _failed(*oracles: str) -> list[Any]:
-    from acp_fuzz.findings import Finding
+    from acp_fuzz.core.findings import Finding
 
     return [Finding(o, "MUST", "SP-AGENT-APPLY-NEW-MUST", "failed") for o in oracles]
 
@@ -135,14 +135,14 @@ CASES: dict[str, tuple[list[Any], list[dict[str, Any]], list[Any], list[dict[str
 
 
 def _report(findings: list[Any], steps: list[dict[str, Any]]) -> Any:
-    from acp_fuzz.campaign import FindingReport
+    from acp_fuzz.engine.campaign import FindingReport
 
     return FindingReport("failed", 3, 3, findings, steps, [], None)
 
 
 def _state(known_findings: list[Any], known_steps: list[dict[str, Any]],
            on_event: Any = None) -> SearchState:
-    from acp_fuzz.campaign import CampaignSettings
+    from acp_fuzz.engine.campaign import CampaignSettings
 
     unused = cast(Any, None)
     report = _report(known_findings, known_steps)
@@ -154,7 +154,7 @@ def _state(known_findings: list[Any], known_steps: list[dict[str, Any]],
 
 def _by_same_bug(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
                  ns: list[dict[str, Any]]) -> bool:
-    from acp_fuzz.minimize import refusals, same_bug
+    from acp_fuzz.core.minimize import refusals, same_bug
 
     known, new = _report(kf, ks), _report(nf, ns)
     return same_bug(known.oracles, shape_of(ks), refusals(kf), new.oracles, shape_of(ns),
@@ -165,8 +165,8 @@ def _by_settle(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
                ns: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch) -> bool:
     """Whether ``_settle`` calls a failure that shrank to ``ns`` a known one (no agent runs:
     the shrink returns the failure as it is, and a new bug stops at its confirmation)."""
-    from acp_fuzz import campaign
-    from acp_fuzz.minimize import Failure
+    from acp_fuzz.core.minimize import Failure
+    from acp_fuzz.engine import campaign
 
     class NewBug(Exception):
         pass
@@ -191,8 +191,8 @@ def _by_settle(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
 def _by_merge(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
               ns: list[dict[str, Any]]) -> bool:
     """Whether the workers' merge keeps only the first of two workers' reports."""
-    from acp_fuzz.campaign import CampaignResult, CampaignSettings
-    from acp_fuzz.workers import _merge
+    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
+    from acp_fuzz.engine.workers import _merge
 
     cfg = CampaignSettings()
     results = [CampaignResult(agent={}, initialize={}, caps=cast(Any, None), settings=cfg,
@@ -221,7 +221,7 @@ def test_the_search_the_shrink_and_the_workers_merge_agree(
 def test_a_shape_embeds_itself() -> None:
     """Why ``same_bug`` needs no test of equality beside ``embeds``: every shape occurs in
     itself; only the empty one (no steps) does not, and equal shapes are compared first."""
-    from acp_fuzz.minimize import embeds, same_bug
+    from acp_fuzz.core.minimize import embeds, same_bug
 
     for steps in (LEAK, LEAK_XY, LEAK_AFTER, LOAD, RESUME, cast(list[dict[str, Any]], OTHER)):
         assert embeds(shape_of(steps), shape_of(steps))

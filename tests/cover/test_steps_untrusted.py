@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_fuzz.steps import (
+from acp_fuzz.core.steps import (
     INVALID_METHODS,
     KEYS,
     invalid_params,

@@ -18,9 +18,9 @@ from acp_fuzz.strategies.payloads import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_fuzz.lifecycle import Lifecycle
-from acp_fuzz.payloads import OMIT, Capabilities, blocks_of, classify
-from acp_fuzz.steps import validate_step
+from acp_fuzz.core.lifecycle import Lifecycle
+from acp_fuzz.core.payloads import OMIT, Capabilities, blocks_of, classify
+from acp_fuzz.core.steps import validate_step
 
 CAPS = Capabilities(system_prompt=True, override=True)
 CANARY = "[acp-fuzz canary A1]"

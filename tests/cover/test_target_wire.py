@@ -12,10 +12,10 @@ from typing import Any, cast
 
 import pytest
 
-from acp_fuzz.deadlines import Deadlines
-from acp_fuzz.profiles import _codex_env, _codex_setup, codex_side_request, get_profile
-from acp_fuzz.runner import TargetSpec
-from acp_fuzz.workers import spec_from_wire, spec_to_wire
+from acp_fuzz.engine.deadlines import Deadlines
+from acp_fuzz.engine.profiles import _codex_env, _codex_setup, codex_side_request, get_profile
+from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.workers import spec_from_wire, spec_to_wire
 
 
 def _deadlines() -> Deadlines:

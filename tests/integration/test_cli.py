@@ -9,7 +9,7 @@ import pytest
 from _support import run_cli
 from hypothesis.database import InMemoryExampleDatabase
 
-from acp_fuzz.database import AgentScoped
+from acp_fuzz.engine.database import AgentScoped
 
 pytestmark = pytest.mark.integration
 HOSTILE = Path(__file__).resolve().parents[1] / "hostile_agents"
@@ -80,7 +80,7 @@ def test_your_own_build_runs_under_a_known_agents_profile(tmp_path: Path) -> Non
 
 
 def test_portable_cassettes_for_a_bug_report_hold_no_interpreter_path(tmp_path: Path) -> None:
-    from acp_fuzz.cassette import read_cassette
+    from acp_fuzz.core.cassette import read_cassette
 
     proc = _cli(tmp_path, "target", "-x", "--portable", "--cassette-dir", str(tmp_path / "c"),
                 "--", sys.executable, "-m", "acp_fuzz.reference_agent",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.replay import offline_check, replay_cassette
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.engine.replay import offline_check, replay_cassette
 
 CORPUS = Path(__file__).resolve().parents[2] / "cassettes" / "reference"
 CASSETTES = sorted(CORPUS.glob("*.cassette"))

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from _support import run_cli
 
-from acp_fuzz.database import DatabaseError, check_database, open_database
+from acp_fuzz.engine.database import DatabaseError, check_database, open_database
 
 pytestmark = pytest.mark.integration
 

@@ -1,4 +1,4 @@
-"""Deadlines learned from the agent (acp_fuzz/deadlines.py), end to end with run_campaign.
+"""Deadlines learned from the agent (acp_fuzz/engine/deadlines.py), end to end with run_campaign.
 
 A hang is still found, confirmed with the full timeout once, shrunk and confirmed with the
 learned (shorter) deadline; a slow but correct agent is never reported as hung. No wall-clock
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.campaign import CampaignSettings, run_campaign
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.deadlines import FLOOR
-from acp_fuzz.runner import TargetSpec
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+from acp_fuzz.engine.deadlines import FLOOR
+from acp_fuzz.engine.runner import TargetSpec
 
 pytestmark = pytest.mark.integration
 

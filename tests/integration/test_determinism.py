@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.campaign import CampaignEvent, CampaignSettings, ExampleDone, run_campaign
-from acp_fuzz.runner import TargetSpec
+from acp_fuzz.engine.campaign import CampaignEvent, CampaignSettings, ExampleDone, run_campaign
+from acp_fuzz.engine.runner import TargetSpec
 
 pytestmark = pytest.mark.integration
 

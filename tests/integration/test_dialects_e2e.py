@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.campaign import CampaignSettings, run_campaign
-from acp_fuzz.oracles import evaluate
-from acp_fuzz.runner import Run, TargetSpec
+from acp_fuzz.core.oracles import evaluate
+from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+from acp_fuzz.engine.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 DIALECTS = ["claude-meta", "pi-meta", "goose"]

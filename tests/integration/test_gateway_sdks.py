@@ -17,9 +17,9 @@ import jsonschema
 import openai
 import pytest
 
-from acp_fuzz.gateway import Gateway, UpstreamRecorder
-from acp_fuzz.gateway.server import MAX_BODY
-from acp_fuzz.history import History, ModelExchange
+from acp_fuzz.core.history import History, ModelExchange
+from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
+from acp_fuzz.engine.gateway.server import MAX_BODY
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

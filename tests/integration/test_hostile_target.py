@@ -37,7 +37,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from acp_fuzz.cassette import read_cassette
+from acp_fuzz.core.cassette import read_cassette
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 

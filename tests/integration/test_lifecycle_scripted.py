@@ -23,11 +23,11 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.cassette import Header, read_cassette, write_cassette
-from acp_fuzz.history import Event, History, ModelExchange
-from acp_fuzz.oracles import Baseline, evaluate, learn_baseline
+from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
+from acp_fuzz.core.history import Event, History, ModelExchange
+from acp_fuzz.core.oracles import Baseline, evaluate, learn_baseline
+from acp_fuzz.engine.runner import Run, TargetSpec
 from acp_fuzz.reference_agent import default_instructions
-from acp_fuzz.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 

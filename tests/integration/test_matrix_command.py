@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from _support import run_cli
 
-from acp_fuzz.campaign import CampaignSettings, run_campaign
-from acp_fuzz.cassette import read_cassette
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+from acp_fuzz.engine.runner import TargetSpec
 from acp_fuzz.reporting import result_to_json
 from acp_fuzz.reporting.matrix import column_from_report
-from acp_fuzz.runner import TargetSpec
 
 pytestmark = pytest.mark.integration
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from acp_fuzz.campaign import requests_of
-from acp_fuzz.oracles import Baseline
-from acp_fuzz.runner import TargetSpec, run_steps
+from acp_fuzz.core.oracles import Baseline
+from acp_fuzz.engine.campaign import requests_of
+from acp_fuzz.engine.runner import TargetSpec, run_steps
 
 pytestmark = pytest.mark.integration
 

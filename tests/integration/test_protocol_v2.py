@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from _support import run_cli
 
-from acp_fuzz.errors import HarnessError
-from acp_fuzz.oracles import evaluate
-from acp_fuzz.runner import Run, TargetSpec
+from acp_fuzz.core.errors import HarnessError
+from acp_fuzz.core.oracles import evaluate
+from acp_fuzz.engine.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 

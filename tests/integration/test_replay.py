@@ -1,7 +1,7 @@
 """Replay, offline check, as-agent mode and the replay/report commands, end to end.
 
 Finding cassettes are made the cheap way: the known minimal steps of a planted bug are run
-once against the buggy reference agent and saved with :func:`acp_fuzz.campaign.save_finding`.
+once against the buggy reference agent and saved with :func:`acp_fuzz.engine.campaign.save_finding`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,11 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from acp_fuzz.campaign import (
+from acp_fuzz.cli.replay import replay_cmd, report_cmd
+from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
+from acp_fuzz.core.history import Event
+from acp_fuzz.core.oracles import Baseline
+from acp_fuzz.engine.campaign import (
     CampaignSettings,
     FindingReport,
     requests_of,
@@ -24,18 +28,14 @@ from acp_fuzz.campaign import (
     save_finding,
     steps_of,
 )
-from acp_fuzz.cassette import Header, read_cassette, write_cassette
-from acp_fuzz.cli.replay import replay_cmd, report_cmd
-from acp_fuzz.history import Event
-from acp_fuzz.oracles import Baseline
-from acp_fuzz.replay import (
+from acp_fuzz.engine.replay import (
     first_divergence,
     normalize_transcript,
     offline_check,
     replay_cassette,
     replay_dir,
 )
-from acp_fuzz.runner import Run, TargetSpec
+from acp_fuzz.engine.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 
@@ -257,7 +257,7 @@ def drive_as_agent(cassette: Path, steps: Sequence[dict[str, Any]],
                    track: Callable[[int | None], None]) -> tuple[int | None, str]:
     """Drive ``acp-fuzz replay --as-agent`` with the project's own runner as the client;
     return its exit status and stderr."""
-    spec = TargetSpec.from_command([PY, "-m", "acp_fuzz.as_agent", str(cassette)])
+    spec = TargetSpec.from_command([PY, "-m", "acp_fuzz.engine.as_agent", str(cassette)])
     with Run(spec) as run:
         track(run.agent.pgid)
         run.initialize()

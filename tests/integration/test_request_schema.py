@@ -30,9 +30,9 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.history import Event
-from acp_fuzz.runner import Run, TargetSpec
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.core.history import Event
+from acp_fuzz.engine.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 
@@ -176,8 +176,8 @@ def test_every_request_shape_the_strategies_draw_follows_the_schema(protocol: in
     from hypothesis import HealthCheck, settings
     from hypothesis.stateful import run_state_machine_as_test
 
-    from acp_fuzz.gateway import Gateway
-    from acp_fuzz.payloads import Capabilities
+    from acp_fuzz.core.payloads import Capabilities
+    from acp_fuzz.engine.gateway import Gateway
     from acp_fuzz.strategies import LifecycleMachine
 
     spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",

@@ -18,10 +18,10 @@ from typing import Any
 import psutil
 import pytest
 
-from acp_fuzz.client_policy import default_client_handler
-from acp_fuzz.history import History
-from acp_fuzz.sandbox import REDACTED, Sandbox, redact_env
-from acp_fuzz.transport import (
+from acp_fuzz.core.history import History
+from acp_fuzz.engine.client_policy import default_client_handler
+from acp_fuzz.engine.sandbox import REDACTED, Sandbox, redact_env
+from acp_fuzz.engine.transport import (
     AgentProcess,
     AgentStartError,
     RpcError,

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.campaign import CampaignSettings, run_campaign
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.gateway import Gateway
-from acp_fuzz.replay import replay_cassette
-from acp_fuzz.runner import TargetSpec
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+from acp_fuzz.engine.gateway import Gateway
+from acp_fuzz.engine.replay import replay_cassette
+from acp_fuzz.engine.runner import TargetSpec
 
 pytestmark = pytest.mark.integration
 

@@ -29,10 +29,16 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.campaign import CampaignResult, CampaignSettings, run_campaign, run_steps, steps_of
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.oracles import Baseline
-from acp_fuzz.runner import TargetSpec
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.core.oracles import Baseline
+from acp_fuzz.engine.campaign import (
+    CampaignResult,
+    CampaignSettings,
+    run_campaign,
+    run_steps,
+    steps_of,
+)
+from acp_fuzz.engine.runner import TargetSpec
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz import agents_cache
-from acp_fuzz.profiles import PROFILES, get_profile
+from acp_fuzz.engine import agents_cache
+from acp_fuzz.engine.profiles import PROFILES, get_profile
 from tests.realagent._support import FIXTURES
 
 

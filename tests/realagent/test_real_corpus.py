@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.replay import replay_cassette
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.engine.replay import replay_cassette
 from tests.realagent._support import installed_profile
 
 pytestmark = pytest.mark.realagent

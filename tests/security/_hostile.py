@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from acp_fuzz.cassette import read_cassette, write_cassette
+from acp_fuzz.core.cassette import read_cassette, write_cassette
 
 ROOT = Path(__file__).resolve().parents[2]
 LEAK = ROOT / "cassettes" / "reference" / "leak.cassette"

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.client_policy import default_client_handler
-from acp_fuzz.history import History
-from acp_fuzz.runner import Run, TargetSpec
-from acp_fuzz.sandbox import Sandbox
-from acp_fuzz.transport import AgentProcess
+from acp_fuzz.core.history import History
+from acp_fuzz.engine.client_policy import default_client_handler
+from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.sandbox import Sandbox
+from acp_fuzz.engine.transport import AgentProcess
 
 pytestmark = pytest.mark.integration
 

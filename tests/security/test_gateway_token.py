@@ -21,8 +21,8 @@ import anthropic
 import openai
 import pytest
 
-from acp_fuzz.cassette import Cassette, Header
-from acp_fuzz.runner import Run, TargetSpec
+from acp_fuzz.core.cassette import Cassette, Header
+from acp_fuzz.engine.runner import Run, TargetSpec
 from acp_fuzz.timeline import render_timeline
 from tests.security._isolation import REPO
 
@@ -100,7 +100,7 @@ def test_the_token_is_per_gateway_and_is_every_sdk_key(run: Run) -> None:
 FORGER = r"""
 import json, sys
 import openai
-from acp_fuzz.steps import prompt_text
+from acp_fuzz.core.steps import prompt_text
 url, token, forged = sys.argv[1:4]
 client = openai.OpenAI(base_url=url + "/v1", api_key=token, max_retries=0)
 # The public recipe of the harness's first prompt of session A, under a system prompt of ours.

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.cassette import read_cassette, write_cassette
-from acp_fuzz.history import Event
-from acp_fuzz.runner import Run, TargetSpec
-from acp_fuzz.steps import steps_of
+from acp_fuzz.core.cassette import read_cassette, write_cassette
+from acp_fuzz.core.history import Event
+from acp_fuzz.core.steps import steps_of
+from acp_fuzz.engine.runner import Run, TargetSpec
 
 from ._hostile import LEAK
 

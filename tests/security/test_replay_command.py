@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.replay import replay_cassette, replay_dir
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.engine.replay import replay_cassette, replay_dir
 from acp_fuzz.reporting import render_markdown
 
 from ._hostile import REFERENCE, hostile_cassette, run_acp_fuzz
@@ -58,7 +58,7 @@ def test_control_characters_in_the_recorded_command_are_shown_not_interpreted(
     c = read_cassette(cassette)
     # A command that would clear the screen and print a harmless-looking line over itself.
     c.header.target = ["sh", "-c", f"touch {marker}\n\x1b[2K\x1b[1A./my-agent"]
-    from acp_fuzz.cassette import write_cassette
+    from acp_fuzz.core.cassette import write_cassette
 
     write_cassette(cassette, c.header, c.events)
     proc = run_acp_fuzz(tmp_path, "replay", str(cassette))

@@ -17,12 +17,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_fuzz.campaign import CampaignSettings, FindingReport, requests_of, run_steps, save_finding
-from acp_fuzz.cassette import read_cassette, write_cassette
-from acp_fuzz.gateway import Gateway, UpstreamRecorder
-from acp_fuzz.oracles import Baseline
-from acp_fuzz.replay import ReplayResult, replay_cassette
-from acp_fuzz.runner import TargetSpec
+from acp_fuzz.core.cassette import read_cassette, write_cassette
+from acp_fuzz.core.oracles import Baseline
+from acp_fuzz.engine.campaign import (
+    CampaignSettings,
+    FindingReport,
+    requests_of,
+    run_steps,
+    save_finding,
+)
+from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
+from acp_fuzz.engine.replay import ReplayResult, replay_cassette
+from acp_fuzz.engine.runner import TargetSpec
 
 from ._hostile import REFERENCE, run_acp_fuzz
 
@@ -151,7 +157,7 @@ _values = st.recursive(_leaf, lambda inner: st.lists(inner, max_size=3)
 def test_any_decoded_shape_is_refused_in_one_line_or_loaded(obj: dict[str, Any]) -> None:
     # Whatever a cassette holds, loading it raises RecordingError (one line) or succeeds;
     # nothing else escapes to become a traceback.
-    from acp_fuzz.gateway.upstream import RecordingError
+    from acp_fuzz.engine.gateway.upstream import RecordingError
 
     data = msgpack.packb(obj, use_bin_type=True)
     try:

@@ -26,9 +26,9 @@ import msgpack
 import pytest
 from markdown_it import MarkdownIt
 
-from acp_fuzz.cassette import read_cassette
-from acp_fuzz.gateway import Gateway
-from acp_fuzz.history import History
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.core.history import History
+from acp_fuzz.engine.gateway import Gateway
 
 pytestmark = pytest.mark.integration
 

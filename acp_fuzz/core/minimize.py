@@ -33,10 +33,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acp_fuzz.findings import Finding, is_reported
-from acp_fuzz.history import Event
-from acp_fuzz.lifecycle import allowed, handle_name
-from acp_fuzz.payloads import Capabilities, blocks_of, classify
+from acp_fuzz.core.findings import Finding, is_reported
+from acp_fuzz.core.history import Event
+from acp_fuzz.core.lifecycle import allowed, handle_name
+from acp_fuzz.core.payloads import Capabilities, blocks_of, classify
 
 __all__ = [
     "Failure",
@@ -503,7 +503,7 @@ def same_bug(known_oracles: Iterable[str], known_shape: Shape,
              shape: Shape, refused: Iterable[tuple[str, object, str]]) -> bool:
     """Whether a failure (its failing ``oracles``, the ``shape`` of its steps and its specific
     ``refused`` errors, :func:`refusals`) is a known one: the one rule for "two failures are
-    the same bug", in the search (:meth:`~acp_fuzz.campaign.SearchState.explained`), after a
+    the same bug", in the search (:meth:`~acp_fuzz.engine.campaign.SearchState.explained`), after a
     shrink (``campaign._settle``) and in the merge of parallel workers.
 
     They share an oracle, and either the known minimal reproduction occurs in the failure's

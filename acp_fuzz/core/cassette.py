@@ -1,6 +1,6 @@
 """Cassettes: the durable, replayable record of one run.
 
-A cassette is one file holding a :class:`Header`, every :class:`~acp_fuzz.history.Event` of a
+A cassette is one file holding a :class:`Header`, every :class:`~acp_fuzz.core.history.Event` of a
 run in ``seq`` order, and opaque binary attachments (for example the vcrpy recording of
 upstream model calls, by convention under the name ``"vcr"``). It is what replay reads, what
 a bug report attaches and what CI keeps as a regression case. The byte-level format is
@@ -48,9 +48,9 @@ from typing import IO, Any, BinaryIO
 
 import msgpack
 
-from acp_fuzz.errors import CassetteError
-from acp_fuzz.history import EVENT_KINDS, Event, History
-from acp_fuzz.version import __version__
+from acp_fuzz.core.errors import CassetteError
+from acp_fuzz.core.history import EVENT_KINDS, Event, History
+from acp_fuzz.core.version import __version__
 
 __all__ = [
     "FORMAT_VERSION",
@@ -203,7 +203,7 @@ class Cassette:
     attachments: dict[str, bytes] = field(default_factory=dict)
 
     def history(self) -> History:
-        """The events as a fresh :class:`~acp_fuzz.history.History`."""
+        """The events as a fresh :class:`~acp_fuzz.core.history.History`."""
         return History.from_events(self.events)
 
 
@@ -219,7 +219,7 @@ class CassetteWriter:
     cassette. A writer that is killed leaves only the ``.partial`` file behind, which no
     reader mistakes for a cassette (it has no footer, so it reads as truncated).
 
-    :meth:`write` fits :attr:`History.sink <acp_fuzz.history.History.sink>`. The writer is
+    :meth:`write` fits :attr:`History.sink <acp_fuzz.core.history.History.sink>`. The writer is
     thread-safe.
 
     As a context manager: a normal exit closes (publishes) the cassette. An exit by
@@ -427,7 +427,7 @@ def write_cassette(
     header_updates: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a whole cassette in one call (atomically, like :class:`CassetteWriter`) and
-    return its path. ``events`` may be a :class:`~acp_fuzz.history.History`."""
+    return its path. ``events`` may be a :class:`~acp_fuzz.core.history.History`."""
     writer = CassetteWriter(path, header)
     try:
         for event in events:
@@ -511,8 +511,8 @@ def _fit_event(event: Event) -> Event:
 
 
 def _fit_value(value: Any) -> Any:
-    from acp_fuzz.history import clip_depth
-    from acp_fuzz.scrub import map_leaves
+    from acp_fuzz.core.history import clip_depth
+    from acp_fuzz.core.scrub import map_leaves
 
     def leaf(v: Any) -> Any:
         half = CLIP_STRING // 2

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from acp_fuzz.steps import OPS
+from acp_fuzz.core.steps import OPS
 
 __all__ = ["HANDLES", "NEEDS", "Lifecycle", "SessionState", "allowed", "handle_name"]
 

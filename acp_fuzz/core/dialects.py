@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from acp_fuzz.payloads import Capabilities, blocks_of
+from acp_fuzz.core.payloads import Capabilities, blocks_of
 
 __all__ = ["DIALECTS", "GOOSE_METHOD", "capabilities", "detect", "encode_meta", "goose_params",
            "resolve"]

@@ -3,7 +3,7 @@
 It speaks OpenAI Chat and Responses, Anthropic Messages and Gemini well enough for real
 agents, answers deterministically (``"ok"``, or schema-minimal JSON for structured-output
 requests), and records every exchange as one ``model`` event in a
-:class:`~acp_fuzz.history.History`: the parsed request split into ``system`` / ``user`` /
+:class:`~acp_fuzz.core.history.History`: the parsed request split into ``system`` / ``user`` /
 ``history`` / ``other`` text segments, tied to the harness turn through the nonce the
 runner put in the prompt. With ``upstream=`` it forwards to a real model instead, and an
 :class:`UpstreamRecorder` records (or replays offline) those calls with vcrpy.
@@ -16,9 +16,9 @@ runner put in the prompt. With ``upstream=`` it forwards to a real model instead
         ...                           # run the agent with env
 """
 
-from acp_fuzz.gateway.server import NONCE_RE, Gateway, is_side_request
-from acp_fuzz.gateway.slots import detect_api, split_request
-from acp_fuzz.gateway.upstream import UpstreamRecorder
+from acp_fuzz.core.slots import detect_api, split_request
+from acp_fuzz.engine.gateway.server import NONCE_RE, Gateway, is_side_request
+from acp_fuzz.engine.gateway.upstream import UpstreamRecorder
 
 __all__ = [
     "NONCE_RE",

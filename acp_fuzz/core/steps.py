@@ -28,10 +28,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from acp_fuzz.dialects import DIALECTS, encode_meta
+from acp_fuzz.core.dialects import DIALECTS, encode_meta
 
 if TYPE_CHECKING:
-    from acp_fuzz.history import Event
+    from acp_fuzz.core.history import Event
 
 __all__ = ["INVALID_METHODS", "OPS", "describe", "elsewhere", "invalid_params",
            "lifecycle_request", "nonce_for", "preview", "prompt_params", "prompt_text", "steps_of",
@@ -63,7 +63,7 @@ KEYS: dict[str, frozenset[str]] = {
     "restart": frozenset(),
     "invalid": frozenset({"method", "params", "why"}),
 }
-#: The logical session handles (``acp_fuzz.lifecycle.HANDLES``): one capital letter, and the
+#: The logical session handles (``acp_fuzz.core.lifecycle.HANDLES``): one capital letter, and the
 #: two sessions of the campaign's calibration. The runner names directories after them, so
 #: nothing else may pass (no ``..``, no ``/``).
 _HANDLES = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ") | {"baseline-1", "baseline-2"}
@@ -88,7 +88,7 @@ def nonce_for(session: str, turn: int, salt: str = "") -> str:
     """The nonce the harness puts into turn ``turn`` of ``session``.
 
     It is derived from the logical handle, the turn number and the run's ``salt`` (random per
-    run, see :class:`acp_fuzz.runner.Run`), so the gateway can tie each model request to its
+    run, see :class:`acp_fuzz.engine.runner.Run`), so the gateway can tie each model request to its
     turn, and another process cannot compute the nonce of a turn to forge a request for it.
     Comparisons across runs replace it with ``<nonce>`` (``replay.normalize_transcript``).
     """

@@ -2,7 +2,7 @@
 
 :class:`AgentProcess` spawns an agent in its own process group, writes requests to its stdin
 and reads its stdout and stderr on background threads. Everything that crosses the pipes is
-appended to a :class:`~acp_fuzz.history.History`:
+appended to a :class:`~acp_fuzz.core.history.History`:
 
 * every line in either direction is one ``acp`` event (``{"dir": "send"|"recv", "msg": ...}``).
   A received line that is not a JSON object keeps ``msg: None`` and carries ``raw`` (the line
@@ -30,7 +30,7 @@ outlives it even if it keeps the pipes open.
 Typical use::
 
     agent = AgentProcess(argv, env=sandbox.build_env(), cwd=sandbox.root, history=history,
-                         client_handler=ClientPolicy([session_cwd]))  # acp_fuzz.client_policy
+                         client_handler=ClientPolicy([session_cwd]))  # engine.client_policy
     agent.start()
     try:
         reply = agent.request("initialize", {"protocolVersion": 1}, timeout=30)
@@ -60,8 +60,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
 
-from acp_fuzz.errors import AgentStartError, RpcError
-from acp_fuzz.history import History
+from acp_fuzz.core.errors import AgentStartError, RpcError
+from acp_fuzz.core.history import History
 
 __all__ = [
     "AgentProcess",
@@ -271,7 +271,7 @@ class AgentProcess:
     Args:
         argv: the command; ``argv[0]`` is looked up on ``env["PATH"]``.
         env: the complete environment (nothing is inherited; see
-            :meth:`acp_fuzz.sandbox.Sandbox.build_env`).
+            :meth:`acp_fuzz.engine.sandbox.Sandbox.build_env`).
         cwd: the process working directory (not necessarily a session ``cwd``).
         history: where events are recorded, or ``None`` to record nothing. Assignable, e.g.
             to start a new history for the next run while the process keeps running.
@@ -282,16 +282,17 @@ class AgentProcess:
             one worker thread, so it may block without stalling the reading of stdout. If it
             has a ``sent(method, params)`` method, that is called with every request and
             notification queued for the agent, before it is written (so a client policy
-            knows about a ``session/cancel``; see :class:`acp_fuzz.client_policy.ClientPolicy`).
+            knows about a ``session/cancel``; see
+            :class:`acp_fuzz.engine.client_policy.ClientPolicy`).
         max_line_bytes: the longest stdout line accepted; longer lines are discarded.
         stderr_tail_bytes: how much of the end of stderr :attr:`stderr_tail` keeps.
         stderr_record_limit: how many stderr bytes are recorded as events in total.
         max_recorded_notifications: how many notifications from the agent are recorded as
             ``acp`` events; the rest are only counted (:attr:`dropped_notifications`).
-            ``None`` (the default) records them all; :class:`acp_fuzz.runner.Run` sets a cap.
+            ``None`` (the default) records them all; :class:`acp_fuzz.engine.runner.Run` sets a cap.
         max_recorded_notification_bytes: the same cap, on the total size of their lines.
         command: what is really executed, when it is not ``argv``: ``argv`` wrapped by a
-            sandbox (:func:`acp_fuzz.sandbox.agent_command`). ``argv`` is what is recorded.
+            sandbox (:func:`acp_fuzz.engine.sandbox.agent_command`). ``argv`` is what is recorded.
         sandbox: how the process is confined (``"bwrap pid"``, ...), for the spawn event.
 
     All methods are thread-safe; :meth:`request` may be called from many threads at once.

@@ -39,8 +39,8 @@ from vcr.errors import CannotOverwriteExistingCassetteException, UnhandledHTTPRe
 from vcr.persisters.filesystem import CassetteNotFoundError
 from vcr.stubs import VCRHTTPConnection, VCRHTTPSConnection
 
-from acp_fuzz.errors import RecordingError, UpstreamError
-from acp_fuzz.scrub import REDACTED, SECRET_HEADERS, is_secret_header, redact_url
+from acp_fuzz.core.errors import RecordingError, UpstreamError
+from acp_fuzz.core.scrub import REDACTED, SECRET_HEADERS, is_secret_header, redact_url
 
 __all__ = [
     "RECORDING_LIMITS",
@@ -351,7 +351,7 @@ class UpstreamRecorder:
     recorded twin gets :class:`UpstreamError`, which the gateway answers with a 502.
 
     The recording is vcrpy's cassette format, msgpack-encoded. Secret headers and query
-    parameters (see :mod:`acp_fuzz.scrub`) are stored as ``"<redacted>"``.
+    parameters (see :mod:`acp_fuzz.core.scrub`) are stored as ``"<redacted>"``.
     """
 
     def __init__(self, *, record_mode: str = "all", _data: bytes | None = None) -> None:

@@ -4,7 +4,7 @@ A cassette records every step the harness took. :func:`replay_cassette` runs tho
 on a fresh process of the agent you name (a command, or a known profile), runs the oracles
 again and compares the outcome with what was recorded::
 
-    from acp_fuzz.replay import replay_cassette
+    from acp_fuzz.engine.replay import replay_cassette
 
     result = replay_cassette("cassettes/prompt.leak-seed0.cassette",
                              target=["python", "-m", "acp_fuzz.reference_agent"], runs=3)
@@ -56,17 +56,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
-from acp_fuzz.escaping import terminal
-from acp_fuzz.findings import Finding, is_reported
-from acp_fuzz.gateway import NONCE_RE, Gateway, UpstreamRecorder
-from acp_fuzz.gateway.upstream import RecordingError
-from acp_fuzz.history import Event, ModelExchange
-from acp_fuzz.oracles import Baseline, evaluate
-from acp_fuzz.protocol import answered
-from acp_fuzz.runner import HarnessError, TargetSpec, run_steps
-from acp_fuzz.scrub import normalize_sandbox
-from acp_fuzz.steps import steps_of, validate_step
+from acp_fuzz.core.cassette import Cassette, CassetteError, read_cassette
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.findings import Finding, is_reported
+from acp_fuzz.core.history import Event, ModelExchange
+from acp_fuzz.core.oracles import Baseline, evaluate
+from acp_fuzz.core.protocol import answered
+from acp_fuzz.core.scrub import normalize_sandbox
+from acp_fuzz.core.steps import steps_of, validate_step
+from acp_fuzz.engine.gateway import NONCE_RE, Gateway, UpstreamRecorder
+from acp_fuzz.engine.gateway.upstream import RecordingError
+from acp_fuzz.engine.runner import HarnessError, TargetSpec, run_steps
 
 __all__ = [
     "VERDICTS",
@@ -246,7 +246,7 @@ def visible(text: str) -> str:
     """``text`` with every non-printable character (newlines, the ESC of an ANSI or OSC
     sequence...) shown as its Python escape, so that it prints on one line and the terminal
     interprets none of it: a crafted command must not hide itself on the user's screen."""
-    return terminal(text)  # the one policy for every output: acp_fuzz.escaping
+    return terminal(text)  # the one policy for every output: acp_fuzz.core.escaping
 
 
 def _untrusted(cassette: Cassette) -> str:
@@ -310,7 +310,7 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     ``recorded_model_replies=True``: otherwise the fake model answers as in any run, because
     a recorded reply chooses what "the model" tells your agent (for example, to call a
     tool). ``timeout`` bounds each request, in seconds. ``sandbox_fs`` confines the agent's
-    view of the file system (``--sandbox-fs``, see :mod:`acp_fuzz.sandbox`). Never raises
+    view of the file system (``--sandbox-fs``, see :mod:`acp_fuzz.engine.sandbox`). Never raises
     for a bad cassette or an agent that cannot be started: those give an ``ERROR`` result
     with a one-line :attr:`ReplayResult.error`.
     """
@@ -416,7 +416,7 @@ def replay_dir(directory: str | os.PathLike[str], *, offline: bool = False,
 
 # -- transcripts -----------------------------------------------------------------------------------
 
-#: The last component of a sandbox root made by :class:`acp_fuzz.sandbox.Sandbox`
+#: The last component of a sandbox root made by :class:`acp_fuzz.engine.sandbox.Sandbox`
 #: (``<tmp>/acp-fuzz-XXXXXXXX``).
 _ISO_TIME = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")

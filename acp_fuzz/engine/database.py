@@ -16,7 +16,7 @@ from typing import Any
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
-from acp_fuzz.errors import DatabaseError
+from acp_fuzz.core.errors import DatabaseError
 
 __all__ = ["AgentScoped", "DatabaseError", "check_database", "open_database"]
 

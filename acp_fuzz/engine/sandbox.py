@@ -25,7 +25,7 @@ On top of that, :func:`agent_command` confines the agent process itself, with bu
   folder of each file named on its command line. Nothing else of the invoking user's files
   (the real HOME, other projects) exists for it. As root, every capability is dropped.
 
-Networking is not changed here: ``--sandbox-net`` (:mod:`acp_fuzz.netns`) isolates the whole
+Networking is not changed here: ``--sandbox-net`` (:mod:`acp_fuzz.engine.netns`) isolates the whole
 harness, gateway included.
 
 Example::
@@ -50,7 +50,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from acp_fuzz.errors import SandboxError
+from acp_fuzz.core.errors import SandboxError
 
 __all__ = [
     "REDACTED",
@@ -264,7 +264,7 @@ def _under(path: str, parents: Sequence[str]) -> bool:
 def agent_read_only_paths(argv: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
     """What the file-system sandbox shows read-only besides the system folders, for ``argv``:
     see the module docstring. Existing paths only, without duplicates, outermost first."""
-    from acp_fuzz import agents_cache  # engine module; imported late to keep this one light
+    from acp_fuzz.engine import agents_cache  # engine module; imported late to keep this one light
 
     wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                          str(Path(__file__).resolve().parent), str(agents_cache.cache_root())]

@@ -51,9 +51,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from acp_fuzz.cassette import Cassette, CassetteError, read_cassette
-from acp_fuzz.escaping import terminal
-from acp_fuzz.payloads import Capabilities
+from acp_fuzz.core.cassette import Cassette, CassetteError, read_cassette
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.payloads import Capabilities
 
 __all__ = ["AgentReplayer", "Exchange", "Problem", "exchanges_of", "main", "serve"]
 
@@ -334,14 +334,14 @@ def serve(cassette: Cassette, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m acp_fuzz.as_agent [--forward-fs-terminal] CASSETTE``: the same as
+    """``python -m acp_fuzz.engine.as_agent [--forward-fs-terminal] CASSETTE``: the same as
     ``acp-fuzz replay --as-agent``.
     Exit status 2 when the cassette cannot be read."""
     args = list(sys.argv[1:] if argv is None else argv)
     forward = "--forward-fs-terminal" in args
     args = [a for a in args if a != "--forward-fs-terminal"]
     if len(args) != 1:
-        sys.stderr.write("usage: python -m acp_fuzz.as_agent [--forward-fs-terminal] "
+        sys.stderr.write("usage: python -m acp_fuzz.engine.as_agent [--forward-fs-terminal] "
                          "CASSETTE\n")
         return 2
     try:

@@ -2,7 +2,7 @@
 
 :class:`Run` is the small Python API that the tests, the fuzzer and replay share::
 
-    from acp_fuzz.runner import Run, TargetSpec
+    from acp_fuzz.engine.runner import Run, TargetSpec
 
     with Run(TargetSpec.from_command(["python", "-m", "acp_fuzz.reference_agent"])) as run:
         run.initialize()
@@ -28,23 +28,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from acp_fuzz import interrupt
-from acp_fuzz.client_policy import ClientPolicy
-from acp_fuzz.deadlines import Deadlines
-from acp_fuzz.dialects import GOOSE_METHOD, capabilities, goose_params, resolve
-from acp_fuzz.errors import HarnessError
-from acp_fuzz.findings import Finding, is_reported
-from acp_fuzz.gateway import Gateway
-from acp_fuzz.history import History
-from acp_fuzz.lifecycle import NEEDS, Lifecycle
-from acp_fuzz.oracles import Baseline, Evaluator
-from acp_fuzz.payloads import OMIT, Capabilities, Classification, classify
-from acp_fuzz.protocol import NegotiationError, initialize_params, negotiate, offer_for
-from acp_fuzz.sandbox import Sandbox, SandboxError, agent_command
-from acp_fuzz.scrub import env_secrets
-from acp_fuzz.steps import lifecycle_request, nonce_for, prompt_text, validate_step
-from acp_fuzz.transport import AgentProcess, AgentStartError, Expectation, Pending, Reply
-from acp_fuzz.version import __version__
+from acp_fuzz.core.dialects import GOOSE_METHOD, capabilities, goose_params, resolve
+from acp_fuzz.core.errors import HarnessError
+from acp_fuzz.core.findings import Finding, is_reported
+from acp_fuzz.core.history import History
+from acp_fuzz.core.lifecycle import NEEDS, Lifecycle
+from acp_fuzz.core.oracles import Baseline, Evaluator
+from acp_fuzz.core.payloads import OMIT, Capabilities, Classification, classify
+from acp_fuzz.core.protocol import NegotiationError, initialize_params, negotiate, offer_for
+from acp_fuzz.core.scrub import env_secrets
+from acp_fuzz.core.steps import lifecycle_request, nonce_for, prompt_text, validate_step
+from acp_fuzz.core.version import __version__
+from acp_fuzz.engine import interrupt
+from acp_fuzz.engine.client_policy import ClientPolicy
+from acp_fuzz.engine.deadlines import Deadlines
+from acp_fuzz.engine.gateway import Gateway
+from acp_fuzz.engine.sandbox import Sandbox, SandboxError, agent_command
+from acp_fuzz.engine.transport import AgentProcess, AgentStartError, Expectation, Pending, Reply
 
 __all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec", "run_steps"]
 
@@ -76,17 +76,17 @@ class TargetSpec:
     restart_grace: float | None = None
     profile: str | None = None
     #: Deadlines learned from the agent, shared by every run of a campaign (see
-    #: :mod:`acp_fuzz.deadlines`); ``None``: every request may take its full timeout.
+    #: :mod:`acp_fuzz.engine.deadlines`); ``None``: every request may take its full timeout.
     deadlines: Deadlines | None = field(default=None, compare=False)
     #: How a system prompt is sent: ``auto`` (detected from ``initialize``), ``standard``,
-    #: or a legacy dialect (see :mod:`acp_fuzz.dialects`).
+    #: or a legacy dialect (see :mod:`acp_fuzz.core.dialects`).
     dialect: str = "auto"
     #: Run the agent in its own PID namespace where possible, so nothing it starts outlives
-    #: it (see :func:`acp_fuzz.sandbox.agent_command`).
+    #: it (see :func:`acp_fuzz.engine.sandbox.agent_command`).
     sandbox_pid: bool = True
     #: The protocol version offered in ``initialize``: ``"1"``, ``"2"`` or ``"auto"`` (the
     #: newest, and whatever supported version the agent answers; see
-    #: :mod:`acp_fuzz.protocol`).
+    #: :mod:`acp_fuzz.core.protocol`).
     protocol: str = "1"
     #: Confine the agent's view of the file system (``--sandbox-fs``; needs bubblewrap).
     sandbox_fs: bool = False
@@ -104,7 +104,7 @@ class TargetSpec:
 
         Raises :class:`HarnessError` for an unknown profile, an agent not installed, or a
         ``command`` that cannot be run."""
-        from acp_fuzz.profiles import get_profile
+        from acp_fuzz.engine.profiles import get_profile
 
         try:
             p = get_profile(name)
@@ -239,7 +239,7 @@ class Run:
         #: The protocol version the agent answered in ``initialize`` (1 until then).
         self.protocol = 1
         #: Secret values of the agent's environment (every --pass-env value, and variables
-        #: named like secrets), scrubbed from saved cassettes (see :mod:`acp_fuzz.scrub`).
+        #: named like secrets), scrubbed from saved cassettes (see :mod:`acp_fuzz.core.scrub`).
         self.secrets: set[str] = set()
         #: How the last request was waited for (its deadline; whether the full timeout).
         self.last_wait: dict[str, Any] = {}
@@ -401,7 +401,7 @@ class Run:
                            self.spec.request_timeout if timeout is None else timeout)
 
     def _await(self, pending: Pending | _TurnWait, method: str, ceiling: float) -> Reply:
-        """The answer to ``pending``, waiting as :mod:`acp_fuzz.deadlines` says: up to the
+        """The answer to ``pending``, waiting as :mod:`acp_fuzz.engine.deadlines` says: up to the
         learned deadline, then (the first time ``method`` overruns it) up to ``ceiling``."""
         d = self.spec.deadlines
         first = ceiling if d is None else d.deadline(method, ceiling)

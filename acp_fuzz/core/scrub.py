@@ -50,7 +50,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import msgpack
 
-from acp_fuzz.history import Event
+from acp_fuzz.core.history import Event
 
 __all__ = [
     "MIN_SECRET_LENGTH",
@@ -235,7 +235,7 @@ class Scrubber:
         return sorted(taken)
 
     def header(self, header: Any) -> Any:
-        """A copy of a :class:`~acp_fuzz.cassette.Header` with every field scrubbed."""
+        """A copy of a :class:`~acp_fuzz.core.cassette.Header` with every field scrubbed."""
         if not self.needles:
             return header
         changes = {f.name: self.value(getattr(header, f.name))

@@ -4,8 +4,8 @@ Catch :class:`AcpFuzzError` to handle anything the harness itself could not do; 
 subclass's message is one line, fit to show a user as is. A *finding* (the agent broke a
 rule) is never an exception: it is a :class:`acp_fuzz.Finding` in a result.
 
-The classes are defined here and re-exported where they are raised (``acp_fuzz.cassette``,
-``acp_fuzz.transport``, ...), so either import path works. This module imports nothing
+The classes are defined here and re-exported where they are raised (``acp_fuzz.core.cassette``,
+``acp_fuzz.engine.transport``, ...), so either import path works. This module imports nothing
 from the rest of the package.
 """
 

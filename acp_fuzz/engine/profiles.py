@@ -18,7 +18,7 @@ Built-in profiles:
     ``@google/gemini-cli`` 0.61.0 with ``--acp``. Gemini API; advertises no ``systemPrompt``
     capability at all, which exercises the "not advertised" path.
 
-npm agents are installed by ``acp-fuzz agents install`` (:mod:`acp_fuzz.agents_cache`) into
+npm agents are installed by ``acp-fuzz agents install`` (:mod:`acp_fuzz.engine.agents_cache`) into
 ``<cache>/<name>@<version>/``; ``argv`` receives that directory.
 """
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from acp_fuzz import agents_cache
+from acp_fuzz.engine import agents_cache
 
 __all__ = [
     "MODEL_APIS",

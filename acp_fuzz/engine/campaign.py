@@ -36,16 +36,11 @@ from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
-from acp_fuzz import interrupt
-from acp_fuzz.agents_cache import cache_root
-from acp_fuzz.cassette import Header, write_cassette_bounded
-from acp_fuzz.database import AgentScoped, open_database
-from acp_fuzz.deadlines import Deadlines
-from acp_fuzz.dialects import resolve
-from acp_fuzz.findings import CATALOG, Finding, is_failure
-from acp_fuzz.gateway import Gateway, UpstreamRecorder
-from acp_fuzz.history import Event, History
-from acp_fuzz.minimize import (
+from acp_fuzz.core.cassette import Header, write_cassette_bounded
+from acp_fuzz.core.dialects import resolve
+from acp_fuzz.core.findings import CATALOG, Finding, is_failure
+from acp_fuzz.core.history import Event, History
+from acp_fuzz.core.minimize import (
     Failure,
     Shape,
     interesting,
@@ -54,14 +49,19 @@ from acp_fuzz.minimize import (
     same_bug,
     shape_of,
 )
-from acp_fuzz.oracles import Baseline, Evaluator, learn_baseline
-from acp_fuzz.payloads import Capabilities
-from acp_fuzz.protocol import agent_info, answered
-from acp_fuzz.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
-from acp_fuzz.scrub import Scrubber, portable
-from acp_fuzz.steps import steps_of
+from acp_fuzz.core.oracles import Baseline, Evaluator, learn_baseline
+from acp_fuzz.core.payloads import Capabilities
+from acp_fuzz.core.protocol import agent_info, answered
+from acp_fuzz.core.scrub import Scrubber, portable
+from acp_fuzz.core.steps import steps_of
+from acp_fuzz.core.version import __version__
+from acp_fuzz.engine import interrupt
+from acp_fuzz.engine.agents_cache import cache_root
+from acp_fuzz.engine.database import AgentScoped, open_database
+from acp_fuzz.engine.deadlines import Deadlines
+from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
+from acp_fuzz.engine.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
 from acp_fuzz.strategies import LifecycleMachine
-from acp_fuzz.version import __version__
 
 __all__ = [
     "Calibrated",
@@ -96,7 +96,7 @@ class CampaignSettings:
     max_steps: int = 12
     cassette_dir: Path = Path("cassettes")
     confirm_runs: int = 3
-    #: A Hypothesis example database: a folder or a Redis URL (see :mod:`acp_fuzz.database`).
+    #: A Hypothesis example database: a folder or a Redis URL (see :mod:`acp_fuzz.engine.database`).
     database: str | None = None
     long_texts: bool = True
     #: Examples Hypothesis may run while shrinking a failure. A count, not a time limit, so
@@ -123,7 +123,7 @@ class CampaignSettings:
     #: confirmed. ``None``: no limit. A wall-clock budget makes *how many* examples run
     #: depend on the machine, so a budgeted campaign is deterministic only up to that count.
     time_budget: float | None = None
-    #: Write cassettes without this machine's paths (:func:`acp_fuzz.scrub.portable`: the
+    #: Write cassettes without this machine's paths (:func:`acp_fuzz.core.scrub.portable`: the
     #: interpreter and the agents cache): for cassettes meant to be committed or published
     #: (``acp-fuzz matrix`` sets it).
     portable: bool = False
@@ -272,10 +272,10 @@ class CampaignResult:
     #: ``untied`` (not a side request, yet tied to no session; see ``Gateway.counts``).
     model_requests: dict[str, int] = field(default_factory=dict)
     #: The deadlines learned from the agent, and how many waits took the full timeout
-    #: (:meth:`acp_fuzz.deadlines.Deadlines.to_wire`).
+    #: (:meth:`acp_fuzz.engine.deadlines.Deadlines.to_wire`).
     deadlines: dict[str, Any] = field(default_factory=dict)
     #: (oracle, rule) -> how many times the examples gave that oracle something to judge
-    #: (:meth:`acp_fuzz.oracles.Evaluator.judged`): a rule with checks and no finding was
+    #: (:meth:`acp_fuzz.core.oracles.Evaluator.judged`): a rule with checks and no finding was
     #: *tested and followed*; one with none was not tested at all.
     judged: dict[tuple[str, str], int] = field(default_factory=dict)
     #: The search stopped generating examples at ``settings.time_budget``.
@@ -516,7 +516,7 @@ class SearchState:
     def explained(self, steps: Sequence[Mapping[str, Any]], oracles: set[str],
                   findings: Sequence[Finding] = ()) -> bool:
         """Whether known failures account for a failing example: each of its oracles is one
-        of a known failure that is the same bug (:func:`acp_fuzz.minimize.same_bug`: its
+        of a known failure that is the same bug (:func:`acp_fuzz.core.minimize.same_bug`: its
         minimal steps occur in it, ending at its failing step, or it refused with the same
         error), or one whose failures were shrunk into known ones often enough already."""
         shape = shape_of(steps)
@@ -551,7 +551,7 @@ class SearchState:
 
 def _shrink_budget(cfg: CampaignSettings, bad: Sequence[Finding]) -> int:
     """Examples Hypothesis may shrink a failure with. None for a hang alone: each of its trials
-    that hangs costs a whole (learned) deadline, and :func:`~acp_fuzz.minimize.minimize`
+    that hangs costs a whole (learned) deadline, and :func:`~acp_fuzz.core.minimize.minimize`
     reaches the minimum anyway (a hang is most often one request: its first short form)."""
     if all(f.oracle == "agent.hang" for f in bad):
         return 0
@@ -860,10 +860,10 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
     apart the distinct failures of one oracle in one campaign), and return its path;
     ``None`` (with a warning) when not even a clipped cassette could be written.
 
-    Everything is scrubbed first (:mod:`acp_fuzz.scrub`): header, events, attachments, and
+    Everything is scrubbed first (:mod:`acp_fuzz.core.scrub`): header, events, attachments, and
     the report's own findings, steps and requests, which the JSON and JUnit reports show.
     A cassette too large or odd to write as recorded is written clipped
-    (:func:`~acp_fuzz.cassette.write_cassette_bounded`): the finding is never lost."""
+    (:func:`~acp_fuzz.core.cassette.write_cassette_bounded`): the finding is never lost."""
     # Every --pass-env value is a secret, whichever path led here (a caller that passes no
     # run secrets, such as --keep-info, included).
     passed = {os.environ[n] for n in spec.passthrough_env if n in os.environ}

@@ -1,7 +1,7 @@
 """Parallel campaigns: ``acp-fuzz target --workers N`` (engine).
 
 Each worker is a separate process with its own agent processes, gateway and sandboxes, and
-runs :func:`~acp_fuzz.campaign.run_campaign` with its own seed (``seed + i``) and a share of
+runs :func:`~acp_fuzz.engine.campaign.run_campaign` with its own seed (``seed + i``) and a share of
 the examples. They share one Hypothesis example database (``--db``: a folder or a Redis URL;
 without it, a temporary folder removed at the end): an interesting or failing
 example one worker finds is replayed first by the others. See ``docs/scaling.md`` for running
@@ -33,7 +33,9 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from acp_fuzz.campaign import (
+from acp_fuzz.core.minimize import Shape, refusals, same_bug, shape_of
+from acp_fuzz.core.protocol import agent_info
+from acp_fuzz.engine.campaign import (
     Calibrated,
     CampaignEvent,
     CampaignResult,
@@ -45,10 +47,8 @@ from acp_fuzz.campaign import (
     calibrate,
     run_campaign,
 )
-from acp_fuzz.deadlines import Deadlines
-from acp_fuzz.minimize import Shape, refusals, same_bug, shape_of
-from acp_fuzz.protocol import agent_info
-from acp_fuzz.runner import TargetSpec
+from acp_fuzz.engine.deadlines import Deadlines
+from acp_fuzz.engine.runner import TargetSpec
 
 __all__ = ["run_parallel", "spec_from_wire", "spec_to_wire"]
 
@@ -103,7 +103,7 @@ def _resolve(ref: str) -> Any:
 def spec_to_wire(spec: TargetSpec) -> dict[str, Any]:
     """What a worker process needs to rebuild ``spec``, as JSON-plain data: every field of
     :class:`TargetSpec`, by name. Strings, numbers, booleans and None travel as they are,
-    tuples as lists, the deadlines as :meth:`~acp_fuzz.deadlines.Deadlines.to_wire`, and
+    tuples as lists, the deadlines as :meth:`~acp_fuzz.engine.deadlines.Deadlines.to_wire`, and
     each hook (``extra_env``, ``setup_home``, ``side_request``) as a ``module:qualname``
     reference, imported again in the worker. Raises ValueError for a hook that cannot be
     imported by its reference (a lambda, a closure, a bound method)."""

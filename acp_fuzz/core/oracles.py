@@ -24,11 +24,11 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from acp_fuzz.findings import CATALOG, Finding
-from acp_fuzz.history import Event, ModelExchange
-from acp_fuzz.lifecycle import Lifecycle
-from acp_fuzz.payloads import OMIT, Capabilities, Classification, blocks_of, classify
-from acp_fuzz.steps import describe, elsewhere
+from acp_fuzz.core.findings import CATALOG, Finding
+from acp_fuzz.core.history import Event, ModelExchange
+from acp_fuzz.core.lifecycle import Lifecycle
+from acp_fuzz.core.payloads import OMIT, Capabilities, Classification, blocks_of, classify
+from acp_fuzz.core.steps import describe, elsewhere
 
 __all__ = ["Baseline", "Evaluator", "evaluate", "learn_baseline"]
 
@@ -191,7 +191,7 @@ class Candidate:
 @dataclass
 class SessionModel:
     """What the oracles know of one session beside its place in the lifecycle (which
-    :class:`acp_fuzz.lifecycle.Lifecycle` keeps): the prompts it may be using, its
+    :class:`acp_fuzz.core.lifecycle.Lifecycle` keeps): the prompts it may be using, its
     conversation, and the steps behind them."""
 
     agent_id: str | None

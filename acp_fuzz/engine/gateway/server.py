@@ -1,7 +1,7 @@
 """The fake model HTTP server: answers agents' model calls and records each one.
 
-Every exchange becomes one ``model`` event in the current :class:`~acp_fuzz.history.History`
-(see :class:`~acp_fuzz.history.ModelExchange`), appended *before* the reply is written, so
+Every exchange becomes one ``model`` event in the current :class:`~acp_fuzz.core.history.History`
+(see :class:`~acp_fuzz.core.history.ModelExchange`), appended *before* the reply is written, so
 once an agent (or a test) has the reply, the event is in the history.
 
 Only the agent under test may talk to the gateway: each gateway makes a random token
@@ -27,11 +27,11 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qsl
 
-from acp_fuzz.gateway import replies
-from acp_fuzz.gateway.redact import redact_headers, redact_path
-from acp_fuzz.gateway.slots import detect_api, split_request, user_turn_is_tool_result
-from acp_fuzz.gateway.upstream import UpstreamError, UpstreamRecorder, forward
-from acp_fuzz.history import History, ModelExchange, Segment
+from acp_fuzz.core import replies
+from acp_fuzz.core.history import History, ModelExchange, Segment
+from acp_fuzz.core.slots import detect_api, split_request, user_turn_is_tool_result
+from acp_fuzz.engine.gateway.redact import redact_headers, redact_path
+from acp_fuzz.engine.gateway.upstream import UpstreamError, UpstreamRecorder, forward
 
 __all__ = ["KEY_VARIABLES", "MAX_BODY", "NONCE_RE", "Gateway", "is_side_request",
            "recorded_body", "recorded_segments"]
@@ -223,7 +223,7 @@ class Gateway:
     lower-cased) headers and the parsed body.
 
     With ``upstream`` (a base URL) or an ``upstream_recorder`` the gateway forwards every
-    request instead of answering it; see :mod:`acp_fuzz.gateway.upstream`.
+    request instead of answering it; see :mod:`acp_fuzz.engine.gateway.upstream`.
 
     Every request must carry :attr:`token` (random unless given), or a key accepted with
     :meth:`allow_key`; others get a 401. ``require_token=False`` turns the check off, for a

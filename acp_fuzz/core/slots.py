@@ -3,7 +3,7 @@
 Everything here is pure: no I/O, no state. :func:`split_request` never raises, whatever
 the body looks like; it skips what is not text.
 
-Slots (see :data:`acp_fuzz.history.SLOTS`):
+Slots (see :data:`acp_fuzz.core.history.SLOTS`):
 
 * ``system``: the API's system-level fields, *and* any message whose role is ``system`` or
   ``developer`` (claude-agent-acp puts a ``role:"system"`` entry inside ``messages``).
@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from acp_fuzz.history import Segment
+from acp_fuzz.core.history import Segment
 
 __all__ = [
     "APIS",
