@@ -35,6 +35,7 @@ _EXPORTS = {
     "CassetteError": "acp_fuzz.core.errors",
     "CampaignResult": "acp_fuzz.engine.campaign",
     "CampaignSettings": "acp_fuzz.engine.campaign",
+    "CheckContext": "acp_fuzz.core.checks",
     "Event": "acp_fuzz.core.history",
     "Finding": "acp_fuzz.core.findings",
     "Gateway": "acp_fuzz.engine.gateway",
@@ -45,6 +46,7 @@ _EXPORTS = {
     "Run": "acp_fuzz.engine.runner",
     "Segment": "acp_fuzz.core.history",
     "TargetSpec": "acp_fuzz.engine.runner",
+    "check": "acp_fuzz.core.checks",
     "evaluate": "acp_fuzz.core.oracles",
     "read_cassette": "acp_fuzz.core.cassette",
     "replay_cassette": "acp_fuzz.engine.replay",
@@ -60,6 +62,7 @@ __all__ = [
     "CampaignSettings",
     "Cassette",
     "CassetteError",
+    "CheckContext",
     "Event",
     "Finding",
     "Gateway",
@@ -71,6 +74,7 @@ __all__ = [
     "Segment",
     "TargetSpec",
     "__version__",
+    "check",
     "evaluate",
     "read_cassette",
     "replay_cassette",
@@ -94,6 +98,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from acp_fuzz.core.cassette import Cassette, CassetteError, read_cassette, write_cassette
+    from acp_fuzz.core.checks import CheckContext, check
     from acp_fuzz.core.findings import CATALOG, Finding
     from acp_fuzz.core.history import Event, History, ModelExchange, Segment
     from acp_fuzz.core.oracles import Baseline, evaluate

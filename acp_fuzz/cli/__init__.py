@@ -46,6 +46,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     # The engine reports what it could not do (a cassette it could not write) as warnings:
     # one line each, not Python's file:line and source excerpt.
     warnings.formatwarning = _one_line_warning
+    # Users' checks from installed packages and $ACP_FUZZ_PLUGINS judge in every command
+    # (target, replay, replay --offline, matrix); --plugin adds more per command.
+    from acp_fuzz.engine.plugins import PluginError, load_all
+
+    try:
+        load_all()
+    except PluginError as e:
+        sys.stderr.write(f"acp-fuzz: error: {terminal(str(e))}\n")
+        return 2
     try:
         app(args=list(argv) if argv is not None else None, standalone_mode=True)
     except SystemExit as e:

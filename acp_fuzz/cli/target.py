@@ -30,6 +30,7 @@ from acp_fuzz.cli.app import (
     install_interrupt_handlers,
     out,
 )
+from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
@@ -138,6 +139,10 @@ def target(
         help="Write cassettes without this machine's paths (the Python interpreter becomes "
         "'python', the agents cache '<agents>/', the run's sandbox '<sandbox>'), to attach "
         "to a bug report."),
+    plugin: list[str] = typer.Option(
+        [], "--plugin", metavar="MODULE|PATH",
+        help="Load your checks from this module or .py file (repeatable; also "
+             "$ACP_FUZZ_PLUGINS and `acp_fuzz` entry points; see docs/extending.md)."),
 ) -> None:
     """Fuzz an agent's systemPrompt handling; shrink each distinct failure to a minimal
     reproduction."""
@@ -160,6 +165,7 @@ def target(
     if protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
     reports = _parse_reports(report)
+    load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
     excluded = _check_oracles(exclude_oracle)
     from acp_fuzz.engine.netns import maybe_reexec
 

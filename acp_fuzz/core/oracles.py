@@ -24,6 +24,8 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from acp_fuzz.core.checks import REGISTRY, CheckContext
+from acp_fuzz.core.errors import HarnessError
 from acp_fuzz.core.findings import CATALOG, Finding
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.lifecycle import Lifecycle
@@ -299,6 +301,7 @@ class Evaluator:
     def __init__(self, *, baseline: Baseline | None = None, strict: bool = False) -> None:
         self._st = _State(strict=strict, baseline=baseline or Baseline())
         self._seen = 0
+        self._contexts: dict[str, CheckContext] = {}
 
     def feed(self, events: Iterable[Event]) -> None:
         """Judge events not seen yet: ``events`` is the new tail, or the whole history so far
@@ -310,6 +313,17 @@ class Evaluator:
             handler = _HANDLERS.get(ev.kind)
             if handler is not None:
                 handler(self._st, ev)
+            for oracle, chk in list(REGISTRY.items()):
+                # The checks users register (acp_fuzz.core.checks) see each event after the
+                # built-in oracles, with the same state, and report into the same findings.
+                ctx = self._contexts.get(oracle)
+                if ctx is None:
+                    ctx = self._contexts[oracle] = CheckContext(oracle, self._st)
+                try:
+                    chk.run(ctx, ev)
+                except Exception as e:  # a user's check: say whose, in one line
+                    raise HarnessError(f"check {oracle} failed on event {ev.seq} ({ev.kind}): "
+                                       f"{type(e).__name__}: {e}") from e
 
     def findings(self) -> list[Finding]:
         return sorted(self._st.findings.values(),

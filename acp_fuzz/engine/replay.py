@@ -58,7 +58,7 @@ from typing import Any, Literal
 
 from acp_fuzz.core.cassette import Cassette, CassetteError, read_cassette
 from acp_fuzz.core.escaping import terminal
-from acp_fuzz.core.findings import Finding, is_reported
+from acp_fuzz.core.findings import CATALOG, Finding, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.oracles import Baseline, evaluate
 from acp_fuzz.core.protocol import answered
@@ -196,6 +196,18 @@ def recorded_failures(cassette: Cassette) -> list[str]:
     return _failing_oracles(_evaluate(cassette, cassette.events))
 
 
+def _judgeable(recorded: list[str]) -> list[str]:
+    """``recorded``, if every oracle in it is known here; else ``ValueError``: a finding of a
+    user's check (:mod:`acp_fuzz.core.checks`) whose plugin is not loaded can be judged
+    neither FIXED nor FAILED, and saying FIXED would be a false all-clear."""
+    missing = [o for o in recorded if o not in CATALOG]
+    if missing:
+        raise ValueError(f"the cassette records findings of checks that are not loaded "
+                         f"({', '.join(missing)}): load their plugin with --plugin or "
+                         f"$ACP_FUZZ_PLUGINS (docs/extending.md)")
+    return recorded
+
+
 def _settings(cassette: Cassette) -> tuple[Baseline, bool]:
     settings = cassette.header.settings
     return Baseline.from_wire(settings.get("baseline")), settings.get("strict") is True
@@ -320,7 +332,7 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     try:
         cassette = read_cassette(p)
         steps = _valid_steps(cassette)
-        recorded = recorded_failures(cassette)
+        recorded = _judgeable(recorded_failures(cassette))
         baseline, strict = _settings(cassette)
         spec = _spec_for(cassette, target, profile, trust_recorded_command, timeout)
         if sandbox_fs:
@@ -379,7 +391,7 @@ def offline_check(path: str | os.PathLike[str]) -> ReplayResult:
     p = Path(path)
     try:
         cassette = read_cassette(p)
-        recorded = recorded_failures(cassette)
+        recorded = _judgeable(recorded_failures(cassette))
         findings = _evaluate(cassette, cassette.events)
     except CassetteError as e:
         return ReplayResult(p, "ERROR", error=e.reason, mode="offline")

@@ -48,6 +48,7 @@ from acp_fuzz.engine.campaign import (
     run_campaign,
 )
 from acp_fuzz.engine.deadlines import Deadlines
+from acp_fuzz.engine.plugins import loaded, reload_in_worker
 from acp_fuzz.engine.runner import TargetSpec
 
 __all__ = ["run_parallel", "spec_from_wire", "spec_to_wire"]
@@ -150,7 +151,11 @@ def spec_from_wire(wire: Mapping[str, Any]) -> TargetSpec:
 
 
 def _worker(spec: Mapping[str, Any], cfg: CampaignSettings, index: int,
-            events: Any) -> CampaignResult:
+            events: Any, plugins: Sequence[str] = ()) -> CampaignResult:
+    # A spawned process starts empty: the checks users registered in the parent must judge
+    # this worker's examples too.
+    reload_in_worker(plugins)
+
     def forward(ev: CampaignEvent) -> None:
         # Counts are summed over the workers by the parent; the start, the calibration and
         # the end are the parent's own events; every other event goes up as it is (they are
@@ -200,7 +205,7 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
         with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
             futures = [pool.submit(_worker, wire,
                                    replace(cfg, seed=cfg.seed + i, max_examples=per,
-                                           database=database), i, events)
+                                           database=database), i, events, loaded())
                        for i in range(workers)]
             try:
                 results = [f.result() for f in futures]
