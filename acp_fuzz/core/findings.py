@@ -7,7 +7,7 @@ the rule id it rests on (from the ACP reference), the step that exposed it, and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +141,3 @@ def is_reported(severity: str) -> bool:
     are judged by the same rule."""
     return severity in ("MUST", "SHOULD")
 
-
-def failing(findings: Iterable[Finding], *, strict: bool = False) -> list[Finding]:
-    return [f for f in findings if is_failure(f, strict=strict)]

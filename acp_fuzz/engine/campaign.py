@@ -72,7 +72,6 @@ __all__ = [
     "ExampleDone",
     "FailureFound",
     "FindingReport",
-    "Finished",
     "InfoReport",
     "SearchMachine",
     "SearchState",
@@ -294,11 +293,6 @@ class CampaignResult:
         if self.interrupted:
             return 130
         return 1 if self.failing() else 0
-
-
-@dataclass(frozen=True)
-class Finished(CampaignEvent):
-    result: CampaignResult
 
 
 # -- running steps ---------------------------------------------------------------------------------
@@ -748,7 +742,6 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                 _keep_info(search, rep, gateway, init, i)
         result.model_requests = dict(gateway.counts)
         result.deadlines = spec.deadlines.to_wire() if spec.deadlines else {}
-    on_event(Finished(result))
     return result
 
 

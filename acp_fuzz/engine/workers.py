@@ -41,7 +41,6 @@ from acp_fuzz.engine.campaign import (
     CampaignResult,
     CampaignSettings,
     ExampleDone,
-    Finished,
     InfoReport,
     Started,
     calibrate,
@@ -157,12 +156,12 @@ def _worker(spec: Mapping[str, Any], cfg: CampaignSettings, index: int,
     reload_in_worker(plugins)
 
     def forward(ev: CampaignEvent) -> None:
-        # Counts are summed over the workers by the parent; the start, the calibration and
-        # the end are the parent's own events; every other event goes up as it is (they are
+        # Counts are summed over the workers by the parent; the start and the calibration
+        # are the parent's own events; every other event goes up as it is (they are
         # small frozen dataclasses, pickled through the queue).
         if isinstance(ev, ExampleDone):
             events.put(("example", index, ev.examples, ev.steps, ev.failing))
-        elif not isinstance(ev, (Started, Calibrated, Finished)):
+        elif not isinstance(ev, (Started, Calibrated)):
             events.put(("event", index, ev))
 
     return run_campaign(spec_from_wire(spec), cfg, forward)
