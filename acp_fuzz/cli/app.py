@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -102,9 +103,11 @@ def check_writable_dir(path: Path, what: str) -> None:
     """Make ``path`` (and its parents) and check that a file can be written in it."""
     try:
         path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".acp-fuzz-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
+        # A new file of a random name (mkstemp: O_EXCL): a fixed name could be a planted
+        # symlink, and opening it for writing would empty whatever it points at.
+        fd, probe = tempfile.mkstemp(prefix=".acp-fuzz-write-test-", dir=path)
+        os.close(fd)
+        os.unlink(probe)
     except OSError as e:
         fail(f"{what} {path} cannot be written: {e.strerror or e}")
 
@@ -148,12 +151,15 @@ def install_interrupt_handlers() -> Callable[[], None]:
     return restore
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` through a temporary file beside it: readers see the
-    old file or the new one, never half of it."""
-    tmp = path.with_name(f".{path.name}.tmp")
+def atomic_write(path: Path, text: str | bytes) -> None:
+    """Replace ``path`` with ``text`` through a new temporary file beside it
+    (:func:`acp_fuzz.reporting.files.write_atomic`): readers see the old file or the new
+    one, never half of it, and a symlink planted at ``path`` is replaced, never written
+    through. Every output at a name the user gives goes through here; a failure is one
+    error line."""
+    from acp_fuzz.reporting.files import write_atomic
+
     try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        write_atomic(path, text)
     except OSError as e:
         fail(f"cannot write {path}: {e.strerror or e}")

@@ -26,7 +26,7 @@ from acp_fuzz.cli.app import (
     fail,
     install_interrupt_handlers,
 )
-from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.escaping import clip, md_code, terminal
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.core.version import __version__
 from acp_fuzz.engine.runner import HarnessError, TargetSpec
@@ -147,14 +147,51 @@ def matrix(
 
 #: The format of what ``--json`` writes and ``--from-json`` reads.
 MATRIX_JSON = 1
+#: How deep a ``--from-json`` document may nest: a campaign's report is a dozen levels, the
+#: agent's own ``initialize`` result included; far below what would exhaust the stack.
+MAX_DEPTH = 200
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` containers deep (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
 
 
 def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool]:
-    """What an earlier ``--json`` saved: the command, the agents, whether interrupted."""
+    """What an earlier ``--json`` saved: the command, the agents, whether interrupted.
+
+    A document is a stranger's when it was not made here: ``NaN``, ``Infinity`` and numbers
+    too large for a float (which Python's ``json`` would take) are refused, and so is
+    nesting deeper than :data:`MAX_DEPTH`, each with one error line."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        fail(f"--from-json {path}: cannot read: {getattr(e, 'strerror', None) or e}")
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant,
+                         parse_float=_finite)
+    except OSError as e:
+        fail(f"--from-json {path}: cannot read: {e.strerror or e}")
+    except RecursionError:
+        fail(f"--from-json {path}: nested too deep (more than {MAX_DEPTH} levels)")
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a refused number
+        fail(f"--from-json {path}: cannot read: {e}")
+    if _too_deep(doc, MAX_DEPTH):
+        fail(f"--from-json {path}: nested too deep (more than {MAX_DEPTH} levels)")
     if not isinstance(doc, dict) or doc.get("acp_fuzz_matrix") != MATRIX_JSON \
             or not isinstance(doc.get("agents"), list) \
             or not all(isinstance(a, dict) and isinstance(a.get("profile"), str)
@@ -168,6 +205,7 @@ def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool]:
 def _write(argv: list[str], agents: list[dict[str, Any]], interrupted: bool, *,
            markdown: Path, html_out: Path, json_out: Path | None) -> None:
     from acp_fuzz.reporting.matrix import (
+        CLIP,
         column_from_report,
         column_not_run,
         matrix_html,
@@ -179,11 +217,15 @@ def _write(argv: list[str], agents: list[dict[str, Any]], interrupted: bool, *,
                    if isinstance(a.get("report"), dict)
                    else column_not_run(a["profile"], str(a.get("not_run") or "no report"))
                    for a in agents]
-    except (AttributeError, TypeError, ValueError, KeyError) as e:
+    except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as e:
         # Only a hand-edited or foreign --from-json document gets here.
         fail(f"a campaign report in the matrix document is malformed ({type(e).__name__})")
-    preamble = [f"Made by `{shlex.join(argv)}` with acp-fuzz {__version__}"
-                + (" (interrupted: agents not run are missing)" if interrupted else "") + ".",
+    # The command may come from a hand-made --from-json document: a code span like every
+    # other text (no backtick in it can end the span), clipped.
+    command = clip(shlex.join(argv), 2 * CLIP)
+    made = (f"with acp-fuzz {__version__}"
+            + (" (interrupted: agents not run are missing)" if interrupted else "") + ".")
+    preamble = [f"Made by {md_code(command)} {made}",
                 "Each cell: **FAIL** (a confirmed finding; the cassette reproduces it with "
                 "`acp-fuzz replay`), flaky, info (a choice the RFD leaves to the agent), "
                 "pass (the rule's oracles judged that many cases and none failed), or not "
@@ -192,7 +234,8 @@ def _write(argv: list[str], agents: list[dict[str, Any]], interrupted: bool, *,
                 "A bounded campaign is a sample: pass means no failure among the cases judged "
                 "at this seed and budget, not proof of conformance. Longer campaigns find "
                 "more (docs/findings.md)."]
-    plain = [p.replace("**", "").replace("`", "") for p in preamble]
+    plain = [f"Made by {command} {made}",
+             *(p.replace("**", "").replace("`", "") for p in preamble[1:])]
     atomic_write(markdown, matrix_markdown(columns, preamble=preamble,
                                            base=markdown.parent.resolve()))
     atomic_write(html_out, matrix_html(columns, preamble=plain,

@@ -34,7 +34,7 @@ from typing import NoReturn
 
 import typer
 
-from acp_fuzz.cli.app import app, fail
+from acp_fuzz.cli.app import app, atomic_write, fail
 from acp_fuzz.core.cassette import CassetteError, read_cassette
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.engine.replay import (
@@ -259,14 +259,13 @@ def report_cmd(
 
     try:
         recording = read_cassette(cassette)
+        text = render_markdown(recording, path=str(cassette))
     except CassetteError as e:
         fail(str(e))
-    text = render_markdown(recording, path=str(cassette))
+    except Exception as e:  # a stranger's cassette: one line, never a traceback
+        fail(f"{cassette}: cannot report: {type(e).__name__}: {e}")
     if output is None:
         typer.echo(text, nl=False)
         return
-    try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as e:
-        fail(f"cannot write {output}: {e.strerror or e}")
+    atomic_write(output, text)
     typer.echo(f"wrote {output}", err=True)

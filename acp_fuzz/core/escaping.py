@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["md_code", "md_text", "terminal", "xml_text"]
+__all__ = ["clip", "md_code", "md_text", "terminal", "xml_text"]
 
 def terminal(text: object, *, newlines: bool = False) -> str:
     """``text`` safe to print on a terminal: every character Python calls non-printable
@@ -41,8 +41,9 @@ def terminal(text: object, *, newlines: bool = False) -> str:
     s = text if isinstance(text, str) else str(text)
     if s.isprintable():
         return s
-    return "".join(c if c.isprintable() or c in _JOINERS or (newlines and c == "\n")
-                   else repr(c)[1:-1] for c in s)
+    # str.translate walks the text in C and asks the table only once per distinct
+    # character (a table that learns: see _Escapes), so a long text costs little.
+    return s.translate(_KEEP_NEWLINES if newlines else _ONE_LINE)
 
 
 # Zero-width (non-)joiners build emoji sequences and Indic and Persian words; they move and
@@ -50,47 +51,96 @@ def terminal(text: object, *, newlines: bool = False) -> str:
 _JOINERS = frozenset("\u200c\u200d")
 
 
+class _Escapes(dict[int, str]):
+    """A :meth:`str.translate` table that works out each character's escape the first time
+    it is asked and keeps it (at most 65,536 of them, so text made of every code point
+    does not grow it without bound)."""
+
+    def __init__(self, *, newlines: bool) -> None:
+        super().__init__()
+        self._newlines = newlines
+
+    def __missing__(self, code: int) -> str:
+        c = chr(code)
+        shown = c if c.isprintable() or c in _JOINERS or (self._newlines and c == "\n") \
+            else repr(c)[1:-1]
+        if len(self) < 65536:
+            self[code] = shown
+        return shown
+
+
+_ONE_LINE = _Escapes(newlines=False)
+_KEEP_NEWLINES = _Escapes(newlines=True)
+
+
 def _one_line(text: object) -> str:
     s = text if isinstance(text, str) else str(text)
-    return terminal(re.sub(r"[\r\n]+", " ", s))
+    return terminal(_NEWLINES.sub(" ", s) if "\n" in s or "\r" in s else s)
+
+
+_NEWLINES = re.compile(r"[\r\n]+")
+_TICKS = re.compile(r"`+")
 
 
 def md_code(text: object, *, table: bool = False) -> str:
     """``text`` as one Markdown inline code span: newlines collapsed to spaces, control
     characters shown as escapes, a fence longer than any backtick run inside, and with
     ``table``, ``|`` escaped so the span cannot end a table cell."""
-    s = _one_line(text)
-    if not s.strip():
-        s = s or " "
-    longest = max((len(m) for m in re.findall(r"`+", s)), default=0)
+    return _span(_one_line(text), table)
+
+
+def _span(s: str, table: bool) -> str:
+    """The code span of ``s``, already one line and escaped for the terminal."""
+    if not s:
+        s = " "
+    longest = max(map(len, _TICKS.findall(s))) if "`" in s else 0
     ticks = "`" * (longest + 1)
     # A space pads a span that starts or ends with a backtick (or is all spaces: CommonMark
     # strips one space from each end of a span that has a non-space inside).
     pad = " " if s.startswith("`") or s.endswith("`") or (s.startswith(" ") and
                                                             s.endswith(" ")) else ""
-    if table:
+    if table and "|" in s:
         s = s.replace("|", "\\|")
     return f"{ticks}{pad}{s}{pad}{ticks}"
 
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|~&!])")
-_LINKISH = re.compile(r"(?i)\S*(?:://|www\.|@|mailto:)\S*")
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>|~&!"})
+# What makes a word link-like (none of these holds a space, so a word holds one exactly when
+# the text does there). Found by one scan of the text, from which each link-like word is
+# cut out around its mark: escaping is linear in the text's length. (A pattern that matched
+# the whole word around the mark, ``\S*(?:://|...)\S*``, rescanned a long word from each of
+# its characters: a 30,000-character agent name took a minute.)
+_LINK_MARK = re.compile(r"(?i)://|www\.|@|mailto:")
 
 
 def md_text(text: object, *, table: bool = False) -> str:
     """``text`` as inline Markdown prose: one line, control characters shown as escapes,
     Markdown and HTML punctuation backslash-escaped, and any link-like word (``http://``,
     ``www.``, an ``@``) in a code span, so nothing renders as a link, an image, HTML or
-    emphasis."""
+    emphasis. Linear in the length of ``text``."""
+    # After terminal() the only whitespace left is the space: words are split by " ".
     s = " ".join(_one_line(text).split())
     out: list[str] = []
-    pos = 0
-    for m in _LINKISH.finditer(s):
-        out.append(_MD_SPECIAL.sub(r"\\\1", s[pos:m.start()]))
-        out.append(md_code(m.group(), table=table))
-        pos = m.end()
-    out.append(_MD_SPECIAL.sub(r"\\\1", s[pos:]))
+    pos = 0  # 0, or the index of the space (or the end) after the last link-like word
+    for m in _LINK_MARK.finditer(s):
+        if m.start() < pos:
+            continue  # another mark in the word just put in a code span
+        start = s.rfind(" ", pos, m.start()) + 1
+        end = s.find(" ", m.end())
+        end = len(s) if end < 0 else end
+        out.append(s[pos:start].translate(_MD_SPECIAL))
+        out.append(_span(s[start:end], table))
+        pos = end
+    out.append(s[pos:].translate(_MD_SPECIAL))
     return "".join(out)
+
+
+def clip(text: object, limit: int) -> str:
+    """``text`` cut to its first ``limit`` characters and a marker saying how long it was
+    (``... [30000 chars]``), or as it is when it is no longer: for text a stranger chose
+    (an agent's name, a finding's message) in a report meant for people."""
+    s = text if isinstance(text, str) else str(text)
+    return s if len(s) <= limit else f"{s[:limit]}... [{len(s)} chars]"
 
 
 def xml_text(text: object) -> str:

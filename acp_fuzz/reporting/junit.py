@@ -3,7 +3,8 @@
 
 Every string goes through :func:`acp_fuzz.core.escaping.xml_text` and :mod:`xml.etree` escapes the
 rest, so the file parses whatever the agent or the cassette held. The file is written
-atomically (a temporary file beside it, then a rename)::
+atomically, and never through a symlink planted at its name
+(:func:`acp_fuzz.reporting.files.write_atomic`)::
 
     write_junit(path, "acp-fuzz replay", [
         Case(name="cassettes/x.cassette", classname="acp-fuzz.replay", outcome="failure",
@@ -13,13 +14,13 @@ atomically (a temporary file beside it, then a rename)::
 
 from __future__ import annotations
 
-import os
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from acp_fuzz.core.escaping import xml_text
+from acp_fuzz.reporting.files import write_atomic
 
 __all__ = ["Case", "write_junit"]
 
@@ -53,10 +54,4 @@ def write_junit(path: Path, suite: str, cases: Sequence[Case]) -> None:
         elif c.text:
             ET.SubElement(case, "system-out").text = xml_text(c.text)
     ET.indent(root)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        ET.ElementTree(root).write(tmp, encoding="utf-8", xml_declaration=True)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_atomic(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))

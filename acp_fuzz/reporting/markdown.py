@@ -15,18 +15,23 @@ command that reproduces it::
 The command line equivalent is ``acp-fuzz report CASSETTE [-o FILE]``.
 
 Paths inside the throw-away sandbox acp-fuzz ran the agent in are shown as ``<sandbox>``, and
-strings longer than :data:`CLIP` characters are shortened (the cassette keeps everything).
+strings longer than :data:`CLIP` characters are shortened (the cassette keeps everything):
+the transcript's strings, and what the cassette's maker chose, such as the agent's name and
+version and each finding's message (at twice that). The cassette's path in the replay
+commands is shell-quoted, so the command pastes as it reads whatever the file is called.
 This module reads nothing and writes nothing: it only formats.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from acp_fuzz.core.cassette import Cassette
-from acp_fuzz.core.escaping import md_code, md_text, terminal
+from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.findings import CATALOG, Finding, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.payloads import Capabilities, blocks_of
@@ -36,7 +41,8 @@ from acp_fuzz.core.steps import describe, will_send
 
 __all__ = ["CLIP", "render_markdown"]
 
-#: Strings in the transcript longer than this are clipped.
+#: Strings in the transcript longer than this are clipped, and so are the agent's name and
+#: version and the other words a cassette chooses; a finding's message at twice this.
 CLIP = 200
 #: The system-slot text shown under "What reached the model" is clipped at this length.
 SYSTEM_CLIP = 4000
@@ -47,10 +53,11 @@ _SEVERITY_ORDER = {"MUST": 0, "SHOULD": 1, "info": 2}
 def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     """The Markdown bug report for ``cassette``.
 
-    ``path`` is where the cassette lives, used in the replay commands (``<cassette>`` when
-    not given). Works for any cassette; one without a failing finding is reported as such.
+    ``path`` is where the cassette lives, used (shell-quoted) in the replay commands
+    (``<cassette>`` when not given). Works for any cassette; one without a failing finding
+    is reported as such.
     """
-    shown_path = path or "<cassette>"
+    shown_path = _shell_path(path) if path else "<cassette>"
     header = cassette.header
     events = cassette.events
     findings = _findings(cassette)
@@ -61,7 +68,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     init = _initialize_result(cassette)
 
     out: list[str] = []
-    title = failing[0].oracle if failing else "no failure"
+    title = _word(failing[0].oracle) if failing else "no failure"
     # Agent- and cassette-chosen text goes through acp_fuzz.core.escaping: code spans, one line,
     # `|` escaped in tables, so it cannot add HTML, links, rows or hide the report.
     version = f" {md_code(agent_version)}" if agent_version else ""
@@ -84,10 +91,11 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     out.append("|---|---|")
     version = f" {md_code(agent_version, table=True)}" if agent_version else ""
     out.append(f"| Agent | {md_code(agent_name, table=True)}{version} |")
-    out.append(f"| Command | {md_code(' '.join(header.target), table=True)} |")
+    command = clip(" ".join(map(str, header.target)), 2 * CLIP)
+    out.append(f"| Command | {md_code(command, table=True)} |")
     out.append(f"| Protocol | ACP v{answered(init)} |")
     out.append(f"| Advertises `systemPrompt` | {_advertised(init)} |")
-    out.append(f"| Recorded by | acp-fuzz {md_text(header.acp_fuzz_version, table=True)} |")
+    out.append(f"| Recorded by | acp-fuzz {md_text(_word(header.acp_fuzz_version), table=True)} |")
     out.append("")
 
     # -- finding ----------------------------------------------------------------------------
@@ -105,25 +113,27 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
         out.append("| Oracle | Rule | Severity | Status | Reproduced |")
         out.append("|---|---|---|---|---|")
         for f in failing:
-            shown = md_text(status, table=True) if isinstance(status, str) else "-"
-            out.append(f"| {md_code(f.oracle, table=True)} | {md_code(f.rule, table=True)} | "
-                       f"{md_text(f.severity, table=True)} | {shown} | {rate} |")
+            shown = md_text(_word(status), table=True) if isinstance(status, str) else "-"
+            out.append(f"| {md_code(_word(f.oracle), table=True)} | "
+                       f"{md_code(_word(f.rule), table=True)} | "
+                       f"{md_text(_word(f.severity), table=True)} | {shown} | {rate} |")
         out.append("")
         if isinstance(status, str) and isinstance(runs, int):
             what = ("in every one of" if status == "failed" else "in only some of")
-            out.append(f"Status {md_code(status)}: the minimal steps below showed the failure "
-                       f"{what} {runs} confirmation run(s) on fresh agent processes "
+            out.append(f"Status {md_code(_word(status))}: the minimal steps below showed the "
+                       f"failure {what} {runs} confirmation run(s) on fresh agent processes "
                        f"({rate}).")
             out.append("")
         for f in failing:
             summary = CATALOG[f.oracle].summary if f.oracle in CATALOG else ""
             where = f" (step {f.step + 1})" if f.step >= 0 else ""
-            out.append(f"- **{md_code(f.oracle)}**{where}: {_text(f.message)}."
+            out.append(f"- **{md_code(_word(f.oracle))}**{where}: {_text(f.message)}."
                        + (f" In general: {summary}." if summary else ""))
         out.append("")
     if info:
         out.append("Also observed (informational, not a failure): "
-                   + "; ".join(f"{md_code(f.oracle)} ({_text(f.message)})" for f in info) + ".")
+                   + "; ".join(f"{md_code(_word(f.oracle))} ({_text(f.message)})" for f in info)
+                   + ".")
         out.append("")
 
     # -- steps ------------------------------------------------------------------------------
@@ -140,7 +150,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     for i, ev in enumerate(steps, 1):
         args = ev.data.get("args") or {}
         line = describe(args, answered(init)) if isinstance(args, Mapping) else args
-        out.append(f"{i}. {md_text(line)}")
+        out.append(f"{i}. {md_text(clip(line, 2 * CLIP))}")
         # The request replay sends for it (the agent's ids and directories as placeholders,
         # long strings clipped as in the transcript; `show --full` prints it whole), so a
         # reader sees everything the cassette makes acp-fuzz send.
@@ -157,7 +167,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
                "temporary directory the agent ran in.")
     out.append("")
     for i, (req, resp) in enumerate(_requests(events), 1):
-        out.append(f"{i}. {md_code(req.get('method'))}")
+        out.append(f"{i}. {md_code(_word(req.get('method')))}")
         out.append("")
         out.extend("   " + line for line in _fence(_json(_body(req)), "json").splitlines())
         out.append("")
@@ -221,14 +231,15 @@ def _findings(cassette: Cassette) -> list[Finding]:
 def _initialize_result(cassette: Cassette) -> Any:
     if isinstance(cassette.header.initialize, Mapping):
         return cassette.header.initialize
-    ids = {e.data["msg"].get("id") for e in cassette.events
+    ids = {json.dumps(e.data["msg"].get("id"), default=repr) for e in cassette.events
            if e.kind == "acp" and e.data.get("dir") == "send"
            and isinstance(e.data.get("msg"), Mapping)
            and e.data["msg"].get("method") == "initialize"}
     for e in cassette.events:
         msg = e.data.get("msg") if e.kind == "acp" else None
         if (isinstance(msg, Mapping) and e.data.get("dir") == "recv" and "method" not in msg
-                and msg.get("id") in ids and isinstance(msg.get("result"), Mapping)):
+                and json.dumps(msg.get("id"), default=repr) in ids
+                and isinstance(msg.get("result"), Mapping)):
             return msg["result"]
     return None
 
@@ -239,9 +250,9 @@ def _agent(cassette: Cassette) -> tuple[str, str]:
     if info:
         name = info.get("name") or info.get("title")
         version = info.get("version")
-        return (str(name) if name else "unknown agent", str(version) if version else "")
+        return (_word(name) if name else "unknown agent", _word(version) if version else "")
     target = cassette.header.target
-    return (target[0] if target else "unknown agent", "")
+    return (_word(target[0]) if target else "unknown agent", "")
 
 
 def _advertised(init: Any) -> str:
@@ -266,10 +277,10 @@ def _requests(events: Sequence[Event]) -> list[tuple[dict[str, Any], dict[str, A
         msg = dict(e.data["msg"])
         if e.data.get("dir") == "send" and "method" in msg:
             if "id" in msg:
-                pending[json.dumps(msg["id"])] = len(out)
+                pending[json.dumps(msg["id"], default=repr)] = len(out)
             out.append((msg, None))
         elif e.data.get("dir") == "recv" and "method" not in msg and "id" in msg:
-            i = pending.pop(json.dumps(msg["id"]), None)
+            i = pending.pop(json.dumps(msg["id"], default=repr), None)
             if i is not None:
                 out[i] = (out[i][0], msg)
     return out
@@ -283,7 +294,7 @@ def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
     session = f.session or x.session
     turn = f" (turn {x.turn})" if x.turn is not None else ""
     out.append(f"The system slot (the model API's place for system instructions) of the "
-               f"agent's model request for session {md_code(session)}{turn}, exactly as the "
+               f"agent's model request for session {md_code(_word(session))}{turn}, exactly as the "
                "fake model server received it:")
     out.append("")
     system = "\n".join(x.texts("system"))
@@ -295,8 +306,8 @@ def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
         mode, blocks = expected
         where = ("after the agent's own default instructions" if mode == "append"
                  else "in place of the agent's own default instructions")
-        out.append(f"What should have been there: the client's {md_code(mode)} text for session "
-                   f"{md_code(session)}, {where}:")
+        out.append(f"What should have been there: the client's {md_code(_word(mode))} text for "
+                   f"session {md_code(_word(session))}, {where}:")
         out.append("")
         out.append(_fence("\n\n".join(_clip(b, SYSTEM_CLIP) for b in blocks), "text"))
         out.append("")
@@ -304,8 +315,8 @@ def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
     if f.oracle == "prompt.leak" and isinstance(foreign, str):
         other = _client_prompt(events, foreign, f.step)
         if other is not None:
-            out.append(f"Instead, the request carries session {md_code(foreign)}'s text, which "
-                       f"was given only to session {md_code(foreign)}:")
+            out.append(f"Instead, the request carries session {md_code(_word(foreign))}'s text, "
+                       f"which was given only to session {md_code(_word(foreign))}:")
             out.append("")
             out.append(_fence("\n\n".join(_clip(b, SYSTEM_CLIP) for b in other[1]), "text"))
             out.append("")
@@ -349,7 +360,19 @@ def _body(msg: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _clip(s: str, n: int = CLIP) -> str:
-    return s if len(s) <= n else s[:n] + f"... [{len(s)} chars]"
+    return clip(s, n)
+
+
+def _word(v: Any) -> str:
+    """A name, id or version the cassette chose, clipped for the report."""
+    return clip(v, CLIP)
+
+
+def _shell_path(path: str) -> str:
+    """``path`` as one shell word: quoted (a name holding ``;``, ``$(...)``, a quote or a
+    newline stays one argument when the command is pasted into a shell), and after ``./``
+    when it starts with ``-``, so that acp-fuzz does not read it as an option."""
+    return shlex.quote(f"./{path}" if path.startswith("-") else path)
 
 
 def _clip_value(v: Any) -> Any:
@@ -372,13 +395,12 @@ def _json_line(v: Any) -> str:
 
 
 def _text(s: str) -> str:
-    return md_text(" ".join(normalize_sandbox(str(s)).split()).rstrip("."))
+    return md_text(clip(" ".join(normalize_sandbox(str(s)).split()), 2 * CLIP).rstrip("."))
 
 
 def _fence(text: str, lang: str) -> str:
     """A fenced block that nothing inside can close, with control characters shown."""
     text = terminal(text, newlines=True)
-    fence = "```"
-    while fence in text:
-        fence += "`"
+    longest = max(map(len, re.findall("`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text}\n{fence}"

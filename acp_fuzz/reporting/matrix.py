@@ -16,8 +16,11 @@ campaign's JSON document (``target --report json:PATH``, the same data ``matrix`
 * **not tested**: no example reached a case the rule speaks about, with why (a capability
   not advertised, the default instructions too small to judge, or just not drawn).
 
-An agent's text (its name and version from ``initialize``) is a stranger's: every value is
-escaped for Markdown or HTML, and links point only at the cassette paths the campaign wrote.
+An agent's text (its name and version from ``initialize``) is a stranger's, and so is every
+value of a hand-made ``--from-json`` document: every value is clipped (to :data:`CLIP`
+characters, a cell's text to twice that, with a marker saying how long it was) and escaped
+for Markdown (in a code span where it names something: a rule, a profile, a command) or
+HTML, and links point only at the cassette paths the campaign wrote.
 """
 
 from __future__ import annotations
@@ -30,13 +33,19 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import quote
 
-from acp_fuzz.core.escaping import md_text
+from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.protocol import agent_info, answered
 
-__all__ = ["ROWS", "Cell", "Column", "column_from_report", "column_not_run", "matrix_html",
+__all__ = ["CLIP", "ROWS", "Cell", "Column", "column_from_report", "column_not_run", "matrix_html",
            "matrix_markdown"]
 
 Status = Literal["pass", "fail", "flaky", "unconfirmed", "info", "untested"]
+
+#: A profile, rule or note longer than this is clipped in the table (a cell's text, and a
+#: label of name and version, at twice this): a column must stay a column whatever an agent
+#: calls itself.
+CLIP = 200
+_LABEL = 2 * CLIP + 64
 
 #: The rows, in reading order: the rule id and what it asks, in a few words.
 ROWS: tuple[tuple[str, str], ...] = (
@@ -101,8 +110,9 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str) -> Column:
     (:func:`acp_fuzz.reporting.campaign.result_to_json`)."""
     init = doc.get("agent")
     info = agent_info(init)
-    name = str(info.get("name") or profile)
-    version = str(info.get("version") or "?")
+    # Each clipped on its own, so a long name cannot push the version out of the label.
+    name = clip(info.get("name") or profile, CLIP)
+    version = clip(info.get("version") or "?", CLIP)
     found = doc.get("capabilities")
     caps: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     examples = int(doc.get("examples_run") or 0)
@@ -219,22 +229,24 @@ def matrix_markdown(columns: Sequence[Column], *, title: str = "Conformance matr
     folder the document is written to), so they work in a repository browser."""
     lines = [f"# {md_text(title)}", ""]
     lines += [*preamble, ""] if preamble else []
-    lines += ["| Rule | What it asks | " + " | ".join(md_text(c.label, table=True)
+    lines += ["| Rule | What it asks | " + " | ".join(md_text(clip(c.label, _LABEL), table=True)
                                                   for c in columns) + " |",
               "|---|---|" + "---|" * len(columns)]
     for rule, summary, row in _grid(columns):
         cells = []
         for cell in row:
-            text = f"{_MD_MARK[cell.status]}: {md_text(cell.text, table=True)}"
+            text = (f"{_MD_MARK[cell.status]}: "
+                    f"{md_text(clip(cell.text, 2 * CLIP), table=True)}")
             if cell.cassette:
                 text += f" ([cassette]({_link(cell.cassette, base)}))"
             cells.append(text)
-        lines.append(f"| `{md_text(rule, table=True)}` | {md_text(summary, table=True)} | "
-                     + " | ".join(cells) + " |")
+        lines.append(f"| {md_code(clip(rule, CLIP), table=True)} | "
+                     f"{md_text(clip(summary, CLIP), table=True)} | " + " | ".join(cells) + " |")
     lines += ["", "Per agent:", ""]
     for col in columns:
-        lines.append(f"- {md_text(col.label)} (`{md_text(col.profile)}`): "
-                     f"{md_text(col.note)}; {_counts(col)}.")
+        lines.append(f"- {md_text(clip(col.label, _LABEL))} "
+                     f"({md_code(clip(col.profile, CLIP))}): "
+                     f"{md_text(clip(col.note, CLIP))}; {_counts(col)}.")
     return "\n".join(lines) + "\n"
 
 
@@ -252,26 +264,27 @@ def matrix_html(columns: Sequence[Column], *, title: str = "Conformance matrix",
                 preamble: Sequence[str] = (), base: Path | None = None) -> str:
     """The matrix as one self-contained HTML page (inline style, no script, nothing
     fetched). Every text is HTML-escaped; ``preamble`` is plain text, one paragraph each."""
-    def esc(v: object) -> str:
-        return html.escape(str(v), quote=True)
+    def esc(v: object, limit: int | None = CLIP) -> str:
+        # The terminal policy too: no bidi override reorders a cell, no control character.
+        return html.escape(terminal(clip(v, limit) if limit else v), quote=True)
 
-    head = "".join(f"<th>{esc(c.label)}<br><small>{esc(c.profile)}</small></th>"
+    head = "".join(f"<th>{esc(c.label, _LABEL)}<br><small>{esc(c.profile)}</small></th>"
                    for c in columns)
     rows = []
     for rule, summary, row in _grid(columns):
         tds = []
         for cell in row:
-            body = f"{esc(_MD_MARK[cell.status].strip('*'))}: {esc(cell.text)}"
+            body = f"{esc(_MD_MARK[cell.status].strip('*'))}: {esc(cell.text, 2 * CLIP)}"
             if cell.cassette:
-                body += f' (<a href="{esc(_link(cell.cassette, base))}">cassette</a>)'
+                body += f' (<a href="{esc(_link(cell.cassette, base), None)}">cassette</a>)'
             tds.append(f'<td class="{cell.status}">{body}</td>')
         rows.append(f'<tr><td class="rule">{esc(rule)}</td><td>{esc(summary)}</td>'
                     + "".join(tds) + "</tr>")
-    notes = "".join(f"<li>{esc(c.label)} ({esc(c.profile)}): {esc(c.note)}; "
-                    f"{esc(_counts(c))}.</li>" for c in columns)
-    pre = "".join(f"<p>{esc(p)}</p>" for p in preamble)
+    notes = "".join(f"<li>{esc(c.label, _LABEL)} ({esc(c.profile)}): {esc(c.note)}; "
+                    f"{esc(_counts(c), None)}.</li>" for c in columns)
+    pre = "".join(f"<p>{esc(p, None)}</p>" for p in preamble)
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{esc(title)}</title><style>{_STYLE}</style></head><body>"
-            f"<h1>{esc(title)}</h1>{pre}<table><thead><tr><th>Rule</th><th>What it asks</th>"
-            f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f"<title>{esc(title, None)}</title><style>{_STYLE}</style></head><body>"
+            f"<h1>{esc(title, None)}</h1>{pre}<table><thead><tr><th>Rule</th>"
+            f"<th>What it asks</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             f"<p>Per agent:</p><ul>{notes}</ul></body></html>\n")
