@@ -26,6 +26,7 @@ from acp_fuzz.cli.app import (
     fail,
     install_interrupt_handlers,
 )
+from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.escaping import clip, md_code, terminal
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.core.version import __version__
@@ -66,11 +67,20 @@ def matrix(
     from_json: Path | None = typer.Option(
         None, "--from-json", metavar="PATH",
         help="Run nothing: write the table again from what an earlier --json saved."),
+    sandbox_fs: bool = typer.Option(
+        False, "--sandbox-fs",
+        help="Each agent sees its sandbox and the system folders, not your files (needs "
+             "bubblewrap)."),
+    plugin: list[str] = typer.Option(
+        [], "--plugin", metavar="MODULE|PATH",
+        help="Load your checks from this module or .py file (repeatable; see "
+             "docs/extending.md): their rules get rows of their own."),
 ) -> None:
     """Run a bounded campaign per agent and write one conformance table: rows are rules,
     columns are agents, a cell is pass, fail (with its cassette), info or not tested."""
     from acp_fuzz.engine.profiles import PROFILES
 
+    load_plugins(plugin)
     for path in (markdown, html_out, json_out):
         if path is not None and not path.parent.exists():
             fail(f"folder does not exist: {path.parent}")
@@ -85,6 +95,12 @@ def matrix(
     if unknown:
         fail(f"unknown profile {unknown[0]!r} (known: {', '.join(sorted(PROFILES))})")
     check_writable_dir(cassette_dir, "--cassette-dir")
+    if sandbox_fs:
+        from acp_fuzz.engine.sandbox import bwrap_works
+
+        if bwrap_works() is None:
+            fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
+                 "to create namespaces here")
     from acp_fuzz.engine.netns import maybe_reexec
 
     code = maybe_reexec(sandbox_net)
@@ -102,7 +118,8 @@ def matrix(
     try:
         for name in names:
             try:
-                spec = TargetSpec.from_profile(name, timeout=timeout, protocol=protocol)
+                spec = TargetSpec.from_profile(name, timeout=timeout, protocol=protocol,
+                                               sandbox_fs=sandbox_fs)
             except HarnessError as e:
                 err.print(terminal(f"{name}: not run: {e}"), markup=False)
                 agents.append({"profile": name, "not_run": _first_line(str(e))})
