@@ -50,10 +50,11 @@ __all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec", "run_steps"]
 
 CLIENT_INFO = {"name": "acp-fuzz", "version": __version__}
 CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False}
-#: Notifications recorded per agent process, by count and by total line size; the rest are
-#: counted only (see transport.py). Bounds the history, and so the harness's memory and the
-#: oracles' work, against an agent that floods session/update (100,000 per request made the
-#: harness grow past 2 GB). Generous for real agents: a turn of the fake model is short.
+#: Notifications recorded per agent process, by count and by total weight (the size a line
+#: takes once parsed, transport.line_weight); the rest are counted only (see transport.py).
+#: Bounds the history, and so the harness's memory and the oracles' work, against an agent
+#: that floods session/update (100,000 per request made the harness grow past 2 GB).
+#: Generous for real agents: a turn of the fake model is short.
 MAX_RECORDED_NOTIFICATIONS = 2_000
 MAX_RECORDED_NOTIFICATION_BYTES = 16 * 1024 * 1024
 

@@ -16,10 +16,31 @@ appended to a :class:`~acp_fuzz.core.history.History`:
 * stderr arrives as ``stderr`` events, up to ``stderr_record_limit`` bytes per process;
 * notifications from the agent (messages with a ``method`` and no ``id``) are recorded up to
   ``max_recorded_notifications`` per process and ``max_recorded_notification_bytes`` of their
-  lines (if set); past either they are counted, not kept, and one ``process`` event
-  ``notifications-capped`` marks where recording stopped (a final ``notifications-dropped``
-  event at exit or close gives the count). Without this, an agent that floods
-  ``session/update`` would grow the history, and the harness, without bound.
+  lines (if set; weighed as below); past either they are counted, not kept, and one
+  ``process`` event ``notifications-capped`` marks where recording stopped (a final
+  ``notifications-dropped`` event at exit or close gives the count). Without this, an agent
+  that floods ``session/update`` would grow the history, and the harness, without bound.
+* the same holds, with bounds on by default, for three more kinds of line (``KIND-capped``
+  where recording stopped, ``KIND-dropped`` with the ``count`` at exit or close):
+  ``client-requests``, the agent's own requests and the answers the client handler gave
+  them (:data:`MAX_RECORDED_CLIENT_REQUESTS`, :data:`MAX_RECORDED_CLIENT_REQUEST_BYTES`,
+  request and answer lines counted together; every request is still answered, and an answer
+  is recorded only with its request: ``answers`` in the ``-dropped`` event counts those left
+  out for the byte budget, ``unanswered`` the requests that came when no answer could be
+  sent any more); ``stray-responses``, answers to no request in flight (``unknown-id``,
+  ``duplicate-id``, ``late``; :data:`MAX_RECORDED_STRAY_RESPONSES`,
+  :data:`MAX_RECORDED_STRAY_BYTES`); ``bad-lines``, lines that are not JSON-RPC messages
+  (``oversize``, ``invalid-*``, ``not-object``) or are malformed ones
+  (:data:`MAX_RECORDED_BAD_LINES`, :data:`MAX_RECORDED_BAD_BYTES`). Without these, 60,000
+  answers to unknown ids or 300 reads of a 1 MiB file took the harness past 300 MB;
+* every byte budget weighs a line by what it costs parsed, not by its length alone
+  (:func:`line_weight`): ``[{},{},...]`` is 3 bytes an element on the wire and 72 in memory;
+* the agent's requests wait for the client handler, and their answers for the agent to read
+  its stdin, in a bounded backlog (:data:`MAX_CLIENT_BACKLOG` requests,
+  :data:`MAX_CLIENT_BACKLOG_BYTES` of requests not yet handled, :data:`MAX_UNSENT_ANSWER_BYTES`
+  of answers not yet written). When it is full, stdout is not read until there is room (so an
+  agent that writes requests and reads no answer is stopped by its own full pipe, not by the
+  harness's memory), and one ``process`` event ``client-requests-backlog`` says so.
 
 The transport never trusts the agent: over-long lines are discarded in chunks and never held
 whole, a flood of notifications cannot starve or block responses, a request to a process that
@@ -72,6 +93,7 @@ __all__ = [
     "Reply",
     "RpcError",
     "kill_all_agents",
+    "line_weight",
 ]
 
 #: Process groups of agents started and not yet closed, for a forced exit (a second Ctrl-C)
@@ -129,6 +151,29 @@ _READ_CHUNK = 64 * 1024
 _OVERSIZE_HEAD = 4 * 1024
 #: How much of an undecodable / unparsable line is kept in its event.
 _BAD_LINE_MAX = 64 * 1024
+#: What is recorded of the agent's own requests and of their answers, per process (see the
+#: module docs). Generous for real agents: a turn asks for a permission or a file or two.
+MAX_RECORDED_CLIENT_REQUESTS = 2_000
+MAX_RECORDED_CLIENT_REQUEST_BYTES = 8 * 1024 * 1024
+#: What is recorded of answers to no request in flight, per process: evidence of a bug after
+#: the first one, never a conversation to judge.
+MAX_RECORDED_STRAY_RESPONSES = 1_000
+MAX_RECORDED_STRAY_BYTES = 4 * 1024 * 1024
+#: What is recorded of lines that are not (well-formed) JSON-RPC messages, per process.
+MAX_RECORDED_BAD_LINES = 1_000
+MAX_RECORDED_BAD_BYTES = 4 * 1024 * 1024
+#: The agent's requests that may wait for an answer at once (queued for the client handler,
+#: being handled, or answered but not yet written), and the weight (:func:`line_weight`) of
+#: those not yet handled; past either, stdout is read again only once there is room. Real
+#: agents have a handful in flight; the count is high so that an agent that fires many small
+#: requests at once is not slowed down (its next answer to the harness is read behind them);
+#: a request line is at most ``max_line_bytes``, so one always fits.
+MAX_CLIENT_BACKLOG = 4096
+MAX_CLIENT_BACKLOG_BYTES = 8 * 1024 * 1024
+#: Bytes of answers to the agent's requests waiting for the writer (an agent that does not
+#: read its stdin); past it the client handler waits. One answer is at most about 6 MiB (a
+#: 1 MiB file read, every character escaped), so one always fits.
+MAX_UNSENT_ANSWER_BYTES = 8 * 1024 * 1024
 #: Bounded waits inside close(): these only matter if something is badly wrong (a process in
 #: uninterruptible sleep, a thread stuck on a pipe held by an escaped grandchild).
 _TERM_WAIT = 1.0
@@ -170,6 +215,50 @@ class _Slot:
     def resolve(self, reply: Reply) -> None:
         self.reply = reply
         self.event.set()
+
+
+def line_weight(line: bytes) -> int:
+    """About how many bytes ``line`` (one JSON text) takes once parsed: its length, plus 64 a
+    container and 24 a separator (a dict or list costs 56-64 bytes in CPython, a pointer to
+    each item 8, a float 24, a short string about 50). Within about 2x of what ``json.loads``
+    allocates, whatever the shape (short strings, empty dicts, numbers); text with characters
+    past U+FFFF can take up to 4x its length. Counted in C, at the speed of a copy."""
+    return len(line) + 64 * (line.count(b"{") + line.count(b"[")) + 24 * (
+        line.count(b",") + line.count(b":"))
+
+
+class _Budget:
+    """What is recorded of one kind of line from the agent: the first ``limit`` lines and
+    ``limit_bytes`` bytes of them (``None``: no bound). Past either, every later line of the
+    kind is counted, not recorded (``dropped``), so the history says where recording stopped."""
+
+    __slots__ = ("dropped", "extra", "kind", "limit", "limit_bytes", "lines", "size")
+
+    def __init__(self, kind: str, limit: int | None, limit_bytes: int | None) -> None:
+        self.kind = kind
+        self.limit = limit
+        self.limit_bytes = limit_bytes
+        self.lines = 0  # recorded
+        self.size = 0  # bytes recorded
+        self.dropped = 0
+        #: Further counts for the ``-dropped`` event (``client-requests``: answers, unanswered).
+        self.extra: dict[str, int] = {}
+
+    def fits(self, size: int) -> bool:
+        return self.limit_bytes is None or self.size + size <= self.limit_bytes
+
+    def take(self, size: int) -> bool:
+        """Record one more line of ``size`` bytes? Counted either way."""
+        if not self.dropped and (self.limit is None or self.lines < self.limit) \
+                and self.fits(size):
+            self.lines += 1
+            self.size += size
+            return True
+        self.dropped += 1
+        return False
+
+    def limits(self) -> dict[str, int | None]:
+        return {"limit": self.limit, "limit_bytes": self.limit_bytes}
 
 
 def _reject_constant(name: str) -> Any:
@@ -290,7 +379,16 @@ class AgentProcess:
         max_recorded_notifications: how many notifications from the agent are recorded as
             ``acp`` events; the rest are only counted (:attr:`dropped_notifications`).
             ``None`` (the default) records them all; :class:`acp_fuzz.engine.runner.Run` sets a cap.
-        max_recorded_notification_bytes: the same cap, on the total size of their lines.
+        max_recorded_notification_bytes: the same cap, on the total size of their lines
+            (each weighed by :func:`line_weight`).
+        max_recorded_client_requests, max_recorded_client_request_bytes: the same for the
+            agent's requests and their answers (the module's constants by default).
+        max_recorded_stray_responses, max_recorded_stray_bytes: the same for answers to no
+            request in flight.
+        max_recorded_bad_lines, max_recorded_bad_bytes: the same for lines that are not
+            well-formed JSON-RPC messages.
+        max_client_backlog, max_client_backlog_bytes, max_unsent_answer_bytes: the backlog of
+            the agent's requests (see the module docs).
         command: what is really executed, when it is not ``argv``: ``argv`` wrapped by a
             sandbox (:func:`acp_fuzz.engine.sandbox.agent_command`). ``argv`` is what is recorded.
         sandbox: how the process is confined (``"bwrap pid"``, ...), for the spawn event.
@@ -313,6 +411,15 @@ class AgentProcess:
         stderr_record_limit: int = 1024 * 1024,
         max_recorded_notifications: int | None = None,
         max_recorded_notification_bytes: int | None = None,
+        max_recorded_client_requests: int | None = MAX_RECORDED_CLIENT_REQUESTS,
+        max_recorded_client_request_bytes: int | None = MAX_RECORDED_CLIENT_REQUEST_BYTES,
+        max_recorded_stray_responses: int | None = MAX_RECORDED_STRAY_RESPONSES,
+        max_recorded_stray_bytes: int | None = MAX_RECORDED_STRAY_BYTES,
+        max_recorded_bad_lines: int | None = MAX_RECORDED_BAD_LINES,
+        max_recorded_bad_bytes: int | None = MAX_RECORDED_BAD_BYTES,
+        max_client_backlog: int = MAX_CLIENT_BACKLOG,
+        max_client_backlog_bytes: int = MAX_CLIENT_BACKLOG_BYTES,
+        max_unsent_answer_bytes: int = MAX_UNSENT_ANSWER_BYTES,
         command: Sequence[str] | None = None,
         sandbox: str = "none",
     ) -> None:
@@ -331,10 +438,21 @@ class AgentProcess:
         self.stderr_record_limit = stderr_record_limit
         self.max_recorded_notifications = max_recorded_notifications
         self.max_recorded_notification_bytes = max_recorded_notification_bytes
-        self._notifications = 0  # received (reader thread only)
-        self._notification_bytes = 0
-        self._dropped_notifications = 0
+        # Recording budgets. The reader thread alone uses all but the client requests' one,
+        # which the client handler shares (under self._lock) for the answers.
+        self._notes = _Budget("notifications", max_recorded_notifications,
+                              max_recorded_notification_bytes)
+        self._asks = _Budget("client-requests", max_recorded_client_requests,
+                             max_recorded_client_request_bytes)
+        self._asks.extra.update(answers=0, unanswered=0)
+        self._strays = _Budget("stray-responses", max_recorded_stray_responses,
+                               max_recorded_stray_bytes)
+        self._bad = _Budget("bad-lines", max_recorded_bad_lines, max_recorded_bad_bytes)
+        self._budgets = (self._notes, self._asks, self._strays, self._bad)
         self._dropped_reported = False
+        self.max_client_backlog = max_client_backlog
+        self.max_client_backlog_bytes = max_client_backlog_bytes
+        self.max_unsent_answer_bytes = max_unsent_answer_bytes
 
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
@@ -353,16 +471,28 @@ class AgentProcess:
         self._write_broken = False
         self._exit_recorded = False
         self._exited_evt = threading.Event()
+        # The agent's requests waiting for an answer (see MAX_CLIENT_BACKLOG): admitted and
+        # not yet written, the bytes of those not yet handled, the bytes of answers not yet
+        # written. The reader and the client handler wait on this condition for room.
+        self._room = threading.Condition(self._lock)
+        self._backlog = 0
+        self._queued_bytes = 0
+        self._unsent_bytes = 0
+        self._backlog_noted = False
 
         self._close_lock = threading.Lock()
         self._closed = False
 
         # Outgoing lines go through one writer thread, so a request's timeout holds even when
         # the agent stops reading stdin and the pipe is full.
-        self._outq: queue.SimpleQueue[tuple[bytes, dict[str, Any], int | None] | None] = (
-            queue.SimpleQueue()
-        )
-        self._handlerq: queue.SimpleQueue[tuple[Any, str, Any] | None] = queue.SimpleQueue()
+        # Each item: the line, its event (None: not recorded), the id of the harness's request
+        # it carries, and for an answer to the agent its size (0 for the harness's own lines).
+        self._outq: queue.SimpleQueue[
+            tuple[bytes, dict[str, Any] | None, int | None, int] | None] = queue.SimpleQueue()
+        # Each item: id, method, params, line size, whether the request was recorded. Bounded
+        # by the backlog (see _admit).
+        self._handlerq: queue.SimpleQueue[tuple[Any, str, Any, int, bool] | None] = (
+            queue.SimpleQueue())
         self._threads: list[threading.Thread] = []
 
         # Self-pipes used as level-triggered broadcasts: closing the write end makes the read
@@ -407,7 +537,18 @@ class AgentProcess:
     @property
     def dropped_notifications(self) -> int:
         """How many notifications arrived past ``max_recorded_notifications`` (not recorded)."""
-        return self._dropped_notifications
+        return self._notes.dropped
+
+    @property
+    def dropped(self) -> dict[str, int]:
+        """How many lines of each kind were counted, not recorded (``notifications``,
+        ``client-requests``, ``stray-responses``, ``bad-lines``), how many answers to
+        recorded requests were left out (``answers``) and how many requests got no answer
+        because none could be sent any more (``unanswered``)."""
+        with self._lock:
+            out = {b.kind: b.dropped for b in self._budgets}
+            out.update(self._asks.extra)
+        return out
 
     @property
     def stderr_tail(self) -> str:
@@ -529,6 +670,7 @@ class AgentProcess:
             self._closed = True
             with self._lock:
                 self._closing = True
+                self._room.notify_all()  # nothing waits for room once closing
             self._outq.put(None)
             if not self._exited_evt.wait(max(grace, 0.0)):
                 self._kill(signal.SIGTERM, "grace-expired" if grace > 0 else "stop")
@@ -605,7 +747,7 @@ class AgentProcess:
                 self._pending.pop(rid, None)
             raise
         self._tell_handler(method, params)
-        self._outq.put((line, {"dir": "send"}, rid))
+        self._outq.put((line, {"dir": "send"}, rid, 0))
         return Pending(self, rid, slot)
 
     def expect(self, match: Callable[[str, Any], bool]) -> Expectation:
@@ -664,7 +806,7 @@ class AgentProcess:
             if self._dead or self._closing or self._write_broken:
                 return
         self._tell_handler(method, params)
-        self._outq.put((line, {"dir": "send"}, None))
+        self._outq.put((line, {"dir": "send"}, None, 0))
 
     def _tell_handler(self, method: str, params: Any) -> None:
         sent = getattr(self.client_handler, "sent", None)
@@ -695,7 +837,7 @@ class AgentProcess:
             if isinstance(msg, dict) and "method" in msg and "id" in msg:
                 self._raw_ids.setdefault(_id_key(msg["id"]), False)
         event = {"dir": "send", "msg": msg, "raw": data.decode("utf-8", errors="replace")}
-        self._outq.put((data, event, None))
+        self._outq.put((data, event, None, 0))
 
     # -- internals: recording -----------------------------------------------------------------
 
@@ -750,6 +892,8 @@ class AgentProcess:
         assert self._proc is not None
         rc = self._proc.wait()
         self._returncode = rc
+        with self._lock:
+            self._room.notify_all()  # a dead agent reads no answer: stop waiting for room
         os.close(self._exit_w)  # tells the reader: drain what the process wrote, then report
 
     def _writer_loop(self) -> None:
@@ -761,33 +905,82 @@ class AgentProcess:
             item = self._outq.get()
             if item is None:
                 break
-            line, event, rid = item
-            if broken:
-                self._fail_one(rid)
-                continue
-            history = self.history
-            if history is not None:
-                if "raw" not in event:
-                    # Record what went on the wire (tuples become lists, ...), so the history
-                    # is equal to itself read back from a cassette.
-                    event["msg"] = json.loads(line)
-                history.append("acp", event)
+            line, event, rid, answer = item
             try:
-                _write_all(fd, line)
-            except (OSError, ValueError):
-                broken = True
-                with self._lock:
-                    self._write_broken = True
-                self._fail_one(rid)
+                if broken:
+                    self._fail_one(rid)
+                    continue
+                history = self.history
+                if history is not None and event is not None:
+                    if "raw" not in event:
+                        # Record what went on the wire (tuples become lists, ...), so the
+                        # history is equal to itself read back from a cassette.
+                        event["msg"] = json.loads(line)
+                    history.append("acp", event)
+                try:
+                    _write_all(fd, line)
+                except (OSError, ValueError):
+                    broken = True
+                    with self._lock:
+                        self._write_broken = True
+                        self._room.notify_all()  # no answer can be delivered any more
+                    self._fail_one(rid)
+            finally:
+                if answer:
+                    with self._lock:
+                        self._backlog -= 1
+                        self._unsent_bytes -= answer
+                        self._room.notify_all()
         with contextlib.suppress(OSError):
             stdin.close()
+
+    def _cannot_answer(self) -> bool:
+        # Under self._lock: waiting for the backlog to drain is pointless, the agent is gone
+        # or going (or no answer can be written any more).
+        return self._closing or self._write_broken or self._dead or self._returncode is not None
+
+    def _admit(self, size: int) -> bool:
+        """Make room in the backlog for an agent request of ``size`` bytes, waiting (and so
+        leaving stdout unread) while it is full; False when it is full and will not drain, or
+        when no answer is sent any more. Reader thread only."""
+        while True:
+            with self._room:
+                if self._closing or self._write_broken:
+                    return False
+                if self._backlog < self.max_client_backlog and (
+                        self._queued_bytes < self.max_client_backlog_bytes):
+                    self._backlog += 1
+                    self._queued_bytes += size
+                    return True
+                if self._cannot_answer():
+                    return False
+                if self._backlog_noted:
+                    self._room.wait()
+                    continue
+                self._backlog_noted = True
+                waiting = self._backlog
+            self._record("process", {"what": "client-requests-backlog", "pid": self._pid,
+                                     "waiting": waiting, "limit": self.max_client_backlog,
+                                     "limit_bytes": self.max_client_backlog_bytes,
+                                     "generation": self.generation})
 
     def _handler_loop(self) -> None:
         while True:
             item = self._handlerq.get()
             if item is None:
                 return
-            rid, method, params = item
+            rid, method, params, size, recorded = item
+            with self._room:
+                self._queued_bytes -= size
+                self._room.notify_all()
+                # Answers the agent has not read yet: wait for the writer before making more.
+                while self._unsent_bytes >= self.max_unsent_answer_bytes \
+                        and not self._cannot_answer():
+                    self._room.wait()
+                if self._closing or self._write_broken:
+                    self._backlog -= 1
+                    self._room.notify_all()
+                    continue
             response: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
             try:
                 if self.client_handler is None:
@@ -803,10 +996,19 @@ class AgentProcess:
                 response["error"] = {"code": -32603, "message": "Internal error",
                                      "data": f"{type(exc).__name__}: {exc}"[:1000]}
                 line = _encode(response)
-            with self._lock:
+            with self._room:
                 if self._closing or self._write_broken:
+                    self._backlog -= 1
+                    self._room.notify_all()
                     continue
-            self._outq.put((line, {"dir": "send"}, None))
+                self._unsent_bytes += len(line)
+                # Recorded only with its request, and within the same byte budget.
+                record = recorded and self._asks.fits(len(line))
+                if record:
+                    self._asks.size += len(line)
+                elif recorded:
+                    self._asks.extra["answers"] += 1
+            self._outq.put((line, {"dir": "send"} if record else None, None, len(line)))
 
     def _stderr_loop(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
@@ -975,14 +1177,17 @@ class AgentProcess:
                              "error": "partial-line", "size": size})
 
     def _record_oversize(self, head: bytes, size: int) -> None:
-        self._record("acp", {"dir": "recv", "msg": None,
-                             "raw": head.decode("utf-8", errors="replace"),
-                             "error": "oversize", "size": size})
+        if self._take(self._bad, len(head)):
+            self._record("acp", {"dir": "recv", "msg": None,
+                                 "raw": head.decode("utf-8", errors="replace"),
+                                 "error": "oversize", "size": size})
 
     def _record_bad(self, line: bytes, error: str) -> None:
+        kept = line[:_BAD_LINE_MAX]
+        if not self._take(self._bad, len(kept)):
+            return
         data: dict[str, Any] = {"dir": "recv", "msg": None,
-                                "raw": line[:_BAD_LINE_MAX].decode("utf-8", errors="replace"),
-                                "error": error}
+                                "raw": kept.decode("utf-8", errors="replace"), "error": error}
         if len(line) > _BAD_LINE_MAX:
             data["size"] = len(line)
         self._record("acp", data)
@@ -1003,39 +1208,43 @@ class AgentProcess:
         if not isinstance(obj, dict):
             self._record_bad(line, "not-object")
             return
-        self._dispatch(obj, len(line))
+        self._dispatch(obj, line_weight(line))
 
     # -- internals: JSON-RPC dispatch ---------------------------------------------------------
 
-    def _dispatch(self, obj: dict[str, Any], size: int = 0) -> None:
-        if "method" in obj:
-            if "id" not in obj:
-                if isinstance(obj["method"], str):
-                    self._notice(obj["method"], obj.get("params"))
-                self._notifications += 1
-                self._notification_bytes += size
-                cap = self.max_recorded_notifications
-                cap_bytes = self.max_recorded_notification_bytes
-                if self._dropped_notifications or (
-                        cap is not None and self._notifications > cap) or (
-                        cap_bytes is not None and self._notification_bytes > cap_bytes):
-                    self._dropped_notifications += 1
-                    if self._dropped_notifications == 1:
-                        self._record("process", {"what": "notifications-capped",
-                                                 "pid": self._pid, **self._limits(),
-                                                 "generation": self.generation})
-                    return
-            self._record("acp", {"dir": "recv", "msg": obj})
-            method = obj["method"]
-            if "id" in obj and isinstance(method, str):
-                self._handlerq.put((obj["id"], method, obj.get("params")))
+    def _dispatch(self, obj: dict[str, Any], weight: int = 0) -> None:
+        # ``weight``: the line's line_weight, what every budget counts.
+        method = obj.get("method")
+        if "method" in obj and "id" not in obj:
+            if isinstance(method, str):
+                self._notice(method, obj.get("params"))
+            if self._take(self._notes, weight):
+                self._record("acp", {"dir": "recv", "msg": obj})
             return
-        if "id" not in obj or ("result" not in obj and "error" not in obj):
-            self._record("acp", {"dir": "recv", "msg": obj})  # malformed; oracles judge it
+        if isinstance(method, str):
+            # A request from the agent: answered whether recorded or not (the client policy
+            # is cheap); recorded while the budget lasts, its answer along with it.
+            with self._lock:
+                recorded = self._take(self._asks, weight)
+            if recorded:
+                self._record("acp", {"dir": "recv", "msg": obj})
+            elif self._asks.dropped == 1:
+                self._record_capped(self._asks)
+            if self._admit(weight):
+                self._handlerq.put((obj["id"], method, obj.get("params"), weight,
+                                    recorded))
+            else:
+                with self._lock:
+                    self._asks.extra["unanswered"] += 1
+            return
+        if "method" in obj or "id" not in obj or ("result" not in obj and "error" not in obj):
+            if self._take(self._bad, weight):  # malformed; oracles judge it
+                self._record("acp", {"dir": "recv", "msg": obj})
             return
         rid = obj["id"]
         slot: _Slot | None = None
         marker: str | None = None
+        stray = False
         with self._lock:
             if type(rid) is int and rid in self._pending:
                 slot = self._pending.pop(rid)
@@ -1052,9 +1261,11 @@ class AgentProcess:
                 elif type(rid) is int and 1 <= rid < self._next_id:
                     marker = "duplicate-id"
                 elif rid is None and "error" in obj:
-                    pass  # JSON-RPC's answer to a line it could not parse (from send_raw)
+                    stray = True  # JSON-RPC's answer to a line it could not parse (send_raw)
                 else:
                     marker = "unknown-id"
+        if (marker is not None or stray) and not self._take(self._strays, weight):
+            return
         event: dict[str, Any] = {"dir": "recv", "msg": obj}
         if marker is not None:
             event["error"] = marker
@@ -1067,6 +1278,20 @@ class AgentProcess:
             else:
                 slot.resolve(Reply("ok", result=obj.get("result"), id=rid))
 
+    def _take(self, budget: _Budget, size: int) -> bool:
+        """Record one more line of ``budget``'s kind? The first one past it is marked in the
+        history (for the client requests' budget, shared with the handler: the caller holds
+        self._lock and marks it)."""
+        if budget.take(size):
+            return True
+        if budget.dropped == 1 and budget is not self._asks:
+            self._record_capped(budget)
+        return False
+
+    def _record_capped(self, budget: _Budget) -> None:
+        self._record("process", {"what": f"{budget.kind}-capped", "pid": self._pid,
+                                 **budget.limits(), "generation": self.generation})
+
     def _fail_one(self, rid: int | None) -> None:
         if rid is None:
             return
@@ -1078,6 +1303,7 @@ class AgentProcess:
     def _fail_all_pending(self) -> None:
         with self._lock:
             self._dead = True
+            self._room.notify_all()
             pending, self._pending = self._pending, {}
             watches, self._watches = self._watches, []
         for rid, slot in pending.items():
@@ -1105,15 +1331,16 @@ class AgentProcess:
         self._exited_evt.set()
 
     def _report_dropped(self) -> None:
-        if self._dropped_notifications and not self._dropped_reported:
+        with self._lock:
+            if self._dropped_reported:
+                return
             self._dropped_reported = True
-            self._record("process", {"what": "notifications-dropped", "pid": self._pid,
-                                     "count": self._dropped_notifications,
-                                     **self._limits(), "generation": self.generation})
-
-    def _limits(self) -> dict[str, int | None]:
-        return {"limit": self.max_recorded_notifications,
-                "limit_bytes": self.max_recorded_notification_bytes}
+            counts = [(b, b.dropped, dict(b.extra)) for b in self._budgets]
+        for budget, dropped, extra in counts:
+            if dropped or any(extra.values()):
+                self._record("process", {"what": f"{budget.kind}-dropped", "pid": self._pid,
+                                         "count": dropped, **extra, **budget.limits(),
+                                         "generation": self.generation})
 
     def _close_fds(self, stuck: list[str]) -> None:
         assert self._proc is not None

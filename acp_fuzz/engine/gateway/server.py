@@ -10,11 +10,27 @@ Only the agent under test may talk to the gateway: each gateway makes a random t
 ``x-api-key``, ``x-goog-api-key``, ``api-key`` or ``?key=``) is answered 401, its body unread,
 and recorded as a ``model`` event with status 401 and no text, so that another local process
 can neither forge nor hide what the agent sent, and a report shows that someone tried.
+
+Nothing sent to it can grow the harness without bound: a refused request (no token, a
+body or header block over the limits, a request target that is not a path) is recorded in
+brief (method, clipped path, a few clipped headers, the reason as its ``reply_text``), at most
+:data:`MAX_RECORDED_REFUSALS` per history, the rest counted (``counts["unrecorded"]``); a
+request's header block is bounded (:data:`MAX_HEADERS`, :data:`MAX_HEADER_LINE`,
+:data:`MAX_HEADER_BYTES`: past them, a 431); a connection idle for :data:`IDLE_TIMEOUT`
+seconds is closed, and past :data:`MAX_CONNECTIONS` open at once a new one is answered 503
+and closed (``counts["connections_refused"]``).
+
+The request target must be a path (origin-form, ``/v1/messages?x=y``): any other form
+(``http://host/x``, ``@host/x``, ``*``) is refused with a 400, so that with ``--model-upstream``
+the agent can choose only the path and query sent to the configured upstream, never its
+scheme, host or port (:func:`acp_fuzz.engine.gateway.upstream.upstream_url`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hmac
+import http.client
 import json
 import re
 import secrets
@@ -33,8 +49,9 @@ from acp_fuzz.core.slots import detect_api, split_request, user_turn_is_tool_res
 from acp_fuzz.engine.gateway.redact import redact_headers, redact_path
 from acp_fuzz.engine.gateway.upstream import UpstreamError, UpstreamRecorder, forward
 
-__all__ = ["KEY_VARIABLES", "MAX_BODY", "NONCE_RE", "Gateway", "is_side_request",
-           "recorded_body", "recorded_segments"]
+__all__ = ["IDLE_TIMEOUT", "KEY_VARIABLES", "MAX_BODY", "MAX_CONNECTIONS", "MAX_HEADERS",
+           "MAX_HEADER_BYTES", "MAX_HEADER_LINE", "MAX_RECORDED_REFUSALS", "NONCE_RE", "Gateway",
+           "is_side_request", "recorded_body", "recorded_segments"]
 
 #: The harness nonce the runner puts into each ``session/prompt`` text.
 NONCE_RE = re.compile(r"acpfuzz-[0-9a-f]{12}")
@@ -60,6 +77,29 @@ SEGMENT_KEEP = 4096
 #: Segments recorded per request; the rest are counted in one marker segment.
 MAX_RECORDED_SEGMENTS = 10_000
 
+#: A request's header block: lines, bytes per line, bytes in all (past any, a 431). The
+#: stdlib's own bounds (100 lines of 64 KiB: 6.4 MiB per request and connection) let a local
+#: stranger park hundreds of MB in the harness. Model SDKs send 10-30 headers, each under
+#: 1 KiB but for a bearer token (a ChatGPT login's, the longest seen, is about 2 KiB).
+MAX_HEADERS = 64
+MAX_HEADER_LINE = 16 * 1024
+MAX_HEADER_BYTES = 64 * 1024
+#: Refused requests recorded per history (the gateway's current one); the rest are counted.
+MAX_RECORDED_REFUSALS = 32
+#: Of a refused request, this many headers are recorded, each name and value clipped to
+#: :data:`_BRIEF_TEXT` characters, and its path to :data:`_BRIEF_PATH`.
+_BRIEF_HEADERS = 8
+_BRIEF_TEXT = 200
+_BRIEF_PATH = 512
+#: Seconds a connection may sit idle (or stall a read or write) before it is closed. Longer
+#: than any SDK keeps an idle keep-alive connection (httpx 5 s, undici 4 s, reqwest 90 s), so
+#: the client always lets go first and never races a close; replies are written whole here.
+IDLE_TIMEOUT = 120.0
+#: Connections open at once; a new one past it gets a 503 and is closed. An agent keeps a
+#: handful of keep-alive connections (a campaign's pre-spawned agents do not call the model
+#: before their example starts); the bound keeps threads and buffers from piling up.
+MAX_CONNECTIONS = 64
+
 #: The APIs whose requests are model turns (counted in :attr:`Gateway.counts`).
 _MODEL_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages", "gemini"})
 
@@ -82,6 +122,10 @@ def is_side_request(api: str, headers: Mapping[str, str], body: Any) -> bool:
     return False
 
 
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else f"{text[:n]}... [acp-fuzz: {len(text)} characters]"
+
+
 class _BodyError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -93,6 +137,45 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
     gateway: Gateway
 
+    def __init__(self, address: tuple[str, int], handler: type[_Handler]) -> None:
+        super().__init__(address, handler)
+        self.active = 0  # connections being served
+        self._active_lock = threading.Lock()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._active_lock:
+            full = self.active >= self.gateway.max_connections
+            if not full:
+                self.active += 1
+        if full:
+            self._refuse(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._release()  # no thread was started for it
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        with self._active_lock:
+            self.active -= 1
+
+    def _refuse(self, request: Any) -> None:
+        with self.gateway._lock:
+            self.gateway.counts["connections_refused"] += 1
+        body = b"acp-fuzz gateway: too many connections\n"
+        with contextlib.suppress(OSError):
+            request.setblocking(False)  # a few bytes into a fresh socket's buffer, or nothing
+            request.send(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                         b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        self.shutdown_request(request)
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         # An agent killed mid-request (a restart, a timeout, the end of an example) resets
         # its connection: expected, and no reason for a traceback on the user's terminal
@@ -102,12 +185,58 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+class _HeaderReader:
+    """Stands in for ``rfile`` while the stdlib reads a request's header block, with tighter
+    bounds than its own (see :data:`MAX_HEADERS`); past them it records the refusal and raises
+    what the stdlib raises for its own bounds, which the stdlib answers with a 431."""
+
+    def __init__(self, handler: _Handler) -> None:
+        self._handler = handler
+        self._raw = handler.rfile
+        self._lines = 0
+        self._size = 0
+
+    def readline(self, limit: int = -1) -> bytes:
+        line: bytes = self._raw.readline(MAX_HEADER_LINE + 1)
+        self._lines += 1
+        self._size += len(line)
+        if len(line) > MAX_HEADER_LINE:
+            self._refuse(f"a header line over {MAX_HEADER_LINE} bytes")
+            raise http.client.LineTooLong("header line")
+        if self._lines > MAX_HEADERS + 1 or self._size > MAX_HEADER_BYTES:  # + the blank line
+            why = f"over {MAX_HEADERS} headers or {MAX_HEADER_BYTES} bytes of them"
+            self._refuse(why)
+            raise http.client.HTTPException(why)
+        return line
+
+    def _refuse(self, why: str) -> None:
+        # Recorded before the 431 is written: once the client has it, the event is there.
+        h = self._handler
+        h.server.gateway._refused(h.command or "", h.path or "", [], 431,
+                                  f"the header block is too large ({why})")
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the history is the log
+
+    def setup(self) -> None:
+        super().setup()
+        # A socket timeout (the per-server value of the stdlib's ``timeout`` attribute): an
+        # idle keep-alive connection, or a stalled read or write, ends the connection (the
+        # stdlib catches the TimeoutError and closes it).
+        self.connection.settimeout(self.server.gateway.idle_timeout)
+
+    def parse_request(self) -> bool:
+        real = self.rfile
+        self.rfile = _HeaderReader(self)  # type: ignore[assignment]
+        try:
+            return super().parse_request()
+        finally:
+            self.rfile = real
 
     def _read_chunked(self) -> bytes:
         out = bytearray()
@@ -228,13 +357,21 @@ class Gateway:
     Every request must carry :attr:`token` (random unless given), or a key accepted with
     :meth:`allow_key`; others get a 401. ``require_token=False`` turns the check off, for a
     gateway that stands in for a provider behind another gateway.
+
+    ``idle_timeout`` and ``max_connections`` (:data:`IDLE_TIMEOUT`, :data:`MAX_CONNECTIONS`)
+    bound the connections (see the module docs).
     """
 
     def __init__(self, history: History | None = None, *, reply_text: str = "ok",
                  side_request: SidePredicate | None = None, upstream: str | None = None,
                  upstream_recorder: UpstreamRecorder | None = None, token: str | None = None,
-                 require_token: bool = True) -> None:
+                 require_token: bool = True, idle_timeout: float = IDLE_TIMEOUT,
+                 max_connections: int = MAX_CONNECTIONS) -> None:
+        self._lock = threading.Lock()
+        self._refusals = 0  # refused requests seen since the history was last set
         self.history = history
+        self.idle_timeout = idle_timeout
+        self.max_connections = max_connections
         #: The per-gateway secret the agent gets as its API keys (see :meth:`agent_env`).
         self.token = token if token is not None else "acpfuzz-token-" + secrets.token_hex(16)
         self.require_token = require_token
@@ -244,13 +381,15 @@ class Gateway:
         self.upstream = upstream
         self.upstream_recorder = upstream_recorder
         self._nonces: dict[str, tuple[str, int]] = {}
-        self._lock = threading.Lock()
         #: Model requests served, by kind: ``turn`` (tied to a harness turn, not a side
         #: request), ``side`` (a side request by the built-in or the profile's predicate)
         #: and ``untied`` (not a side request by any predicate, yet no registered nonce in
         #: it: recorded as a side request, so no oracle judges it). A correct profile on a
         #: well-behaved agent keeps ``untied`` at 0. ``refused``: requests without the token.
-        self.counts: dict[str, int] = {"turn": 0, "side": 0, "untied": 0, "refused": 0}
+        #: ``unrecorded``: refused requests (for any reason) past :data:`MAX_RECORDED_REFUSALS`
+        #: in a history, counted only; ``connections_refused``: past :data:`MAX_CONNECTIONS`.
+        self.counts: dict[str, int] = {"turn": 0, "side": 0, "untied": 0, "refused": 0,
+                                       "unrecorded": 0, "connections_refused": 0}
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -285,6 +424,24 @@ class Gateway:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+    @property
+    def history(self) -> History | None:
+        """Where exchanges are recorded (assignable; ``None`` records nothing). Setting it
+        starts a new count of refused requests toward :data:`MAX_RECORDED_REFUSALS`."""
+        return self._history
+
+    @history.setter
+    def history(self, history: History | None) -> None:
+        with self._lock:
+            self._history = history
+            self._refusals = 0
+
+    @property
+    def connections(self) -> int:
+        """Connections being served now (0 when not running)."""
+        server = self._server
+        return server.active if server is not None else 0
 
     @property
     def url(self) -> str:
@@ -362,31 +519,31 @@ class Gateway:
 
     def _serve(self, handler: _Handler) -> None:
         method, path = handler.command, handler.path
-        api = detect_api(method, path)
         header_pairs = list(handler.headers.items())
-        headers = redact_headers(header_pairs)
         if not self._authorized(handler):
             # Unread, the body would be parsed as the next request: close instead of reading
             # what a stranger sends.
             handler.close_connection = True
             with self._lock:
                 self.counts["refused"] += 1
-            reply = replies._json(401, {"error": {
-                "type": "authentication_error",
-                "message": "acp-fuzz gateway: this request does not carry the run's token"}})
-            self._record(api, method, path, headers, None, [], None, 401, "", True)
+            message = "acp-fuzz gateway: this request does not carry the run's token"
+            reply = replies._json(401, {"error": {"type": "authentication_error",
+                                                  "message": message}})
+            self._refused(method, path, header_pairs, 401, message)
             self._write(handler, 401, reply.content_type, dict(reply.headers), reply.body)
             return
+        if not path.startswith("/"):
+            # Absolute-form (http://host/x), authority-ish (@host/x) or asterisk-form: not a
+            # path. Forwarded, it could pick the upstream's host; answered, it means nothing.
+            self._refuse(handler, header_pairs, 400,
+                         "the request target must be a path (origin-form), such as /v1/messages")
+            return
+        api = detect_api(method, path)
+        headers = redact_headers(header_pairs)
         try:
             raw = handler._read_body()
         except _BodyError as exc:
-            # The unread rest of the body would be parsed as the next request.
-            handler.close_connection = True
-            reply = replies._json(exc.status, {"error": {"type": "invalid_request_error",
-                                                         "message": str(exc)}})
-            self._record(api, method, path, headers, None, [], None, reply.status, "", False)
-            self._write(handler, reply.status, reply.content_type, dict(reply.headers),
-                        reply.body)
+            self._refuse(handler, header_pairs, exc.status, str(exc))
             return
         body = _parse_body(raw)
         segments = split_request(api, body)
@@ -437,6 +594,41 @@ class Gateway:
                                        "content-type", "keep-alive", "server", "date")}
         self._write(handler, resp.status, ctype or "application/octet-stream", passed,
                     resp.body)
+
+    def _refuse(self, handler: _Handler, header_pairs: list[tuple[str, str]], status: int,
+                message: str) -> None:
+        # The unread rest of the request would be parsed as the next one: close.
+        handler.close_connection = True
+        reply = replies._json(status, {"error": {"type": "invalid_request_error",
+                                                 "message": message}})
+        self._refused(handler.command, handler.path, header_pairs, status, message)
+        self._write(handler, status, reply.content_type, dict(reply.headers), reply.body)
+
+    def _refused(self, method: str, path: str, header_pairs: list[tuple[str, str]],
+                 status: int, reason: str) -> None:
+        """Record a refused request in brief (see the module docs), or only count it."""
+        with self._lock:
+            history = self._history
+            if history is None:
+                return
+            self._refusals += 1
+            n = self._refusals
+            if n > MAX_RECORDED_REFUSALS:
+                self.counts["unrecorded"] += 1
+                return
+        if n == MAX_RECORDED_REFUSALS:
+            reason += (" [acp-fuzz: the last refused request recorded here; later ones are "
+                       "counted, not recorded]")
+        headers = {_clip(k, _BRIEF_TEXT): _clip(v, _BRIEF_TEXT)
+                   for k, v in redact_headers(header_pairs[:_BRIEF_HEADERS]).items()}
+        if len(header_pairs) > _BRIEF_HEADERS:
+            headers["x-acp-fuzz-omitted"] = f"{len(header_pairs) - _BRIEF_HEADERS} more headers"
+        exchange = ModelExchange(
+            api=detect_api(method, path), method=_clip(method, _BRIEF_TEXT),
+            path=_clip(redact_path(path), _BRIEF_PATH), headers=headers, body=None,
+            segments=(), session=None, turn=None, side=True, status=status, reply_text=reason,
+            upstream=False)
+        history.append("model", exchange.to_wire())
 
     def _record(self, api: str, method: str, path: str, headers: Mapping[str, str], body: Any,
                 segments: list[Segment], tie: tuple[str, int] | None, status: int, text: str,

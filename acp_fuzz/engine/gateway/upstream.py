@@ -2,9 +2,11 @@
 
 The gateway normally answers every request itself. With an upstream URL it forwards the
 request (body and headers, real keys included) to ``URL + path`` with :mod:`urllib.request`
-and relays the reply. With an :class:`UpstreamRecorder` those upstream calls go through
-vcrpy, which records them in a msgpack cassette (credentials redacted) and can later replay
-them with no network at all (record mode ``"none"``).
+and relays the reply. Only the path and query come from the agent (:func:`upstream_url`):
+the scheme, host and port are always the configured URL's. With an
+:class:`UpstreamRecorder` those upstream calls go through vcrpy, which records them in a
+msgpack cassette (credentials redacted) and can later replay them with no network at all
+(record mode ``"none"``).
 
 Unlike ``vcr.use_cassette``, the recorder never patches :mod:`http.client` globally: vcrpy's
 patch is process-wide, so it would also capture (or, when replaying, refuse) every other HTTP
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from http.client import HTTPResponse
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import msgpack
 import vcr
@@ -53,6 +56,7 @@ __all__ = [
     "UpstreamResponse",
     "check_recording",
     "forward",
+    "upstream_url",
 ]
 
 #: The header that carries the gateway's tie (session, turn, side) to the recorder. It is
@@ -74,7 +78,10 @@ class RecordingLimits:
 
     ``max_bytes``: the encoded recording; ``max_interactions``: recorded request/reply pairs;
     ``max_body_bytes``: one request or reply body; ``max_headers``: headers of one message;
-    ``max_header_bytes``: one header name or value; ``max_uri_bytes``: one request URI."""
+    ``max_header_bytes``: one header name or value; ``max_uri_bytes``: one request URI;
+    ``max_values``: the values (containers and what they hold) the recording decodes to,
+    counted while it is decoded: 64 MiB of empty lists would otherwise take 4 GiB of memory
+    before any other check runs."""
 
     max_bytes: int = 64 * 1024 * 1024
     max_interactions: int = 10_000
@@ -82,6 +89,7 @@ class RecordingLimits:
     max_headers: int = 200
     max_header_bytes: int = 64 * 1024
     max_uri_bytes: int = 16 * 1024
+    max_values: int = 1_000_000
 
 
 RECORDING_LIMITS = RecordingLimits()
@@ -99,11 +107,29 @@ def check_recording(data: bytes, limits: RecordingLimits = RECORDING_LIMITS) -> 
     if len(data) > limits.max_bytes:
         raise RecordingError(f"the recording is {len(data)} bytes, over the limit of "
                              f"{limits.max_bytes}")
+    values = 0
+
+    def count(obj: Any) -> Any:  # each container as it is decoded: bounded memory
+        nonlocal values
+        values += 2 * len(obj) + 1 if isinstance(obj, dict) else len(obj) + 1
+        if values > limits.max_values:
+            raise RecordingError(f"the recording holds more than {limits.max_values} values")
+        return obj
+
     try:
-        # unpackb bounds every length by the size of ``data``, already capped above.
-        obj = msgpack.unpackb(bytes(data), raw=False, strict_map_key=True, ext_hook=_no_ext)
+        # unpackb bounds every length by the size of ``data``, already capped above, and a
+        # container's (allocated before it is filled) by the value limit.
+        obj = msgpack.unpackb(bytes(data), raw=False, strict_map_key=True, ext_hook=_no_ext,
+                              list_hook=count, object_hook=count,
+                              max_array_len=limits.max_values, max_map_len=limits.max_values)
     except RecordingError:
         raise
+    except ValueError as exc:
+        if "exceeds max_" not in str(exc):  # a length over max_array_len or max_map_len
+            raise RecordingError(f"the recording is not valid msgpack "
+                                 f"({type(exc).__name__})") from None
+        raise RecordingError(f"the recording holds more than {limits.max_values} values "
+                             "in one container") from None
     except Exception as exc:  # msgpack raises many types for bad input; all mean the same
         raise RecordingError(f"the recording is not valid msgpack "
                              f"({type(exc).__name__})") from None
@@ -442,21 +468,42 @@ class UpstreamResponse:
     body: bytes
 
 
+def upstream_url(base: str, target: str) -> str:
+    """Where a request for ``target`` (the request target the agent sent: a path, with its
+    query) goes: ``base``'s scheme, host and port, ``base``'s path followed by the target's.
+
+    Raises :class:`UpstreamError` for a target that is not a path (``http://other/x``,
+    ``@other/x``, ``//other/x``, ``:9999/x``, ``.other.example/x``): pasted after the base,
+    such a target could name another host or port (the agent's requests must not reach
+    anything but the upstream the user configured)."""
+    if not target.startswith("/") or target.startswith("//"):
+        raise UpstreamError(f"refused to forward {target[:80]!r}: the request target is not "
+                            "a path")
+    parts = urlsplit(base)
+    path, _sep, query = target.partition("?")
+    url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, query, ""))
+    check = urlsplit(url)
+    if (check.scheme, check.netloc) != (parts.scheme, parts.netloc):  # defence in depth
+        raise UpstreamError(f"refused to forward {target[:80]!r}: it changes the upstream")
+    return url
+
+
 def forward(base: str, method: str, path: str, headers: Mapping[str, str], body: bytes,
             *, recorder: UpstreamRecorder | None = None, tie: str = "",
             timeout: float = 600.0) -> UpstreamResponse:
-    """Send one agent request to ``base + path`` and return the upstream reply.
+    """Send one agent request to ``base + path`` (:func:`upstream_url`) and return the
+    upstream reply.
 
     ``headers`` are the agent's (real keys included); hop-by-hop and encoding headers are
-    dropped because the body is sent decoded. Raises :class:`UpstreamError` if the upstream
-    is unreachable or a replay has nothing recorded for the request.
+    dropped because the body is sent decoded. Raises :class:`UpstreamError` if ``path`` is
+    not a path, the upstream is unreachable or a replay has nothing recorded for the request.
     """
+    url = upstream_url(base, path)
     out = {k: v for k, v in headers.items() if k.lower() not in _HOP_BY_HOP}
     out["Accept-Encoding"] = "identity"
     if recorder is not None:
         out[TIE_HEADER] = tie
-    req = urllib.request.Request(base.rstrip("/") + path, data=body or None, headers=out,
-                                 method=method)
+    req = urllib.request.Request(url, data=body or None, headers=out, method=method)
     try:
         if recorder is not None:
             resp = recorder.open(req, timeout)
