@@ -149,7 +149,10 @@ class AcpReplayItem(_AcpItem):
             raise AcpFailure(res.line())
 
     def reportinfo(self) -> tuple[str, int, str]:
-        return (str(self.cassette), 0, f"acp-fuzz replay {self.cassette}")
+        from acp_fuzz.core.escaping import terminal
+
+        shown = terminal(str(self.cassette))  # a file name may hold ESC or a newline
+        return (shown, 0, f"acp-fuzz replay {shown}")
 
 
 class AcpFailure(AssertionError):
@@ -183,8 +186,13 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                                                  argv=argv))
     corpus = config.getoption("--acp-cassettes")
     if corpus:
+        from acp_fuzz.core.escaping import terminal
+
         for c in _cassettes(Path(corpus)):
-            item = AcpReplayItem.from_parent(session, name=f"acp-fuzz-replay[{c.name}]",
+            # The item's name is its id, which pytest prints as it is: a file name chosen by
+            # whoever added the cassette is shown escaped (ESC, newlines), never interpreted.
+            item = AcpReplayItem.from_parent(session,
+                                             name=f"acp-fuzz-replay[{terminal(c.name)}]",
                                              cassette=c, argv=argv)
             if not argv:
                 item.add_marker(pytest.mark.skip(reason=NO_AGENT))

@@ -20,6 +20,12 @@ from acp_fuzz.core.steps import describe, will_send
 __all__ = ["render_timeline"]
 
 
+def _dumps(value: Any, *, ensure_ascii: bool = True) -> str:
+    # What an agent sent is JSON, but a cassette's msgpack can hold what JSON cannot (bytes):
+    # shown by its repr rather than a crash.
+    return json.dumps(value, ensure_ascii=ensure_ascii, default=repr)
+
+
 def _clip(s: str, n: int, full: bool) -> str:
     s = s.replace("\n", "\\n")
     return s if full or len(s) <= n else s[:n] + f"... [{len(s)} chars]"
@@ -77,7 +83,7 @@ def _line(ev: Event, full: bool, protocol: int = 1) -> str | list[str] | None:
         return f"== step {d.get('index', 0) + 1}: {what}"
     if ev.kind == "verdict":
         if d.get("what") == "reply":
-            extra = f" {json.dumps(d['error'])[:160]}" if d.get("error") else ""
+            extra = f" {_dumps(d['error'])[:160]}" if d.get("error") else ""
             if d.get("stopReason") is not None:
                 extra += f" ({d['stopReason']})"
             return f"   -> {d.get('outcome')}{extra}"
@@ -115,7 +121,7 @@ def _line(ev: Event, full: bool, protocol: int = 1) -> str | list[str] | None:
 
 def _summarise(msg: Any, full: bool) -> str:
     if not isinstance(msg, Mapping):
-        return _clip(json.dumps(msg), 160, full)
+        return _clip(_dumps(msg), 160, full)
     if "method" in msg:
         params = msg.get("params")
         if msg["method"] == "session/update" and isinstance(params, Mapping):
@@ -132,8 +138,8 @@ def _summarise(msg: Any, full: bool) -> str:
                 text = f"{upd.get('state')}" + (f" ({reason})" if reason else "")
             return f"session/update {kind} {_clip(text, 80, full)}"
         ident = f"#{msg['id']} " if "id" in msg else ""
-        return f"{ident}{msg['method']} {_clip(json.dumps(params, ensure_ascii=False), 200, full)}"
+        return f"{ident}{msg['method']} {_clip(_dumps(params, ensure_ascii=False), 200, full)}"
     if "error" in msg:
-        return f"#{msg.get('id')} error {_clip(json.dumps(msg['error']), 200, full)}"
-    result = json.dumps(msg.get("result"), ensure_ascii=False)
+        return f"#{msg.get('id')} error {_clip(_dumps(msg['error']), 200, full)}"
+    result = _dumps(msg.get("result"), ensure_ascii=False)
     return f"#{msg.get('id')} result {_clip(result, 200, full)}"

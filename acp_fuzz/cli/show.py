@@ -21,7 +21,12 @@ def show(cassette: Path = typer.Argument(..., help="A cassette file."),
 
     try:
         c = read_cassette(cassette)
+        # Rendered whole before the first line is printed, so that a cassette no check
+        # foresaw gives the one error line below, not half a timeline and a traceback.
+        lines = list(render_timeline(c, full=full))
     except CassetteError as e:
         fail(str(e))
-    for line in render_timeline(c, full=full):
+    except Exception as e:  # a stranger's cassette: one line, never a traceback
+        fail(f"{cassette}: cannot show: {type(e).__name__}: {e}")
+    for line in lines:
         out.print(terminal(line, newlines=True), markup=False)

@@ -22,9 +22,11 @@ Reading::
         ...
 
 Cassettes come from strangers, so the readers treat them as hostile data: they never execute
-anything (there is no pickle and no msgpack extension type), they bound every allocation by
-:class:`Limits`, and every problem, whatever its cause, is raised as a :class:`CassetteError`
-whose message is one line naming the file and what is wrong with it.
+anything (there is no pickle and no msgpack extension type), they open nothing but a regular
+file and never block on one that is not (a FIFO), they bound every allocation by
+:class:`Limits`, they check the type of every field acp-fuzz writes into an event's data (see
+``docs/cassette-format.md``), and every problem, whatever its cause, is raised as a
+:class:`CassetteError` whose message is one line naming the file and what is wrong with it.
 
 This module only does file I/O: it starts no process and opens no socket.
 """
@@ -96,8 +98,17 @@ class Limits:
     level 1, its ``data`` map level 2, a JSON-RPC message inside it level 3.
     ``max_attachment_bytes``: the largest total size of all attachments together.
     ``max_values``: the most values (strings, numbers, containers...) one event, the header
-    or the footer may decode to; this caps the memory blow-up of many tiny values (an empty
-    list costs one byte on disk and about 60 in memory).
+    or the footer may decode to.
+    ``max_total_values``: the most values the whole cassette (header, events and footer
+    together) may decode to. This is what bounds the memory of a whole read: an empty list
+    costs one byte on disk and about 70 in memory, so a 20 MB file of them took 1.4 GB to
+    read and 1.5 GB to judge (``replay --offline``), and the file size limit alone would let
+    one take 75 GB. Values are counted as the limits above count them: a list adds its length
+    plus one, a map twice its length plus one (so an empty list inside a list counts 2). At
+    1.5 million, the worst shape measured (maps of distinct short strings; floats, empty
+    lists and empty maps take less) peaks at about 195 MB in ``replay --offline`` and 180 MB
+    in ``show`` and ``report``, the interpreter included, while the largest cassette
+    committed under ``cassettes/`` holds under 8,000 values: a margin of 190 times.
 
     The writer checks events against the default limits too, so that it never produces a
     cassette that a default reader would refuse.
@@ -109,6 +120,7 @@ class Limits:
     max_depth: int = 64
     max_attachment_bytes: int = 256 * _MiB
     max_values: int = 4_000_000
+    max_total_values: int = 1_500_000
 
 
 _DEFAULT_LIMITS = Limits()
@@ -123,7 +135,9 @@ class Header:
     ``"finding"``, ...); ``initialize`` the agent's ACP ``initialize`` result, usually set
     later with :meth:`CassetteWriter.update_header`; ``meta`` free-form caller data (put
     timestamps, host names and such here: nothing in the format itself depends on the
-    clock). ``format`` is the format version the cassette was written in.
+    clock), except that its ``findings``, when there, are a list of
+    :meth:`Finding.to_wire() <acp_fuzz.core.findings.Finding.to_wire>` maps, whose fields are
+    type-checked. ``format`` is the format version the cassette was written in.
     All values must be msgpack-friendly: ``None``, ``bool``, ``int``, ``float``, ``str``,
     ``bytes``, lists, and dicts with ``str`` keys.
     """
@@ -176,6 +190,8 @@ class Header:
         initialize = obj.get("initialize")
         if initialize is not None and not isinstance(initialize, dict):
             raise ValueError("corrupt: header field 'initialize' must be a map or nil")
+        meta = _field(obj, "meta", dict)
+        _check_findings(meta)
         return cls(
             format=fmt,
             acp_fuzz_version=_field(obj, "acp_fuzz_version", str),
@@ -185,7 +201,7 @@ class Header:
             settings=_field(obj, "settings", dict),
             kind=_field(obj, "kind", str),
             initialize=initialize,
-            meta=_field(obj, "meta", dict),
+            meta=meta,
         )
 
 
@@ -228,9 +244,11 @@ class CassetteWriter:
     internal error) aborts it and removes the temporary file.
 
     ``write``, ``update_header`` and ``attach`` raise ``ValueError`` or ``TypeError`` for
-    input that would not read back (wrong ``seq``, unknown kind, non-``str`` map keys,
+    input that would not read back (wrong ``seq``, unknown kind, a field of an event's data
+    or of a recorded finding of another type than the format gives it, non-``str`` map keys,
     unsupported value types, nesting deeper than ``Limits.max_depth``, an event larger than
-    ``Limits.max_event_bytes``); nothing is written in that case. I/O failures raise
+    ``Limits.max_event_bytes``, more values in all than ``Limits.max_total_values``, which
+    :meth:`close` may find too); nothing is written in that case. I/O failures raise
     ``OSError``.
     """
 
@@ -246,7 +264,7 @@ class CassetteWriter:
         self._packer = msgpack.Packer(use_bin_type=True, unicode_errors=_UNICODE_ERRORS)
         header_wire = header.to_wire()
         _check_header(header_wire)
-        _walk(header_wire, _DEFAULT_LIMITS, "the header")
+        self._values = _walk(header_wire, _DEFAULT_LIMITS, "the header")
         packed = self._pack(header_wire, "the header")
         _check_size(len(packed), _DEFAULT_LIMITS.max_event_bytes, "the header")
         self._tmp = self._create_temp()
@@ -276,11 +294,13 @@ class CassetteWriter:
                 raise ValueError(f"event has seq {event.seq!r}, expected {self._count}")
             wire = event.to_wire()
             _check_event(wire, self._count)
-            _walk(wire, _DEFAULT_LIMITS, f"event {self._count}")
+            values = _walk(wire, _DEFAULT_LIMITS, f"event {self._count}")
+            _check_values(self._values + values, f"event {self._count}")
             packed = self._pack(wire, f"event {self._count}")
             _check_size(len(packed), _DEFAULT_LIMITS.max_event_bytes, f"event {self._count}")
             self._emit(packed)
             self._count += 1
+            self._values += values
 
     def update_header(self, **fields: Any) -> None:
         """Set header fields that are only known later (``initialize``, a ``meta`` with the
@@ -331,6 +351,8 @@ class CassetteWriter:
                     "header_updates": self._updates,
                     "attachments": self._attachments,
                 }
+                _check_values(self._values + _walk(footer, _DEFAULT_LIMITS, "the footer"),
+                              "the footer")
                 self._emit(self._pack(footer, "the footer"))
                 self._file.write(_TRAILER_PREFIX + self._hash.digest())
                 self._file.flush()
@@ -463,19 +485,17 @@ def write_cassette_bounded(
     (long strings cut to :data:`CLIP_STRING` characters around a visible marker, unsupported
     values shown by their ``repr``, and an event still over :data:`CLIP_EVENT_BYTES` reduced
     to its small top-level fields), attachments that do not fit dropped, and the header's
-    ``meta["clipped"]`` saying what was changed. I/O errors (``OSError``) are raised as
-    they are; the write is atomic either way."""
+    ``meta["clipped"]`` saying what was changed. A field of an event's data that is not of
+    the type the format gives it (see ``docs/cassette-format.md``) is dropped, its ``repr``
+    kept under ``acp_fuzz_dropped``. When the events together decode to more values than
+    ``Limits.max_total_values`` (an agent that floods notifications of tiny values), the
+    events past that budget keep only their small top-level fields, and any that still do
+    not fit are dropped from the end (``meta["clipped"]["events_dropped"]`` says how many).
+    I/O errors (``OSError``) are raised as they are; the write is atomic either way."""
     try:
         return write_cassette(path, header, events, attachments)
     except (ValueError, TypeError, OverflowError, MemoryError):
         pass
-    clipped: list[int] = []
-    fitted: list[Event] = []
-    for event in events:
-        fit = _fit_event(event)
-        if fit is not event:
-            clipped.append(event.seq)
-        fitted.append(fit)
     kept: dict[str, bytes] = {}
     dropped: list[str] = []
     for name, blob in (attachments or {}).items():
@@ -486,28 +506,73 @@ def write_cassette_bounded(
     fields = {f.name: getattr(header, f.name) for f in dataclasses.fields(Header)
               if f.name not in ("format", "target")}
     fields = _fit_value(fields)
+    # The budget of values for the events: what the header, the footer and the clipping
+    # note leave of Limits.max_total_values.
+    used = _walk(fields, _DEFAULT_LIMITS, "the header") + len(header.target) + 2 * len(kept) \
+        + _FIT_RESERVE
+    clipped: list[int] = []
+    fitted: list[Event] = []
+    for event in events:
+        fit = _fit_event(event)
+        values = _walk(fit.to_wire(), _DEFAULT_LIMITS, "event")
+        if used + values > _DEFAULT_LIMITS.max_total_values:
+            fit = _stub_event(fit, f"{values} values, over the cassette's budget")
+            values = _walk(fit.to_wire(), _DEFAULT_LIMITS, "event")
+            if used + values > _DEFAULT_LIMITS.max_total_values:
+                break  # not even the stubs fit: the rest is dropped
+        if fit is not event:
+            clipped.append(event.seq)
+        fitted.append(fit)
+        used += values
     meta = fields.get("meta") if isinstance(fields.get("meta"), dict) else {}
-    meta = {**meta, "clipped": {"events": clipped[:1000], "events_clipped": len(clipped),
-                                "attachments_dropped": dropped,
-                                "why": "too large or not encodable as written"}}
+    note: dict[str, Any] = {"events": clipped[:1000], "events_clipped": len(clipped),
+                            "attachments_dropped": dropped,
+                            "why": "too large or not encodable as written"}
+    if len(fitted) < len(events):
+        note["events_dropped"] = len(events) - len(fitted)
+    meta = {**meta, "clipped": note}
     fitted_header = dataclasses.replace(header, **{**fields, "meta": meta})
     return write_cassette(path, fitted_header, fitted, kept)
 
 
+# Values write_cassette_bounded keeps free for the footer and meta["clipped"] (at most 1000
+# seq numbers and a few fields).
+_FIT_RESERVE = 2_100
+
+
 def _fit_event(event: Event) -> Event:
     wire = event.to_wire()
+    bad = _bad_fields(event.kind, wire["data"])
     try:
         _walk(wire, _DEFAULT_LIMITS, "event")
         size = len(_PACKER_CHECK(wire))
     except (ValueError, TypeError, OverflowError):
         size = -1
-    if 0 <= size <= CLIP_EVENT_BYTES:
+    if 0 <= size <= CLIP_EVENT_BYTES and not bad:
         return event
-    data = _fit_value(dict(event.data))
+    data = dict(event.data)
+    if bad:
+        data = {k: v for k, v in data.items() if k not in bad}
+        data["acp_fuzz_dropped"] = {k: repr(event.data[k])[:CLIP_STRING] for k in bad}
+    data = _fit_value(data)
     if len(_PACKER_CHECK(data)) > CLIP_EVENT_BYTES:
-        small = {k: v for k, v in data.items() if len(_PACKER_CHECK(v)) <= 4096}
-        data = {**small, "acp_fuzz_clipped": f"[acp-fuzz: event clipped, {size} bytes]"}
+        return _stub_event(Event(seq=event.seq, t=event.t, kind=event.kind, data=data),
+                           f"{size} bytes")
     return Event(seq=event.seq, t=event.t, kind=event.kind, data=data)
+
+
+def _stub_event(event: Event, why: str) -> Event:
+    """``event`` with only its small top-level fields, and a marker saying why."""
+    small = {k: v for k, v in event.data.items() if len(_PACKER_CHECK(v)) <= 4096
+             and _walk(v, _DEFAULT_LIMITS, "a field") <= 256}
+    return Event(seq=event.seq, t=event.t, kind=event.kind,
+                 data={**small, "acp_fuzz_clipped": f"[acp-fuzz: event clipped, {why}]"})
+
+
+def _bad_fields(kind: str, data: Mapping[str, Any]) -> list[str]:
+    """The fields of an event's data that are not of the type the format gives them."""
+    fields = _DATA_FIELDS.get(kind, {})
+    return [k for k, v in data.items() if k in fields and not fields[k][0](v)]
 
 
 def _fit_value(value: Any) -> Any:
@@ -610,6 +675,8 @@ class CassetteReader:
         self._started = False
         self._file: IO[bytes] | None = None
         self._values = 0
+        self._values_left = limits.max_values
+        self._total_values = 0
         self._containers = 0
         with self._errors():
             self._file = self._open()
@@ -762,11 +829,23 @@ class CassetteReader:
         self.close()
 
     def _open(self) -> IO[bytes]:
-        f = open(self.path, "rb", buffering=0)  # noqa: SIM115 -- closed by close()
+        # Opened without blocking, then checked: opening a FIFO (or a symlink to one) for
+        # reading blocks until a writer comes, which would hang every reader on a file named
+        # x.cassette. With O_NONBLOCK the open returns at once, and fstat of the open file
+        # (not a stat of the path before: the path could change in between) refuses it.
+        fd = os.open(self.path, os.O_RDONLY | _O_NONBLOCK | _O_NOCTTY | _O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise _Reject(f"cannot read: not a regular file ({_file_type(st.st_mode)})")
+            if _O_NONBLOCK:
+                os.set_blocking(fd, True)
+            f = os.fdopen(fd, "rb", buffering=0)
+        except BaseException:
+            os.close(fd)
+            raise
         try:
             st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise _Reject("cannot read: not a regular file")
             if st.st_size > self.limits.max_file_bytes:
                 raise _Reject(
                     f"too large: file is {_size(st.st_size)} > limit "
@@ -813,6 +892,10 @@ class CassetteReader:
         only on error: this runs once per event)."""
         self._values = 0
         self._containers = 0
+        # What this object may still decode to: its own bound, and what is left of the
+        # cassette's (one comparison per container in the hooks).
+        self._values_left = min(self.limits.max_values,
+                                self.limits.max_total_values - self._total_values)
         try:
             obj = self._unpacker.unpack()
         except msgpack.OutOfData:
@@ -827,6 +910,7 @@ class CassetteReader:
             ) from None
         except msgpack.StackError:
             raise _Reject(f"too deeply nested: {_name(what)} at byte {self._end}") from None
+        self._total_values += self._values
         start, self._end = self._end, self._unpacker.tell()
         return obj, self._end - start
 
@@ -838,19 +922,26 @@ class CassetteReader:
     def _count_list(self, obj: list[Any]) -> list[Any]:
         self._containers += 1
         self._values += len(obj) + 1
-        if self._values > self.limits.max_values:
-            raise _Reject(f"too large: more than {self.limits.max_values} values in one object")
+        if self._values > self._values_left:
+            self._too_many_values()
         return obj
 
     def _count_map(self, obj: dict[str, Any]) -> dict[str, Any]:
         self._containers += 1
         self._values += 2 * len(obj) + 1
-        if self._values > self.limits.max_values:
-            raise _Reject(f"too large: more than {self.limits.max_values} values in one object")
+        if self._values > self._values_left:
+            self._too_many_values()
         if not _STR_ONLY.issuperset(map(type, obj)):
             bad = next(k for k in obj if type(k) is not str)
             raise _Reject(f"corrupt: a map key is {_kind_of(bad)}, not str")
         return obj
+
+    def _too_many_values(self) -> None:
+        limits = self.limits
+        if self._values > limits.max_values:
+            raise _Reject(f"too large: more than {limits.max_values} values in one object")
+        raise _Reject(f"too large: more than {limits.max_total_values} values in the cassette "
+                      "(a cassette of many tiny values takes far more memory than its size)")
 
     def _checked(self, obj: Any, what: str) -> None:
         """Depth check for a freshly decoded object (types and keys were checked while
@@ -949,8 +1040,14 @@ def _check_event(obj: Mapping[str, Any], index: int, exc: type[Exception] = Valu
     kind = obj.get("kind")
     if kind not in EVENT_KINDS:
         raise exc(f"corrupt: event {index} has unknown kind {_show(kind)}")
-    if not isinstance(obj.get("data"), dict):
-        raise exc(f"corrupt: event {index} data is {_kind_of(obj.get('data'))}, not a map")
+    data = obj.get("data")
+    if not isinstance(data, dict):
+        raise exc(f"corrupt: event {index} data is {_kind_of(data)}, not a map")
+    fields = _DATA_FIELDS[kind]
+    for key, value in data.items():
+        check = fields.get(key)
+        if check is not None and not check[0](value):
+            raise exc(f"corrupt: event {index} ({kind}) field {key!r} {_is_not(value, check[1])}")
 
 
 _SCALARS = (str, int, float, bytes, bool, type(None))
@@ -963,11 +1060,13 @@ def _walk(
     exc: type[Exception] = ValueError,
     *,
     decoded: bool = False,
-) -> None:
+) -> int:
     """Check, without recursion, that ``obj`` nests no more than ``limits.max_depth``
     containers deep, that map keys are ``str``, and (unless ``decoded``) that it holds only
     plain msgpack values. Values fresh from the reader's decoder need no type check: with
-    extension types refused it can only produce plain values.
+    extension types refused it can only produce plain values. Returns how many values the
+    reader counts for ``obj`` (``Limits.max_total_values``): per list its length plus one,
+    per map twice its length plus one.
 
     It goes level by level, so the per-node work stays in C-level comprehensions; this is
     the reader's hottest loop."""
@@ -976,11 +1075,13 @@ def _walk(
     if not decoded and not level and not isinstance(obj, _SCALARS):
         raise exc(f"corrupt: {what} holds a value of unsupported type {_kind_of(obj)}")
     depth = 1
+    count = 0
     while level:
         if depth > max_depth:
             raise exc(f"too deeply nested: {what} nests deeper than {max_depth} levels")
         children: list[Any] = []
         for node in level:
+            count += 2 * len(node) + 1 if isinstance(node, dict) else len(node) + 1
             if type(node) is dict:
                 if not decoded and not _STR_ONLY.issuperset(map(type, node)):
                     bad = next(k for k in node if type(k) is not str)
@@ -998,15 +1099,36 @@ def _walk(
                     raise exc(f"corrupt: {what} holds a value of unsupported type {_kind_of(v)}")
         level = children
         depth += 1
+    return count
 
 
 _CONTAINERS = frozenset({dict, list, tuple})
 _STR_ONLY = frozenset({str})
 
 
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_NOCTTY = getattr(os, "O_NOCTTY", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def _file_type(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a file"
+
+
 def _check_size(n: int, limit: int, what: str, exc: type[Exception] = ValueError) -> None:
     if n > limit:
         raise exc(f"too large: {what} is {_size(n)} > limit {_size(limit)}")
+
+
+def _check_values(total: int, what: str) -> None:
+    limit = _DEFAULT_LIMITS.max_total_values
+    if total > limit:
+        raise ValueError(f"too large: with {what} the cassette holds more than {limit} values")
 
 
 def _refuse_ext(code: int, data: bytes) -> Any:
@@ -1050,3 +1172,105 @@ def _size(n: int) -> str:
             )
     raise AssertionError("unreachable")
 
+
+# -- what each kind's data holds -----------------------------------------------------------
+#
+# The fields acp-fuzz itself writes into an event's data (history.py documents them), with
+# the type each must have when it is there. The reader refuses a cassette whose data says
+# otherwise, so that every consumer (show, report, replay, the oracles) can trust them; the
+# writer refuses them too. A field may be missing (consumers fall back to a default) and
+# unknown keys are kept as they are. The values inside what the agent chose (an ACP message,
+# a model request's body, an agent's error or stop reason) are free-form: any msgpack value,
+# there as in a live run, and every consumer handles whatever it finds there.
+
+
+def _is_str(v: object) -> bool:
+    return isinstance(v, str)
+
+
+def _is_map(v: object) -> bool:
+    return isinstance(v, dict)
+
+
+def _is_bool(v: object) -> bool:
+    return isinstance(v, bool)
+
+
+def _is_int_or_nil(v: object) -> bool:
+    return v is None or _is_int(v)
+
+
+def _is_str_or_nil(v: object) -> bool:
+    return v is None or isinstance(v, str)
+
+
+def _is_str_list(v: object) -> bool:
+    return isinstance(v, list | tuple) and all(isinstance(x, str) for x in v)
+
+
+def _is_str_map(v: object) -> bool:
+    return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+
+
+def _is_segments(v: object) -> bool:
+    return isinstance(v, list | tuple) and all(
+        isinstance(s, dict) and all(isinstance(s.get(k), str) for k in ("slot", "path", "text"))
+        for s in v)
+
+
+def _is_step_args(v: object) -> bool:
+    # The step as data (steps.py): its op and its session handles name things everywhere.
+    return isinstance(v, dict) and all(isinstance(v[k], str) for k in ("op", "session", "new")
+                                       if k in v)
+
+
+_STR = (_is_str, "str")
+_INT = (_is_int, "an integer")
+_BOOL = (_is_bool, "a bool")
+_MAP = (_is_map, "a map")
+_INT_OR_NIL = (_is_int_or_nil, "int or nil")
+_DATA_FIELDS: dict[str, dict[str, tuple[Any, str]]] = {
+    "acp": {"dir": _STR, "raw": _STR, "error": _STR, "size": _INT},
+    "model": {"api": _STR, "method": _STR, "path": _STR,
+              "headers": (_is_str_map, "a map of strings"),
+              "segments": (_is_segments, "a list of {slot, path, text} string maps"),
+              "session": (_is_str_or_nil, "str or nil"), "turn": _INT_OR_NIL,
+              "side": _BOOL, "status": _INT, "reply_text": _STR, "upstream": _BOOL},
+    "process": {"what": _STR, "pid": _INT_OR_NIL, "argv": (_is_str_list, "a list of strings"),
+                "returncode": _INT_OR_NIL, "generation": _INT,
+                "pgid": _INT, "signal": _INT_OR_NIL, "reason": _STR,
+                "sandbox": _STR},
+    "stderr": {"text": _STR, "generation": _INT, "truncated": _BOOL, "limit": _INT},
+    "step": {"index": _INT, "name": _STR,
+             "args": (_is_step_args, "a map whose op, session and new are strings"),
+             "class": _MAP, "nonce": _STR, "turn": _INT},
+    "verdict": {"step": _INT, "what": _STR, "sessions": (_is_str_list, "a list of strings")},
+}
+
+# The recorded findings (``meta["findings"]``, each one Finding.to_wire()) likewise.
+_FINDING_FIELDS: dict[str, tuple[Any, str]] = {
+    "oracle": _STR, "severity": _STR, "rule": _STR, "message": _STR, "step": _INT,
+    "session": (_is_str_or_nil, "str or nil"), "evidence": _MAP,
+}
+
+
+def _check_findings(meta: Mapping[str, Any]) -> None:
+    findings = meta.get("findings")
+    if findings is None:
+        return
+    if not isinstance(findings, list | tuple):
+        raise ValueError(f"corrupt: header meta 'findings' is {_kind_of(findings)}, not a list")
+    for i, f in enumerate(findings):
+        if not isinstance(f, dict):
+            raise ValueError(f"corrupt: recorded finding {i} is {_kind_of(f)}, not a map")
+        for key, (check, what) in _FINDING_FIELDS.items():
+            if key in f and not check(f[key]):
+                raise ValueError(f"corrupt: recorded finding {i} field {key!r} "
+                                 f"{_is_not(f[key], what)}")
+
+
+def _is_not(value: object, what: str) -> str:
+    # "is str, not an integer"; for a list or map of the wrong content, "is not a list of...".
+    if isinstance(value, list | tuple | dict) and what.startswith(("a list", "a map")):
+        return f"is not {what}"
+    return f"is {_kind_of(value)}, not {what}"

@@ -28,6 +28,12 @@ Event kinds (the ``kind`` field):
 ``verdict``
     An annotation the runner adds after a step (for example, that a request timed out).
     ``data = {"step": int, "what": str, ...}``.
+
+The types above (and a ``model`` event's, :class:`ModelExchange`) are checked wherever a
+field is present when a cassette is read or written (``acp_fuzz.core.cassette``), so code
+that reads a history may rely on them; a field may be missing. What acp-fuzz does not choose
+(an ACP ``msg``, a request ``body``, an agent's error or stop reason in a verdict) can hold
+any msgpack value, and code reading it must expect anything.
 """
 
 from __future__ import annotations
@@ -95,7 +101,8 @@ class Segment:
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> Segment:
-        return cls(slot=obj["slot"], path=obj["path"], text=obj["text"])
+        return cls(slot=obj.get("slot", "other"), path=obj.get("path", ""),
+                   text=obj.get("text", ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +146,12 @@ class ModelExchange:
 
     @classmethod
     def from_wire(cls, obj: Mapping[str, Any]) -> ModelExchange:
+        """The exchange of a ``model`` event's data. A missing field takes its default (a
+        cassette's reader has checked the type of every field that is there)."""
         return cls(
-            api=obj["api"],
-            method=obj["method"],
-            path=obj["path"],
+            api=obj.get("api", "unknown"),
+            method=obj.get("method", ""),
+            path=obj.get("path", ""),
             headers=obj.get("headers", {}),
             body=obj.get("body"),
             segments=tuple(Segment.from_wire(s) for s in obj.get("segments", ())),

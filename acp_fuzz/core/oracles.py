@@ -252,7 +252,7 @@ class _State:
     all_blocks: dict[str, set[str]] = field(default_factory=dict)  # handle -> every block sent
     short_blocks: dict[str, set[str]] = field(default_factory=dict)  # the same, too short
     findings: dict[tuple[str, str | None, int], Finding] = field(default_factory=dict)
-    requests: dict[int, str] = field(default_factory=dict)  # JSON-RPC id -> method
+    requests: dict[str | int | float, str] = field(default_factory=dict)  # id -> method
     expecting_exit: bool = False
     #: The first choice seen for an omitted prompt, per situation: (choice, session, steps).
     omitted_choices: dict[tuple[str, bool], tuple[str, str, list[str]]] = field(
@@ -1147,7 +1147,10 @@ def _on_acp(st: _State, ev: Event) -> None:
     d = ev.data
     msg = d.get("msg")
     if d.get("dir") == "send":
-        if isinstance(msg, Mapping) and "method" in msg and "id" in msg:
+        # Only a JSON-RPC id and method, as acp-fuzz sends them: a hand-edited cassette's
+        # may be anything, a list too (which no dict can take as a key).
+        if isinstance(msg, Mapping) and isinstance(msg.get("method"), str) \
+                and isinstance(msg.get("id"), _IDS):
             st.requests[msg["id"]] = msg["method"]
             if msg["method"] in _LIFECYCLE_METHODS and isinstance(msg.get("params"), Mapping):
                 st.step["_vendor"] = vendor_texts(msg["params"])
@@ -1163,7 +1166,8 @@ def _on_acp(st: _State, ev: Event) -> None:
     if problem is None and msg.get("method") == "session/update":
         problem = _first_error(_UPDATE, msg.get("params"))
     if problem is None and "result" in msg:
-        method = st.requests.get(msg.get("id"))  # type: ignore[arg-type]
+        rid = msg.get("id")
+        method = st.requests.get(rid) if isinstance(rid, _IDS) else None
         validator = (_RESULTS_V2 if st.protocol >= 2 else _RESULTS).get(method or "")
         if validator is not None:
             problem = _first_error(validator, msg["result"])
@@ -1173,6 +1177,8 @@ def _on_acp(st: _State, ev: Event) -> None:
 
 
 _LIFECYCLE_METHODS = ("session/new", "session/load", "session/resume", "session/fork")
+#: What a JSON-RPC id can be (a number or a string).
+_IDS = (str, int, float)
 
 
 def vendor_texts(params: Mapping[str, Any]) -> dict[str, str]:

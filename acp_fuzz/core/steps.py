@@ -336,6 +336,7 @@ def will_send(step: Any, protocol: int = 1, dialect: str = "standard",
 def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
     """One human line for a step (used by ``show``, reports and progress), as the
     ``protocol`` version sends it (v2 sends a load as a resume that replays from the start)."""
+    step = {"session": "?", "new": "?", **step}  # a hand-edited cassette's step may lack them
     op = step.get("op")
     if op == "load" and protocol >= 2:
         return f"session/resume {step['session']} (replayFrom start){_sp_dirs(step)}"

@@ -296,7 +296,11 @@ def _valid_steps(cassette: Cassette) -> list[dict[str, Any]]:
     """The cassette's steps, each one a step acp-fuzz could have drawn; else ``ValueError``
     naming the first that is not (its number and what is wrong with it)."""
     out = []
-    for i, step in enumerate(steps_of(cassette.events), 1):
+    steps = [e for e in cassette.events if e.kind == "step"]
+    for i, e in enumerate(steps, 1):
+        if "args" not in e.data:  # what steps_of reads; the reader checked it is a map
+            raise ValueError(f"step {i} is not one acp-fuzz sends: its event has no args")
+    for i, step in enumerate(steps_of(steps), 1):
         try:
             out.append(validate_step(step))
         except ValueError as e:
@@ -341,6 +345,7 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
         # when the user opts in, the gateway serves them back with no network, so the replay
         # sees the same replies. They are checked and bounded before anything is started.
         vcr = cassette.attachments.get("vcr")
+        recorded_transcript = normalize_transcript(cassette.events)
         recorder = UpstreamRecorder.from_bytes(vcr) if vcr and recorded_model_replies else None
     except CassetteError as e:
         return ReplayResult(p, "ERROR", error=e.reason)
@@ -349,11 +354,12 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
                                               f"cannot be used: {_one_line(e)}")
     except (HarnessError, ValueError, KeyError, TypeError, OSError) as e:
         return ReplayResult(p, "ERROR", error=_one_line(e))
+    except Exception as e:  # a stranger's cassette: one ERROR line, and a folder goes on
+        return ReplayResult(p, "ERROR", error=_unexpected(e))
 
     notes = [] if recorder is not None or not vcr else [
         "the cassette carries recorded model replies; the fake model answered instead "
         "(they are served only on request)"]
-    recorded_transcript = normalize_transcript(cassette.events)
     per_run: list[list[Finding]] = []
     transcripts: list[list[StepMessages]] = []
     divergence: Divergence | None = None
@@ -393,18 +399,24 @@ def offline_check(path: str | os.PathLike[str]) -> ReplayResult:
         cassette = read_cassette(p)
         recorded = _judgeable(recorded_failures(cassette))
         findings = _evaluate(cassette, cassette.events)
+        transcript = normalize_transcript(cassette.events)
     except CassetteError as e:
         return ReplayResult(p, "ERROR", error=e.reason, mode="offline")
     except (ValueError, KeyError, TypeError) as e:
         return ReplayResult(p, "ERROR", error=_one_line(e), mode="offline")
+    except Exception as e:  # a stranger's cassette: one ERROR line, and a folder goes on
+        return ReplayResult(p, "ERROR", error=_unexpected(e), mode="offline")
     verdict, oracles, k = _verdict(recorded, [findings])
     return ReplayResult(p, verdict, oracles=oracles, runs=1, reproduced=k, findings=[findings],
-                        transcripts=[normalize_transcript(cassette.events)], mode="offline")
+                        transcripts=[transcript], mode="offline")
 
 
 def cassettes_in(directory: str | os.PathLike[str]) -> list[Path]:
-    """Every ``*.cassette`` file under ``directory`` (recursively), sorted by path."""
-    return sorted(p for p in Path(directory).rglob("*.cassette") if p.is_file())
+    """Every ``*.cassette`` under ``directory`` (recursively) that is not a folder, sorted by
+    path. Whatever is not a regular file (a FIFO, a symlink to one, a device, a dangling
+    symlink) is listed too: replaying it gives an ``ERROR`` that says what it is, rather than
+    a cassette that silently goes missing from the run. Nothing is opened here."""
+    return sorted(p for p in Path(directory).rglob("*.cassette") if not p.is_dir())
 
 
 def replay_dir(directory: str | os.PathLike[str], *, offline: bool = False,
@@ -540,6 +552,12 @@ def _clip_line(text: str | None, width: int, start: int = 0) -> str:
     head = "..." if start > 0 else ""
     text = text[start:]
     return head + (text if len(text) <= width else text[: width - 3] + "...")
+
+
+def _unexpected(e: BaseException) -> str:
+    """The one line for an error that no check foresaw (a bug of acp-fuzz that a crafted
+    cassette reached): what it was, so that it can be reported, and no traceback."""
+    return " ".join(f"cannot use the cassette: {type(e).__name__}: {e}".split())[:300]
 
 
 def _one_line(e: BaseException) -> str:
