@@ -64,9 +64,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--acp-sandbox-fs", action="store_true",
                     help="the agent sees its sandbox and system folders, not your files "
                          "(needs bubblewrap)")
+    group.addoption("--acp-plugin", action="append", default=[], metavar="MODULE|PATH",
+                    help="load your checks from this module or .py file (repeatable; also "
+                         "$ACP_FUZZ_PLUGINS and acp_fuzz entry points; docs/extending.md)")
     group.addoption("--acp-recorded-model-replies", action="store_true",
                     help="serve a cassette's recorded real-model replies during its replay "
                          "(default: the fake model answers)")
+
+
+def _load_plugins(config: pytest.Config) -> None:
+    """The users' checks, as the CLI loads them: entry points, $ACP_FUZZ_PLUGINS and
+    ``--acp-plugin`` (put into $ACP_FUZZ_PLUGINS too, for the runs that go through the CLI
+    under ``--acp-sandbox-net``). A plugin that cannot load fails the item in one line."""
+    import os
+
+    from acp_fuzz.engine.plugins import ENV, load_all
+
+    extra = [p for p in config.getoption("--acp-plugin") or [] if p]
+    if extra:
+        have = [p for p in os.environ.get(ENV, "").split(",") if p]
+        os.environ[ENV] = ",".join(dict.fromkeys([*have, *extra]))
+    load_all()
 
 
 class _AcpItem(pytest.Item):
@@ -93,6 +111,7 @@ class AcpCampaignItem(_AcpItem):
         self.argv = argv
 
     def runtest(self) -> None:
+        _load_plugins(self.config)
         opt = self.config.getoption
         cdir = opt("--acp-cassette-dir")
         cassette_dir = Path(cdir) if cdir else self.config._tmp_path_factory.mktemp(  # type: ignore[attr-defined]
@@ -131,6 +150,7 @@ class AcpReplayItem(_AcpItem):
         self.argv = argv
 
     def runtest(self) -> None:
+        _load_plugins(self.config)
         opt = self.config.getoption
         model = opt("--acp-recorded-model-replies")
         if opt("--acp-sandbox-net"):

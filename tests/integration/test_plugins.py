@@ -118,3 +118,39 @@ def test_a_plugin_that_cannot_load_is_one_line(tmp_path: Path, how: str) -> None
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith("acp-fuzz: error: plugin ")
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+ALWAYS = '''
+from acp_fuzz import check
+
+
+@check("myorg.always", severity="MUST", rule="MYORG-HOUSE-RULE", summary="fails every turn")
+def always(ctx, event):
+    if event.kind == "model":
+        ctx.judge()
+        ctx.report("a house rule that every turn breaks", model_event=event.seq)
+'''
+
+
+def test_the_pytest_plugin_loads_acp_plugin(tmp_path: Path) -> None:
+    """``--acp-plugin``: a check that fails every turn fails the campaign item of a correct
+    agent, which passes without it."""
+    plugin = tmp_path / "always.py"
+    plugin.write_text(ALWAYS, encoding="utf-8")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [PY, "-m", "pytest", "-p", "acp_fuzz", "-q", "-p", "no:cacheprovider",
+             "--rootdir", str(tests), str(tests), "--acp-agent", " ".join(REFERENCE),
+             "--acp-max-examples", "3", *extra],
+            cwd=tmp_path, capture_output=True, text=True, timeout=600,
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "ACP_REF_QUIET": "1",
+                 "HOME": str(tmp_path)})
+
+    with_it = run("--acp-plugin", str(plugin))
+    assert with_it.returncode == 1, with_it.stdout + with_it.stderr
+    assert "MUST   myorg.always [MYORG-HOUSE-RULE]" in with_it.stdout
+    without = run()
+    assert without.returncode == 0, without.stdout + without.stderr
