@@ -266,8 +266,11 @@ def agent_read_only_paths(argv: Sequence[str], extra: Sequence[str] = ()) -> lis
     see the module docstring. Existing paths only, without duplicates, outermost first."""
     from acp_fuzz.engine import agents_cache  # engine module; imported late to keep this one light
 
+    # The acp_fuzz package itself (the reference agent runs from it): named by the package,
+    # not by this module's place in it.
+    package = Path(__file__).resolve().parents[1]
     wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-                         str(Path(__file__).resolve().parent), str(agents_cache.cache_root())]
+                         str(package), str(agents_cache.cache_root())]
     node = shutil.which("node")
     if node:
         real = os.path.realpath(node)

@@ -152,7 +152,7 @@ def test_an_agent_that_defers_every_change_gives_no_must_and_no_lost(tmp_path: P
 
 VENDOR_STEPS = [
     {"op": "new", "session": "A", "systemPrompt": sp("append", P),
-     "extra": {"_meta": {"systemPrompt": {"append": VENDOR}}}},
+     "_meta": {"systemPrompt": {"append": VENDOR}}},
     {"op": "prompt", "session": "A"},
 ]
 
