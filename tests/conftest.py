@@ -8,6 +8,12 @@ from collections.abc import Callable, Iterator
 import psutil
 import pytest
 
+#: The tiers that plain ``pytest`` (no path, no ``-m``) leaves out: campaign-sized tests. The
+#: quick loop is tests/cover plus the fast integration and security tests (tests/README.md);
+#: ``pytest --all-tiers``, a path (``pytest tests/quality``) or ``-m`` runs them, and .ci/run
+#: runs every tier.
+SLOW_TIERS = ("quality", "realagent", "slow")
+
 #: How long teardown waits for processes that were just sent SIGKILL to disappear.
 _REAP_TIMEOUT = 10.0
 
@@ -66,3 +72,24 @@ def _describe(p: psutil.Process) -> str:
         return f"{p.pid} ({' '.join(p.cmdline()[:3])})"
     except psutil.Error:
         return str(p.pid)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--all-tiers", action="store_true",
+                     help="also run the campaign-sized tiers (quality, realagent, slow) that "
+                          "plain `pytest` leaves out")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.pluginmanager.hasplugin("xdist"):
+        # The pinned real agents are heavy node processes: under xdist (--dist loadgroup) they
+        # run one at a time on one worker, while the other worker takes everything else.
+        for item in items:
+            if item.get_closest_marker("realagent"):
+                item.add_marker(pytest.mark.xdist_group("realagent"))
+    if config.getoption("--all-tiers") or config.option.file_or_dir or config.option.markexpr:
+        return  # the user chose what to run
+    slow = [any(i.get_closest_marker(m) for m in SLOW_TIERS) for i in items]
+    if any(slow):
+        config.hook.pytest_deselected(items=[i for i, s in zip(items, slow, strict=True) if s])
+        items[:] = [i for i, s in zip(items, slow, strict=True) if not s]

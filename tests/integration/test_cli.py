@@ -79,6 +79,7 @@ def test_your_own_build_runs_under_a_known_agents_profile(tmp_path: Path) -> Non
     assert 'model_provider = "fakellm"' in config and "127.0.0.1" in config
 
 
+@pytest.mark.slow
 def test_portable_cassettes_for_a_bug_report_hold_no_interpreter_path(tmp_path: Path) -> None:
     from acp_fuzz.core.cassette import read_cassette
 

@@ -84,6 +84,7 @@ def _shares(tmp_path: Path, db: str, empty: str) -> None:
         [f["oracle"] for f in first["findings"]]
 
 
+@pytest.mark.slow
 def test_a_folder_database_is_shared_between_campaigns(tmp_path: Path,
                                                        no_orphans: object) -> None:
     _shares(tmp_path, str(tmp_path / "db"), str(tmp_path / "empty-db"))

@@ -31,6 +31,7 @@ def _campaign(tmp_path: Path, *mode: str) -> tuple[object, Path]:
     return run_campaign(spec, cfg), tmp_path / "c"
 
 
+@pytest.mark.slow
 def test_a_hang_is_confirmed_once_with_the_full_timeout_then_shrunk_on_the_learned_deadline(
         tmp_path: Path, no_orphans: object) -> None:
     result, _ = _campaign(tmp_path, "hang")
@@ -48,6 +49,7 @@ def test_a_hang_is_confirmed_once_with_the_full_timeout_then_shrunk_on_the_learn
     assert waits and all(w["deadline"] == FLOOR and not w.get("full_wait") for w in waits)
 
 
+@pytest.mark.slow
 def test_a_slow_but_correct_agent_is_not_called_hung(tmp_path: Path,
                                                      no_orphans: object) -> None:
     # Every request with a systemPrompt is answered after 3 s: past the learned deadline

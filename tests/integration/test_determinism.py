@@ -30,12 +30,14 @@ def fingerprint(tmp: Path, *, prespawn: bool, seed: int = 3) -> tuple[Any, ...]:
             [(rep.status, rep.oracles, rep.steps) for rep in r.reports])
 
 
+@pytest.mark.slow
 def test_same_seed_same_run(tmp_path: Path, no_orphans: object) -> None:
     first = fingerprint(tmp_path / "a", prespawn=True)
     assert first[3], "the planted bug was not found"
     assert fingerprint(tmp_path / "b", prespawn=False) == first
 
 
+@pytest.mark.slow
 def test_another_seed_explores_differently(tmp_path: Path, no_orphans: object) -> None:
     # The seed is really used: a different one draws a different campaign.
     # (Comparing only the counts once failed by coincidence: 13 examples and 67 steps at both

@@ -41,6 +41,7 @@ def test_detected_and_applied(dialect: str, mode: str, no_orphans: object) -> No
         assert [f for f in evaluate(run.history.snapshot()) if f.severity != "info"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dialect", DIALECTS)
 def test_a_leak_is_found_through_each_dialect(dialect: str, tmp_path: Path,
                                               no_orphans: object) -> None:

@@ -157,6 +157,7 @@ def _killpg(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_target_survives_hostile_agent(case: Case, tmp_path: Path,
                                        no_orphans: Callable[[int | None], None]) -> None:

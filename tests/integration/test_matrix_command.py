@@ -87,6 +87,7 @@ def test_an_agent_not_installed_is_a_column_that_says_so(tmp_path: Path) -> None
     assert "not tested: not run: " in md and "pass:" not in md
 
 
+@pytest.mark.slow
 def test_a_planted_leak_fails_its_rule_with_a_cassette(tmp_path: Path) -> None:
     spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
                                     "--bug", "leak"])

@@ -59,6 +59,7 @@ def _plugin(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_plugin_check_finds_shrinks_records_and_replays(tmp_path: Path) -> None:
     plugin = _plugin(tmp_path)
     # The built-in oracle that sees the same bug is excluded: only the user's check fails it
@@ -86,6 +87,7 @@ def test_a_plugin_check_finds_shrinks_records_and_replays(tmp_path: Path) -> Non
     assert f"checks that are not loaded ({ORACLE})" in blind.stdout + blind.stderr
 
 
+@pytest.mark.slow
 def test_a_plugin_check_gives_nothing_on_a_correct_agent(tmp_path: Path) -> None:
     proc = _cli(tmp_path, "target", "--strict", "--plugin", str(_plugin(tmp_path)), "-n", "15",
                 "--cassette-dir", "found", "--", *REFERENCE)
@@ -132,6 +134,7 @@ def always(ctx, event):
 '''
 
 
+@pytest.mark.slow
 def test_the_pytest_plugin_loads_acp_plugin(tmp_path: Path) -> None:
     """``--acp-plugin``: a check that fails every turn fails the campaign item of a correct
     agent, which passes without it."""

@@ -21,6 +21,7 @@ def _pytest(tmp_path: Path, agent: str, *extra: str) -> subprocess.CompletedProc
         env={"PATH": "/usr/bin:/bin", "ACP_REF_QUIET": "1"})
 
 
+@pytest.mark.slow
 def test_campaign_item_fails_on_a_planted_bug(tmp_path: Path) -> None:
     agent = f"{sys.executable} -m acp_fuzz.reference_agent --bug accept-unknown-mode"
     proc = _pytest(tmp_path, agent)

@@ -168,6 +168,7 @@ V1_METHODS = {"initialize", "session/new", "session/prompt", "session/load", "se
 V2_METHODS = V1_METHODS - {"session/load", "session/set_mode"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_every_request_shape_the_strategies_draw_follows_the_schema(protocol: int) -> None:
     """The lifecycle machine, with every capability it can draw for, run for real against

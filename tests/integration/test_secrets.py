@@ -17,6 +17,7 @@ pytestmark = pytest.mark.integration
 SECRET = "sk-live-acpfuzz-test-0123456789abcdef"
 
 
+@pytest.mark.slow
 def test_a_passed_secret_echoed_by_the_agent_is_scrubbed(tmp_path: Path) -> None:
     agent = tmp_path / "echo_env_agent.sh"
     agent.write_text(

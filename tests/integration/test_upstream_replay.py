@@ -25,6 +25,7 @@ REPLY = "REAL-PROVIDER-REPLY-7f3a"
 BUGGY = [sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "user-turn"]
 
 
+@pytest.mark.slow
 def test_upstream_calls_are_recorded_and_replayed_offline(tmp_path: Path,
                                                           no_orphans: object) -> None:
     # A stand-in for a real provider: it gets the front gateway's token, not its own.

@@ -36,6 +36,7 @@ def test_two_workers_share_the_examples_and_leave_nothing_behind(tmp_path: Path,
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_two_workers_find_confirm_and_report_a_bug(tmp_path: Path, no_orphans: object) -> None:
     proc, report = _target(tmp_path, "--max-examples", "60", bug="crash-on-image")
     assert proc.returncode == 1, proc.stderr
@@ -46,6 +47,7 @@ def test_two_workers_find_confirm_and_report_a_bug(tmp_path: Path, no_orphans: o
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+@pytest.mark.slow
 def test_every_progress_event_of_the_workers_reaches_the_interface(tmp_path: Path) -> None:
     """With --workers the progress is the same stream as with one: the workers' failures,
     shrinking and confirmations come up to the caller's handler, and the counts add up.

@@ -58,6 +58,7 @@ def _no_trace(data: bytes) -> None:
     assert SECRET.encode("utf-16-le") not in data
 
 
+@pytest.mark.slow
 def test_a_passed_value_leaves_no_trace_in_cassette_or_reports(tmp_path: Path) -> None:
     # A real model server, as the "real provider" (which knows nothing of our token).
     with Gateway(History(), require_token=False) as upstream:
@@ -92,6 +93,7 @@ def test_a_passed_value_leaves_no_trace_in_cassette_or_reports(tmp_path: Path) -
     assert all(r["headers"]["X-Plain-Echo"] == ["<redacted>"] for r in requests)
 
 
+@pytest.mark.slow
 def test_a_passed_value_of_any_name_reaches_every_worker_and_is_scrubbed(
         tmp_path: Path) -> None:
     proc = acp_fuzz(tmp_path, "target", "--max-examples", "6", "--workers", "2",
@@ -119,6 +121,7 @@ def test_an_agent_that_exits_early_saying_the_value_does_not_put_it_on_the_termi
     _no_trace((proc.stdout + proc.stderr).encode())
 
 
+@pytest.mark.slow
 def test_a_value_written_to_stderr_in_two_writes_leaves_no_trace(tmp_path: Path) -> None:
     """Two writes (two processes: two chunks wherever the reads fall), then the agent."""
     half = len(SECRET) // 2
@@ -149,6 +152,7 @@ def _assert_clean_terminal(text: str) -> None:
     assert not RAW_CONTROL.search(text), repr(RAW_CONTROL.search(text))
 
 
+@pytest.mark.slow
 def test_a_hostile_agent_name_is_shown_never_interpreted(tmp_path: Path) -> None:
     cmd = hostile("--name-json", json.dumps(NAME),
                   "--stderr-json", json.dumps("\x1b[2J\x1b[1;1Hall good \x9b31m"))
@@ -193,6 +197,7 @@ def test_replay_junit_parses_and_prints_no_escape_whatever_the_path(tmp_path: Pa
     assert case is not None and case.get("name", "").endswith("evil\\x1b[31m\\x01\\x9b.cassette")
 
 
+@pytest.mark.slow
 def test_an_80_mib_event_still_gives_a_finding_a_report_and_a_cassette(tmp_path: Path) -> None:
     proc = acp_fuzz(tmp_path, "target", "--max-examples", "3", "--cassette-dir", "found",
                     "--report", "json:r.json", "--", *hostile("--pad-mib", "40"))
