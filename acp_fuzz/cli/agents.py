@@ -43,7 +43,8 @@ def status() -> None:
 def install(
     names: list[str] | None = typer.Argument(None, metavar="[PROFILE]...",
                                       help="Profiles to install (default: every npm agent)."),
-    force: bool = typer.Option(False, "--force", help="Reinstall even if present."),
+    force: bool = typer.Option(False, "--force", metavar="",
+                                                 help="Reinstall even if present."),
 ) -> None:
     """Install pinned npm agents into the cache ($ACP_FUZZ_AGENT_CACHE, else ./.cache/agents).
 

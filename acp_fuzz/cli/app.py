@@ -89,6 +89,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       metavar="",
                                        help="Print the version and exit.")) -> None:
     """acp-fuzz: fuzz, record and replay ACP agents."""
 

@@ -56,6 +56,7 @@ def matrix(
     workers: int = typer.Option(1, "--workers", "-j", min=1,
                                 help="Parallel workers per agent."),
     sandbox_net: bool = typer.Option(False, "--sandbox-net",
+                                     metavar="",
                                      help="Run in a network namespace with only loopback."),
     cassette_dir: Path = typer.Option(Path("cassettes/matrix"), "--cassette-dir",
                                       help="Where failure cassettes go (one folder per agent)."),
@@ -69,6 +70,7 @@ def matrix(
         help="Run nothing: write the table again from what an earlier --json saved."),
     sandbox_fs: bool = typer.Option(
         False, "--sandbox-fs",
+        metavar="",
         help="Each agent sees its sandbox and the system folders, not your files (needs "
              "bubblewrap)."),
     plugin: list[str] = typer.Option(

@@ -65,29 +65,36 @@ def replay_cmd(
              "--, that command run the way the profile runs its agent."),
     trust_recorded_command: bool = typer.Option(
         False, "--trust-recorded-command",
+        metavar="",
         help="Run the agent command (or profile) recorded in each cassette. A cassette can "
              "name any command: use this only for cassettes you made or trust."),
     sandbox_net: bool = typer.Option(
         False, "--sandbox-net",
+        metavar="",
         help="Run in a network namespace with only loopback (as `acp-fuzz target` does)."),
     sandbox_fs: bool = typer.Option(
         False, "--sandbox-fs",
+        metavar="",
         help="The agent sees its sandbox, system folders and what it needs to run, not your "
              "files (as `acp-fuzz target --sandbox-fs`). Needs bubblewrap (bwrap)."),
     recorded_model_replies: bool = typer.Option(
         False, "--recorded-model-replies",
+        metavar="",
         help="Serve the real-model replies a --model-upstream cassette recorded, instead of "
              "the fake model's. They choose what the model tells your agent: use this only for "
              "cassettes you trust."),
     offline: bool = typer.Option(
         False, "--offline",
+        metavar="",
         help="Start no agent: run the current oracles over the recorded events."),
     as_agent: bool = typer.Option(
         False, "--as-agent",
+        metavar="",
         help="Serve the recorded AGENT side on stdio, to test an ACP client (editor) against "
              "it; problems are printed to stderr at end of input (exit 1)."),
     forward_fs_terminal: bool = typer.Option(
         False, "--forward-fs-terminal",
+        metavar="",
         help="With --as-agent: also send your client the fs/* and terminal/* requests the "
              "cassette recorded (dropped by default: they write files and run commands)."),
     runs: int = typer.Option(

@@ -15,7 +15,8 @@ __all__ = ["show"]
 
 @app.command()
 def show(cassette: Path = typer.Argument(..., help="A cassette file."),
-         full: bool = typer.Option(False, "--full", help="Do not clip long texts.")) -> None:
+         full: bool = typer.Option(False, "--full", metavar="",
+                                                    help="Do not clip long texts.")) -> None:
     """Print a cassette as a readable timeline."""
     from acp_fuzz.timeline import render_timeline
 

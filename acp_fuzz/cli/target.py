@@ -86,6 +86,7 @@ def target(
                                      help="How many lifecycle sequences to try."),
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed and agent give the same run."),
     strict: bool = typer.Option(False, "--strict",
+                                metavar="",
                                 help="Fail on SHOULD findings too, and on deferred changes."),
     timeout: float = typer.Option(30.0, "--timeout", min=0.1,
                                   help="Seconds to wait for each agent answer."),
@@ -103,9 +104,11 @@ def target(
         help="ACP version to offer in initialize: 1 (the current one), 2 (the draft), or "
              "auto (offer 2, speak whichever of 1 and 2 the agent answers)."),
     sandbox_net: bool = typer.Option(False, "--sandbox-net",
+                                     metavar="",
                                      help="Run in a network namespace with only loopback."),
     sandbox_fs: bool = typer.Option(
         False, "--sandbox-fs",
+        metavar="",
         help="Agents see only their sandbox (writable), system folders and what they need "
              "to run (read-only); not your files. Needs bubblewrap (bwrap)."),
     database: str | None = typer.Option(
@@ -128,14 +131,17 @@ def target(
         10, "--max-failures", min=1, metavar="N",
         help="Stop after N distinct failures (each is shrunk, confirmed and recorded)."),
     exitfirst: bool = typer.Option(False, "--exitfirst", "-x",
+                                   metavar="",
                                    help="Stop at the first failure (--max-failures 1)."),
     exclude_oracle: list[str] = typer.Option(
         [], "--exclude-oracle", metavar="ID",
         help="Skip this oracle's findings, e.g. a known bug (repeatable)."),
     keep_info: bool = typer.Option(False, "--keep-info",
+                                   metavar="",
                                    help="Write a cassette for each info observation too."),
     portable: bool = typer.Option(
         False, "--portable",
+        metavar="",
         help="Write cassettes without this machine's paths (the Python interpreter becomes "
         "'python', the agents cache '<agents>/', the run's sandbox '<sandbox>'), to attach "
         "to a bug report."),
