@@ -63,6 +63,7 @@ __all__ = [
     "CassetteWriter",
     "Header",
     "Limits",
+    "fsync_dir",
     "iter_events",
     "open_cassette",
     "read_cassette",
@@ -363,7 +364,7 @@ class CassetteWriter:
                 self._abort_locked()
                 raise
             self._state = "closed"
-            _fsync_dir(self.path.parent)
+            fsync_dir(self.path.parent)
             return self.path
 
     def abort(self) -> None:
@@ -604,8 +605,9 @@ def _PACKER_CHECK(value: Any) -> bytes:
     return packed
 
 
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable. Only POSIX can open a directory for fsync.
+def fsync_dir(directory: Path) -> None:
+    """Make a rename into ``directory`` durable (POSIX only can fsync a directory; an error is
+    ignored: the file itself is already synced). Used by every atomic write of acp-fuzz."""
     if os.name != "posix":
         return
     with contextlib.suppress(OSError):

@@ -246,10 +246,10 @@ def _check_extra(op: str, extra: object) -> None:
     if not isinstance(extra, Mapping):
         raise ValueError(f"step {op!r}: 'extra' must be a map of request params")
     for key, value in extra.items():
-        allowed = EXTRA_FIELDS.get(key, ()) if isinstance(key, str) else ()
         if key not in EXTRA_FIELDS:
             raise ValueError(f"step {op!r}: 'extra' may carry only the old draft fields "
                              f"{', '.join(EXTRA_FIELDS)}, not {_short(key)}")
+        allowed = EXTRA_FIELDS[key]
         if not isinstance(value, str) or len(value) > MAX_LABEL or (
                 allowed is not None and value not in allowed):
             raise ValueError(f"step {op!r}: 'extra.{key}' has a value acp-fuzz never sends")

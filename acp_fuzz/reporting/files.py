@@ -16,6 +16,8 @@ import os
 import secrets
 from pathlib import Path
 
+from acp_fuzz.core.cassette import fsync_dir
+
 __all__ = ["write_atomic"]
 
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) \
@@ -53,17 +55,5 @@ def write_atomic(path: str | os.PathLike[str], data: str | bytes) -> Path:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
-
-
-def _fsync_dir(directory: Path) -> None:
-    # Makes the rename itself durable. Only POSIX can open a directory for fsync.
-    if os.name != "posix":
-        return
-    with contextlib.suppress(OSError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -24,15 +24,13 @@ import sys
 import threading
 from typing import Any
 
-from _agentlib import INIT_RESULT, hang, read_msg, reply, send
+from _agentlib import BasicAgent, hang, read_msg, send
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "read"
 if MODE not in ("read", "ask", "deaf"):
     sys.exit(f"flood_requests.py: unknown mode {MODE!r}; one of read, ask, deaf")
 COUNT = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000
 SIZE = int(sys.argv[3]) if len(sys.argv) > 3 else (64 * 1024 if MODE == "ask" else 1 << 20)
-INIT = {**INIT_RESULT, "agentCapabilities": {
-    "sessionCapabilities": {"systemPrompt": {"mode": {"override": {}}}}}}
 PATH = os.path.join(os.getcwd(), "flood.txt")
 
 
@@ -60,21 +58,6 @@ def flood(session_id: str) -> None:
                      "options": [{"optionId": "no", "name": "No", "kind": "reject_once"}]}})
 
 
-def answer(msg: dict[str, Any]) -> None:
-    global sessions
-    method = msg["method"]
-    if method == "initialize":
-        reply(msg, INIT)
-    elif method == "session/new":
-        sessions += 1
-        reply(msg, {"sessionId": f"s-{sessions}"})
-    elif method == "session/prompt":
-        reply(msg, {"stopReason": "end_turn"})
-    else:
-        send({"jsonrpc": "2.0", "id": msg["id"],
-              "error": {"code": -32601, "message": "Method not found"}})
-
-
 def requests() -> Any:
     """The client's requests, in order; answers to ours are read and dropped. ``read`` and
     ``ask`` read stdin on a thread, so the client's answers never back up."""
@@ -99,14 +82,14 @@ def requests() -> Any:
         yield msg
 
 
-sessions = 0
+agent = BasicAgent()
 for msg in requests():
     params = msg.get("params")
     if isinstance(params, dict) and "systemPrompt" in params:
-        flood(f"s-{sessions + 1}" if msg["method"] == "session/new"
+        flood(f"s-{agent.sessions + 1}" if msg["method"] == "session/new"
               else str(params.get("sessionId", "s-1")))
-        answer(msg)
+        agent.answer(msg)
         if MODE == "deaf":
             hang()
     else:
-        answer(msg)
+        agent.answer(msg)

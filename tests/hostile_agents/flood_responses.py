@@ -9,12 +9,10 @@ ids no request has (numbers from 10**9 and strings), each carrying SIZE characte
 
 import sys
 
-from _agentlib import INIT_RESULT, read_msg, reply, send
+from _agentlib import BasicAgent
 
 COUNT = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 SIZE = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000
-INIT = {**INIT_RESULT, "agentCapabilities": {
-    "sessionCapabilities": {"systemPrompt": {"mode": {"override": {}}}}}}
 
 
 def flood() -> None:
@@ -26,21 +24,4 @@ def flood() -> None:
     out.flush()
 
 
-sessions = 0
-while (msg := read_msg()) is not None:
-    if "id" not in msg or "method" not in msg:
-        continue
-    params = msg.get("params")
-    if isinstance(params, dict) and "systemPrompt" in params:
-        flood()
-    method = msg["method"]
-    if method == "initialize":
-        reply(msg, INIT)
-    elif method == "session/new":
-        sessions += 1
-        reply(msg, {"sessionId": f"s-{sessions}"})
-    elif method == "session/prompt":
-        reply(msg, {"stopReason": "end_turn"})
-    else:
-        send({"jsonrpc": "2.0", "id": msg["id"],
-              "error": {"code": -32601, "message": "Method not found"}})
+BasicAgent().serve(flood)

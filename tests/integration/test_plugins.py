@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _support import run_cli
 
 from acp_fuzz.core.cassette import read_cassette
 from acp_fuzz.core.steps import steps_of
@@ -43,16 +44,6 @@ def prompt_in_user_turn(ctx, event):
 ORACLE = "myorg.prompt-in-user-turn"
 
 
-def _cli(cwd: Path, *args: str, env: dict[str, str] | None = None
-         ) -> subprocess.CompletedProcess[str]:
-    home = cwd / "home"
-    home.mkdir(exist_ok=True)
-    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-            "ACP_REF_QUIET": "1"}
-    return subprocess.run([PY, "-m", "acp_fuzz", *args], cwd=cwd, env={**base, **(env or {})},
-                          capture_output=True, text=True, timeout=900)
-
-
 def _plugin(tmp_path: Path) -> Path:
     path = tmp_path / "myorg_checks.py"
     path.write_text(CHECK, encoding="utf-8")
@@ -64,7 +55,7 @@ def test_a_plugin_check_finds_shrinks_records_and_replays(tmp_path: Path) -> Non
     plugin = _plugin(tmp_path)
     # The built-in oracle that sees the same bug is excluded: only the user's check fails it
     # (a SHOULD check, so --strict: SHOULD findings fail the run there, as for a built-in).
-    proc = _cli(tmp_path, "target", "--strict", "--plugin", str(plugin), "--exclude-oracle",
+    proc = run_cli(tmp_path, "target", "--strict", "--plugin", str(plugin), "--exclude-oracle",
                 "prompt.misplaced", "-n", "30", "-x", "--cassette-dir", "found", "--",
                 *REFERENCE, "--bug", "user-turn")
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -78,18 +69,18 @@ def test_a_plugin_check_finds_shrinks_records_and_replays(tmp_path: Path) -> Non
     # Shrunk to its minimum: a session with a prompt, and one turn.
     assert [s["op"] for s in steps_of(c.events)] == ["new", "prompt"]
     # replay --offline re-judges it with the plugin loaded...
-    again = _cli(tmp_path, "replay", "--offline", str(cassette),
+    again = run_cli(tmp_path, "replay", "--offline", str(cassette),
                  env={"ACP_FUZZ_PLUGINS": str(plugin)})
     assert again.returncode == 1 and again.stdout.startswith("FAILED"), again.stdout
     # ...and without it, will not say FIXED: the check that found it is not there.
-    blind = _cli(tmp_path, "replay", "--offline", str(cassette))
+    blind = run_cli(tmp_path, "replay", "--offline", str(cassette))
     assert blind.returncode == 2, blind.stdout + blind.stderr
     assert f"checks that are not loaded ({ORACLE})" in blind.stdout + blind.stderr
 
 
 @pytest.mark.slow
 def test_a_plugin_check_gives_nothing_on_a_correct_agent(tmp_path: Path) -> None:
-    proc = _cli(tmp_path, "target", "--strict", "--plugin", str(_plugin(tmp_path)), "-n", "15",
+    proc = run_cli(tmp_path, "target", "--strict", "--plugin", str(_plugin(tmp_path)), "-n", "15",
                 "--cassette-dir", "found", "--", *REFERENCE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert ORACLE not in proc.stdout
@@ -97,7 +88,7 @@ def test_a_plugin_check_gives_nothing_on_a_correct_agent(tmp_path: Path) -> None
 
 @pytest.mark.slow
 def test_worker_processes_load_the_plugin_too(tmp_path: Path) -> None:
-    proc = _cli(tmp_path, "target", "--strict", "--workers", "2", "-n", "30", "-x",
+    proc = run_cli(tmp_path, "target", "--strict", "--workers", "2", "-n", "30", "-x",
                 "--exclude-oracle",
                 "prompt.misplaced", "--cassette-dir", "found", "--", *REFERENCE, "--bug",
                 "user-turn", env={"ACP_FUZZ_PLUGINS": str(_plugin(tmp_path))})
@@ -116,7 +107,7 @@ def test_a_plugin_that_cannot_load_is_one_line(tmp_path: Path, how: str) -> None
         args, env = ["target", "--plugin", str(bad), "--", *REFERENCE], {}
     else:
         args, env = ["show", "x.cassette"], {"ACP_FUZZ_PLUGINS": "no_such_module_xyz"}
-    proc = _cli(tmp_path, *args, env=env)
+    proc = run_cli(tmp_path, *args, env=env)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert proc.stderr.startswith("acp-fuzz: error: plugin ")
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
