@@ -149,11 +149,24 @@ def spec_from_wire(wire: Mapping[str, Any]) -> TargetSpec:
     return TargetSpec(**fields)
 
 
+_events: Any = None  # this worker's end of the parent's event queue (set by _start_worker)
+
+
+def _start_worker(events: Any) -> None:
+    # The queue travels as the pool's initargs, at spawn time: the one way a plain
+    # multiprocessing queue may reach another process. (A Manager's queue would also
+    # travel as an argument, but its server listens on a Unix socket under $TMPDIR, and
+    # a long $TMPDIR makes that path longer than the 108 bytes a socket path may have.)
+    global _events
+    _events = events
+
+
 def _worker(spec: Mapping[str, Any], cfg: CampaignSettings, index: int,
-            events: Any, plugins: Sequence[str] = ()) -> CampaignResult:
+            plugins: Sequence[str] = ()) -> CampaignResult:
     # A spawned process starts empty: the checks users registered in the parent must judge
     # this worker's examples too.
     reload_in_worker(plugins)
+    events = _events
 
     def forward(ev: CampaignEvent) -> None:
         # Counts are summed over the workers by the parent; the start and the calibration
@@ -184,8 +197,7 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     database = cfg.database or own_db
     per = math.ceil(cfg.max_examples / workers)
     ctx = multiprocessing.get_context("spawn")
-    manager = ctx.Manager()
-    events = manager.Queue()
+    events = ctx.Queue()
     counts: dict[int, tuple[int, int]] = {}
 
     def pump() -> None:
@@ -201,10 +213,11 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     pumper = threading.Thread(target=pump, name="acp-fuzz-workers", daemon=True)
     pumper.start()
     try:
-        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker,
+                                 initargs=(events,)) as pool:
             futures = [pool.submit(_worker, wire,
                                    replace(cfg, seed=cfg.seed + i, max_examples=per,
-                                           database=database), i, events, loaded())
+                                           database=database), i, loaded())
                        for i in range(workers)]
             try:
                 results = [f.result() for f in futures]
@@ -219,7 +232,8 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     finally:
         events.put(None)
         pumper.join()
-        manager.shutdown()
+        events.close()
+        events.join_thread()
         if own_db is not None:
             shutil.rmtree(own_db, ignore_errors=True)
     return _merge(results, cfg)

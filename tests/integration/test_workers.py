@@ -16,13 +16,20 @@ pytestmark = pytest.mark.integration
 
 def _target(tmp_path: Path, *args: str, bug: str | None = None
             ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    tmp = tmp_path / "tmp"
-    tmp.mkdir(exist_ok=True)
+    # A $TMPDIR longer than a Unix socket path may be (108 bytes), as under pytest-xdist in
+    # CI: nothing of the run may put a socket there.
+    tmp = tmp_path / "tmp" / ("a-long-temporary-directory-" * 4)
+    tmp.mkdir(parents=True, exist_ok=True)
     report = tmp_path / "report.json"
     agent = [sys.executable, "-m", "acp_fuzz.reference_agent", *(["--bug", bug] if bug else [])]
     proc = run_cli(tmp_path, "target", "--workers", "2", "--cassette-dir", str(tmp_path / "c"),
                    "--report", f"json:{report}", *args, "--", *agent, env={"TMPDIR": str(tmp)})
     return proc, json.loads(report.read_text()) if report.exists() else {}
+
+
+def _tmpdir(tmp_path: Path) -> Path:
+    (tmp,) = (tmp_path / "tmp").iterdir()
+    return tmp
 
 
 def test_two_workers_share_the_examples_and_leave_nothing_behind(tmp_path: Path,
@@ -33,7 +40,7 @@ def test_two_workers_share_the_examples_and_leave_nothing_behind(tmp_path: Path,
     # 6 examples each (more when Hypothesis discards an overrun draw), not one worker's 6.
     assert report["examples_run"] >= 12
     # The run's own shared database and every sandbox were removed.
-    assert list((tmp_path / "tmp").iterdir()) == []
+    assert list(_tmpdir(tmp_path).iterdir()) == []
 
 
 @pytest.mark.slow
@@ -44,7 +51,7 @@ def test_two_workers_find_confirm_and_report_a_bug(tmp_path: Path, no_orphans: o
     assert finding["oracle"] == "agent.crash" and finding["status"] == "failed"
     assert len(finding["steps"]) == 1
     assert Path(finding["cassette"]).is_file()
-    assert list((tmp_path / "tmp").iterdir()) == []
+    assert list(_tmpdir(tmp_path).iterdir()) == []
 
 
 @pytest.mark.slow
