@@ -710,10 +710,14 @@ def _on_model(st: _State, ev: Event) -> None:
                        "model", step=step_idx, session=handle,
                        **_where(x, b, ev.seq))
                 break
-    if x.side or handle is None or handle not in st.sessions:
+    if handle is None or handle not in st.sessions:
+        # Tied to no session (untied, or a side request of no turn): no prompt is owed
+        # here, but no request may mix two sessions' client texts either.
+        _judge_mixed(st, x, ev.seq, everything)
         return
     m = st.sessions[handle]
-    # Leaks: another session's own text in this session's request.
+    # Leaks: another session's own text in this session's request, turn or side request
+    # (a title or a suggestion made from the wrong session's prompt leaks it as surely).
     if any(other != handle for other in st.all_blocks):
         st.judge("prompt.leak")
     for other, texts in st.all_blocks.items():
@@ -722,10 +726,13 @@ def _on_model(st: _State, ev: Event) -> None:
         for b in sorted(texts):
             if b in m.own or any(b in own for own in m.own) or b not in everything:
                 continue
+            kind = "side request" if x.side else "model request"
             st.add("prompt.leak",
-                   f"session {handle}'s model request holds session {other}'s client text",
+                   f"session {handle}'s {kind} holds session {other}'s client text",
                    session=handle, foreign_session=other, **_where(x, b, ev.seq))
             break
+    if x.side:
+        return
     _judge_conversation(st, m, handle, x, ev.seq, everything)
     if m.tainted or not m.candidates:
         return
@@ -736,6 +743,32 @@ def _on_model(st: _State, ev: Event) -> None:
         # judged (the change applied whole, or, if refused, nothing changed).
         return
     _judge_turn(st, m, handle, x, ev.seq, everything)
+
+
+def _judge_mixed(st: _State, x: ModelExchange, seq: int, everything: str) -> None:
+    """``prompt.leak`` for a request tied to no session: the client texts of two sessions
+    in it, where neither session may hold the other's (a fork holds its source's)."""
+    if len(st.all_blocks) < 2:
+        return
+    st.judge("prompt.leak")
+    found = {h: [b for b in sorted(texts) if b in everything]
+             for h, texts in st.all_blocks.items()}
+    found = {h: bs for h, bs in found.items() if bs}
+    if len(found) < 2:
+        return
+
+    def holds(h: str, b: str) -> bool:
+        own = st.sessions[h].own if h in st.sessions else st.all_blocks.get(h, set())
+        return b in own or any(b in o for o in own)
+
+    every = [b for bs in found.values() for b in bs]
+    if any(all(holds(h, b) for b in every) for h in found):
+        return
+    first, second = sorted(found)[:2]
+    st.add("prompt.leak",
+           f"a model request tied to no session holds the client texts of sessions {first} "
+           f"and {second}", session=first, foreign_session=second,
+           **_where(x, found[second][0], seq))
 
 
 def _judge_conversation(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq: int,

@@ -88,8 +88,9 @@ class H:
 
     def model(self, session: str | None, *, system: list[str] = (),  # type: ignore[assignment]
               user: str = "hi", history: list[str] = (),  # type: ignore[assignment]
-              side: bool = False, body: Any = None) -> None:
-        """One model request tied to ``session``'s current turn (the step just executed)."""
+              side: bool = False, body: Any = None, tied: bool = False) -> None:
+        """One model request tied to ``session``'s current turn (the step just executed);
+        ``side``: a side request, of no session unless ``tied``."""
         segs = [Segment("system", f"messages[{i}].content", t) for i, t in enumerate(system)]
         segs += [Segment("history", f"messages[{len(segs) + i}].content", t)
                  for i, t in enumerate(history)]
@@ -98,8 +99,9 @@ class H:
         if session is not None and not side:
             turn = self.turns.get(session, 0) + 1
         x = ModelExchange(api="openai.chat", method="POST", path="/v1/chat/completions",
-                          headers={}, body=body, segments=tuple(segs), session=None if side
-                          else session, turn=turn, side=side, status=200, reply_text="ok")
+                          headers={}, body=body, segments=tuple(segs),
+                          session=None if side and not tied else session,
+                          turn=turn, side=side, status=200, reply_text="ok")
         self.h.append("model", x.to_wire())
 
     def prompt(self, session: str, **model: Any) -> int:
@@ -390,12 +392,42 @@ def test_fork_with_a_different_prompt_may_not_carry_source_text_to_source() -> N
     assert (f.session, f.evidence["foreign_session"]) == ("A", "C")
 
 
-def test_side_request_is_not_judged() -> None:
+def test_a_side_request_owes_no_prompt() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.model("A", system=["Generate a title."], side=True, tied=True)
+    h.model(None, system=["Generate a title. " + P], side=True)
+    assert h.findings() == []
+
+
+def test_a_side_request_of_no_session_with_two_sessions_texts_is_a_leak() -> None:
+    """Every request is judged for leaks (#21): a title made from two sessions' prompts
+    leaks one into the other's, tied to a turn or not."""
     h = H()
     h.new("A", sp("append", P))
     h.new("B", sp("append", Q))
     h.model(None, system=["Generate a title. " + Q + P], side=True)
-    assert h.findings() == []
+    f = only(h.findings(), "prompt.leak")
+    assert f.severity == "MUST" and {f.session, f.evidence["foreign_session"]} == {"A", "B"}
+    assert "tied to no session" in f.message
+
+
+def test_a_side_request_of_one_session_holding_anothers_text_is_a_leak() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.new("B", sp("append", Q))
+    h.model("A", system=["Generate a title. " + Q], side=True, tied=True)
+    f = only(h.findings(), "prompt.leak")
+    assert (f.session, f.evidence["foreign_session"]) == ("A", "B")
+    assert "side request" in f.message
+
+
+def test_a_fork_and_its_source_in_one_untied_request_are_no_leak() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("fork", "A", new="B", systemPrompt=sp("append", Q))
+    h.model(None, system=["Summarise. " + P + Q], side=True)
+    assert "prompt.leak" not in ids(h.findings())
 
 
 # -- prompt.lost / prompt.altered ------------------------------------------------------------
