@@ -6,6 +6,7 @@ Installed with acp-fuzz (entry point ``pytest11``); it does nothing unless asked
     pytest --acp-agent "npx my-agent" --acp-cassettes cassettes/  # + one test per cassette
     pytest --acp-agent "./agent" --acp-max-examples 0 --acp-cassettes cassettes/  # replay only
     pytest --acp-agent "./agent" --acp-max-examples 50 --acp-seed 1 --junitxml=acp.xml
+    pytest --acp-profile ./my-agent.toml --acp-cassettes cassettes/  # an agent as a profile file
 
 The campaign runs with a CI profile: a fixed seed (derandomized: the same agent gives the same
 run), a bounded number of examples, no example database. It fails on any MUST finding (and on
@@ -40,8 +41,8 @@ import pytest
 __all__ = ["pytest_addoption", "pytest_collection_modifyitems"]
 
 #: Why a cassette test is skipped when no agent is named.
-NO_AGENT = ("no --acp-agent given: acp-fuzz replays cassettes only against the agent you name, "
-            "never the command a cassette records")
+NO_AGENT = ("no --acp-agent or --acp-profile given: acp-fuzz replays cassettes only against "
+            "the agent you name, never the command a cassette records")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -49,12 +50,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--acp-agent", default=None, metavar="CMD",
                     help="agent command to fuzz and to replay cassettes against (a shell-style "
                          "string)")
+    group.addoption("--acp-profile", default=None, metavar="NAME|FILE",
+                    help="a known agent or a profile file (docs/profiles.md): how to run the "
+                         "agent; with --acp-agent too, that command run the profile's way")
     group.addoption("--acp-max-examples", type=int, default=50, metavar="N",
                     help="examples in the campaign (default 50; 0: no campaign)")
     group.addoption("--acp-seed", type=int, default=0, metavar="N", help="campaign seed")
     group.addoption("--acp-strict", action="store_true", help="fail on SHOULD findings too")
-    group.addoption("--acp-protocol", default="1", choices=("1", "2", "auto"),
-                    help="ACP version the campaign offers: 1, 2 or auto (default 1)")
+    group.addoption("--acp-protocol", default=None, choices=("1", "2", "auto"),
+                    help="ACP version the campaign offers: 1, 2 or auto (default: the "
+                         "profile's, else 1)")
     group.addoption("--acp-cassette-dir", default=None, metavar="DIR",
                     help="where finding cassettes go (default: pytest's tmp dir)")
     group.addoption("--acp-cassettes", default=None, metavar="PATH",
@@ -105,6 +110,12 @@ class _AcpItem(pytest.Item):
         return str(super().repr_failure(excinfo))
 
 
+def _target_args(config: pytest.Config, argv: list[str]) -> list[str]:
+    """The CLI's form of the agent options (for the --sandbox-net child process)."""
+    profile = config.getoption("--acp-profile")
+    return [*(["--profile", profile] if profile else []), *(["--", *argv] if argv else [])]
+
+
 class AcpCampaignItem(_AcpItem):
     def __init__(self, *, argv: list[str], **kw: Any) -> None:
         super().__init__(**kw)
@@ -119,9 +130,11 @@ class AcpCampaignItem(_AcpItem):
         if opt("--acp-sandbox-net"):
             args = ["target", "--sandbox-net", "--max-examples", str(opt("--acp-max-examples")),
                     "--seed", str(opt("--acp-seed")), "--cassette-dir", str(cassette_dir)]
-            _run_cli([*args, "--protocol", opt("--acp-protocol"),
+            _run_cli([*args, *(["--protocol", opt("--acp-protocol")]
+                               if opt("--acp-protocol") else []),
                       *(["--strict"] if opt("--acp-strict") else []),
-                      *(["--sandbox-fs"] if opt("--acp-sandbox-fs") else []), "--", *self.argv])
+                      *(["--sandbox-fs"] if opt("--acp-sandbox-fs") else []),
+                      *_target_args(self.config, self.argv)])
             return
 
         from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
@@ -129,18 +142,24 @@ class AcpCampaignItem(_AcpItem):
 
         cfg = CampaignSettings(max_examples=opt("--acp-max-examples"), seed=opt("--acp-seed"),
                                strict=opt("--acp-strict"), cassette_dir=cassette_dir)
-        spec = TargetSpec.from_command(self.argv, sandbox_fs=opt("--acp-sandbox-fs"),
-                                       protocol=opt("--acp-protocol"))
+        kw: dict[str, Any] = {"sandbox_fs": opt("--acp-sandbox-fs")}
+        if opt("--acp-protocol"):
+            kw["protocol"] = opt("--acp-protocol")
+        profile = opt("--acp-profile")
+        spec = (TargetSpec.from_profile(profile, command=self.argv or None, **kw) if profile
+                else TargetSpec.from_command(self.argv, **kw))
         result = run_campaign(spec, cfg)
         if result.failing():
             from acp_fuzz.reporting.text import campaign_lines
 
             # The same report as `acp-fuzz target` prints, without the colours.
-            lines = campaign_lines(result, lambda c: f"{c} -- {shlex.join(self.argv)}")
+            lines = campaign_lines(result, lambda c: shlex.join(
+                [str(c), *_target_args(self.config, self.argv)]))
             raise AcpFailure("\n".join(line.text for line in lines).strip())
 
     def reportinfo(self) -> tuple[str, int, str]:
-        return ("acp-fuzz", 0, f"acp-fuzz campaign: {' '.join(self.argv)}")
+        shown = " ".join(_target_args(self.config, self.argv))
+        return ("acp-fuzz", 0, f"acp-fuzz campaign: {shown}")
 
 
 class AcpReplayItem(_AcpItem):
@@ -157,13 +176,14 @@ class AcpReplayItem(_AcpItem):
             _run_cli(["replay", "--sandbox-net",
                       *(["--recorded-model-replies"] if model else []),
                       *(["--sandbox-fs"] if opt("--acp-sandbox-fs") else []),
-                      str(self.cassette), "--", *self.argv])
+                      str(self.cassette), *_target_args(self.config, self.argv)])
             return
 
         from acp_fuzz.engine.replay import replay_cassette
 
         # The agent is the one the user named; the cassette's recorded command is never used.
-        res = replay_cassette(self.cassette, target=self.argv, recorded_model_replies=model,
+        res = replay_cassette(self.cassette, target=self.argv or None,
+                              profile=opt("--acp-profile"), recorded_model_replies=model,
                               sandbox_fs=opt("--acp-sandbox-fs"))
         if res.verdict not in ("FIXED", "PASSED"):
             raise AcpFailure(res.line())
@@ -201,7 +221,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                                   items: list[pytest.Item]) -> None:
     agent = config.getoption("--acp-agent")
     argv = shlex.split(agent) if agent else []
-    if argv and config.getoption("--acp-max-examples") > 0:
+    named = bool(argv) or bool(config.getoption("--acp-profile"))
+    if named and config.getoption("--acp-max-examples") > 0:
         items.append(AcpCampaignItem.from_parent(session, name="acp-fuzz-campaign",
                                                  argv=argv))
     corpus = config.getoption("--acp-cassettes")
@@ -214,6 +235,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
             item = AcpReplayItem.from_parent(session,
                                              name=f"acp-fuzz-replay[{terminal(c.name)}]",
                                              cassette=c, argv=argv)
-            if not argv:
+            if not named:
                 item.add_marker(pytest.mark.skip(reason=NO_AGENT))
             items.append(item)

@@ -326,8 +326,9 @@ def raw_run(profile: Any, gateway: Any, steps: Sequence[Mapping[str, Any]],
         home, work = Path(tmp) / "home", Path(tmp) / "work"
         home.mkdir()
         work.mkdir()
-        profile.setup_home(gateway.url, home)
-        env = base_env(home) | dict(gateway.agent_env()) | profile.env(gateway.url, home)
+        profile.prepare(gateway, home, work)
+        env = base_env(home) | dict(gateway.agent_env()) | profile.environment(gateway, home,
+                                                                                work)
         init = {"protocolVersion": 1, "clientInfo": {"name": "raw", "version": "0"},
                 "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": True},
                                        "terminal": False}}

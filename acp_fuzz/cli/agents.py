@@ -7,9 +7,14 @@ This command joins the two, so neither library imports the other's caller.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from acp_fuzz.cli.app import app, error, fail, out
+
+if TYPE_CHECKING:
+    from acp_fuzz.engine.profiles import Profile
 
 __all__ = ["agents"]
 
@@ -21,48 +26,59 @@ app.add_typer(agents, name="agents")
 def _npm_profiles() -> list[str]:
     from acp_fuzz.engine.profiles import PROFILES
 
-    return [n for n, p in sorted(PROFILES.items()) if p.npm_package and p.version]
+    return [n for n, p in sorted(PROFILES.items()) if p.package and p.version]
+
+
+def _profile(name: str) -> Profile:
+    from acp_fuzz.engine.profiles import ProfileError, get_profile
+
+    try:
+        return get_profile(name)
+    except KeyError as e:
+        fail(str(e.args[0]))
+    except ProfileError as e:
+        fail(str(e))
 
 
 @agents.command()
 def status() -> None:
     """Show each pinned npm agent and where it is installed (exit 1 if any is missing)."""
-    from acp_fuzz.engine.profiles import get_profile
-
     missing = 0
     for name in _npm_profiles():
-        p = get_profile(name)
+        p = _profile(name)
         where = p.agent_dir()
         missing += where is None
-        out.print(f"{name:20} {p.npm_package}@{p.version}: {where or 'not installed'}",
+        out.print(f"{name:20} {p.package}@{p.version}: {where or 'not installed'}",
                   markup=False)
     raise typer.Exit(1 if missing else 0)
 
 
 @agents.command()
 def install(
-    names: list[str] | None = typer.Argument(None, metavar="[PROFILE]...",
-                                      help="Profiles to install (default: every npm agent)."),
+    names: list[str] | None = typer.Argument(
+        None, metavar="[PROFILE]...",
+        help="Profiles (names or files) to install (default: every pinned built-in agent)."),
     force: bool = typer.Option(False, "--force", metavar="",
                                                  help="Reinstall even if present."),
 ) -> None:
-    """Install pinned npm agents into the cache ($ACP_FUZZ_AGENT_CACHE, else ./.cache/agents).
+    """Install pinned agents (npm or PyPI packages) into the cache ($ACP_FUZZ_AGENT_CACHE,
+    else ./.cache/agents).
 
-    Idempotent, and an interrupted install leaves no half-filled directory."""
+    Idempotent, and an interrupted install leaves no directory that looks complete."""
     from acp_fuzz.engine import agents_cache
-    from acp_fuzz.engine.profiles import PROFILES, get_profile
 
-    unknown = [n for n in names or [] if n not in PROFILES]
-    if unknown:
-        fail(f"unknown profile {unknown[0]!r} (known: {', '.join(sorted(PROFILES))})")
+    profiles = [_profile(n) for n in names or _npm_profiles()]
     failed = 0
-    for name in names or _npm_profiles():
-        p = get_profile(name)
-        if not (p.npm_package and p.version):
-            out.print(f"{name}: nothing to install (not an npm agent)", markup=False)
+    for p in profiles:
+        name = p.name
+        if not (p.package and p.version):
+            out.print(f"{name}: nothing to install (its profile names no package)",
+                      markup=False)
             continue
         try:
-            res = agents_cache.install_package(name, p.npm_package, p.version, force=force)
+            res = agents_cache.install_package(
+                name, p.package, p.version, force=force,
+                registry="pypi" if p.pypi_package else "npm")
         except (RuntimeError, OSError) as exc:
             # npm's own output is many lines: keep the first (what failed) and the last.
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -71,6 +87,6 @@ def install(
             failed += 1
             continue
         if res.skipped:
-            out.print(f"{name}: {p.npm_package}@{p.version} already installed at {res.path}",
+            out.print(f"{name}: {p.package}@{p.version} already installed at {res.path}",
                       markup=False)
     raise typer.Exit(1 if failed else 0)

@@ -80,7 +80,7 @@ def matrix(
 ) -> None:
     """Run a bounded campaign per agent and write one conformance table: rows are rules,
     columns are agents, a cell is pass, fail (with its cassette), info or not tested."""
-    from acp_fuzz.engine.profiles import PROFILES
+    from acp_fuzz.engine.profiles import PROFILES, ProfileError, get_profile, is_profile_path
 
     load_plugins(plugin)
     for path in (markdown, html_out, json_out):
@@ -93,9 +93,17 @@ def matrix(
     if protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
     names = list(dict.fromkeys(profile)) or list(PROFILES)
-    unknown = [n for n in names if n not in PROFILES]
+    unknown = [n for n in names if not is_profile_path(n) and n not in PROFILES]
     if unknown:
-        fail(f"unknown profile {unknown[0]!r} (known: {', '.join(sorted(PROFILES))})")
+        fail(f"unknown profile {unknown[0]!r} (known: {', '.join(sorted(PROFILES))}, or a "
+             "profile file: ./my-agent.toml)")
+    # A profile file's column is named by the name inside it; a bad file stops here.
+    columns: dict[str, str] = {}
+    for n in names:
+        try:
+            columns[n] = get_profile(n).name
+        except ProfileError as e:
+            fail(str(e))
     check_writable_dir(cassette_dir, "--cassette-dir")
     if sandbox_fs:
         from acp_fuzz.engine.sandbox import bwrap_works
@@ -118,9 +126,10 @@ def matrix(
     interrupted = False
     restore = install_interrupt_handlers()
     try:
-        for name in names:
+        for given in names:
+            name = columns[given]
             try:
-                spec = TargetSpec.from_profile(name, timeout=timeout, protocol=protocol,
+                spec = TargetSpec.from_profile(given, timeout=timeout, protocol=protocol,
                                                sandbox_fs=sandbox_fs)
             except HarnessError as e:
                 err.print(terminal(f"{name}: not run: {e}"), markup=False)

@@ -1,20 +1,79 @@
-"""``acp-fuzz profiles``: the known agent profiles and whether each is installed."""
+"""``acp-fuzz profiles [list|show NAME|check FILE]``: the agent profiles.
+
+A profile is a TOML file that says how to run one agent against the fake model (see
+:mod:`acp_fuzz.engine.profiles` and ``docs/profiles.md``). ``show`` prints a built-in one as
+a file to start from: ``acp-fuzz profiles show codex-acp > my-agent.toml``.
+"""
 
 from __future__ import annotations
 
-from acp_fuzz.cli.app import app, out
+import sys
+
+import typer
+
+from acp_fuzz.cli.app import app, fail, out
 
 __all__ = ["profiles"]
 
+profiles = typer.Typer(help="The agent profiles: list them, print one as a file, check a file.",
+                       invoke_without_command=True)
+app.add_typer(profiles, name="profiles")
 
-@app.command()
-def profiles() -> None:
-    """List the known agent profiles and whether each is installed."""
+
+@profiles.callback()
+def _default(ctx: typer.Context) -> None:
+    """List the built-in agent profiles and whether each is installed."""
+    if ctx.invoked_subcommand is None:
+        list_()
+
+
+@profiles.command("list")
+def list_() -> None:
+    """List the built-in agent profiles and whether each is installed."""
     from acp_fuzz.engine.profiles import PROFILES
 
     for name, p in sorted(PROFILES.items()):
-        where = p.agent_dir()
-        state = "built in" if p.npm_package is None else (
-            "installed" if where is not None else "not installed")
-        pkg = f"{p.npm_package}@{p.version}" if p.npm_package else "-"
+        state = "built in" if p.package is None else (
+            "installed" if p.agent_dir() is not None else "not installed")
+        pkg = f"{p.package}@{p.version}" if p.package else "-"
         out.print(f"{name:18} {state:14} {pkg:48} {p.description}", markup=False)
+
+
+@profiles.command()
+def show(name: str = typer.Argument(..., metavar="NAME",
+                                    help="A built-in profile (see `acp-fuzz profiles`).")
+         ) -> None:
+    """Print the built-in profile NAME as a file, to copy and edit."""
+    from acp_fuzz.engine.profiles import builtin_text
+
+    try:
+        text = builtin_text(name)
+    except KeyError as e:
+        fail(str(e.args[0]))
+    # The file as shipped, byte for byte: not through the console, which would wrap it.
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+@profiles.command()
+def check(path: str = typer.Argument(..., metavar="FILE", help="A profile file.")) -> None:
+    """Read a profile file and say what it sets up, or what is wrong with it (exit 2)."""
+    from acp_fuzz.core.escaping import terminal
+    from acp_fuzz.engine.profiles import ProfileError, load_profile
+
+    try:
+        p = load_profile(path)
+    except ProfileError as e:
+        fail(str(e))
+    lines = [f"{p.name}: {p.description or '(no description)'}",
+             f"  command: {' '.join(p.command_template)}",
+             f"  model API: {p.model_api}",
+             f"  install: {p.package}@{p.version}" if p.package else "  install: none",
+             f"  env: {', '.join(k for k, _ in p.setup.env) or 'none'}",
+             f"  files: {', '.join(f.path for f in p.setup.files) or 'none'}",
+             f"  side requests: {'; '.join(r.reason for r in p.setup.side) or 'none'}",
+             f"  timeouts: init {p.init_timeout:g} s, request {p.request_timeout:g} s, "
+             f"shutdown {p.shutdown_grace:g} s",
+             f"  protocol {p.protocol}, dialect {p.dialect}"]
+    for line in lines:
+        out.print(terminal(line), markup=False)

@@ -61,8 +61,8 @@ def replay_cmd(
              "or --trust-recorded-command is given."),
     profile: str | None = typer.Option(
         None, "--profile", "-p",
-        help="Replay against a known agent (see `acp-fuzz profiles`); with a command after "
-             "--, that command run the way the profile runs its agent."),
+        help="Replay against a known agent (see `acp-fuzz profiles`) or a profile file; with "
+             "a command after --, that command run the way the profile runs its agent."),
     trust_recorded_command: bool = typer.Option(
         False, "--trust-recorded-command",
         metavar="",
@@ -134,6 +134,16 @@ def replay_cmd(
     if offline and (argv or profile or trust_recorded_command or recorded_model_replies):
         fail("--offline starts no agent: do not give an agent command, --profile, "
              "--trust-recorded-command or --recorded-model-replies")
+    if profile:
+        # A bad profile is the user's mistake, said once before any cassette is read.
+        from acp_fuzz.engine.profiles import ProfileError, get_profile
+
+        try:
+            get_profile(profile)
+        except KeyError as e:
+            fail(str(e.args[0]))
+        except ProfileError as e:
+            fail(str(e))
     if not cassette.exists():
         fail(f"no such file or folder: {cassette}")
     if cassette.is_dir():

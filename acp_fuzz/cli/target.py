@@ -13,7 +13,7 @@ import shlex
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,6 +25,7 @@ from acp_fuzz.cli.app import (
     check_url,
     check_writable_dir,
     err,
+    error,
     fail,
     hide,
     install_interrupt_handlers,
@@ -41,7 +42,15 @@ from acp_fuzz.engine.runner import HarnessError, TargetSpec
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign import CampaignResult
 
-__all__ = ["build_spec", "target"]
+__all__ = ["AGENT_ARGUMENT", "PROFILE_OPTION", "build_spec", "print_agent", "target"]
+
+
+#: The agent, as ``target`` and ``doctor`` take it (declared once: typer shares the objects).
+AGENT_ARGUMENT: Any = typer.Argument(None, metavar="[AGENT | -- CMD ARGS...]",
+                                     help="The agent: a path, or a command after --.")
+PROFILE_OPTION: Any = typer.Option(None, "--profile", "-p",
+                                   help="A known agent (see `acp-fuzz profiles`) or a profile "
+                                        "file (./my-agent.toml; docs/profiles.md).")
 
 
 def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> TargetSpec:
@@ -78,10 +87,8 @@ def _parse_reports(values: Sequence[str]) -> list[tuple[str, Path]]:
 
 @app.command(context_settings={"allow_interspersed_args": False})
 def target(
-    command: list[str] = typer.Argument(None, metavar="[AGENT | -- CMD ARGS...]",
-                                        help="The agent: a path, or a command after --."),
-    profile: str | None = typer.Option(None, "--profile", "-p",
-                                       help="A known agent (see `acp-fuzz profiles`)."),
+    command: list[str] = AGENT_ARGUMENT,
+    profile: str | None = PROFILE_OPTION,
     max_examples: int = typer.Option(100, "--max-examples", "-n", min=1,
                                      help="How many lifecycle sequences to try."),
     seed: int = typer.Option(0, "--seed", help="Seed: the same seed and agent give the same run."),
@@ -99,10 +106,11 @@ def target(
         "auto", "--dialect",
         help="How the prompt is sent: auto (from initialize: the standard field wherever it "
              "is advertised), standard, claude-meta, pi-meta or goose."),
-    protocol: str = typer.Option(
-        "1", "--protocol", metavar="1|2|auto",
+    protocol: str | None = typer.Option(
+        None, "--protocol", metavar="1|2|auto",
         help="ACP version to offer in initialize: 1 (the current one), 2 (the draft), or "
-             "auto (offer 2, speak whichever of 1 and 2 the agent answers)."),
+             "auto (offer 2, speak whichever of 1 and 2 the agent answers). Default: the "
+             "profile's, else 1."),
     sandbox_net: bool = typer.Option(False, "--sandbox-net",
                                      metavar="",
                                      help="Run in a network namespace with only loopback."),
@@ -168,7 +176,7 @@ def target(
 
     if dialect not in DIALECT_CHOICES:
         fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
-    if protocol not in PROTOCOL_CHOICES:
+    if protocol is not None and protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
     reports = _parse_reports(report)
     load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
@@ -190,7 +198,8 @@ def target(
         spec = dataclasses.replace(spec, passthrough_env=(*spec.passthrough_env, *pass_env))
     if dialect != "auto":
         spec = dataclasses.replace(spec, dialect=dialect)
-    spec = dataclasses.replace(spec, protocol=protocol)
+    if protocol is not None:
+        spec = dataclasses.replace(spec, protocol=protocol)
     secrets = sorted(env_secrets({n: os.environ[n] for n in spec.passthrough_env
                                   if n in os.environ}, spec.passthrough_env))
     hide(secrets)  # from here on, no line the CLI prints holds one of them
@@ -217,7 +226,7 @@ def target(
 
     def on_event(ev: CampaignEvent) -> None:
         if isinstance(ev, Started):
-            _print_agent(ev.agent, ev.initialize)
+            print_agent(ev.agent, ev.initialize)
             progress.start()
         elif isinstance(ev, Calibrated):
             b = ev.baseline
@@ -247,7 +256,7 @@ def target(
             result = run_campaign(spec, cfg, on_event)
     except HarnessError as e:
         progress.stop()
-        fail(str(e))
+        _fail_with_diagnosis(e)
     except KeyboardInterrupt:
         progress.stop()
         err.print("acp-fuzz: interrupted before any example ran; nothing to write",
@@ -270,6 +279,19 @@ def target(
     raise typer.Exit(result.exit_code)  # 130 when interrupted
 
 
+def _fail_with_diagnosis(e: HarnessError) -> NoReturn:
+    """The one-line error (stderr), then, for a calibration that failed on a prompt turn,
+    what the gateway saw and what to do (stdout; escaped line by line), and exit 2."""
+    from acp_fuzz.engine.diagnosis import CalibrationError
+
+    if not isinstance(e, CalibrationError):
+        fail(str(e))
+    error(str(e))
+    for line in e.diagnosis.lines():
+        out.print(line, markup=False)
+    raise typer.Exit(2)
+
+
 def _check_oracles(ids: Sequence[str]) -> tuple[str, ...]:
     from acp_fuzz.core.findings import CATALOG
 
@@ -280,7 +302,7 @@ def _check_oracles(ids: Sequence[str]) -> tuple[str, ...]:
     return tuple(ids)
 
 
-def _print_agent(agent: Mapping[str, Any], init: Any) -> None:
+def print_agent(agent: Mapping[str, Any], init: Any) -> None:
     name = agent.get("name", "?")
     version = agent.get("version", "?")
     # Agent-controlled text: never rich markup, never a raw control character.

@@ -82,11 +82,25 @@ def _package_json_version(directory: Path, package: str) -> str | None:
     return version if isinstance(version, str) else None
 
 
-def installed_dir(name: str, package: str, version: str, root: Path | None = None) -> Path | None:
+def _marker(directory: Path) -> dict[str, object]:
+    try:
+        data = json.loads((directory / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def installed_dir(name: str, package: str, version: str, root: Path | None = None,
+                  registry: str = "npm") -> Path | None:
     """The agent directory if the pinned version is fully installed there, else ``None``."""
     directory = agent_dir(name, version, root)
-    if not (directory / MARKER).is_file():
+    marker = _marker(directory)
+    if not marker:
         return None
+    if registry == "pypi":
+        ok = marker.get("package") == package and marker.get("version") == version \
+            and (directory / "venv" / "bin" / "python").exists()
+        return directory if ok else None
     if _package_json_version(directory, package) != version:
         return None
     return directory
@@ -115,16 +129,22 @@ def install_package(
     npm: str = "npm",
     force: bool = False,
     quiet: bool = False,
+    registry: str = "npm",
 ) -> InstallResult:
     """Install ``package@version`` into ``<root>/<name>@<version>`` unless already there.
+
+    ``registry="pypi"`` installs a PyPI package into a virtual environment there
+    (``<dir>/venv``; its programs are ``${agent_dir}/venv/bin/NAME``).
 
     Raises :class:`RuntimeError` when npm is missing or the install fails (npm's output is in
     the message). ``force`` reinstalls even over a complete install.
     """
     root = root if root is not None else cache_root()
     target = agent_dir(name, version, root)
-    if not force and installed_dir(name, package, version, root) is not None:
+    if not force and installed_dir(name, package, version, root, registry) is not None:
         return InstallResult(name, package, version, target, True, 0.0, 0)
+    if registry == "pypi":
+        return _install_pypi(name, package, version, target, quiet)
     npm_path = shutil.which(npm)
     if npm_path is None:
         raise RuntimeError(f"cannot install {package}@{version}: {npm!r} is not on PATH")
@@ -163,4 +183,34 @@ def install_package(
             shutil.rmtree(work, ignore_errors=True)
     if not quiet:
         print(f"installed {package}@{version} in {seconds:.1f}s, {size / 1e6:.0f} MB -> {target}")
+    return InstallResult(name, package, version, target, False, seconds, size)
+
+
+def _install_pypi(name: str, package: str, version: str, target: Path,
+                  quiet: bool) -> InstallResult:
+    # A virtual environment cannot be moved (its programs name its path), so it is built in
+    # place; the marker, written last, is what makes the directory count as installed.
+    import sys
+
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    started = time.monotonic()
+    venv = target / "venv"
+    for argv in ([sys.executable, "-m", "venv", str(venv)],
+                 [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+                  "--disable-pip-version-check", f"{package}=={version}"]):
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, check=False)
+        if proc.returncode != 0:
+            shutil.rmtree(target, ignore_errors=True)
+            raise RuntimeError(f"pip install {package}=={version} failed (exit "
+                               f"{proc.returncode}):\n" + proc.stdout[-4000:])
+    seconds = time.monotonic() - started
+    size = dir_size(target)
+    marker = {"package": package, "version": version, "registry": "pypi",
+              "seconds": round(seconds, 2), "bytes": size}
+    (target / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
+    if not quiet:
+        print(f"installed {package}=={version} in {seconds:.1f}s, {size / 1e6:.0f} MB -> {target}")
     return InstallResult(name, package, version, target, False, seconds, size)

@@ -59,6 +59,7 @@ from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.agents_cache import cache_root
 from acp_fuzz.engine.database import AgentScoped, open_database
 from acp_fuzz.engine.deadlines import Deadlines
+from acp_fuzz.engine.diagnosis import CalibrationError, diagnose_run
 from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.engine.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
 from acp_fuzz.strategies import LifecycleMachine
@@ -308,7 +309,10 @@ class AgentBug(Exception):
 def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
               ) -> tuple[Any, Capabilities, Baseline]:
     """Probe and calibrate: return the ``initialize`` result, the capabilities and the
-    baseline (the agent's own default instructions)."""
+    baseline (the agent's own default instructions). A failed prompt turn raises
+    :class:`~acp_fuzz.engine.diagnosis.CalibrationError`, which carries the diagnosis."""
+    # The gateway's counts of this calibration alone: a shared gateway may have served more.
+    before = dict(gateway.counts) if gateway is not None else None
     with Run(spec, gateway=gateway) as run:
         init = run.initialize()
         texts: list[str] = []
@@ -319,7 +323,10 @@ def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
                                    + _why(run, out))
             out = run.execute({"op": "prompt", "session": handle})
             if out.outcome != "ok":
-                raise HarnessError("calibration: the first prompt turn failed: " + _why(run, out))
+                # What the gateway saw of the turn, and what to do (acp-fuzz doctor's text).
+                raise CalibrationError("calibration: the first prompt turn failed: "
+                                       + _why(run, out),
+                                       diagnose_run(run, out, counts_before=before))
             cwd = run.sessions[handle].cwd
             offers_modes = len(run.sessions[handle].modes) >= 2
             offers_options = bool(run.sessions[handle].options)
@@ -651,7 +658,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
     recorder = UpstreamRecorder() if cfg.model_upstream else None
     # Every run of the campaign learns from the agent's answer times and waits accordingly.
     spec = replace(spec, deadlines=Deadlines(spec.request_timeout))
-    with Gateway(None, side_request=spec.side_request, upstream=cfg.model_upstream,
+    with Gateway(None, side_request=spec.side_test(), upstream=cfg.model_upstream,
                  upstream_recorder=recorder) as gateway:
         init, caps, baseline = calibrate(spec, gateway=gateway)
         agent = dict(agent_info(init))

@@ -1,111 +1,204 @@
 """Agent profiles: how to run one ACP agent offline against the fake model gateway.
 
-A profile is data plus a few small hooks. Nothing here forks the harness: the runner asks the
-profile for a command line, an environment and a sandbox HOME, and asks it two questions while
-it runs (is this model request a side request? is this agent text informational?).
+A profile is a TOML file. ``acp-fuzz target --profile ./my-agent.toml`` (and ``replay``,
+``matrix``, ``doctor`` and the pytest plugin's ``--acp-profile``) reads one; a bare name
+(``--profile codex-acp``) is one of the built-in files shipped in ``acp_fuzz/profiles/``,
+which ``acp-fuzz profiles show NAME`` prints as a file to start from. ``docs/profiles.md``
+walks through writing one. The keys::
 
-Built-in profiles:
+    name = "my-agent"                   # required
+    description = "one line"
+    api = "openai.chat"                 # the model API of its turns: see MODEL_APIS
+    command = ["${node}", "${agent_dir}/node_modules/my-agent/dist/index.js", "--acp"]
+    dirs = ["${home}/.my-agent"]        # made before the agent starts
 
-``reference``
-    The built-in reference agent (``python -m acp_fuzz.reference_agent``).
-``codex-acp``
-    ``@agentclientprotocol/codex-acp`` 2.6.0. OpenAI Responses API; advertises
-    ``systemPrompt: {}`` (append only).
-``claude-agent-acp``
-    ``@agentclientprotocol/claude-agent-acp`` 0.101.0. Anthropic Messages API; advertises
-    ``systemPrompt: {mode: {override: {}}}`` (append and override).
-``gemini-cli``
-    ``@google/gemini-cli`` 0.61.0 with ``--acp``. Gemini API; advertises no ``systemPrompt``
-    capability at all, which exercises the "not advertised" path.
+    [install]                           # optional: what `acp-fuzz agents install` installs
+    npm = "@me/my-agent"                # or pypi = "my-agent"
+    version = "1.2.3"                   # exact
 
-npm agents are installed by ``acp-fuzz agents install`` (:mod:`acp_fuzz.engine.agents_cache`) into
-``<cache>/<name>@<version>/``; ``argv`` receives that directory.
+    [env]                               # set for the agent, on top of the gateway's
+    MY_AGENT_TELEMETRY = "off"
+
+    [[files]]                           # written before the agent starts
+    path = "${home}/.my-agent/config.json"   # under ${home} or ${work}
+    json = { baseUrl = "${openai_url}", apiKey = "${token}" }   # or text = '''...'''
+
+    [[side]]                            # a request matching every key is a side request
+    reason = "session title"            # required
+    api = "openai.chat"                 # optional; also path (a glob) and headers (name = glob)
+    body = { "response_format.type" = "json_schema", "messages.0.content" = { prefix = "Title" } }
+
+    [[info]]                            # agent text that is a notice, not a reply
+    prefix = "Warning:"                 # or contains = "..."
+
+    [timeouts]                          # seconds
+    init = 30                           # initialize
+    request = 60                        # every other request (at least --timeout)
+    shutdown_grace = 3                  # to exit after its stdin closes, before SIGTERM
+    restart_grace = 0.25                # the same before a restart step (default: shutdown_grace)
+
+    [protocol]
+    version = "1"                       # 1, 2 or auto
+    dialect = "standard"                # how the system prompt is sent: see core/dialects.py
+
+    [hooks]                             # code, where data is not enough: "module:function"
+    env = "my_pkg.acp:env"              # (gateway_url, home) -> {name: value}
+    setup_home = "my_pkg.acp:setup"     # (gateway_url, home) -> None
+    side_request = "my_pkg.acp:side"    # (api, headers, body) -> bool
+
+Values are templates: :mod:`acp_fuzz.engine.agent_setup` lists the placeholders. A file with
+a mistake raises :class:`ProfileError`, whose message names the file, the key and what is
+wrong, in one line.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
+import importlib.resources
+import math
+import os
+import re
 import shutil
 import sys
+import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from acp_fuzz.engine import agents_cache
+from acp_fuzz.engine.agent_setup import (
+    RUN_FACTS,
+    AgentSetup,
+    Facts,
+    FileSpec,
+    Matcher,
+    SideRule,
+    SideTest,
+    check_templates,
+    fill,
+)
 
 __all__ = [
+    "COMMAND_FACTS",
     "MODEL_APIS",
     "PROFILES",
     "Profile",
+    "ProfileError",
     "base_env",
+    "builtin_text",
     "get_profile",
     "header",
+    "load_profile",
+    "parse_profile",
 ]
 
 #: The model APIs the gateway speaks, as used in :attr:`Profile.model_api` and as the ``api``
-#: argument of :attr:`Profile.side_request`.
+#: argument of a side-request hook.
 MODEL_APIS = ("openai.responses", "anthropic.messages", "openai.chat", "gemini")
 
-#: The model name the codex profile configures (the user may switch it: see codex_side_request).
-CODEX_MODEL = "fake-model"
+#: The placeholders ``command`` may use besides none of the run's: known before it starts.
+COMMAND_FACTS = ("agent_dir", "node", "python")
+
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HOOK = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
+class ProfileError(ValueError):
+    """A profile file that cannot be used: the message says where and why, in one line."""
 
 
 @dataclass(frozen=True)
 class Profile:
-    """How to run one agent. All callables are pure apart from ``setup_home`` (which writes
-    files under the given HOME) and must not touch the network."""
+    """One agent, as its profile file describes it."""
 
     name: str
     description: str
-    #: npm package and pinned version, or ``None`` for agents that need no install.
-    npm_package: str | None
-    version: str | None
-    #: agent directory (``<cache>/<name>@<version>``; any path for non-npm agents) -> argv.
-    argv: Callable[[Path], list[str]]
-    #: one of :data:`MODEL_APIS`: the API the agent's model requests use.
+    #: ``command`` as written, each item a template over :data:`COMMAND_FACTS`.
+    command_template: tuple[str, ...]
+    #: one of :data:`MODEL_APIS`: the API the agent's turns use.
     model_api: str
-    #: (gateway_url, home) -> extra environment, applied on top of ``gateway.agent_env()``.
-    env: Callable[[str, Path], dict[str, str]]
-    #: (gateway_url, home) -> None: write the agent's config files into the sandbox HOME.
-    setup_home: Callable[[str, Path], None]
-    #: (api, headers, body) -> True for requests that are not a prompt turn (titles,
-    #: suggestions, routers). Headers may arrive in any case.
-    side_request: Callable[[str, Mapping[str, str], Any], bool]
-    #: agent_message_chunk text -> True when it is an informational notice, not a reply.
-    info_message: Callable[[str], bool]
-    #: seconds to wait after closing stdin before SIGTERM.
-    shutdown_grace: float
-    init_timeout: float
-    request_timeout: float
+    #: npm package and pinned version, or ``None`` for agents that need no install.
+    npm_package: str | None = None
+    pypi_package: str | None = None
+    version: str | None = None
+    setup: AgentSetup = field(default_factory=AgentSetup)
+    info: tuple[Matcher, ...] = ()
+    init_timeout: float = 30.0
+    request_timeout: float = 60.0
+    shutdown_grace: float = 3.0
     #: seconds a ``restart`` step waits for the agent to exit after its stdin closes, before
-    #: ``SIGTERM``; ``None``: ``shutdown_grace``. Shorter only where the agent is known to
-    #: have nothing left to persist by then (see codex-acp).
+    #: ``SIGTERM``; ``None``: ``shutdown_grace``.
     restart_grace: float | None = None
-    #: how the harness spells a client system prompt for this agent (``standard`` is the
-    #: ACP ``systemPrompt: {mode, content}`` field).
-    dialect: str = "standard"
+    protocol: str = "1"
+    dialect: str = "auto"
+    #: ``[hooks]``, imported: (gateway_url, home) -> env; (gateway_url, home) -> None;
+    #: (api, headers, body) -> bool.
+    env_hook: Callable[[str, Path], Mapping[str, str]] | None = None
+    setup_hook: Callable[[str, Path], None] | None = None
+    side_hook: Callable[[str, Mapping[str, str], Any], bool] | None = None
+    #: Where it came from: ``built in`` or the file's path.
+    source: str = "built in"
+
+    @property
+    def package(self) -> str | None:
+        return self.npm_package or self.pypi_package
 
     def agent_dir(self, root: Path | None = None) -> Path | None:
         """Where this agent is installed, or ``None`` if it is not (yet).
 
-        Agents without an npm package need no install: the cache root is returned as a
-        harmless placeholder for :attr:`argv`.
-        """
-        if self.npm_package is None or self.version is None:
+        Agents without a package need no install: the cache root is returned as a harmless
+        placeholder for ``${agent_dir}``."""
+        if self.package is None or self.version is None:
             return root if root is not None else agents_cache.cache_root()
-        return agents_cache.installed_dir(self.name, self.npm_package, self.version, root)
+        return agents_cache.installed_dir(self.name, self.package, self.version, root,
+                                          registry="pypi" if self.pypi_package else "npm")
+
+    def argv(self, agent_dir: Path) -> list[str]:
+        """The command line, with ``agent_dir`` as ``${agent_dir}``."""
+        facts = {"agent_dir": str(agent_dir), "node": shutil.which("node") or "node",
+                 "python": sys.executable}
+        return [fill(t, facts) for t in self.command_template]
 
     def command(self, root: Path | None = None) -> list[str]:
         """``argv(agent_dir)``; raises :class:`FileNotFoundError` if the agent is missing."""
         directory = self.agent_dir(root)
         if directory is None:
             raise FileNotFoundError(
-                f"agent {self.name!r} ({self.npm_package}@{self.version}) is not installed "
+                f"agent {self.name!r} ({self.package}@{self.version}) is not installed "
                 f"under {agents_cache.cache_root(root)}; run "
-                f"`acp-fuzz agents install {self.name}`"
-            )
+                f"`acp-fuzz agents install {self.name}`")
         return self.argv(directory)
+
+    # -- what a run applies (the runner does this through TargetSpec) ------------------------
+
+    def side_request(self, api: str, headers: Mapping[str, str], body: Any) -> bool:
+        """Is this model request a side request? (the ``[[side]]`` rules, then the hook)"""
+        test = self.side_test()
+        return test is not None and test(api, headers, body)
+
+    def side_test(self) -> SideTest | None:
+        return self.setup.side_test(self.side_hook)
+
+    def prepare(self, gateway: Any, home: Path, work: Path) -> None:
+        """Write the profile's directories and files (and run its ``setup_home`` hook) for an
+        agent that talks to ``gateway`` (a started :class:`~acp_fuzz.engine.gateway.Gateway`)."""
+        (home / ".tmpdir").mkdir(parents=True, exist_ok=True)
+        if self.setup_hook is not None:
+            self.setup_hook(gateway.url, home)
+        self.setup.prepare(Facts(gateway.url, gateway.token, str(home), str(work)))
+
+    def environment(self, gateway: Any, home: Path, work: Path) -> dict[str, str]:
+        """The variables the profile adds to the gateway's (``env`` hook, then ``[env]``)."""
+        env = dict(self.env_hook(gateway.url, home)) if self.env_hook is not None else {}
+        env.update(self.setup.environment(Facts(gateway.url, gateway.token, str(home),
+                                                str(work))))
+        return env
+
+    def info_message(self, text: str) -> bool:
+        """Is this agent text (an ``agent_message_chunk``) a notice, not a reply?"""
+        return any(m.matches(text) for m in self.info)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -120,29 +213,11 @@ def header(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def _get(obj: Any, *path: str | int) -> Any:
-    """``obj[p0][p1]...`` or ``None`` when any step is missing or of the wrong type."""
-    for step in path:
-        if isinstance(step, int):
-            if not isinstance(obj, list) or not -len(obj) <= step < len(obj):
-                return None
-        elif not isinstance(obj, dict) or step not in obj:
-            return None
-        obj = obj[step]
-    return obj
-
-
-def _node() -> str:
-    return shutil.which("node") or "node"
-
-
 def base_env(home: Path, path: str | None = None) -> dict[str, str]:
     """The minimal isolated environment every agent starts from (real-agents.md §2.1).
 
     ``PATH`` is inherited unless given (agents need ``node``). Never includes real API keys.
     """
-    import os
-
     return {
         "PATH": path if path is not None else os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(home),
@@ -153,297 +228,316 @@ def base_env(home: Path, path: str | None = None) -> dict[str, str]:
     }
 
 
-def _no_env(gateway_url: str, home: Path) -> dict[str, str]:
-    return {}
+# --------------------------------------------------------------------------- parsing
 
 
-def _no_setup(gateway_url: str, home: Path) -> None:
-    (home / ".tmpdir").mkdir(parents=True, exist_ok=True)
+class _Reader:
+    """Reads one table of a profile file, naming the key of every mistake."""
+
+    def __init__(self, where: str, table: Mapping[str, Any], prefix: str = "") -> None:
+        self.where, self.table, self.prefix = where, table, prefix
+        self.seen: set[str] = set()
+
+    def fail(self, key: str, what: str) -> ProfileError:
+        return ProfileError(f"{self.where}: {self.prefix}{key}: {what}")
+
+    def get(self, key: str, kinds: type | tuple[type, ...], default: Any = None,
+            *, required: bool = False, what: str = "") -> Any:
+        self.seen.add(key)
+        if key not in self.table:
+            if required:
+                raise self.fail(key, "is missing")
+            return default
+        value = self.table[key]
+        # TOML's booleans are ints to isinstance: never one where a number is asked.
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in (
+                kinds if isinstance(kinds, tuple) else (kinds,))):
+            raise self.fail(key, f"must be {what or _kind_names(kinds)}, not {_shown(value)}")
+        return value
+
+    def seconds(self, key: str, default: float | None) -> float | None:
+        value = self.get(key, (int, float), what="a number of seconds")
+        if value is None:
+            return default
+        if not math.isfinite(value) or value <= 0 or value > 3600:
+            raise self.fail(key, f"must be more than 0 and at most 3600 seconds, not {value}")
+        return float(value)
+
+    def sub(self, key: str) -> _Reader:
+        table = self.get(key, dict, {}, what="a table")
+        return _Reader(self.where, table, f"{self.prefix}{key}.")
+
+    def done(self) -> None:
+        unknown = sorted(set(self.table) - self.seen)
+        if unknown:
+            known = ", ".join(sorted(self.seen))
+            raise self.fail(unknown[0], f"is not a key here (known: {known})")
+
+    def template(self, key: str, value: str, allowed: tuple[str, ...]) -> str:
+        problem = check_templates([value], allowed)
+        if problem is not None:
+            raise self.fail(key, problem)
+        return value
 
 
-def _never_side(api: str, headers: Mapping[str, str], body: Any) -> bool:
-    return False
+def _kind_names(kinds: type | tuple[type, ...]) -> str:
+    names = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+             list: "an array", dict: "a table"}
+    ks = kinds if isinstance(kinds, tuple) else (kinds,)
+    return " or ".join(names.get(k, k.__name__) for k in ks)
 
 
-def _never_info(text: str) -> bool:
-    return False
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
-# --------------------------------------------------------------------------- reference
+def _json_templates(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        return [t for v in value for t in _json_templates(v)]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in [k, *_json_templates(v)]]
+    return []
 
 
-def _reference_argv(agent_dir: Path) -> list[str]:
-    return [sys.executable, "-m", "acp_fuzz.reference_agent"]
+def _hook(r: _Reader, key: str) -> Any:
+    ref = r.get(key, str, what='"module:function"')
+    if ref is None:
+        return None
+    if not _HOOK.fullmatch(ref):
+        raise r.fail(key, f'must be "module:function", not {_shown(ref)}')
+    module, _, qualname = ref.partition(":")
+    try:
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except Exception as e:  # ImportError, AttributeError, or the module's own failure
+        raise r.fail(key, f"cannot import {ref}: {type(e).__name__}: {e}") from None
+    if not callable(obj):
+        raise r.fail(key, f"{ref} is not a function")
+    return obj
 
 
-# --------------------------------------------------------------------------- codex-acp
-
-CODEX_ACP_PACKAGE = "@agentclientprotocol/codex-acp"
-CODEX_ACP_VERSION = "2.6.0"
-
-#: Each of these features reaches github.com or chatgpt.com at startup (real-agents.md §3).
-_CODEX_FEATURES_OFF = (
-    "plugins",
-    "remote_plugin",
-    "plugin_discovery_prefetch",
-    "plugin_sharing",
-    "apps",
-    "in_app_updates",
-    "cli_daybreak",
-    "daemon_auto_start",
-    "tool_suggest",
-)
+def _matcher(r: _Reader, key: str, value: Any) -> Matcher:
+    if isinstance(value, dict):
+        if len(value) != 1 or next(iter(value)) not in ("equals", "prefix", "contains"):
+            raise r.fail(key, "a table here must have one key: equals, prefix or contains")
+        how, want = next(iter(value.items()))
+        if how != "equals" and not isinstance(want, str):
+            raise r.fail(key, f"{how} must be a string, not {_shown(want)}")
+        return Matcher(how, want)
+    return Matcher("equals", value)
 
 
-def codex_config_toml(gateway_url: str) -> str:
-    """``$CODEX_HOME/config.toml``: a ``fakellm`` Responses provider at ``gateway_url/v1``,
-    no retries (injected faults must surface), every network-reaching feature off."""
-    base_url = gateway_url.rstrip("/") + "/v1"
-    features = ", ".join(f"{f} = false" for f in _CODEX_FEATURES_OFF)
-    return (
-        f"model = {json.dumps(CODEX_MODEL)}\n"
-        'model_provider = "fakellm"\n'
-        "check_for_update_on_startup = false\n"
-        "analytics.enabled = false\n"
-        "feedback.enabled = false\n"
-        f"features = {{ {features} }}\n"
-        "\n"
-        "[model_providers.fakellm]\n"
-        'name = "fakellm"\n'
-        f"base_url = {json.dumps(base_url)}\n"
-        'wire_api = "responses"\n'
-        'env_key = "OPENAI_API_KEY"\n'
-        "requires_openai_auth = false\n"
-        "request_max_retries = 0\n"
-        "stream_max_retries = 0\n"
-        "stream_idle_timeout_ms = 20000\n"
-    )
+def _side_rule(r: _Reader) -> SideRule:
+    reason = r.get("reason", str, required=True)
+    if not reason.strip():
+        raise r.fail("reason", "must say why these requests are not turns")
+    api = r.get("api", str)
+    if api is not None and api not in MODEL_APIS:
+        raise r.fail("api", f"must be one of {', '.join(MODEL_APIS)}, not {_shown(api)}")
+    path = r.get("path", str)
+    if path is not None and not path.startswith(("/", "*")):
+        raise r.fail("path", f"must start with / (a glob over the request path), not "
+                     f"{_shown(path)}")
+    headers = r.get("headers", dict, {}, what="a table of header name = glob")
+    for name, glob in headers.items():
+        if not isinstance(glob, str):
+            raise r.fail(f"headers.{name}", f"must be a string (a glob), not {_shown(glob)}")
+    body = r.get("body", dict, {}, what="a table of dotted JSON path = value")
+    matchers = tuple((k, _matcher(r, f"body.{k}", v)) for k, v in body.items())
+    r.done()
+    if api is None and path is None and not headers and not matchers:
+        raise r.fail("reason", "the rule matches every request: give api, path, headers or "
+                     "body")
+    return SideRule(reason=reason, api=api, path=path, headers=tuple(headers.items()),
+                    body=matchers)
 
 
-def _codex_argv(agent_dir: Path) -> list[str]:
-    return [_node(), str(agent_dir / "node_modules" / CODEX_ACP_PACKAGE / "dist" / "index.js")]
+def parse_profile(text: str, where: str) -> Profile:
+    """The profile that the TOML ``text`` describes; ``where`` names it in errors."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{where}: not valid TOML: {e}") from None
+    r = _Reader(where, data)
+    name = r.get("name", str, required=True)
+    if not _NAME.fullmatch(name):
+        raise r.fail("name", f"must be lower-case letters, digits, '.', '_' or '-' (at most "
+                     f"64), not {_shown(name)}")
+    description = r.get("description", str, "")
+    api = r.get("api", str, required=True)
+    if api not in MODEL_APIS:
+        raise r.fail("api", f"must be one of {', '.join(MODEL_APIS)}, not {_shown(api)}")
+    command = r.get("command", list, required=True, what="an array of strings")
+    if not command or not all(isinstance(c, str) for c in command):
+        raise r.fail("command", "must be a non-empty array of strings")
+    for i, c in enumerate(command):
+        r.template(f"command[{i}]", c, COMMAND_FACTS)
+    dirs = r.get("dirs", list, [], what="an array of paths")
+    for i, d in enumerate(dirs):
+        if not isinstance(d, str):
+            raise r.fail(f"dirs[{i}]", f"must be a string, not {_shown(d)}")
+        r.template(f"dirs[{i}]", d, RUN_FACTS)
+
+    install = r.sub("install")
+    npm, pypi = install.get("npm", str), install.get("pypi", str)
+    version = install.get("version", str)
+    if npm and pypi:
+        raise install.fail("pypi", "give npm or pypi, not both")
+    if (npm or pypi) and not version:
+        raise install.fail("version", "is missing (a pinned version, such as \"1.2.3\")")
+    if version is not None and not (npm or pypi):
+        raise install.fail("version", "needs npm or pypi: the package to install")
+    if version is not None and not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z.+_-]*", version):
+        raise install.fail("version", f"must be an exact version, not {_shown(version)}")
+    install.done()
+
+    env_r = r.sub("env")
+    env: list[tuple[str, str]] = []
+    for k in list(env_r.table):
+        if not _ENV_NAME.fullmatch(k):
+            raise env_r.fail(k, "is not a variable name")
+        v = env_r.get(k, str, what="a string")
+        env.append((k, env_r.template(k, v, RUN_FACTS)))
+
+    files = []
+    for i, f in enumerate(r.get("files", list, [], what="an array of tables ([[files]])")):
+        if not isinstance(f, dict):
+            raise r.fail(f"files[{i}]", "must be a table ([[files]])")
+        fr = _Reader(where, f, f"files[{i}].")
+        path = fr.template("path", fr.get("path", str, required=True), RUN_FACTS)
+        if not path.startswith(("${home}/", "${work}/")):
+            raise fr.fail("path", "must start with ${home}/ or ${work}/")
+        text_v = fr.get("text", str)
+        json_v = fr.get("json", (dict, list, str, int, float, bool), what="a JSON value")
+        if (text_v is None) == (json_v is None):
+            raise fr.fail("text", "give text or json (one of them)")
+        problem = check_templates([text_v] if text_v is not None else _json_templates(json_v),
+                                  RUN_FACTS)
+        if problem is not None:
+            raise fr.fail("text" if text_v is not None else "json", problem)
+        mode = fr.get("mode", str, "600", what='an octal string, such as "600"')
+        if not re.fullmatch(r"0?[0-7]{3}", mode):
+            raise fr.fail("mode", f'must be an octal string such as "600", not {_shown(mode)}')
+        fr.done()
+        files.append(FileSpec(path=path, text=text_v, json=json_v, mode=int(mode, 8)))
+
+    side = []
+    for i, s in enumerate(r.get("side", list, [], what="an array of tables ([[side]])")):
+        if not isinstance(s, dict):
+            raise r.fail(f"side[{i}]", "must be a table ([[side]])")
+        side.append(_side_rule(_Reader(where, s, f"side[{i}].")))
+
+    info = []
+    for i, m in enumerate(r.get("info", list, [], what="an array of tables ([[info]])")):
+        if not isinstance(m, dict) or len(m) != 1 or next(iter(m)) not in ("prefix",
+                                                                            "contains"):
+            raise r.fail(f"info[{i}]", "must be a table with one key: prefix or contains")
+        info.append(_matcher(r, f"info[{i}]", m))
+
+    t = r.sub("timeouts")
+    init_t = t.seconds("init", 30.0)
+    request_t = t.seconds("request", 60.0)
+    shutdown = t.seconds("shutdown_grace", 3.0)
+    restart = t.seconds("restart_grace", None)
+    t.done()
+
+    from acp_fuzz.core.dialects import DIALECTS
+    from acp_fuzz.core.protocol import CHOICES
+
+    pr = r.sub("protocol")
+    protocol = pr.get("version", str, "1")
+    if protocol not in CHOICES:
+        raise pr.fail("version", f"must be one of {', '.join(CHOICES)}, not {_shown(protocol)}")
+    dialect = pr.get("dialect", str, "auto")
+    if dialect != "auto" and dialect not in DIALECTS:
+        raise pr.fail("dialect", f"must be auto or one of {', '.join(sorted(DIALECTS))}, "
+                      f"not {_shown(dialect)}")
+    pr.done()
+
+    hooks = r.sub("hooks")
+    env_hook, setup_hook, side_hook = (_hook(hooks, k) for k in ("env", "setup_home",
+                                                                  "side_request"))
+    hooks.done()
+    r.done()
+    assert init_t is not None and request_t is not None and shutdown is not None
+    return Profile(
+        name=name, description=description, command_template=tuple(command), model_api=api,
+        npm_package=npm, pypi_package=pypi, version=version,
+        setup=AgentSetup(env=tuple(env), dirs=tuple(dirs), files=tuple(files),
+                         side=tuple(side)),
+        info=tuple(info), init_timeout=init_t, request_timeout=request_t,
+        shutdown_grace=shutdown, restart_grace=restart, protocol=protocol, dialect=dialect,
+        env_hook=env_hook, setup_hook=setup_hook, side_hook=side_hook, source=where)
 
 
-def _codex_env(gateway_url: str, home: Path) -> dict[str, str]:
-    return {
-        "CODEX_HOME": str(home / ".codex"),
-        "NO_BROWSER": "1",
-        "RUST_LOG": "warn",
-        "CODEX_ACP_PROMPT_SUGGESTIONS": "false",
-        # adapter <-> app-server JSON-RPC log: the best debugging aid, kept inside HOME.
-        "APP_SERVER_LOGS": str(home / "codex-app-server-logs"),
-    }
+def load_profile(path: str | os.PathLike[str]) -> Profile:
+    """The profile in the file at ``path`` (:class:`ProfileError` if it cannot be used)."""
+    where = os.fspath(path)
+    try:
+        with open(where, "rb") as f:
+            raw = f.read(1024 * 1024 + 1)
+    except OSError as e:
+        raise ProfileError(f"{where}: cannot read the profile: {e.strerror or e}") from None
+    if len(raw) > 1024 * 1024:
+        raise ProfileError(f"{where}: larger than 1 MiB: not a profile file")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ProfileError(f"{where}: not UTF-8 text (byte {e.start})") from None
+    return parse_profile(text, where)
 
 
-def _codex_setup(gateway_url: str, home: Path) -> None:
-    codex_home = home / ".codex"  # must exist, or `initialize` fails
-    codex_home.mkdir(parents=True, exist_ok=True)
-    (home / ".tmpdir").mkdir(parents=True, exist_ok=True)
-    (home / "codex-app-server-logs").mkdir(parents=True, exist_ok=True)
-    (codex_home / "config.toml").write_text(codex_config_toml(gateway_url), encoding="utf-8")
+# --------------------------------------------------------------------------- built-ins
 
 
-def codex_side_request(api: str, headers: Mapping[str, str], body: Any) -> bool:
-    """codex-acp's thread-title request (real-agents.md §2.6): a ``codex_output_schema``
-    structured output (``text.format.type == "json_schema"``).
-
-    Not the model, the "responses-lite" header or an ``additional_tools`` first input item,
-    which the title request also has: after the user switches to one of codex's own models
-    (``session/set_config_option``, which the campaign draws), every *turn* has all three
-    (codex 2.6.0 sends its own models' turns in the lite format), and calling those turns
-    side requests left them unjudged."""
-    if api != "openai.responses":
-        return False
-    return bool(_get(body, "text", "format", "type") == "json_schema")
+def _builtin_files() -> dict[str, str]:
+    folder = importlib.resources.files("acp_fuzz") / "profiles"
+    return {p.name.removesuffix(".toml"): p.read_text(encoding="utf-8")
+            for p in folder.iterdir() if p.name.endswith(".toml")}
 
 
-def codex_info_message(text: str) -> bool:
-    """``Warning: Model metadata for `fake-model` not found…`` precedes every new thread's
-    first reply."""
-    return text.lstrip().startswith("Warning: Model metadata for")
+def builtin_text(name: str) -> str:
+    """The file of the built-in profile ``name``, as shipped (:class:`KeyError` if none)."""
+    files = _builtin_files()
+    if name not in files:
+        raise KeyError(f"unknown agent profile {name!r}; known profiles: "
+                       + ", ".join(sorted(files)))
+    return files[name]
 
 
-# --------------------------------------------------------------------------- claude-agent-acp
-
-CLAUDE_ACP_PACKAGE = "@agentclientprotocol/claude-agent-acp"
-CLAUDE_ACP_VERSION = "0.101.0"
-
-
-def _claude_argv(agent_dir: Path) -> list[str]:
-    return [_node(), str(agent_dir / "node_modules" / CLAUDE_ACP_PACKAGE / "dist" / "index.js")]
-
-
-def _claude_env(gateway_url: str, home: Path) -> dict[str, str]:
-    # Every DISABLE_* matters: with a reduced set the CLI keeps resolving api.anthropic.com.
-    return {
-        "CLAUDE_CONFIG_DIR": str(home / ".claude"),
-        "TMPDIR": str(home / ".tmpdir"),
-        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        "CLAUDE_CODE_ENABLE_TELEMETRY": "0",
-        "DISABLE_TELEMETRY": "1",
-        "DISABLE_AUTOUPDATER": "1",
-        "DISABLE_ERROR_REPORTING": "1",
-        "DISABLE_BUG_COMMAND": "1",
-    }
+def _load_builtins() -> dict[str, Profile]:
+    out = {}
+    for name, text in sorted(_builtin_files().items()):
+        p = parse_profile(text, f"acp_fuzz/profiles/{name}.toml")
+        if p.name != name:
+            raise ProfileError(f"acp_fuzz/profiles/{name}.toml: name: must be {name!r}")
+        out[name] = p
+    return out
 
 
-def _claude_setup(gateway_url: str, home: Path) -> None:
-    (home / ".claude").mkdir(parents=True, exist_ok=True)
-    (home / ".tmpdir").mkdir(parents=True, exist_ok=True)
+#: The built-in profiles, by name.
+PROFILES: dict[str, Profile] = _load_builtins()
 
 
-def _last_message_text(body: Any) -> str | None:
-    content = _get(body, "messages", -1, "content")
-    if isinstance(content, str):
-        return content
-    first = _get(content, 0, "text")
-    return first if isinstance(first, str) else None
-
-
-def claude_side_request(api: str, headers: Mapping[str, str], body: Any) -> bool:
-    """claude-agent-acp's session-title request (``tools: []`` and a json_schema
-    ``output_config.format``) and prompt-suggestion request (last message starts with
-    ``[SUGGESTION MODE:``). Also ``count_tokens``-style bodies without messages."""
-    if api != "anthropic.messages" or not isinstance(body, dict):
-        return False
-    if _get(body, "output_config", "format", "type") == "json_schema":
-        return True
-    if body.get("tools") == []:
-        return True
-    last = _last_message_text(body)
-    return last is not None and last.lstrip().startswith("[SUGGESTION MODE:")
-
-
-def claude_info_message(text: str) -> bool:
-    """``**Warning:** We're changing auto mode…``: sent after the reply because the base URL
-    is not Anthropic's."""
-    return "We're changing auto mode" in text or "We’re changing auto mode" in text
-
-
-# --------------------------------------------------------------------------- gemini-cli
-
-GEMINI_PACKAGE = "@google/gemini-cli"
-GEMINI_VERSION = "0.61.0"
-
-
-def _gemini_argv(agent_dir: Path) -> list[str]:
-    return [_node(), str(agent_dir / "node_modules" / GEMINI_PACKAGE / "bundle" / "gemini.js"),
-            "--acp"]
-
-
-def _gemini_env(gateway_url: str, home: Path) -> dict[str, str]:
-    return {
-        "GEMINI_TELEMETRY_ENABLED": "false",
-        # otherwise the CLI relaunches itself and the ACP stream crosses two processes
-        "GEMINI_CLI_NO_RELAUNCH": "true",
-    }
-
-
-def _gemini_setup(gateway_url: str, home: Path) -> None:
-    gemini = home / ".gemini"
-    gemini.mkdir(parents=True, exist_ok=True)
-    (home / ".tmpdir").mkdir(parents=True, exist_ok=True)
-    settings = {
-        "privacy": {"usageStatisticsEnabled": False},
-        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False},
-    }
-    (gemini / "settings.json").write_text(json.dumps(settings, indent=2), encoding="utf-8")
-
-
-def gemini_side_request(api: str, headers: Mapping[str, str], body: Any) -> bool:
-    """gemini-cli's model router: JSON structured output, or the "Task Routing AI" system
-    instruction."""
-    if api != "gemini":
-        return False
-    if _get(body, "generationConfig", "responseMimeType") == "application/json":
-        return True
-    first = _get(body, "systemInstruction", "parts", 0, "text")
-    return isinstance(first, str) and first.lstrip().startswith(
-        "You are a specialized Task Routing AI"
-    )
-
-
-# --------------------------------------------------------------------------- registry
-
-PROFILES: dict[str, Profile] = {
-    p.name: p
-    for p in (
-        Profile(
-            name="reference",
-            description="built-in reference agent (python -m acp_fuzz.reference_agent)",
-            npm_package=None,
-            version=None,
-            argv=_reference_argv,
-            model_api="openai.chat",
-            env=_no_env,
-            setup_home=_no_setup,
-            side_request=_never_side,
-            info_message=_never_info,
-            shutdown_grace=2.0,
-            init_timeout=10.0,
-            request_timeout=30.0,
-        ),
-        Profile(
-            name="codex-acp",
-            description=f"{CODEX_ACP_PACKAGE}@{CODEX_ACP_VERSION}: OpenAI Responses, "
-            "systemPrompt append only",
-            npm_package=CODEX_ACP_PACKAGE,
-            version=CODEX_ACP_VERSION,
-            argv=_codex_argv,
-            model_api="openai.responses",
-            env=_codex_env,
-            setup_home=_codex_setup,
-            side_request=codex_side_request,
-            info_message=codex_info_message,
-            shutdown_grace=5.0,  # exits ~2 s after EOF (shuts its app-server down first)
-            # Those 2 s are the adapter's own timer: on stdin EOF it ends its app-server's
-            # stdin, which the app-server ignores, and sends it SIGTERM 2 s later. Our SIGTERM
-            # after 0.25 s is the same signal, sooner; a load after such a restart finds every
-            # turn (12 of 12 trials; docs/performance.md, "real agents").
-            restart_grace=0.25,
-            init_timeout=30.0,
-            request_timeout=60.0,
-        ),
-        Profile(
-            name="claude-agent-acp",
-            description=f"{CLAUDE_ACP_PACKAGE}@{CLAUDE_ACP_VERSION}: Anthropic Messages, "
-            "systemPrompt append + override",
-            npm_package=CLAUDE_ACP_PACKAGE,
-            version=CLAUDE_ACP_VERSION,
-            argv=_claude_argv,
-            model_api="anthropic.messages",
-            env=_claude_env,
-            setup_home=_claude_setup,
-            side_request=claude_side_request,
-            info_message=claude_info_message,
-            shutdown_grace=3.0,
-            init_timeout=30.0,
-            request_timeout=60.0,
-        ),
-        Profile(
-            name="gemini-cli",
-            description=f"{GEMINI_PACKAGE}@{GEMINI_VERSION} --acp: Gemini API, "
-            "no systemPrompt capability",
-            npm_package=GEMINI_PACKAGE,
-            version=GEMINI_VERSION,
-            argv=_gemini_argv,
-            model_api="gemini",
-            env=_gemini_env,
-            setup_home=_gemini_setup,
-            side_request=gemini_side_request,
-            info_message=_never_info,
-            shutdown_grace=3.0,
-            init_timeout=30.0,
-            request_timeout=60.0,
-        ),
-    )
-}
+def is_profile_path(value: str) -> bool:
+    """Does ``--profile VALUE`` name a file (a path, or a name ending ``.toml``)?"""
+    return os.sep in value or "/" in value or value.endswith(".toml")
 
 
 def get_profile(name: str) -> Profile:
-    """The profile called ``name``; :class:`KeyError` with the known names otherwise."""
+    """The built-in profile ``name``, or the file it names (a path, or ``*.toml``).
+
+    :class:`KeyError` with the known names for an unknown name; :class:`ProfileError` for a
+    file that cannot be used."""
+    if is_profile_path(name):
+        return load_profile(name)
     try:
         return PROFILES[name]
     except KeyError:
         known = ", ".join(sorted(PROFILES))
-        raise KeyError(f"unknown agent profile {name!r}; known profiles: {known}") from None
+        raise KeyError(f"unknown agent profile {name!r}; known profiles: {known} (or a "
+                       "profile file: --profile ./my-agent.toml)") from None

@@ -364,7 +364,7 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     transcripts: list[list[StepMessages]] = []
     divergence: Divergence | None = None
     try:
-        with Gateway(None, side_request=spec.side_request,
+        with Gateway(None, side_request=spec.side_test(),
                      upstream_recorder=recorder) as gateway:
             for _ in range(runs):
                 history, findings = run_steps(spec, steps, baseline=baseline, strict=strict,

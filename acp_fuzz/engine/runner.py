@@ -40,6 +40,7 @@ from acp_fuzz.core.scrub import env_secrets
 from acp_fuzz.core.steps import lifecycle_request, nonce_for, prompt_text, validate_step
 from acp_fuzz.core.version import __version__
 from acp_fuzz.engine import interrupt
+from acp_fuzz.engine.agent_setup import AgentSetup, Facts
 from acp_fuzz.engine.client_policy import ClientPolicy
 from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.gateway import Gateway
@@ -93,6 +94,9 @@ class TargetSpec:
     sandbox_fs: bool = False
     #: More paths the file-system sandbox shows the agent, read-only.
     read_only: tuple[str, ...] = ()
+    #: What a profile file sets up: variables, files under HOME, side-request rules (see
+    #: :mod:`acp_fuzz.engine.agent_setup`); applied after the hooks above.
+    setup: AgentSetup | None = None
 
     @classmethod
     def from_profile(cls, name: str, *, timeout: float = 30.0,
@@ -105,20 +109,33 @@ class TargetSpec:
 
         Raises :class:`HarnessError` for an unknown profile, an agent not installed, or a
         ``command`` that cannot be run."""
-        from acp_fuzz.engine.profiles import get_profile
+        from acp_fuzz.engine.profiles import ProfileError, get_profile, is_profile_path
 
         try:
             p = get_profile(name)
             argv = _checked_argv(command) if command is not None else p.command()
         except KeyError as e:
             raise HarnessError(str(e.args[0]) if e.args else f"unknown profile {name}") from None
-        except FileNotFoundError as e:
+        except (FileNotFoundError, ProfileError) as e:
             raise HarnessError(str(e)) from None
-        return cls(argv=tuple(argv), extra_env=p.env, setup_home=p.setup_home,
-                   side_request=p.side_request, init_timeout=p.init_timeout,
+        fields: dict[str, Any] = {"protocol": p.protocol, "dialect": p.dialect, **kw}
+        return cls(argv=tuple(argv), extra_env=p.env_hook, setup_home=p.setup_hook,
+                   side_request=p.side_hook, setup=p.setup, init_timeout=p.init_timeout,
                    request_timeout=max(timeout, p.request_timeout),
                    shutdown_grace=p.shutdown_grace, restart_grace=p.restart_grace,
-                   profile=p.name, **kw)
+                   # A file is named by its path, so that a replay can read it again.
+                   profile=os.path.abspath(name) if is_profile_path(name) else p.name,
+                   **fields)
+
+    def side_test(self) -> Callable[[str, Mapping[str, str], Any], bool] | None:
+        """The gateway's side-request predicate: the profile file's rules, then the hook."""
+        if self.setup is not None:
+            return self.setup.side_test(self.side_request)
+        return self.side_request
+
+    def facts(self, gateway: Gateway, sandbox: Sandbox) -> Facts:
+        """What this target's templates are filled from, for one agent process."""
+        return Facts(gateway.url, gateway.token, str(sandbox.home), str(sandbox.work))
 
     @classmethod
     def from_command(cls, argv: Sequence[str], **kw: Any) -> TargetSpec:
@@ -270,11 +287,16 @@ class Run:
         self._sandbox = Sandbox(keep=self.keep_sandbox)
         self._sandbox.__enter__()
         if self.gateway is None:
-            self.gateway = Gateway(self.history, side_request=self.spec.side_request).start()
+            self.gateway = Gateway(self.history, side_request=self.spec.side_test()).start()
         elif activate:
             self.activate()
         if self.spec.setup_home is not None:
             self.spec.setup_home(self.gateway.url, Path(self._sandbox.home))
+        if self.spec.setup is not None:
+            try:
+                self.spec.setup.prepare(self.spec.facts(self.gateway, self._sandbox))
+            except (OSError, ValueError) as e:
+                raise HarnessError(f"the profile's files: {e}") from None
         self._spawn()
 
     def activate(self) -> None:
@@ -309,6 +331,11 @@ class Run:
             self._sandbox = None
 
     @property
+    def agent_env(self) -> Mapping[str, str]:
+        """The environment the current agent process was started with (empty before)."""
+        return self._agent.env if self._agent is not None else {}
+
+    @property
     def sandbox(self) -> Sandbox:
         assert self._sandbox is not None, "run not started"
         return self._sandbox
@@ -318,6 +345,9 @@ class Run:
         extra = dict(self.gateway.agent_env())
         if self.spec.extra_env is not None:
             extra.update(self.spec.extra_env(self.gateway.url, Path(self.sandbox.home)))
+        if self.spec.setup is not None:
+            extra.update(self.spec.setup.environment(self.spec.facts(self.gateway,
+                                                                     self.sandbox)))
         # A variable the user passes on purpose (a real key for --model-upstream) wins over
         # the gateway's token in the same variable.
         for name in self.spec.passthrough_env:

@@ -46,7 +46,6 @@ from acp_fuzz.engine.campaign import (
     calibrate,
     run_campaign,
 )
-from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.plugins import loaded, reload_in_worker
 from acp_fuzz.engine.runner import TargetSpec
 
@@ -66,8 +65,8 @@ def _kinds() -> dict[str, str]:
         origins = {typing.get_origin(t) or t for t in members}
         if origins == {collections.abc.Callable}:
             out[f.name] = "hook"
-        elif origins == {Deadlines}:
-            out[f.name] = "deadlines"
+        elif len(origins) == 1 and all(hasattr(t, "from_wire") for t in origins):
+            out[f.name] = "data"
         elif origins == {tuple}:
             out[f.name] = "tuple"
         elif origins <= {str, int, float, bool}:
@@ -103,7 +102,7 @@ def _resolve(ref: str) -> Any:
 def spec_to_wire(spec: TargetSpec) -> dict[str, Any]:
     """What a worker process needs to rebuild ``spec``, as JSON-plain data: every field of
     :class:`TargetSpec`, by name. Strings, numbers, booleans and None travel as they are,
-    tuples as lists, the deadlines as :meth:`~acp_fuzz.engine.deadlines.Deadlines.to_wire`, and
+    tuples as lists, the deadlines and a profile file's setup by their ``to_wire``, and
     each hook (``extra_env``, ``setup_home``, ``side_request``) as a ``module:qualname``
     reference, imported again in the worker. Raises ValueError for a hook that cannot be
     imported by its reference (a lambda, a closure, a bound method)."""
@@ -114,7 +113,7 @@ def spec_to_wire(spec: TargetSpec) -> dict[str, Any]:
             wire[name] = None
         elif kind == "hook":
             wire[name] = _reference(name, value)
-        elif kind == "deadlines":
+        elif kind == "data":
             wire[name] = value.to_wire()
         elif kind == "tuple" and all(isinstance(v, str) for v in value):
             wire[name] = list(value)
@@ -130,6 +129,9 @@ def spec_from_wire(wire: Mapping[str, Any]) -> TargetSpec:
     included: a profile's is not looked up again) from the wire. Raises ValueError for a
     key missing or unknown."""
     kinds = _kinds()
+    hints = typing.get_type_hints(TargetSpec)
+    data_types = {n: next(t for t in typing.get_args(hints[n]) if t is not type(None))
+                  for n, k in kinds.items() if k == "data"}
     if set(wire) != set(kinds):
         missing, unknown = sorted(set(kinds) - set(wire)), sorted(set(wire) - set(kinds))
         raise ValueError(f"not a TargetSpec wire form: missing {missing}, unknown {unknown}")
@@ -140,8 +142,8 @@ def spec_from_wire(wire: Mapping[str, Any]) -> TargetSpec:
             fields[name] = None
         elif kind == "hook":
             fields[name] = _resolve(value)
-        elif kind == "deadlines":
-            fields[name] = Deadlines.from_wire(value)
+        elif kind == "data":
+            fields[name] = data_types[name].from_wire(value)
         elif kind == "tuple":
             fields[name] = tuple(value)
         else:

@@ -1165,6 +1165,20 @@ class LineReader:
         return False
 
 
+def _read_config(path: str, log: Callable[[str], None]) -> tuple[str | None, str]:
+    """``(baseUrl, apiKey)`` from the ``--config`` file; ``(None, "")`` when it is missing or
+    not such a file: every turn then fails, as a misconfigured agent's would."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        log(f"no model config: {path}: {type(e).__name__}")
+        return None, ""
+    url = data.get("baseUrl") if isinstance(data, dict) else None
+    key = data.get("apiKey") if isinstance(data, dict) else None
+    return (url if isinstance(url, str) else None), (key if isinstance(key, str) else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the agent on stdin/stdout until stdin ends; returns the exit status."""
     parser = argparse.ArgumentParser(
@@ -1197,6 +1211,13 @@ def main(argv: list[str] | None = None) -> int:
         "or a legacy dialect (claude-meta, pi-meta: _meta.systemPrompt on session/new; goose: "
         "the _goose/unstable/session/system-prompt/set request)",
     )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="read the model's base URL and key from this JSON file ({\"baseUrl\": ..., "
+        "\"apiKey\": ...}; ~ is $HOME) and ignore $OPENAI_BASE_URL and $OPENAI_API_KEY, as "
+        "agents that keep their endpoint in a config file do (docs/profiles.md)",
+    )
     args = parser.parse_args(argv)
 
     quiet = os.environ.get("ACP_REF_QUIET") == "1"
@@ -1216,6 +1237,8 @@ def main(argv: list[str] | None = None) -> int:
 
     base_url = os.environ.get("OPENAI_BASE_URL")
     api_key = os.environ.get("OPENAI_API_KEY", "")
+    if args.config is not None:
+        base_url, api_key = _read_config(os.path.expanduser(args.config), log)
     reader = LineReader(sys.stdin.fileno())
     agent = Agent(
         store=Store(Path.home() / ".acp-fuzz-reference-agent"),

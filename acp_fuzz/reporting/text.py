@@ -21,7 +21,7 @@ from acp_fuzz.core.steps import describe
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign import CampaignResult
 
-__all__ = ["Line", "campaign_lines", "finding_lines"]
+__all__ = ["Line", "campaign_lines", "finding_lines", "model_request_lines"]
 
 _LABEL = {"failed": "FAILED", "unconfirmed": "UNCONFIRMED (interrupted before the re-runs)"}
 _COLOUR = {"MUST": "red", "SHOULD": "yellow"}
@@ -53,12 +53,28 @@ def finding_lines(f: Finding) -> list[Line]:
     return lines
 
 
+def model_request_lines(result: CampaignResult) -> list[Line]:
+    """The warning about the campaign's model requests, if any (see
+    :func:`acp_fuzz.engine.diagnosis.untied_warning`): its first line in yellow."""
+    from acp_fuzz.engine.diagnosis import untied_warning
+
+    counts = result.model_requests
+    if not counts:
+        return []  # not counted (a result made by hand)
+    text = untied_warning(counts, result.examples_run)
+    return [Line(t, "yellow" if i == 0 else "", lead=len("warning") if i == 0 else 0)
+            for i, t in enumerate(text)]
+
+
 def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -> list[Line]:
     """The findings part of a campaign's report: each info observation on one line, then
     each distinct failure with its findings, its minimal steps, the requests they sent, its
     cassette and the command that replays it (``again(cassette)``: the agent named the way
-    the user named it)."""
-    lines = [Line(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}")) for f in result.info]
+    the user named it). A warning comes first when more than 10 % of the model requests
+    were untied (judged by no oracle), or none reached the fake model."""
+    lines = model_request_lines(result)
+    lines += [Line(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}"))
+              for f in result.info]
     if not result.reports:
         return [*lines, Line("no failing findings", "green")]
     for rep in result.reports:

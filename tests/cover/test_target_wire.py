@@ -13,7 +13,8 @@ from typing import Any, cast
 import pytest
 
 from acp_fuzz.engine.deadlines import Deadlines
-from acp_fuzz.engine.profiles import _codex_env, _codex_setup, codex_side_request, get_profile
+from acp_fuzz.engine.gateway.server import is_side_request
+from acp_fuzz.engine.profiles import base_env, get_profile, header
 from acp_fuzz.engine.runner import TargetSpec
 from acp_fuzz.engine.workers import spec_from_wire, spec_to_wire
 
@@ -29,9 +30,10 @@ def _deadlines() -> Deadlines:
 #: fails test_every_field_here_differs_from_its_default.
 EVERY_FIELD = TargetSpec(
     argv=("/opt/agent", "--acp"),
-    extra_env=_codex_env,
-    setup_home=_codex_setup,
-    side_request=codex_side_request,
+    # Any importable functions: what travels is their reference, not what they do.
+    extra_env=base_env,  # type: ignore[arg-type]
+    setup_home=header,  # type: ignore[arg-type]
+    side_request=is_side_request,
     passthrough_env=("MY_PLAIN_VAR", "OTHER_VAR"),
     init_timeout=11.0,
     request_timeout=7.5,
@@ -44,6 +46,8 @@ EVERY_FIELD = TargetSpec(
     protocol="2",
     sandbox_fs=True,
     read_only=("/srv/models", "/opt/tools"),
+    # A profile file's setup: variables, directories, a templated file, side rules.
+    setup=get_profile("codex-acp").setup,
 )
 
 

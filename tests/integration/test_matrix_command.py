@@ -61,7 +61,7 @@ def test_matrix_rejects_an_unknown_profile_in_one_line(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "acp-fuzz: error: unknown profile 'nope' (known: claude-agent-acp, codex-acp, "
-        "gemini-cli, reference)"]
+        "gemini-cli, reference, or a profile file: ./my-agent.toml)"]
     assert not (tmp_path / "matrix.md").exists()
 
 

@@ -72,11 +72,11 @@ def run_session(profile: Profile, work: Path, mode: str = "append",
     cwd.mkdir(parents=True)
     history = History()
     timings: dict[str, float] = {}
-    with Gateway(history, side_request=profile.side_request) as gateway:
-        profile.setup_home(gateway.url, home)
+    with Gateway(history, side_request=profile.side_test()) as gateway:
+        profile.prepare(gateway, home, cwd)
         env = base_env(home)
         env.update(gateway.agent_env())
-        env.update(profile.env(gateway.url, home))
+        env.update(profile.environment(gateway, home, cwd))
         agent = AgentProcess(profile.command(), env=env, cwd=str(home), history=history,
                              client_handler=default_client_handler([str(cwd)]))
         agent.start()

@@ -8,6 +8,7 @@ import stat
 import sys
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -37,8 +38,9 @@ def test_pinned_versions() -> None:
 def test_codex_home_config_points_at_gateway_and_disables_network(tmp_path: Path) -> None:
     profile = get_profile("codex-acp")
     url = "http://127.0.0.1:4321"
-    profile.setup_home(url, tmp_path)
-    env = profile.env(url, tmp_path)
+    gateway = SimpleNamespace(url=url, token="the-token")
+    profile.prepare(gateway, tmp_path, tmp_path / "work")
+    env = profile.environment(gateway, tmp_path, tmp_path / "work")
     codex_home = Path(env["CODEX_HOME"])
     assert codex_home.is_dir()  # initialize fails without it
     config = tomllib.loads((codex_home / "config.toml").read_text(encoding="utf-8"))
@@ -57,8 +59,9 @@ def test_codex_home_config_points_at_gateway_and_disables_network(tmp_path: Path
 
 def test_claude_env_disables_nonessential_traffic(tmp_path: Path) -> None:
     profile = get_profile("claude-agent-acp")
-    profile.setup_home("http://127.0.0.1:1", tmp_path)
-    env = profile.env("http://127.0.0.1:1", tmp_path)
+    gateway = SimpleNamespace(url="http://127.0.0.1:1", token="the-token")
+    profile.prepare(gateway, tmp_path, tmp_path / "work")
+    env = profile.environment(gateway, tmp_path, tmp_path / "work")
     assert Path(env["CLAUDE_CONFIG_DIR"]).is_dir()
     for name in ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY",
                  "DISABLE_AUTOUPDATER", "DISABLE_ERROR_REPORTING", "DISABLE_BUG_COMMAND"):

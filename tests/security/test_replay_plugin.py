@@ -48,4 +48,4 @@ def test_without_an_agent_the_corpus_is_skipped_with_the_reason(tmp_path: Path) 
     assert not marker.exists(), "the plugin ran the command recorded in the cassette"
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 skipped" in proc.stdout
-    assert "no --acp-agent given" in proc.stdout
+    assert "no --acp-agent or --acp-profile given" in proc.stdout

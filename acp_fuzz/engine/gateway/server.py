@@ -59,7 +59,7 @@ NONCE_RE = re.compile(r"acpfuzz-[0-9a-f]{12}")
 KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
                  "ACP_FUZZ_MODEL_TOKEN")
 #: Where the APIs the gateway speaks carry their key (besides ``Authorization: Bearer``).
-_KEY_HEADERS = ("x-api-key", "x-goog-api-key", "api-key")
+KEY_HEADERS = ("x-api-key", "x-goog-api-key", "api-key")
 #: Largest request body accepted (after decompression); bigger bodies get a 413.
 MAX_BODY = 64 * 1024 * 1024
 #: Longest non-JSON body text kept in a recorded exchange.
@@ -478,7 +478,7 @@ class Gateway:
         auth = handler.headers.get("Authorization", "")
         if auth[:7].lower() == "bearer ":
             offered.append(auth[7:].strip())
-        offered += [v.strip() for h in _KEY_HEADERS for v in handler.headers.get_all(h) or ()]
+        offered += [v.strip() for h in KEY_HEADERS for v in handler.headers.get_all(h) or ()]
         _path, _sep, query = handler.path.partition("?")
         offered += [v for k, v in parse_qsl(query, keep_blank_values=True) if k == "key"]
         with self._lock:
@@ -549,8 +549,11 @@ class Gateway:
         segments = split_request(api, body)
         side = is_side_request(api, headers, body)
         if not side and self.side_request is not None:
+            # A profile file's rules see the path too (agent_setup.SideTest).
+            with_path = getattr(self.side_request, "request_is_side", None)
             try:
-                side = bool(self.side_request(api, headers, body))
+                side = bool(with_path(api, path, headers, body) if with_path is not None
+                            else self.side_request(api, headers, body))
             except Exception:
                 side = False  # a broken predicate must not take the gateway down
         tie = self._find_tie(segments, user_turn_is_tool_result(api, body))
