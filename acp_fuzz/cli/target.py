@@ -333,8 +333,10 @@ def _print_result(result: CampaignResult, elapsed: float,
               f"{elapsed:.1f}s (seed {result.settings.seed})")
     mr = result.model_requests
     if mr:
-        out.print(f"model requests: {mr.get('turn', 0)} turn (tied to a session), "
-                  f"{mr.get('side', 0)} side, {mr.get('untied', 0)} untied"
+        # What each kind was judged by: a turn by every oracle, the others for leaks only.
+        out.print(f"model requests: {mr.get('turn', 0)} turn (tied to a session, judged by "
+                  f"every oracle), {mr.get('side', 0)} side, {mr.get('untied', 0)} untied "
+                  "(judged for leaks only)"
                   + (f", {mr['refused']} refused (without the gateway token: another process)"
                      if mr.get("refused") else ""), markup=False)
     for line in campaign_lines(result, again):

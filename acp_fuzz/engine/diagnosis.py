@@ -333,8 +333,9 @@ def untied_warning(counts: Mapping[str, int], examples: int = 1) -> list[str]:
         return []
     untied = counts.get("untied", 0)
     return [terminal(f"warning: {untied} of {total} model requests ({share:.0%}) were untied: "
-                     "tied to no turn and no side request, so no oracle judged them (a leak "
-                     "there would not be seen)."),
+                     "tied to no turn and no side request, so only the leak check (two "
+                     "sessions' texts in one request) judged them: a lost or misplaced "
+                     "prompt there would not be seen)."),
             terminal("  They carried none of the turns' nonces in their newest user message. "
                      "If they are the agent's own side requests (titles, summaries, routing), "
                      "name them in a profile file's side-request rules ([[side]]): "

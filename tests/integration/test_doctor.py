@@ -154,6 +154,7 @@ def test_a_campaign_of_untied_requests_ends_with_a_warning(tmp_path: Path,
     assert proc.returncode in (0, 1), proc.stderr
     lines = proc.stdout.splitlines()
     (i,) = [i for i, line in enumerate(lines) if line.startswith("model requests: ")]
-    assert lines[i].startswith("model requests: 0 turn (tied to a session), 0 side, ")
+    assert lines[i].startswith("model requests: 0 turn (tied to a session, judged by every "
+                               "oracle), 0 side, ")
     assert lines[i + 1].startswith("warning: ") and "(100%) were untied" in lines[i + 1]
     assert "docs/profiles.md" in lines[i + 2]
