@@ -355,6 +355,11 @@ def test_side_request_builtin() -> None:
     assert not is_side_request("anthropic.messages", {}, {"messages": [
         {"role": "user", "content": "please [SUGGESTION MODE: x]"}]})
     assert is_side_request("openai.chat", {}, {"response_format": {"type": "json_object"}})
+    # qwen-code's prompt suggestion: a Chat Completions copy of the turn, one text part last.
+    assert is_side_request("openai.chat", {}, {"messages": [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": [{"type": "text", "text": "[SUGGESTION MODE: next]"}]}]})
+    assert not is_side_request("gemini", {}, suggestion)
 
 
 # -- reply payloads ----------------------------------------------------------------------------

@@ -75,13 +75,15 @@ def test_side_request_hooks_match_recorded_requests() -> None:
     recorded = json.loads((FIXTURES / "model_requests.json").read_text(encoding="utf-8"))
     kinds = {(r["profile"], r["kind"]) for r in recorded}
     assert ("codex-acp", "title") in kinds and ("claude-agent-acp", "suggestion") in kinds
+    assert {("qwen-code", k) for k in ("turn", "extraction", "suggestion", "title")} <= kinds
     for r in recorded:
         profile = get_profile(r["profile"])
         headers = {k.lower(): v for k, v in r["headers"].items()}
         got = profile.side_request(r["api"], headers, r["body"])
         assert got is (r["kind"] != "turn"), (r["profile"], r["kind"])
-        # hooks only answer for their own API
-        assert profile.side_request("openai.chat", headers, r["body"]) is False
+        # rules only answer for their own API
+        other = "gemini" if profile.model_api != "gemini" else "openai.chat"
+        assert profile.side_request(other, headers, r["body"]) is False
 
 
 def test_a_codex_turn_after_a_model_switch_is_a_turn() -> None:

@@ -69,7 +69,7 @@ def test_real_finding_still_fails(path: Path) -> None:
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("profile", ["codex-acp", "claude-agent-acp"])
+@pytest.mark.parametrize("profile", ["codex-acp", "claude-agent-acp", "qwen-code"])
 def test_short_campaign_has_no_harness_error_and_ties_every_turn(
         profile: str, tmp_path: Path) -> None:
     installed_profile(profile)
@@ -88,3 +88,16 @@ def test_short_campaign_has_no_harness_error_and_ties_every_turn(
     assert requests["untied"] == 0, (
         f"{requests['untied']} model request(s) were neither side requests nor tied to a "
         f"session: the profile's side-request predicate or the nonce tie is wrong")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("profile", ["codex-acp", "claude-agent-acp", "gemini-cli", "qwen-code"])
+def test_doctor_finds_nothing_to_fix_in_each_pinned_agent(profile: str, tmp_path: Path) -> None:
+    """``acp-fuzz doctor --profile P``: one turn reaches the fake model and is tied (exit 0),
+    so a diagnosis on a stranger's agent is not a false alarm on the agents we know."""
+    installed_profile(profile)
+    proc = subprocess.run([sys.executable, "-m", "acp_fuzz", "doctor", "--profile", profile,
+                           "--timeout", "60"], capture_output=True, text=True, timeout=280,
+                          cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "tied to session A turn 1" in proc.stdout, proc.stdout[-3000:]

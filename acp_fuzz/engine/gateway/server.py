@@ -108,10 +108,11 @@ SidePredicate = Callable[[str, Mapping[str, str], Any], bool]
 
 def is_side_request(api: str, headers: Mapping[str, str], body: Any) -> bool:
     """The built-in side-request test: any structured-output (JSON schema) request, or an
-    Anthropic request whose last message is a ``[SUGGESTION MODE:`` prompt."""
+    Anthropic or Chat Completions request whose last message is a ``[SUGGESTION MODE:``
+    prompt (the Claude Agent SDK's and qwen-code's prompt suggestions)."""
     if replies.structured_schema(api, body) is not None:
         return True
-    if api == "anthropic.messages" and isinstance(body, Mapping):
+    if api in ("anthropic.messages", "openai.chat") and isinstance(body, Mapping):
         messages = body.get("messages")
         last = messages[-1] if isinstance(messages, list) and messages else None
         content = last.get("content") if isinstance(last, Mapping) else None
