@@ -39,6 +39,10 @@ HARNESS_RULES: dict[str, str] = {
         "an agent that advertises session/load (session/resume) loads (resumes) a session it "
         "created and holds a conversation for, in that session's cwd, when the request "
         "carries no prompt or re-sends the session's own",
+    "ACPFUZZ-STANDARD-ONLY-SHOULD":
+        "a request that carries the standard systemPrompt and a legacy _meta prompt beside it "
+        "gets the standard one only: the field replaces the _meta carriers (RFD, Status quo), "
+        "and a client sends both for agents older than the field",
     "ACPFUZZ-SCHEMA-SHAPE-SHOULD":
         "an advertising agent rejects a systemPrompt that is not an object (the earlier "
         "drafts' string and array, acp-reference.md §7.4)",

@@ -894,8 +894,30 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
                    session=handle, model_event=seq, count=seen, block=_clip(b),
                    paths=[s.path for s in x.segments if b in s.text])
             break
+    _judge_vendor_also(st, m, handle, x, seq, everything)
     if not m.mode_switched:
         _judge_defaults(st, handle, p, matched.origin, system, seq)
+
+
+def _judge_vendor_also(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq: int,
+                       everything: str) -> None:
+    """``prompt.altered`` (SHOULD, ACPFUZZ-STANDARD-ONLY-SHOULD): the standard prompt
+    reached the model, and so did the text of a legacy ``_meta`` carrier sent beside it.
+    (The vendor text *instead* of the standard one is ``prompt.lost``, MUST.)"""
+    texts = {path: t.strip() for path, t in m.vendor.items()
+             if len(t.strip()) >= MIN_SIGNIFICANT
+             and not any(t.strip() in o or o in t.strip() for o in m.own)}
+    if not texts:
+        return
+    st.judge("prompt.altered", "ACPFUZZ-STANDARD-ONLY-SHOULD")
+    for path, text in sorted(texts.items()):
+        if text in everything:
+            st.add("prompt.altered",
+                   f"session {handle}: the standard prompt reached the model, and so did the "
+                   f"text of the vendor field {path} sent with it", severity="SHOULD",
+                   rule="ACPFUZZ-STANDARD-ONLY-SHOULD", session=handle, also=path,
+                   vendor_text=_clip(text), **_where(x, text, seq))
+            return
 
 
 def _judge_defaults(st: _State, handle: str, p: Prompt, origin: str, system: str,

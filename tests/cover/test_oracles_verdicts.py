@@ -451,8 +451,25 @@ def test_the_standard_prompt_winning_over_vendor_fields_is_fine() -> None:
     h = H()
     lifecycle_with_meta(h, "new", "A", sp("append", P), {"systemPrompt": VENDOR})
     h.prompt("A", system=appended(P))
+    assert h.findings() == []
+
+
+def test_a_vendor_field_used_besides_the_standard_prompt_is_altered_and_named() -> None:
+    """Both texts reach the model (#22 §4): the standard prompt is there, and so is the
+    legacy carrier's. SHOULD, not MUST: an agent may know its own legacy key."""
+    h = H()
     lifecycle_with_meta(h, "new", "B", sp("append", Q), {"systemPrompt": {"append": VENDOR}})
-    h.prompt("B", system=appended(Q, VENDOR))  # both applied: the standard one is there
+    h.prompt("B", system=appended(Q, VENDOR))
+    f = only(h.findings(), "prompt.altered")
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-STANDARD-ONLY-SHOULD")
+    assert f.evidence["also"] == "_meta.systemPrompt.append" and f.evidence["vendor_text"] == VENDOR
+    assert "_meta.systemPrompt.append" in f.message and f.session == "B"
+
+
+def test_a_vendor_field_repeating_the_standard_text_is_not_counted_twice() -> None:
+    h = H()
+    lifecycle_with_meta(h, "new", "A", sp("append", P), {"systemPrompt": P})
+    h.prompt("A", system=appended(P))
     assert h.findings() == []
 
 
