@@ -1,6 +1,13 @@
 """``acp-fuzz matrix``: a bounded campaign per agent, and one table of which agent follows
 which rule (Markdown and a self-contained HTML page; :mod:`acp_fuzz.reporting.matrix`).
 
+Besides its campaign, each agent's reviewed corpus is replayed against it: the cassettes
+under ``<corpus>/<profile name>/`` (``--corpus``, default ``cassettes/real``) that were
+recorded from the agent version the profile pins (or, pinning none, that the agent reports),
+each with :func:`acp_fuzz.engine.replay.replay_cassette` against the profile's agent, never
+the command the cassette records. A cassette that still fails makes its rule fail in the
+table, whether the campaign drew that failure or not.
+
 ``docs/matrix.md`` is this command's output for the pinned agents (the command is in its
 first lines). Exit codes: 0 when the table is written (findings are the table's content, not
 a failure of the command), 2 for a usage error, 130 when interrupted (the table of what ran
@@ -27,7 +34,7 @@ from acp_fuzz.cli.app import (
     install_interrupt_handlers,
 )
 from acp_fuzz.cli.plugins import load_plugins
-from acp_fuzz.core.escaping import clip, md_code, terminal
+from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.core.version import __version__
 from acp_fuzz.engine.runner import HarnessError, TargetSpec
@@ -64,7 +71,9 @@ def matrix(
     html_out: Path = typer.Option(Path("matrix.html"), "--html",
                                   help="The self-contained HTML page."),
     json_out: Path | None = typer.Option(
-        None, "--json", help="Also write the command and every campaign's JSON report here."),
+        None, "--json",
+        help="Also write the command, every campaign's JSON report, the corpus replays and "
+             "each cell (with where its verdict came from) here."),
     from_json: Path | None = typer.Option(
         None, "--from-json", metavar="PATH",
         help="Run nothing: write the table again from what an earlier --json saved."),
@@ -77,9 +86,29 @@ def matrix(
         [], "--plugin", metavar="MODULE|PATH",
         help="Load your checks from this module or .py file (repeatable; see "
              "docs/extending.md): their rules get rows of their own."),
+    corpus: Path | None = typer.Option(
+        None, "--corpus", metavar="DIR",
+        help="Where the reviewed corpus of each agent is: DIR/<profile name>/*.cassette "
+             "(default: cassettes/real). Each cassette recorded from the same agent version "
+             "is replayed against the profile's agent; one that still fails makes its rule "
+             "FAIL, with its cassette, even when the campaign did not draw it."),
+    no_corpus: bool = typer.Option(False, "--no-corpus", metavar="",
+                                   help="Replay no corpus: the campaigns alone."),
+    corpus_runs: int = typer.Option(
+        3, "--corpus-runs", min=1, metavar="N",
+        help="Replays of each corpus cassette (a failure in some of them only: flaky)."),
 ) -> None:
-    """Run a bounded campaign per agent and write one conformance table: rows are rules,
-    columns are agents, a cell is pass, fail (with its cassette), info or not tested."""
+    """Run a bounded campaign per agent, replay its reviewed corpus, and write one
+    conformance table: rows are rules, columns are agents, a cell is pass, fail (with its
+    cassette), info or not tested, and says when its verdict came from the corpus.
+
+    The corpus of an agent is the folder of cassettes kept for it, `cassettes/real/<profile
+    name>/` by default (--corpus DIR for DIR/<profile name>/, --no-corpus for none). Each
+    cassette recorded from the agent version the profile pins (or, pinning none, the version
+    the agent reports; others are skipped, and the table says so) is replayed against the
+    profile's agent, never the command it records: FAILED or FLAKY makes its rule FAIL or
+    flaky, linked to the cassette, whether the campaign drew that failure or not; FIXED (or
+    PASSED) fails nothing and is listed under the agent."""
     from acp_fuzz.engine.profiles import PROFILES, ProfileError, get_profile, is_profile_path
 
     load_plugins(plugin)
@@ -87,8 +116,17 @@ def matrix(
         if path is not None and not path.parent.exists():
             fail(f"folder does not exist: {path.parent}")
     if from_json is not None:
+        # The corpus replays are in the document (or, in one from before them, are not).
         _write(*_load(from_json), markdown=markdown, html_out=html_out, json_out=json_out)
         raise typer.Exit(0)
+
+    if corpus is not None and no_corpus:
+        fail("--corpus and --no-corpus: give one of them")
+    if corpus is not None and not corpus.is_dir():
+        fail(f"--corpus {corpus}: not a folder")
+    # The default root may be missing (a checkout without the reviewed cassettes): no corpus.
+    corpus_root = None if no_corpus else (corpus if corpus is not None
+                                           else Path("cassettes/real"))
 
     if protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
@@ -99,11 +137,13 @@ def matrix(
              "profile file: ./my-agent.toml)")
     # A profile file's column is named by the name inside it; a bad file stops here.
     columns: dict[str, str] = {}
+    pinned: dict[str, str | None] = {}
     for n in names:
         try:
-            columns[n] = get_profile(n).name
+            prof = get_profile(n)
         except ProfileError as e:
             fail(str(e))
+        columns[n], pinned[n] = prof.name, prof.version
     check_writable_dir(cassette_dir, "--cassette-dir")
     if sandbox_fs:
         from acp_fuzz.engine.sandbox import bwrap_works
@@ -125,6 +165,14 @@ def matrix(
     agents: list[dict[str, Any]] = []
     interrupted = False
     restore = install_interrupt_handlers()
+
+    def replay_corpus(given: str, entry: dict[str, Any]) -> None:
+        if corpus_root is not None:
+            entry["corpus"] = _replay_corpus(
+                given, columns[given], corpus_root / columns[given], entry,
+                pinned=pinned[given], protocol=protocol, runs=corpus_runs, timeout=timeout,
+                sandbox_fs=sandbox_fs)
+
     try:
         for given in names:
             name = columns[given]
@@ -133,7 +181,15 @@ def matrix(
                                                sandbox_fs=sandbox_fs)
             except HarnessError as e:
                 err.print(terminal(f"{name}: not run: {e}"), markup=False)
-                agents.append({"profile": name, "not_run": _first_line(str(e))})
+                entry: dict[str, Any] = {"profile": name, "not_run": _first_line(str(e))}
+                agents.append(entry)
+                if corpus_root is not None:
+                    # The agent cannot be started: its corpus cannot be replayed either.
+                    folder = corpus_root / name
+                    entry["corpus"] = {"dir": str(folder), "runs": corpus_runs,
+                                       "replayed": [], "skipped": []}
+                    if _corpus_of(folder):
+                        entry["corpus"]["not_replayed"] = "the agent was not run"
                 continue
             cfg = CampaignSettings(max_examples=max_examples, seed=seed,
                                    cassette_dir=cassette_dir / name, time_budget=time_budget,
@@ -153,15 +209,21 @@ def matrix(
                           else run_campaign(spec, cfg, on_event))
             except HarnessError as e:
                 err.print(terminal(f"{name}: not run: {e}"), markup=False)
-                agents.append({"profile": name, "not_run": _first_line(str(e))})
+                entry = {"profile": name, "not_run": _first_line(str(e))}
+                agents.append(entry)
+                # The campaign could not run (a calibration that failed, say): what the
+                # reviewed cassettes still show is known all the same.
+                replay_corpus(given, entry)
                 continue
             doc = result_to_json(result)
-            agents.append({"profile": name, "report": doc})
+            entry = {"profile": name, "report": doc}
+            agents.append(entry)
             err.print(terminal(f"{name}: {doc['examples_run']} examples, {doc['steps_run']} "
                                f"steps in {time.monotonic() - t0:.0f} s"), markup=False)
             if result.interrupted:
                 interrupted = True
                 break
+            replay_corpus(given, entry)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -169,8 +231,70 @@ def matrix(
     if not agents:
         err.print("acp-fuzz: interrupted before any agent ran; nothing to write", markup=False)
         raise typer.Exit(130)
-    _write(argv, agents, interrupted, markdown=markdown, html_out=html_out, json_out=json_out)
+    _write(argv, agents, interrupted, markdown=markdown, html_out=html_out, json_out=json_out,
+           corpus_root=None if corpus_root is None else str(corpus_root))
     raise typer.Exit(130 if interrupted else 0)
+
+
+def _replay_corpus(given: str, name: str, folder: Path, entry: dict[str, Any], *,
+                   pinned: str | None, protocol: str, runs: int, timeout: float,
+                   sandbox_fs: bool) -> dict[str, Any]:
+    """Replay the corpus of one agent (every cassette under ``folder``) against its profile
+    ``given``, and say what each gave, as the matrix JSON keeps it. A cassette recorded from
+    another agent version than the profile pins (``pinned``) or the campaign's agent reported,
+    from another agent, or in another ACP version, is skipped, with why. Filled in as it
+    goes, so that an interrupt keeps the replays made."""
+    from acp_fuzz.core.cassette import read_cassette
+    from acp_fuzz.core.errors import CassetteError
+    from acp_fuzz.core.protocol import agent_info, answered
+    from acp_fuzz.engine.replay import replay_cassette
+    from acp_fuzz.reporting.matrix import corpus_entry, corpus_skip
+
+    out: dict[str, Any] = {"dir": str(folder), "runs": runs, "replayed": [], "skipped": []}
+    paths = _corpus_of(folder)
+    if not paths:
+        return out
+    init = (entry.get("report") or {}).get("agent")
+    reported = agent_info(init)
+    version = reported.get("version") if isinstance(reported.get("version"), str) else None
+    agent = reported.get("name") if isinstance(reported.get("name"), str) else None
+    speaks = answered(init) if isinstance(init, dict) else (
+        int(protocol) if protocol in ("1", "2") else None)
+    err.print(terminal(f"{name}: replaying its corpus: {len(paths)} cassette"
+                       f"{'s' if len(paths) != 1 else ''} under {folder}"), markup=False)
+    try:
+        for path in paths:
+            try:
+                header = read_cassette(path).header
+            except CassetteError as e:
+                out["replayed"].append({"cassette": str(path), "verdict": "ERROR",
+                                        "runs": 0, "reproduced": 0, "error": e.reason,
+                                        "failing": [], "recorded": []})
+                continue
+            why = corpus_skip(header.initialize, pinned=pinned, reported=version, agent=agent,
+                              protocol=speaks)
+            if why is not None:
+                out["skipped"].append({"cassette": str(path), "why": why})
+                err.print(terminal(f"{name}: skipped {path}: {why}"), markup=False)
+                continue
+            recorded = header.meta.get("findings")
+            result = replay_cassette(path, profile=given, runs=runs, timeout=timeout,
+                                     sandbox_fs=sandbox_fs)
+            out["replayed"].append(corpus_entry(
+                result, recorded if isinstance(recorded, list) else ()))
+            err.print(terminal(f"{name}: {result.line()}"), markup=False)
+    except KeyboardInterrupt:
+        out["interrupted"] = True
+        entry["corpus"] = out
+        raise
+    return out
+
+
+def _corpus_of(folder: Path) -> list[Path]:
+    """The cassettes of one agent's corpus, in path order (none when there is no folder)."""
+    from acp_fuzz.engine.replay import cassettes_in
+
+    return cassettes_in(folder) if folder.is_dir() else []
 
 
 #: The format of what ``--json`` writes and ``--from-json`` reads.
@@ -203,8 +327,9 @@ def _too_deep(value: Any, limit: int) -> bool:
     return False
 
 
-def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool]:
-    """What an earlier ``--json`` saved: the command, the agents, whether interrupted.
+def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool, str | None]:
+    """What an earlier ``--json`` saved: the command, the agents, whether interrupted, the
+    corpus root (``None``: no corpus, or a document from before it).
 
     A document is a stranger's when it was not made here: ``NaN``, ``Infinity`` and numbers
     too large for a float (which Python's ``json`` would take) are refused, and so is
@@ -227,50 +352,56 @@ def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool]:
         fail(f"--from-json {path}: not a matrix document written by acp-fuzz matrix --json")
     command = doc.get("command")
     argv = [str(a) for a in command] if isinstance(command, list) else ["acp-fuzz", "matrix"]
-    return argv, doc["agents"], bool(doc.get("interrupted"))
+    # A document from before the corpus has no root: its table has no corpus paragraph.
+    root = doc.get("corpus_root")
+    return (argv, doc["agents"], bool(doc.get("interrupted")),
+            str(root) if isinstance(root, str) else None)
 
 
-def _write(argv: list[str], agents: list[dict[str, Any]], interrupted: bool, *,
-           markdown: Path, html_out: Path, json_out: Path | None) -> None:
+def _write(argv: list[str], agents: list[dict[str, Any]], interrupted: bool,
+           corpus_root: str | None = None, *, markdown: Path, html_out: Path,
+           json_out: Path | None) -> None:
     from acp_fuzz.reporting.matrix import (
-        CLIP,
+        cells_to_json,
         column_from_report,
         column_not_run,
         matrix_html,
         matrix_markdown,
+        matrix_preamble,
     )
 
     try:
-        columns = [column_from_report(a["report"], profile=a["profile"])
-                   if isinstance(a.get("report"), dict)
-                   else column_not_run(a["profile"], str(a.get("not_run") or "no report"))
-                   for a in agents]
+        columns = []
+        for a in agents:
+            # "corpus" is missing in a document from before the corpus, and with --no-corpus.
+            found = a.get("corpus")
+            corpus = found if isinstance(found, dict) else None
+            columns.append(
+                column_from_report(a["report"], profile=a["profile"], corpus=corpus)
+                if isinstance(a.get("report"), dict)
+                else column_not_run(a["profile"], str(a.get("not_run") or "no report"),
+                                    corpus=corpus))
     except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as e:
         # Only a hand-edited or foreign --from-json document gets here.
         fail(f"a campaign report in the matrix document is malformed ({type(e).__name__})")
     # The command may come from a hand-made --from-json document: a code span like every
     # other text (no backtick in it can end the span), clipped.
-    command = clip(shlex.join(argv), 2 * CLIP)
-    made = (f"with acp-fuzz {__version__}"
-            + (" (interrupted: agents not run are missing)" if interrupted else "") + ".")
-    preamble = [f"Made by {md_code(command)} {made}",
-                "Each cell: **FAIL** (a confirmed finding; the cassette reproduces it with "
-                "`acp-fuzz replay`), flaky, info (a choice the RFD leaves to the agent), "
-                "pass (the rule's oracles judged that many cases and none failed), or not "
-                "tested (why). Rule ids are those of docs/acp-reference.md; ACPFUZZ-* rules "
-                "are argued in docs/oracles.md.",
-                "A bounded campaign is a sample: pass means no failure among the cases judged "
-                "at this seed and budget, not proof of conformance. Longer campaigns find "
-                "more (docs/findings.md)."]
-    plain = [f"Made by {command} {made}",
-             *(p.replace("**", "").replace("`", "") for p in preamble[1:])]
-    atomic_write(markdown, matrix_markdown(columns, preamble=preamble,
+    command = shlex.join(argv)
+    kw: dict[str, Any] = {"version": __version__, "interrupted": interrupted,
+                          "corpus_root": corpus_root}
+    atomic_write(markdown, matrix_markdown(columns, preamble=matrix_preamble(command, **kw),
                                            base=markdown.parent.resolve()))
-    atomic_write(html_out, matrix_html(columns, preamble=plain,
+    atomic_write(html_out, matrix_html(columns,
+                                       preamble=matrix_preamble(command, plain=True, **kw),
                                        base=html_out.parent.resolve()))
     if json_out is not None:
+        # Each agent's cells too, with where each verdict came from (written, never read:
+        # --from-json builds them again from the reports and the corpus replays).
+        saved = [{**{k: v for k, v in a.items() if k != "cells"}, "cells": cells_to_json(col)}
+                 for a, col in zip(agents, columns, strict=True)]
         doc = {"acp_fuzz_matrix": MATRIX_JSON, "acp_fuzz_version": __version__,
-               "command": argv, "interrupted": interrupted, "agents": agents}
+               "command": argv, "interrupted": interrupted, "corpus_root": corpus_root,
+               "agents": saved}
         atomic_write(json_out, json.dumps(doc, indent=2, ensure_ascii=False, default=repr))
     err.print(terminal(f"wrote {markdown} and {html_out}"), markup=False)
 

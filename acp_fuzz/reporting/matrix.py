@@ -16,6 +16,15 @@ campaign's JSON document (``target --report json:PATH``, the same data ``matrix`
 * **not tested**: no example reached a case the rule speaks about, with why (a capability
   not advertised, the default instructions too small to judge, or just not drawn).
 
+Besides its campaign, a column takes the replays of the agent's **corpus**: the reviewed
+cassettes kept for that agent (``cassettes/real/<profile>/``), replayed against the profile's
+agent by ``acp-fuzz matrix`` (:func:`corpus_entry` is one replay as the matrix keeps it,
+:func:`corpus_skip` says why a cassette recorded from another agent version does not count).
+A cassette that still fails (``FAILED``, or ``FLAKY``) makes its rule **fail** (or **flaky**)
+and is linked, whether the campaign drew that failure or not; one that replays ``FIXED`` or
+``PASSED`` makes no failure and is listed in the column's notes. Each cell says where its
+verdict came from (:attr:`Cell.source`: ``campaign``, ``corpus`` or ``campaign+corpus``).
+
 An agent's text (its name and version from ``initialize``) is a stranger's, and so is every
 value of a hand-made ``--from-json`` document: every value is clipped (to :data:`CLIP`
 characters, a cell's text to twice that, with a marker saying how long it was) and escaped
@@ -36,10 +45,13 @@ from urllib.parse import quote
 from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.protocol import agent_info, answered
 
-__all__ = ["CLIP", "ROWS", "Cell", "Column", "column_from_report", "column_not_run", "matrix_html",
-           "matrix_markdown"]
+__all__ = ["CLIP", "ROWS", "Cell", "Column", "CorpusNote", "cells_to_json", "column_from_report",
+           "column_not_run", "corpus_entry", "corpus_skip", "matrix_html", "matrix_markdown",
+           "matrix_preamble"]
 
 Status = Literal["pass", "fail", "flaky", "unconfirmed", "info", "untested"]
+#: Where a cell's verdict came from: the bounded campaign, the replayed corpus, or both.
+Source = Literal["campaign", "corpus", "campaign+corpus"]
 
 #: A profile, rule or note longer than this is clipped in the table (a cell's text, and a
 #: label of name and version, at twice this): a column must stay a column whatever an agent
@@ -82,14 +94,33 @@ _DEFAULTS_RULES = frozenset({"SP-AGENT-APPEND-ADDITIVE-DEF", "SP-AGENT-OVERRIDE-
 #: does not advertise, the baseline's size): never a cell of their own.
 _NOT_A_CELL = frozenset({"payload.probe", "defaults.too-small"})
 _FAILED = {"failed": "fail", "flaky": "flaky", "unconfirmed": "unconfirmed"}
+#: The replay verdicts that make a corpus cassette a failure, and the cell status each gives.
+_CORPUS_FAILED = {"FAILED": "failed", "FLAKY": "flaky"}
+#: Which failing status wins when a rule has several (a reproduced failure over a flaky one).
+_RANK = ("fail", "flaky", "unconfirmed")
 
 
 @dataclass(frozen=True)
 class Cell:
     """One rule for one agent. ``text`` is plain (escaped when rendered); ``cassette`` is the
-    path of the reproduction a fail cell links to."""
+    path of the campaign's reproduction a fail cell links to, ``corpus`` the paths of the
+    corpus cassettes that still fail under this rule; ``source`` says where the verdict came
+    from."""
 
     status: Status
+    text: str
+    cassette: str | None = None
+    source: Source = "campaign"
+    corpus: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CorpusNote:
+    """One line on a column's corpus: what one replayed or skipped cassette (``cassette``)
+    gave, or, without a cassette, the corpus as a whole. ``what`` is one word (``failed``,
+    ``flaky``, ``fixed``, ``passed``, ``error``, ``skipped``, ``corpus``)."""
+
+    what: str
     text: str
     cassette: str | None = None
 
@@ -97,17 +128,26 @@ class Cell:
 @dataclass(frozen=True)
 class Column:
     """One agent: its label (name and version, as it says in ``initialize``), the profile or
-    command it ran as, a line on the campaign, and its cells by rule."""
+    command it ran as, a line on the campaign, its cells by rule, and what its corpus gave."""
 
     label: str
     profile: str
     note: str
     cells: Mapping[str, Cell] = field(default_factory=dict)
+    corpus: tuple[CorpusNote, ...] = ()
 
 
-def column_from_report(doc: Mapping[str, Any], *, profile: str) -> Column:
+#: One failure behind a fail cell: (status as the campaign says it: failed, flaky or
+#: unconfirmed; severity; oracle; cassette; source).
+_Hit = tuple[str, str, str, str | None, str]
+
+
+def column_from_report(doc: Mapping[str, Any], *, profile: str,
+                       corpus: Mapping[str, Any] | None = None) -> Column:
     """The column of one campaign, from its JSON document
-    (:func:`acp_fuzz.reporting.campaign.result_to_json`)."""
+    (:func:`acp_fuzz.reporting.campaign.result_to_json`), with the replays of its corpus
+    (``corpus``: what ``acp-fuzz matrix --json`` keeps under an agent's ``"corpus"``; ``None``
+    or missing in a document from before the corpus: the campaign alone)."""
     init = doc.get("agent")
     info = agent_info(init)
     # Each clipped on its own, so a long name cannot push the version out of the label.
@@ -117,13 +157,14 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str) -> Column:
     caps: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
     examples = int(doc.get("examples_run") or 0)
 
-    failed: dict[str, list[tuple[str, str, str, str | None]]] = {}
+    failed: dict[str, list[_Hit]] = {}
     for f in doc.get("findings") or []:
         if f.get("severity") not in ("MUST", "SHOULD") or f.get("oracle") in _NOT_A_CELL:
             continue
         failed.setdefault(str(f.get("rule")), []).append(
             (str(f.get("status")), str(f.get("severity")), str(f.get("oracle")),
-             f.get("cassette")))
+             f.get("cassette"), "campaign"))
+    notes = _corpus_hits(corpus, failed)
     infos: dict[str, list[str]] = {}
     too_small = False
     for i in doc.get("info") or []:
@@ -143,14 +184,7 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str) -> Column:
     cells: dict[str, Cell] = {}
     for rule in [r for r, _ in ROWS] + sorted(set(failed) | set(infos) - {r for r, _ in ROWS}):
         if rule in failed:
-            hits = failed[rule]
-            status = "fail" if any(s == "failed" for s, *_ in hits) else \
-                _FAILED.get(hits[0][0], "fail")
-            oracles = sorted({o for _, _, o, _ in hits})
-            severity = "MUST" if any(sev == "MUST" for _, sev, _, _ in hits) else "SHOULD"
-            cassette = next((c for *_, c in hits if c), None)
-            cells[rule] = Cell(status, f"{severity}: {', '.join(oracles)}",  # type: ignore[arg-type]
-                               cassette)
+            cells[rule] = _fail_cell(failed[rule])
         elif rule in infos:
             cells[rule] = Cell("info", "; ".join(sorted(set(infos[rule]))))
         elif checks.get(rule):
@@ -165,14 +199,158 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str) -> Column:
         note += ", interrupted"
     # The protocol version is part of what was tested: v2 columns say so.
     proto = " (ACP v2)" if answered(init) >= 2 else ""
-    return Column(f"{name} {version}{proto}", profile, note, cells)
+    return Column(f"{name} {version}{proto}", profile, note, cells, notes)
 
 
-def column_not_run(profile: str, why: str) -> Column:
+def column_not_run(profile: str, why: str, corpus: Mapping[str, Any] | None = None) -> Column:
     """A column for an agent that could not be fuzzed at all (not installed, did not
-    start): every cell is not tested, with why."""
-    return Column(profile, profile, f"not run: {why}",
-                  {rule: Cell("untested", f"not run: {why}") for rule, _ in ROWS})
+    start): every cell is not tested, with why, but where a corpus cassette still fails
+    (``corpus``, as in :func:`column_from_report`)."""
+    failed: dict[str, list[_Hit]] = {}
+    notes = _corpus_hits(corpus, failed)
+    cells = {rule: Cell("untested", f"not run: {why}") for rule, _ in ROWS}
+    cells.update({rule: _fail_cell(hits) for rule, hits in sorted(failed.items())})
+    return Column(profile, profile, f"not run: {why}", cells, notes)
+
+
+def _fail_cell(hits: Sequence[_Hit]) -> Cell:
+    """The cell of a rule with failures: the worst status among them, every oracle, the
+    campaign's cassette and the corpus's, and where they came from."""
+    statuses = {_FAILED.get(s, "fail") for s, *_ in hits}
+    status = next(s for s in _RANK if s in statuses)
+    oracles = sorted({o for _, _, o, _, _ in hits})
+    severity = "MUST" if any(sev == "MUST" for _, sev, _, _, _ in hits) else "SHOULD"
+    cassette = next((c for _, _, _, c, src in hits if c and src == "campaign"), None)
+    corpus = tuple(dict.fromkeys(c for _, _, _, c, src in hits if c and src == "corpus"))
+    sources = {src for *_, src in hits}
+    source = "campaign+corpus" if len(sources) > 1 else sources.pop()
+    return Cell(status, f"{severity}: {', '.join(oracles)}", cassette,  # type: ignore[arg-type]
+                source, corpus)  # type: ignore[arg-type]
+
+
+def _corpus_hits(corpus: Mapping[str, Any] | None,
+                 failed: dict[str, list[_Hit]]) -> tuple[CorpusNote, ...]:
+    """Add the failures of the corpus replays to ``failed`` (by rule), and say what every
+    cassette of the corpus gave: one note on the corpus, then one per cassette."""
+    if corpus is None:
+        return ()
+    where = str(corpus.get("dir") or "?")
+    if corpus.get("not_replayed"):
+        return (CorpusNote("corpus", f"not replayed: {corpus['not_replayed']}", where),)
+    replayed = list(corpus.get("replayed") or [])
+    skipped = list(corpus.get("skipped") or [])
+    runs = int(corpus.get("runs") or 1)
+    notes: list[CorpusNote] = []
+    tally = {"failed": 0, "flaky": 0, "fixed": 0, "passed": 0, "not replayed": 0}
+    for r in replayed:
+        path = str(r.get("cassette"))
+        verdict = str(r.get("verdict"))
+        rate = f"{int(r.get('reproduced') or 0)}/{int(r.get('runs') or 0)} runs"
+        if verdict in _CORPUS_FAILED:
+            status = _CORPUS_FAILED[verdict]
+            tally[status] += 1
+            # The failures the replay saw; a document that names none falls back on what
+            # the cassette recorded, so a failing cassette never goes missing from the table.
+            hits = [f for f in (r.get("failing") or r.get("recorded") or [])
+                    if f.get("severity") in ("MUST", "SHOULD")
+                    and f.get("oracle") not in _NOT_A_CELL]
+            for f in hits:
+                failed.setdefault(str(f.get("rule")), []).append(
+                    (status, str(f.get("severity")), str(f.get("oracle")), path, "corpus"))
+            notes.append(CorpusNote(status, f"{_findings_text(hits)} ({rate})", path))
+        elif verdict == "FIXED":
+            tally["fixed"] += 1
+            was = [f for f in r.get("recorded") or []
+                   if f.get("severity") in ("MUST", "SHOULD")]
+            notes.append(CorpusNote("fixed", f"no longer fails: {_findings_text(was)} "
+                                             f"({rate})", path))
+        elif verdict == "PASSED":
+            tally["passed"] += 1
+            notes.append(CorpusNote("passed", f"recorded no failure and shows none ({rate})",
+                                    path))
+        else:
+            tally["not replayed"] += 1
+            notes.append(CorpusNote("error", f"not replayed: {r.get('error') or verdict}",
+                                    path))
+    for k in skipped:
+        notes.append(CorpusNote("skipped", str(k.get("why")), str(k.get("cassette"))))
+    if not replayed and not skipped:
+        head = "no cassette"
+    else:
+        counts = ", ".join(f"{n} {what}" for what, n in tally.items() if n)
+        head = (f"{len(replayed)} cassette{'s' if len(replayed) != 1 else ''} replayed "
+                f"against the profile's agent ({runs} run{'s' if runs != 1 else ''} each)"
+                + (f": {counts}" if counts else ""))
+        if skipped:
+            head += f"; {len(skipped)} skipped"
+    if corpus.get("interrupted"):
+        head += "; interrupted"
+    return (CorpusNote("corpus", head, where), *notes)
+
+
+def _findings_text(findings: Sequence[Mapping[str, Any]]) -> str:
+    return "; ".join(dict.fromkeys(
+        f"{f.get('severity')} {f.get('oracle')} ({f.get('rule')})" for f in findings)) \
+        or "no finding named"
+
+
+def corpus_skip(recorded: Any, *, pinned: str | None = None, reported: str | None = None,
+                agent: str | None = None, protocol: int | None = None) -> str | None:
+    """Why a corpus cassette does not count for a column, or ``None`` when it does.
+
+    ``recorded`` is the cassette header's ``initialize`` result (the agent's name, version
+    and protocol as it answered then). The cassette counts when it was recorded from the
+    column's agent version: the one its profile pins (``pinned``) or the one the agent
+    reported in this campaign (``reported``; an agent may number itself apart from its
+    package). With neither known, the version is not checked. ``agent`` is the name the
+    agent reported and ``protocol`` the ACP version the matrix speaks (each ``None``: not
+    checked). A cassette of another version may show a bug that this one fixed, or miss one
+    it brought, and one of another ACP version replays in that version: neither is this
+    column's evidence."""
+    info = agent_info(recorded)
+    name, was = info.get("name"), info.get("version")
+    known = [v for v in (pinned, reported) if v]
+    if known:
+        whose = " and ".join(
+            [*([f"the profile pins {pinned}"] if pinned else []),
+             *([f"the agent reports {reported}"] if reported and reported != pinned else [])])
+        if not isinstance(was, str) or not was:
+            return f"records no agent version; {whose}"
+        if was not in known:
+            return f"recorded from version {was}; {whose}"
+    if agent is not None and isinstance(name, str) and name and name != agent:
+        return f"recorded from agent {name}; this one is {agent}"
+    if protocol is not None and answered(recorded) != protocol:
+        return f"recorded in ACP v{answered(recorded)}; this matrix speaks v{protocol}"
+    return None
+
+
+def corpus_entry(result: Any, recorded: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """One corpus replay as the matrix keeps it in its JSON (``agents[i]["corpus"]
+    ["replayed"]``), from an :class:`acp_fuzz.engine.replay.ReplayResult`: its verdict, in how
+    many runs the failure showed, the failures it saw (``failing``: oracle, severity, rule;
+    the reported ones among the verdict's oracles) and those the cassette recorded
+    (``recorded``, the header's findings)."""
+    failing: dict[tuple[str, str, str], None] = {}
+    if result.verdict in _CORPUS_FAILED:
+        for run in result.findings:
+            for f in run:
+                if f.oracle in result.oracles and f.severity in ("MUST", "SHOULD"):
+                    failing[(f.oracle, f.severity, f.rule)] = None
+    return {"cassette": str(result.path), "verdict": result.verdict, "runs": result.runs,
+            "reproduced": result.reproduced, "error": result.error,
+            "failing": [{"oracle": o, "severity": s, "rule": r} for o, s, r in failing],
+            "recorded": [{"oracle": str(f.get("oracle")), "severity": str(f.get("severity")),
+                          "rule": str(f.get("rule"))} for f in recorded
+                         if isinstance(f, Mapping) and f.get("severity") in ("MUST", "SHOULD")]}
+
+
+def cells_to_json(col: Column) -> dict[str, dict[str, Any]]:
+    """A column's cells as the matrix's JSON keeps them (``agents[i]["cells"]``): status,
+    text, the campaign's cassette, the failing corpus cassettes and the source."""
+    return {rule: {"status": c.status, "text": c.text, "cassette": c.cassette,
+                   "corpus": list(c.corpus), "source": c.source}
+            for rule, c in col.cells.items()}
 
 
 def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples: int) -> str:
@@ -237,8 +415,11 @@ def matrix_markdown(columns: Sequence[Column], *, title: str = "Conformance matr
         for cell in row:
             text = (f"{_MD_MARK[cell.status]}: "
                     f"{md_text(clip(cell.text, 2 * CLIP), table=True)}")
-            if cell.cassette:
-                text += f" ([cassette]({_link(cell.cassette, base)}))"
+            links = [f"[{label}]({_link(c, base)})" for label, c in _links(cell)]
+            if links:
+                text += f" ({', '.join(links)})"
+            if cell.source != "campaign":
+                text += f" ({cell.source})"
             cells.append(text)
         lines.append(f"| {md_code(clip(rule, CLIP), table=True)} | "
                      f"{md_text(clip(summary, CLIP), table=True)} | " + " | ".join(cells) + " |")
@@ -247,7 +428,16 @@ def matrix_markdown(columns: Sequence[Column], *, title: str = "Conformance matr
         lines.append(f"- {md_text(clip(col.label, _LABEL))} "
                      f"({md_code(clip(col.profile, CLIP))}): "
                      f"{md_text(clip(col.note, CLIP))}; {_counts(col)}.")
+        for n in col.corpus:
+            where = f" {md_code(clip(n.cassette, CLIP))}" if n.cassette else ""
+            lines.append(f"  - {md_text(n.what)}{where}: {md_text(clip(n.text, 2 * CLIP))}.")
     return "\n".join(lines) + "\n"
+
+
+def _links(cell: Cell) -> list[tuple[str, str]]:
+    """What a cell links to: the campaign's cassette, then each failing corpus cassette."""
+    return ([("cassette", cell.cassette)] if cell.cassette else []) + \
+        [("corpus cassette", c) for c in cell.corpus]
 
 
 _STYLE = """
@@ -275,16 +465,65 @@ def matrix_html(columns: Sequence[Column], *, title: str = "Conformance matrix",
         tds = []
         for cell in row:
             body = f"{esc(_MD_MARK[cell.status].strip('*'))}: {esc(cell.text, 2 * CLIP)}"
-            if cell.cassette:
-                body += f' (<a href="{esc(_link(cell.cassette, base), None)}">cassette</a>)'
+            links = [f'<a href="{esc(_link(c, base), None)}">{label}</a>'
+                     for label, c in _links(cell)]
+            if links:
+                body += f" ({', '.join(links)})"
+            if cell.source != "campaign":
+                body += f" <small>({esc(cell.source)})</small>"
             tds.append(f'<td class="{cell.status}">{body}</td>')
         rows.append(f'<tr><td class="rule">{esc(rule)}</td><td>{esc(summary)}</td>'
                     + "".join(tds) + "</tr>")
+    def corpus(col: Column) -> str:
+        items = "".join(
+            f"<li>{esc(n.what)}"
+            + (f" <code>{esc(n.cassette)}</code>" if n.cassette else "")
+            + f": {esc(n.text, 2 * CLIP)}.</li>" for n in col.corpus)
+        return f"<ul>{items}</ul>" if items else ""
+
     notes = "".join(f"<li>{esc(c.label, _LABEL)} ({esc(c.profile)}): {esc(c.note)}; "
-                    f"{esc(_counts(c), None)}.</li>" for c in columns)
+                    f"{esc(_counts(c), None)}.{corpus(c)}</li>" for c in columns)
     pre = "".join(f"<p>{esc(p, None)}</p>" for p in preamble)
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(title, None)}</title><style>{_STYLE}</style></head><body>"
             f"<h1>{esc(title, None)}</h1>{pre}<table><thead><tr><th>Rule</th>"
             f"<th>What it asks</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
             f"<p>Per agent:</p><ul>{notes}</ul></body></html>\n")
+
+
+def matrix_preamble(command: str, *, version: str, interrupted: bool = False,
+                    corpus_root: str | None = None, plain: bool = False) -> list[str]:
+    """The paragraphs above the table, in Markdown (``plain``: as plain text, for the HTML
+    page): the command that made it (``command``, shell-quoted), what a cell says, and, when
+    the matrix replayed each agent's corpus (``corpus_root``: the folder that holds one
+    corpus folder per agent), what the corpus is and how it counts."""
+    def code(text: str) -> str:
+        return text if plain else md_code(text)
+
+    def bold(text: str) -> str:
+        return text if plain else f"**{text}**"
+
+    made = (f"with acp-fuzz {version}"
+            + (" (interrupted: agents not run are missing)" if interrupted else "") + ".")
+    out = [f"Made by {code(clip(command, 2 * CLIP))} {made}",
+           f"Each cell: {bold('FAIL')} (a confirmed finding; the cassette reproduces it with "
+           f"{code('acp-fuzz replay')}), flaky, info (a choice the RFD leaves to the agent), "
+           "pass (the rule's oracles judged that many cases and none failed), or not "
+           "tested (why). Rule ids are those of docs/acp-reference.md; ACPFUZZ-* rules "
+           "are argued in docs/oracles.md."]
+    if corpus_root is not None:
+        folder = code(clip(corpus_root.rstrip("/") + "/<profile>/", CLIP))
+        out.append(
+            "Besides its campaign, each agent's reviewed corpus is replayed against it: the "
+            f"cassettes under {folder} recorded from the same agent version, in the ACP "
+            f"version of the table ({code('--corpus DIR')} names another root, "
+            f"{code('--no-corpus')} skips it). A corpus cassette that still fails makes its "
+            f"rule {bold('FAIL')} (flaky when it failed in some replays only) and is linked, "
+            "whether the campaign drew that failure or not; one that no longer fails is "
+            "listed as fixed under its agent, and so is one skipped, with why. A cell marked "
+            "(corpus) has its verdict from the corpus, (campaign+corpus) from both; an "
+            "unmarked cell, from the campaign.")
+    out.append("A bounded campaign is a sample: pass means no failure among the cases judged "
+               "at this seed and budget, not proof of conformance. Longer campaigns find "
+               "more (docs/findings.md).")
+    return out

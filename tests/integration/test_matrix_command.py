@@ -1,17 +1,23 @@
 """``acp-fuzz matrix`` end to end on the reference agent: the table is written in both formats,
 a correct agent has no fail cell, a planted bug fails exactly its rule with a cassette that
-exists, and the time budget stops the search."""
+exists, the time budget stops the search, and each agent's corpus is replayed beside its
+campaign (a failing cassette fails its rule, a fixed one is a note, another version's is
+skipped)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import shutil
 import sys
 from pathlib import Path
 
 import pytest
 from _support import run_cli
 
-from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.core.cassette import read_cassette, write_cassette
 from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+from acp_fuzz.engine.profiles import PROFILES
 from acp_fuzz.engine.runner import TargetSpec
 from acp_fuzz.reporting import result_to_json
 from acp_fuzz.reporting.matrix import column_from_report
@@ -60,8 +66,9 @@ def test_matrix_rejects_an_unknown_profile_in_one_line(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "matrix", "-p", "nope")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "acp-fuzz: error: unknown profile 'nope' (known: claude-agent-acp, codex-acp, "
-        "gemini-cli, reference, or a profile file: ./my-agent.toml)"]
+        f"acp-fuzz: error: unknown profile 'nope' (known: {', '.join(sorted(PROFILES))}, or a "
+        "profile file: ./my-agent.toml)"]
+    assert "claude-agent-acp, codex-acp" in proc.stderr
     assert not (tmp_path / "matrix.md").exists()
 
 
@@ -115,3 +122,89 @@ def test_the_time_budget_stops_generating_examples(tmp_path: Path) -> None:
     assert result.out_of_time
     assert result.examples_run <= 1
     assert result.reports == []
+
+
+def test_the_corpus_fails_its_rule_is_fixed_against_a_correct_agent_and_skips_other_versions(
+        tmp_path: Path, no_orphans: object) -> None:
+    # A profile file: the reference agent with a planted leak, its column named by its name.
+    shown = run_cli(tmp_path, "profiles", "show", "reference")
+    assert shown.returncode == 0, shown.stderr
+    text = shown.stdout.replace('name = "reference"', 'name = "reference-leak"').replace(
+        '"acp_fuzz.reference_agent"]', '"acp_fuzz.reference_agent", "--bug", "leak"]')
+    assert "--bug" in text and "reference-leak" in text
+    (tmp_path / "leak.toml").write_text(text)
+    # Its reviewed corpus: the cassette a campaign of that same profile recorded.
+    leak_dir = tmp_path / "corpus" / "reference-leak"
+    found = run_cli(tmp_path, "target", "--profile", "./leak.toml", "-n", "30", "-x",
+                    "--cassette-dir", "corpus/reference-leak")
+    assert found.returncode == 1, found.stderr
+    [cassette] = sorted(leak_dir.glob("*.cassette"))
+    # The same cassette in the correct agent's corpus replays FIXED; a copy that says it was
+    # recorded from another version of the agent does not count at all.
+    fixed_dir = tmp_path / "corpus" / "reference"
+    fixed_dir.mkdir()
+    shutil.copy(cassette, fixed_dir / cassette.name)
+    recorded = read_cassette(cassette)
+    init = dict(recorded.header.initialize or {})
+    init["agentInfo"] = {**init["agentInfo"], "version": "0.0.1"}
+    write_cassette(fixed_dir / "old.cassette",
+                   dataclasses.replace(recorded.header, initialize=init), recorded.events)
+
+    (tmp_path / "docs").mkdir()
+    proc = run_cli(tmp_path, "matrix", "-p", "./leak.toml", "-p", "reference", "--corpus",
+                   "corpus", "-n", "1", "--time-budget", "1", "--corpus-runs", "2",
+                   "--json", "m.json", "--markdown", "docs/m.md", "--html", "docs/m.html")
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "docs" / "m.md").read_text()
+    row = next(line for line in md.splitlines()
+               if line.startswith("| `ACPFUZZ-SESSION-ISOLATION-MUST`"))
+    leak_cell, reference_cell = row.split(" | ")[2:4]
+    link = f"[corpus cassette](../corpus/reference-leak/{cassette.name})"
+    assert leak_cell.startswith("**FAIL**: MUST: prompt.leak") and link in leak_cell, row
+    # Whether this one-example campaign drew the leak or not (today it does not).
+    assert leak_cell.endswith(("(corpus)", "(campaign+corpus)")), row
+    assert "FAIL" not in reference_cell and "corpus" not in reference_cell, row
+    assert "\n  - corpus `corpus/reference-leak`: 1 cassette replayed against the profile's " \
+           "agent (2 runs each): 1 failed.\n" in md
+    assert f"\n  - fixed `corpus/reference/{cassette.name}`: no longer fails: MUST " \
+           "prompt.leak (ACPFUZZ-SESSION-ISOLATION-MUST) (0/2 runs).\n" in md
+    assert "\n  - skipped `corpus/reference/old.cassette`: recorded from version 0.0.1; the " \
+           "agent reports 0.1.0.\n" in md
+    assert "cassettes under `corpus/<profile>/`" in md  # the preamble says what the corpus is
+    page = (tmp_path / "docs" / "m.html").read_text()
+    assert f'href="../corpus/reference-leak/{cassette.name}">corpus cassette</a>' in page
+    doc = json.loads((tmp_path / "m.json").read_text())
+    leak, reference = doc["agents"]
+    cell = leak["cells"]["ACPFUZZ-SESSION-ISOLATION-MUST"]
+    assert cell["status"] == "fail" and cell["source"] in ("corpus", "campaign+corpus")
+    assert cell["corpus"] == [f"corpus/reference-leak/{cassette.name}"]
+    assert [r["verdict"] for r in leak["corpus"]["replayed"]] == ["FAILED"]
+    assert [r["verdict"] for r in reference["corpus"]["replayed"]] == ["FIXED"]
+    assert [s["cassette"] for s in reference["corpus"]["skipped"]] == [
+        "corpus/reference/old.cassette"]
+
+    # --from-json writes the same table again; a document from before the corpus (no
+    # corpus, no cells) still renders, as the campaigns alone.
+    again = run_cli(tmp_path, "matrix", "--from-json", "m.json", "--markdown", "docs/again.md",
+                    "--html", "docs/again.html")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "docs" / "again.md").read_text() == md
+    del doc["corpus_root"]
+    for agent in doc["agents"]:
+        del agent["corpus"], agent["cells"]
+    (tmp_path / "old.json").write_text(json.dumps(doc))
+    old = run_cli(tmp_path, "matrix", "--from-json", "old.json", "--markdown", "old.md")
+    assert old.returncode == 0, old.stderr
+    table = [line for line in (tmp_path / "old.md").read_text().splitlines()
+             if not line.startswith("Made by")]  # the command it ran names --corpus
+    assert not any("corpus" in line for line in table)
+    assert any(line.startswith("| `ACPFUZZ-SESSION-ISOLATION-MUST`") for line in table)
+
+    # A corpus that is not a folder, or both options: one line, nothing run.
+    for args, message in ((["--corpus", "nope"], "--corpus nope: not a folder"),
+                          (["--corpus", "corpus", "--no-corpus"],
+                           "--corpus and --no-corpus: give one of them")):
+        bad = run_cli(tmp_path, "matrix", "-p", "reference", *args, "--markdown", "bad.md")
+        assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+            f"acp-fuzz: error: {message}"], bad.stderr
+        assert not (tmp_path / "bad.md").exists()
