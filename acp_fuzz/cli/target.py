@@ -227,6 +227,12 @@ def target(
     def on_event(ev: CampaignEvent) -> None:
         if isinstance(ev, Started):
             print_agent(ev.agent, ev.initialize)
+            from acp_fuzz.core.dialects import not_honoured, resolve
+
+            why = not_honoured(resolve(spec.dialect, ev.initialize), ev.initialize)
+            if why is not None:
+                err.print(terminal(f"warning: --dialect {spec.dialect}: {why}"),
+                          style="yellow", markup=False)
             progress.start()
         elif isinstance(ev, Calibrated):
             b = ev.baseline

@@ -23,6 +23,7 @@ invalid in the standard form is sent as a robustness probe and scored as info.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from acp_fuzz.core.payloads import Capabilities, blocks_of
@@ -77,12 +78,25 @@ def capabilities(dialect: str, init: Any) -> Capabilities:
     base = Capabilities.from_initialize(init)
     if dialect == "standard":
         return base
-    override = True
+    supported, override = True, True
     if dialect == "pi-meta":
+        # pi-acp advertises its field; where it does not (every npm release up to 0.0.34),
+        # a prompt sent that way is a probe, as an unadvertised standard one is, never a
+        # prompt the agent owes the model.
         sp = _get(init, "agentCapabilities", "_meta", "piAcp", "systemPrompt")
-        override = bool(_get(sp, "replace"))
-    return Capabilities(system_prompt=True, override=override, load=base.load,
-                        resume=base.resume, fork=base.fork, close=base.close, list=base.list)
+        supported = isinstance(sp, Mapping) and bool(_get(sp, "append") or _get(sp, "replace"))
+        override = supported and bool(_get(sp, "replace"))
+    # Everything else is read from initialize as for the standard field.
+    return replace(base, system_prompt=supported, override=override)
+
+
+def not_honoured(dialect: str, init: Any) -> str | None:
+    """Why a prompt sent in ``dialect`` is not one the agent says it honours, or None."""
+    if dialect == "pi-meta" and not capabilities(dialect, init).system_prompt:
+        return ("the agent does not advertise agentCapabilities._meta.piAcp.systemPrompt: "
+                "its _meta.systemPrompt is not honoured here, and each prompt sent that way "
+                "is a probe (info), not judged as applied")
+    return None
 
 
 def encode_meta(sp: Any) -> Any:

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from acp_fuzz.core.dialects import capabilities, detect, encode_meta, goose_params, resolve
+from acp_fuzz.core.dialects import (
+    capabilities,
+    detect,
+    encode_meta,
+    goose_params,
+    not_honoured,
+    resolve,
+)
 
 APPEND = {"mode": "append", "content": [{"type": "text", "text": "a"}, {"type": "text",
                                                                       "text": "b"}]}
@@ -54,3 +61,18 @@ def test_pi_override_follows_its_replace_capability() -> None:
     no_replace = init({"_meta": {"piAcp": {"systemPrompt": {"append": True}}}})
     assert capabilities("pi-meta", no_replace).override is False
     assert capabilities("claude-meta", init({})).system_prompt is True
+
+
+def test_pi_meta_without_its_capability_is_not_honoured() -> None:
+    """pi-acp 0.0.34 advertises no ``_meta.piAcp.systemPrompt``: a prompt forced into that
+    dialect is a probe (info), and acp-fuzz says so, never a MUST for a prompt "lost"."""
+    old_pi = init({"loadSession": True, "sessionCapabilities": {"list": {}, "delete": {}}})
+    caps = capabilities("pi-meta", old_pi)
+    assert (caps.system_prompt, caps.override) == (False, False)
+    assert caps.load and caps.list and caps.delete  # the rest is read as for the standard field
+    why = not_honoured("pi-meta", old_pi)
+    assert why is not None and "agentCapabilities._meta.piAcp.systemPrompt" in why
+    advertised = init({"_meta": {"piAcp": {"systemPrompt": {"append": True, "replace": True}}}})
+    assert capabilities("pi-meta", advertised).override is True
+    assert not_honoured("pi-meta", advertised) is None
+    assert not_honoured("standard", old_pi) is None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
+from _support import run_cli
 
 from acp_fuzz.core.oracles import evaluate
 from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
@@ -52,3 +54,16 @@ def test_a_leak_is_found_through_each_dialect(dialect: str, tmp_path: Path,
     assert result.reports, f"leak not found through {dialect}"
     assert "prompt.leak" in result.reports[0].oracles
     assert len(result.reports[0].steps) == 3
+
+
+def test_a_pi_meta_prompt_to_an_agent_without_its_capability_is_a_probe(tmp_path: Path) -> None:
+    """``--dialect pi-meta`` on an agent that does not advertise pi's field (pi-acp's npm
+    releases): a warning says the prompt is not honoured, and nothing is judged as lost."""
+    report = tmp_path / "r.json"
+    proc = run_cli(tmp_path, "target", "--dialect", "pi-meta", "-n", "8",
+                   "--cassette-dir", str(tmp_path / "c"), "--report", f"json:{report}",
+                   "--", sys.executable, "-m", "acp_fuzz.reference_agent")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "warning: --dialect pi-meta: the agent does not advertise " \
+           "agentCapabilities._meta.piAcp.systemPrompt" in proc.stderr
+    assert json.loads(report.read_text())["findings"] == []
