@@ -78,7 +78,7 @@ def install(
         try:
             res = agents_cache.install_package(
                 name, p.package, p.version, force=force,
-                registry="pypi" if p.pypi_package else "npm")
+                registry="pypi" if p.pypi_package else "npm", extra=p.extra_packages)
         except (RuntimeError, OSError) as exc:
             # npm's own output is many lines: keep the first (what failed) and the last.
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]

