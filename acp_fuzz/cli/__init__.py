@@ -19,7 +19,7 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from acp_fuzz.cli import agents, doctor, gateway, matrix, profiles, replay, show, target
+from acp_fuzz.cli import agents, client, doctor, gateway, matrix, profiles, replay, show, target
 from acp_fuzz.cli.app import app
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.engine import interrupt
@@ -27,7 +27,7 @@ from acp_fuzz.engine import interrupt
 __all__ = ["app", "main"]
 
 # The command modules register themselves on ``app`` when imported (one module per command).
-_COMMANDS = (target, doctor, replay, show, gateway, profiles, agents, matrix)
+_COMMANDS = (target, doctor, replay, show, gateway, profiles, agents, matrix, client)
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,

@@ -296,6 +296,9 @@ def _valid_steps(cassette: Cassette) -> list[dict[str, Any]]:
     """The cassette's steps, each one a step acp-fuzz could have drawn; else ``ValueError``
     naming the first that is not (its number and what is wrong with it)."""
     out = []
+    if cassette.header.kind == "client-finding":  # engine/client_campaign.py CASSETTE_KIND
+        raise ValueError("a client cassette (acp-fuzz client): replay it with `acp-fuzz "
+                         "client --replay CASSETTE -- CLIENT-CMD`")
     steps = [e for e in cassette.events if e.kind == "step"]
     for i, e in enumerate(steps, 1):
         if "args" not in e.data:  # what steps_of reads; the reader checked it is a map

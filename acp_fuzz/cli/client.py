@@ -1,0 +1,314 @@
+"""``acp-fuzz client``: test an ACP client against the RFD's client rules (interface layer).
+
+acp-fuzz plays the agent (a stand-in that advertises drawn capability sets), runs the client's
+scenario against it, judges what the client sent, shrinks each failure to the smallest
+capability set, confirms and records it. ``--replay CASSETTE`` runs a recorded failure again.
+See ``docs/clients.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+from rich.text import Text
+
+from acp_fuzz.cli.app import (
+    app,
+    atomic_write,
+    check_writable_dir,
+    err,
+    fail,
+    hide,
+    install_interrupt_handlers,
+    out,
+)
+from acp_fuzz.core.errors import CassetteError, HarnessError
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.scenarios import DEFAULT_TIMEOUT, Scenario, ScenarioError, parse_scenario
+from acp_fuzz.core.scrub import env_secrets
+
+if TYPE_CHECKING:
+    from acp_fuzz.engine.client_campaign import ClientCampaignResult
+
+__all__ = ["client"]
+
+
+def _parse_reports(values: Sequence[str]) -> list[tuple[str, Path]]:
+    reports = []
+    for v in values:
+        kind, _, path = v.partition(":")
+        if kind not in ("json", "junit") or not path:
+            fail(f"--report takes json:PATH or junit:PATH, got {v!r}")
+        p = Path(path)
+        if p.parent and not p.parent.exists():
+            fail(f"--report: folder does not exist: {p.parent}")
+        reports.append((kind, p))
+    return reports
+
+
+def _scenario(command: Sequence[str], steps: Sequence[str], scenario_file: Path | None,
+              timeout: float | None) -> Scenario | None:
+    """The scenario the options give (``None``: neither ``--step`` nor ``--scenario``)."""
+    if steps and scenario_file is not None:
+        fail("give the scenario as --step options or as --scenario FILE, not both")
+    try:
+        if scenario_file is not None:
+            try:
+                text = scenario_file.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                fail(f"--scenario {scenario_file}: cannot be read: "
+                     f"{getattr(e, 'strerror', None) or e}")
+            sc = parse_scenario(text, str(scenario_file))
+            if command:
+                sc = sc.with_command(command)
+        elif steps:
+            sc = Scenario.from_steps(command, steps)
+        else:
+            return None
+        if timeout is not None:
+            sc = Scenario(sc.command, sc.steps, timeout)
+        sc.check()
+    except ScenarioError as e:
+        fail(str(e))
+    return sc
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def client(
+    command: list[str] = typer.Argument(None, metavar="[-- CLIENT-CMD ARGS...]",
+                                        help="The client, after --. An argument that is "
+                                             "exactly {agent} becomes the agent's command "
+                                             "line; the client also finds it in "
+                                             "$ACP_FUZZ_AGENT."),
+    max_examples: int = typer.Option(50, "--max-examples", "-n", min=1,
+                                     help="How many capability sets to try."),
+    seed: int = typer.Option(0, "--seed", help="Seed: the same seed and client give the "
+                                               "same run."),
+    strict: bool = typer.Option(False, "--strict", metavar="",
+                                help="Fail on SHOULD findings too."),
+    step: list[str] = typer.Option(
+        [], "--step", metavar="'ARGS...'",
+        help="One run of the client (repeatable, in order): these words are appended to the "
+             "client command (without one, each step is a whole command line). The steps "
+             "share the agent's sessions and the client's HOME."),
+    scenario_file: Path | None = typer.Option(None, "--scenario", metavar="FILE",
+                                              help="The steps as a TOML file "
+                                                   "(docs/clients.md)."),
+    timeout: float | None = typer.Option(None, "--timeout", min=0.1,
+                                         help=f"Seconds each step may run (default: the "
+                                              f"scenario's, else {DEFAULT_TIMEOUT:g})."),
+    cassette_dir: Path = typer.Option(Path("cassettes"), "--cassette-dir",
+                                      help="Where finding cassettes are written."),
+    report: list[str] = typer.Option([], "--report",
+                                     help="json:PATH or junit:PATH (repeatable)."),
+    replay: Path | None = typer.Option(None, "--replay", metavar="CASSETTE",
+                                       help="Run a client cassette's capability set again "
+                                            "against this client: FIXED, FAILED or FLAKY."),
+    trust_recorded_command: bool = typer.Option(
+        False, "--trust-recorded-command", metavar="",
+        help="With --replay: run the client command and steps the cassette recorded (only "
+             "for cassettes you trust)."),
+    pass_env: list[str] = typer.Option(
+        [], "--pass-env", metavar="NAME",
+        help="Pass this variable from your environment to the client (repeatable); its "
+             "value is scrubbed from cassettes and reports."),
+    max_failures: int = typer.Option(10, "--max-failures", min=1, metavar="N",
+                                     help="Stop after N distinct failures."),
+    exitfirst: bool = typer.Option(False, "--exitfirst", "-x", metavar="",
+                                   help="Stop at the first failure."),
+    exclude_oracle: list[str] = typer.Option(
+        [], "--exclude-oracle", metavar="ID",
+        help="Skip this client oracle's findings (repeatable)."),
+) -> None:
+    """Test an ACP client: acp-fuzz plays the agent with drawn capability sets and judges
+    what the client sends (systemPrompt gating, content, re-sending, gated methods)."""
+    from acp_fuzz.core.client_oracles import CLIENT_CATALOG
+
+    for oracle in exclude_oracle:
+        if oracle not in CLIENT_CATALOG:
+            fail(f"--exclude-oracle: unknown client oracle {oracle!r} (known: "
+                 f"{', '.join(sorted(CLIENT_CATALOG))})")
+    reports = _parse_reports(report)
+    secrets = sorted(_passed_secrets(pass_env))
+    hide(secrets)
+    if replay is not None:
+        if reports:
+            fail("--report is for a search; --replay prints its verdict and sets the exit "
+                 "code")
+        _replay(replay, command or [], step, scenario_file, timeout, trust_recorded_command,
+                tuple(pass_env))
+        return
+    if trust_recorded_command:
+        fail("--trust-recorded-command goes with --replay CASSETTE")
+    sc = _scenario(command or [], step, scenario_file, timeout)
+    if sc is None:
+        if not command:
+            fail("no client given: use `acp-fuzz client -- CLIENT-CMD ARGS` (try `-- python -m "
+                 "acp_fuzz.reference_client`), or give --step/--scenario")
+        sc = Scenario(tuple(command), timeout=timeout or DEFAULT_TIMEOUT)
+    check_writable_dir(cassette_dir, "--cassette-dir")
+
+    from acp_fuzz.engine.client_campaign import (
+        ClientCampaignEvent,
+        ClientSettings,
+        Confirming,
+        ExampleRan,
+        FailureFound,
+        run_client_campaign,
+    )
+
+    hint = _again_tail(sc, scenario_file)
+    cfg = ClientSettings(max_examples=max_examples, seed=seed, strict=strict,
+                         cassette_dir=cassette_dir, max_failures=1 if exitfirst else
+                         max_failures, pass_env=tuple(pass_env),
+                         exclude_oracles=tuple(exclude_oracle), replay_hint=hint)
+    out.print(terminal(f"client: {shlex.join(sc.command) or '(each step is a command line)'}"
+                       f"  scenario: {len(sc.steps)} step(s)"), markup=False)
+
+    def on_event(ev: ClientCampaignEvent) -> None:
+        if isinstance(ev, ExampleRan) and ev.examples == 1:
+            err.print(terminal(f"first example ran ({ev.caps.describe()})"), markup=False)
+        elif isinstance(ev, FailureFound):
+            err.print(terminal(f"found a failure ({', '.join(ev.oracles)}) under "
+                               f"{ev.caps.describe()}; shrinking it"), markup=False)
+        elif isinstance(ev, Confirming):
+            err.print(terminal(f"  shrunk to {ev.caps.describe()}; confirming"), markup=False)
+
+    t0 = time.monotonic()
+    restore = install_interrupt_handlers()
+    try:
+        result = run_client_campaign(sc, cfg, on_event)
+    except HarnessError as e:
+        fail(str(e))
+    except ScenarioError as e:
+        fail(str(e))
+    finally:
+        restore()
+    if result.interrupted:
+        err.print("acp-fuzz: interrupted: writing what was found so far", markup=False)
+    _print(result, time.monotonic() - t0)
+    for kind, path in reports:
+        _write_report(kind, result, path, secrets)
+    raise typer.Exit(result.exit_code)
+
+
+def _again_tail(sc: Scenario, scenario_file: Path | None) -> str:
+    """What follows ``acp-fuzz client --replay CASSETTE`` to run a failure again: the
+    scenario (as given) and the client command."""
+    if scenario_file is not None:
+        tail = f"--scenario {shlex.quote(str(scenario_file))}"
+    elif any(s.args for s in sc.steps):
+        tail = " ".join(f"--step {shlex.quote(shlex.join(s.args))}" for s in sc.steps)
+    else:
+        tail = ""
+    if sc.command:
+        tail += f" -- {shlex.join(sc.command)}"
+    return tail.strip()
+
+
+def _passed_secrets(names: Sequence[str]) -> frozenset[str]:
+    import os
+
+    return env_secrets({n: os.environ[n] for n in names if n in os.environ}, names)
+
+
+def _print(result: ClientCampaignResult, elapsed: float) -> None:
+    from acp_fuzz.reporting.client import client_lines
+
+    out.print(f"ran {result.examples_run} capability set(s), {result.runs} client run(s) in "
+              f"{elapsed:.1f}s (seed {result.settings.seed})", markup=False)
+    info = result.client_info
+    if isinstance(info, dict):
+        out.print(terminal(f"client info: {info.get('name', '?')} {info.get('version', '?')}"),
+                  markup=False)
+
+    def again(cassette: Path) -> str:
+        tail = result.settings.replay_hint
+        return f"acp-fuzz client --replay {shlex.quote(str(cassette))}" + (f" {tail}" * bool(tail))
+
+    for text, style in client_lines(result, again):
+        line = Text(text)
+        if style:
+            line.stylize(style)
+        out.print(line)
+
+
+def _write_report(kind: str, result: ClientCampaignResult, path: Path,
+                  secrets: Sequence[str]) -> None:
+    from acp_fuzz.reporting.client import client_cases, client_result_to_json
+
+    if kind == "json":
+        atomic_write(path, json.dumps(client_result_to_json(result, secrets), indent=2,
+                                      ensure_ascii=False, default=repr))
+        return
+    from acp_fuzz.reporting import write_junit
+
+    try:
+        write_junit(path, "acp-fuzz client", client_cases(result, secrets))
+    except OSError as e:
+        fail(f"cannot write {path}: {e.strerror or e}")
+
+
+def _replay(cassette_path: Path, command: Sequence[str], steps: Sequence[str],
+            scenario_file: Path | None, timeout: float | None, trust: bool,
+            pass_env: tuple[str, ...]) -> None:
+    from acp_fuzz.core.cassette import read_cassette
+    from acp_fuzz.engine.client_campaign import recorded_client, replay_client
+
+    try:
+        cassette = read_cassette(cassette_path)
+        caps, recorded, oracles = recorded_client(cassette)
+    except (CassetteError, HarnessError) as e:
+        fail(str(e))
+    sc = _scenario(command, steps, scenario_file, timeout)
+    if sc is None:
+        needs_steps = any(s.args or s.stdin for s in recorded.steps)
+        if trust:
+            sc = recorded if not command else recorded.with_command(command)
+        elif not command:
+            fail(f"no client given: the cassette recorded {_shown(recorded.command)}; name the "
+                 "client after -- (or --trust-recorded-command to run the recorded one)")
+        elif needs_steps:
+            fail("the cassette recorded a scenario of "
+                 f"{len(recorded.steps)} step(s) ({_shown_steps(recorded)}); give them again "
+                 "with --step or --scenario, or --trust-recorded-command to run them")
+        else:
+            sc = recorded.with_command(command)
+        if timeout is not None:
+            sc = Scenario(sc.command, sc.steps, timeout)
+        try:
+            sc.check()
+        except ScenarioError as e:
+            fail(str(e))
+    restore = install_interrupt_handlers()
+    try:
+        res = replay_client(cassette, sc, pass_env=pass_env)
+    except HarnessError as e:
+        fail(str(e))
+    except KeyboardInterrupt:
+        err.print("acp-fuzz: interrupted", markup=False)
+        raise typer.Exit(130) from None
+    finally:
+        restore()
+    what = ", ".join(oracles) or "no recorded failure"
+    out.print(terminal(f"{res.verdict} {cassette_path}: {what} under {caps.describe()} "
+                       f"({res.rate})"), markup=False)
+    for f in res.findings:
+        out.print(terminal(f"  {f.severity} {f.oracle}: {f.message}"), markup=False)
+    raise typer.Exit(0 if res.verdict == "FIXED" else 1)
+
+
+def _shown(argv: Sequence[str]) -> str:
+    return terminal(shlex.join(argv)) if argv else "no client command"
+
+
+def _shown_steps(sc: Scenario) -> str:
+    words: list[Any] = [shlex.join(s.args) for s in sc.steps]
+    text = "; ".join(words)
+    return terminal(text[:200] + ("..." if len(text) > 200 else ""))

@@ -1,0 +1,106 @@
+"""What ``acp-fuzz client --report json:PATH|junit:PATH`` writes, and the lines it prints
+(pure: builds documents and text, writes nothing).
+
+The JSON has the shape of ``target``'s: ``findings`` with ``oracle``, ``severity``, ``rule``,
+``message``, ``step``, ``session``, ``evidence``, ``status``, ``rate``, ``steps`` and
+``cassette``; a client finding adds ``capabilities`` (the smallest capability set that showed
+it, as data) and ``capability_set`` (the same, readable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.findings import is_failure, is_reported
+from acp_fuzz.core.scrub import Scrubber
+from acp_fuzz.core.version import __version__
+from acp_fuzz.reporting.junit import Case
+
+if TYPE_CHECKING:
+    from acp_fuzz.engine.client_campaign import ClientCampaignResult
+
+__all__ = ["client_cases", "client_lines", "client_result_to_json"]
+
+
+def client_result_to_json(result: ClientCampaignResult,
+                          secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``--report json:PATH`` document, with every value in ``secrets`` redacted."""
+    findings = []
+    for rep in result.reports:
+        for f in rep.findings:
+            findings.append({**f.to_wire(), "status": rep.status, "rate": rep.rate,
+                             "steps": len(result.scenario.steps),
+                             "capabilities": rep.caps.to_wire(),
+                             "capability_set": rep.caps.describe(),
+                             "cassette": str(rep.cassette) if rep.cassette else None})
+    doc = {"acp_fuzz_version": __version__, "role": "client",
+           "client": list(result.scenario.command), "client_info": result.client_info,
+           "scenario": result.scenario.to_wire(), "stand_in": result.initialize,
+           "examples_run": result.examples_run, "runs": result.runs,
+           "seed": result.settings.seed, "strict": result.settings.strict,
+           "findings": findings, "info": [i.to_wire() for i in result.info],
+           "judged": [{"oracle": o, "rule": r, "checks": n}
+                      for (o, r), n in sorted(result.judged.items())],
+           "timeouts": result.timeouts,
+           "interrupted": result.interrupted, "exit_code": result.exit_code}
+    return dict(Scrubber(secrets).value(doc))
+
+
+def client_cases(result: ClientCampaignResult, secrets: Sequence[str] = ()) -> list[Case]:
+    """The ``--report junit:PATH`` cases: one per reported finding (a failure when it fails
+    the run), or one passing ``client``."""
+    scrub = Scrubber(secrets).text
+    cases = []
+    for rep in result.reports:
+        for f in rep.findings:
+            if not is_reported(f.severity):
+                continue
+            failing = is_failure(f, strict=result.settings.strict)
+            body = scrub(f"{f.message}\nrule: {f.rule}\nstatus: {rep.status} ({rep.rate})\n"
+                         f"capabilities: {rep.caps.describe()}\n"
+                         f"cassette: {rep.cassette or 'not written'}")
+            cases.append(Case(name=f.oracle, classname="acp-fuzz.client",
+                              outcome="failure" if failing else "pass",
+                              message=f.oracle, type=f.severity, text=body))
+    return cases or [Case(name="client", classname="acp-fuzz.client")]
+
+
+def client_lines(result: ClientCampaignResult,
+                 again: Callable[[Path], str] = str) -> list[tuple[str, str]]:
+    """What ``acp-fuzz client`` prints after the search: ``(text, style)`` pairs, the text
+    escaped for the terminal (client text is shown, never interpreted). ``again(cassette)``
+    is the replay command line for a cassette."""
+    out: list[tuple[str, str]] = []
+    strict = result.settings.strict
+    for rep in result.reports:
+        worst = rep.findings[0] if rep.findings else None
+        fails = any(is_failure(f, strict=strict) for f in rep.findings)
+        head = (f"{rep.status} {', '.join(rep.oracles)}"
+                + (f" ({worst.severity}, {worst.rule})" if worst else "") + f" {rep.rate}")
+        out.append((terminal(head), "bold red" if fails else "bold yellow"))
+        for f in rep.findings:
+            out.append((terminal(f"  {f.severity} {f.oracle}: {f.message}"), ""))
+        out.append((terminal(f"  smallest capability set: {rep.caps.describe()}"), ""))
+        if rep.cassette:
+            out.append((terminal(f"  cassette: {rep.cassette}"), ""))
+            out.append((terminal(f"  replay:   {again(rep.cassette)}"), ""))
+    for f in result.info:
+        out.append((terminal(f"info {f.oracle}: {f.message}"), "dim"))
+    if result.timeouts:
+        out.append((f"{result.timeouts} step(s) outlived the step timeout and were killed "
+                    "(--timeout)", "yellow"))
+    failing = sum(1 for r in result.reports
+                  if any(is_failure(f, strict=strict) for f in r.findings))
+    if result.interrupted:
+        out.append((f"interrupted: {len(result.reports)} finding(s) so far, {failing} failing",
+                    "bold yellow"))
+    elif failing:
+        out.append((f"{failing} failing finding(s)", "bold red"))
+    elif result.reports:
+        out.append(("no failing finding (SHOULD findings fail only under --strict)", "green"))
+    else:
+        out.append(("no finding: the client followed every client rule judged", "green"))
+    return out

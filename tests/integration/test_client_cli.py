@@ -1,0 +1,183 @@
+"""``acp-fuzz client`` end to end, as a user runs it: exit codes, the JSON and JUnit reports,
+``--step`` and ``--scenario``, ``--replay``, and one-line errors for bad arguments (never a
+traceback). The client is the reference client (``python -m acp_fuzz.reference_client``),
+against the stand-in agent."""
+
+from __future__ import annotations
+
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from _support import run_cli
+
+from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
+from acp_fuzz.core.history import History
+
+pytestmark = pytest.mark.integration
+
+CLIENT = [sys.executable, "-m", "acp_fuzz.reference_client"]
+
+
+def _one_line_error(proc: object, *needles: str) -> None:
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)  # type: ignore[attr-defined]
+    err = proc.stderr.strip()  # type: ignore[attr-defined]
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("acp-fuzz: error: ")
+    for n in needles:
+        assert n in lines[0], lines[0]
+
+
+def test_a_correct_client_exits_0_with_a_passing_report(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "client", "-n", "4", "--report", f"json:{tmp_path}/r.json",
+                   "--report", f"junit:{tmp_path}/r.xml", "--", *CLIENT)
+    assert proc.returncode == 0, proc.stderr
+    assert "no finding" in proc.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert (doc["findings"], doc["exit_code"], doc["examples_run"]) == ([], 0, 4)
+    assert doc["role"] == "client"
+    assert doc["client_info"]["name"] == "acp-fuzz-reference-client"
+    assert doc["stand_in"]["agentInfo"]["name"] == "acp-fuzz-stand-in"
+    assert {j["oracle"] for j in doc["judged"]} >= {"client.prompt-unadvertised",
+                                                    "client.before-initialize"}
+    suite = ET.parse(tmp_path / "r.xml").getroot()
+    assert suite.get("failures") == "0" and suite.get("tests") == "1"
+    assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_a_must_finding_exits_1_with_its_report_and_cassette(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "client", "-n", "5", "--cassette-dir", str(tmp_path / "c"),
+                   "--report", f"json:{tmp_path}/r.json", "--report",
+                   f"junit:{tmp_path}/r.xml", "--", *CLIENT, "--bug", "unadvertised-prompt")
+    assert proc.returncode == 1, proc.stderr
+    assert "FAILED client.prompt-unadvertised (MUST, SP-CLIENT-GATE-MUSTNOT) 3/3" in proc.stdout
+    assert "smallest capability set: v1: nothing advertised" in proc.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    (f,) = doc["findings"]
+    assert {"oracle", "severity", "rule", "message", "step", "session", "evidence", "status",
+            "rate", "steps", "capabilities", "capability_set", "cassette"} <= set(f)
+    assert (f["oracle"], f["severity"], f["rule"], f["status"], f["rate"]) == (
+        "client.prompt-unadvertised", "MUST", "SP-CLIENT-GATE-MUSTNOT", "FAILED", "3/3")
+    assert f["evidence"]["method"] == "session/new"
+    assert f["capabilities"]["system_prompt"] is False
+    assert doc["exit_code"] == 1
+    cassette = Path(f["cassette"])
+    assert cassette.is_file() and cassette.parent == tmp_path / "c"
+    assert read_cassette(cassette).header.kind == "client-finding"
+    suite = ET.parse(tmp_path / "r.xml").getroot()
+    assert suite.get("failures") == "1"
+    assert suite.find("testsuite/testcase").get("name") == "client.prompt-unadvertised"
+    # The printed replay line runs it again: FAILED with the bug, FIXED without.
+    replay = run_cli(tmp_path, "client", "--replay", str(cassette), "--", *CLIENT, "--bug",
+                     "unadvertised-prompt")
+    assert replay.returncode == 1, replay.stderr
+    assert replay.stdout.startswith("FAILED ")
+    fixed = run_cli(tmp_path, "client", "--replay", str(cassette), "--", *CLIENT)
+    assert fixed.returncode == 0, fixed.stderr
+    assert fixed.stdout.startswith("FIXED ")
+    # Not an agent cassette: `acp-fuzz replay` says where it belongs.
+    agent_replay = run_cli(tmp_path, "replay", str(cassette), "--", *CLIENT)
+    assert agent_replay.returncode == 2
+    assert "acp-fuzz client --replay" in agent_replay.stdout + agent_replay.stderr
+
+
+def test_a_should_finding_fails_only_under_strict(tmp_path: Path) -> None:
+    args = ["client", "-n", "4", "--cassette-dir", str(tmp_path / "c"), "--", *CLIENT,
+            "--bug", "legacy-meta-only"]
+    proc = run_cli(tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "FAILED client.legacy-meta-prompt (SHOULD" in proc.stdout
+    strict = run_cli(tmp_path, *args[:1], "--strict", *args[1:])
+    assert strict.returncode == 1, strict.stderr
+
+
+def test_steps_share_the_sessions_across_command_lines(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    proc = run_cli(tmp_path, "client", "-n", "5", "--strict", "--step", "new", "--step",
+                   "prompt 'hello there'", "--cassette-dir", str(tmp_path / "c"), "--report",
+                   f"json:{report}", "--", *CLIENT, "--bug", "no-resend")
+    assert proc.returncode == 1, proc.stderr
+    (f,) = json.loads(report.read_text())["findings"]
+    assert f["oracle"] == "client.prompt-not-resent"
+    assert (f["step"], f["evidence"]["connection"], f["steps"]) == (1, 1, 2)
+    # Its replay needs the steps again; the printed line gives them.
+    cassette = f["cassette"]
+    line = next(x for x in proc.stdout.splitlines() if "replay:" in x)
+    assert "--step new --step " in line and line.endswith(" ".join(CLIENT) + " --bug no-resend")
+    missing = run_cli(tmp_path, "client", "--replay", cassette, "--", *CLIENT)
+    _one_line_error(missing, "2 step(s)", "--step")
+    again = run_cli(tmp_path, "client", "--replay", cassette, "--step", "new", "--step",
+                    "prompt hi", "--", *CLIENT, "--bug", "no-resend")
+    assert again.returncode == 1 and again.stdout.startswith("FAILED"), again.stderr
+
+
+def test_a_scenario_file_with_a_whole_command_line_per_step(tmp_path: Path) -> None:
+    client = " ".join(CLIENT)
+    (tmp_path / "s.toml").write_text(
+        f'timeout = 30\n[[step]]\nrun = "{client} --bug no-resend new"\n'
+        f'[[step]]\nargs = {json.dumps([*CLIENT, "--bug", "no-resend", "prompt", "hi"])}\n'
+        'stdin = "ignored\\n"\n')
+    proc = run_cli(tmp_path, "client", "-n", "5", "--strict", "--scenario", "s.toml",
+                   "--cassette-dir", str(tmp_path / "c"))
+    assert proc.returncode == 1, proc.stderr
+    assert "client.prompt-not-resent" in proc.stdout
+    assert "--scenario s.toml" in proc.stdout
+
+
+def test_the_agent_placeholder_is_replaced(tmp_path: Path) -> None:
+    # The client reads the agent from --agent only: ACP_FUZZ_AGENT is emptied first.
+    proc = run_cli(tmp_path, "client", "-n", "2", "--", "env", "ACP_FUZZ_AGENT=", *CLIENT,
+                   "--agent", "{agent}")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_an_interrupt_exits_130(tmp_path: Path) -> None:
+    # The client sends acp-fuzz (its parent) SIGINT as it starts: no sleep, no race.
+    cmd = "kill -INT $PPID; exec " + " ".join(CLIENT)
+    proc = run_cli(tmp_path, "client", "-n", "3", "--", "sh", "-c", cmd)
+    assert proc.returncode == 130, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr
+    assert "interrupted" in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("args, needles", [
+    ([], ["no client given"]),
+    (["--report", "xml:r", "--", *CLIENT], ["--report takes json:PATH or junit:PATH"]),
+    (["--report", "json:/nonexistent/dir/r.json", "--", *CLIENT], ["folder does not exist"]),
+    (["--step", "new", "--scenario", "s.toml", "--", *CLIENT], ["not both"]),
+    (["--scenario", "missing.toml", "--", *CLIENT], ["cannot be read"]),
+    (["--step", "'unclosed", "--", *CLIENT], ["--step", "quotation"]),
+    (["--exclude-oracle", "prompt.leak", "--", *CLIENT], ["unknown client oracle"]),
+    (["--trust-recorded-command", "--", *CLIENT], ["goes with --replay"]),
+    (["--", "/nonexistent/client"], ["cannot start the client"]),
+    (["-n", "2", "--", "true"], ["never started the agent", "{agent}"]),
+    (["--replay", "missing.cassette", "--", *CLIENT], ["missing.cassette"]),
+])
+def test_bad_arguments_are_one_line_errors(tmp_path: Path, args: list[str],
+                                           needles: list[str]) -> None:
+    _one_line_error(run_cli(tmp_path, "client", *args), *needles)
+
+
+def test_a_bad_scenario_file_names_its_key(tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text("[[step]]\nrun = 'a'\ncmd = 'b'\n")
+    _one_line_error(run_cli(tmp_path, "client", "--scenario", "s.toml", "--", *CLIENT),
+                    "s.toml: step 1: unknown key 'cmd'")
+
+
+def test_replay_refuses_an_agent_cassette_and_a_missing_client(tmp_path: Path) -> None:
+    agent = write_cassette(tmp_path / "a.cassette", Header(target=["x"]), History())
+    _one_line_error(run_cli(tmp_path, "client", "--replay", str(agent), "--", *CLIENT),
+                    "not a client cassette")
+    client = write_cassette(tmp_path / "c.cassette", Header(
+        target=[*CLIENT], kind="client-finding",
+        settings={"capabilities": {"protocol": 1},
+                  "scenario": {"command": [*CLIENT], "steps": [{"args": []}]}}), History())
+    _one_line_error(run_cli(tmp_path, "client", "--replay", str(client)),
+                    "no client given", "--trust-recorded-command")
+    trusted = run_cli(tmp_path, "client", "--replay", str(client), "--trust-recorded-command")
+    assert trusted.returncode == 0, trusted.stderr
+    assert trusted.stdout.startswith("FIXED")

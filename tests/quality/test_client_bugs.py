@@ -1,0 +1,149 @@
+"""End to end: ``acp-fuzz client`` (``run_client_campaign``) finds every planted bug of the
+reference client (``python -m acp_fuzz.reference_client --bug NAME``), names the right oracle,
+confirms it 3/3, shrinks it to the smallest capability set that shows it, and writes a cassette
+that the client oracles judge the same offline; the correct reference client gives nothing
+under every capability set there is, in one command line and across two.
+
+Fast for a campaign (the stand-in answers without a model; about 0.2 s a client run here):
+every campaign is bounded by a small ``max_examples``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from acp_fuzz.core.capability_sets import CapabilitySet
+from acp_fuzz.core.cassette import read_cassette
+from acp_fuzz.core.client_oracles import judge_client
+from acp_fuzz.core.scenarios import Scenario
+from acp_fuzz.engine.client_campaign import (
+    CASSETTE_KIND,
+    ClientCampaignResult,
+    ClientSettings,
+    run_client_campaign,
+    run_scenario,
+)
+from acp_fuzz.reference_client import BUGS
+
+pytestmark = [pytest.mark.quality, pytest.mark.timeout(900)]
+
+Track = Callable[[int | None], None]
+CLIENT = (sys.executable, "-m", "acp_fuzz.reference_client")
+
+#: bug -> (the oracle it must be found as; how many capabilities the smallest set that shows
+#: it advertises, the version above 1 counting as one; the client's extra arguments).
+MINIMUM: dict[str, tuple[str, int, tuple[str, ...]]] = {
+    # systemPrompt on session/new with nothing advertised, v1
+    "unadvertised-prompt": ("client.prompt-unadvertised", 0, ()),
+    # override asked for, only systemPrompt advertised
+    "override-unadvertised": ("client.override-unadvertised", 1, ("--mode", "override")),
+    # an image block in the prompt of session/new: systemPrompt advertised
+    "image-block": ("client.prompt-non-text", 1, ()),
+    # content [] on the reattach: systemPrompt and one way to reattach (load, resume, fork, v2)
+    "empty-content": ("client.prompt-empty", 2, ()),
+    # session/resume with nothing advertised, v1 (v2 commits to resume)
+    "resume-ungated": ("client.capability-unadvertised", 0, ()),
+    # session/new before initialize, with nothing advertised
+    "new-before-initialize": ("client.before-initialize", 0, ()),
+    # the reattach without the prompt: systemPrompt and one way to reattach
+    "no-resend": ("client.prompt-not-resent", 2, ()),
+    # the reattach with a line added: systemPrompt and one way to reattach
+    "changed-on-reattach": ("client.prompt-changed", 2, ()),
+    # _meta.systemPrompt where systemPrompt is advertised
+    "legacy-meta-only": ("client.legacy-meta-prompt", 1, ()),
+}
+
+
+def test_every_planted_bug_has_a_minimum() -> None:
+    assert set(MINIMUM) == set(BUGS)
+
+
+def _campaign(scenario: Scenario, tmp_path: Path, n: int = 40,
+              strict: bool = False) -> ClientCampaignResult:
+    return run_client_campaign(scenario, ClientSettings(
+        max_examples=n, cassette_dir=tmp_path / "cassettes", strict=strict))
+
+
+@pytest.mark.parametrize("bug", sorted(MINIMUM))
+def test_each_planted_bug_is_found_shrunk_and_recorded(bug: str, tmp_path: Path,
+                                                       no_orphans: Track) -> None:
+    oracle, size, extra = MINIMUM[bug]
+    result = _campaign(Scenario((*CLIENT, *extra, "--bug", bug)), tmp_path)
+    found = [r for r in result.reports if oracle in r.oracles]
+    assert found, [r.oracles for r in result.reports]
+    rep = found[0]
+    assert (rep.status, rep.rate) == ("FAILED", "3/3")
+    assert rep.caps.size() == size, rep.caps.describe()
+    f = next(f for f in rep.findings if f.oracle == oracle)
+    assert f.evidence["method"]
+    assert rep.cassette is not None and rep.cassette.is_file()
+    cassette = read_cassette(rep.cassette)
+    assert cassette.header.kind == CASSETTE_KIND
+    assert CapabilitySet.from_wire(cassette.header.settings["capabilities"]) == rep.caps
+    assert oracle in {f.oracle for f in judge_client(cassette.events).findings}
+    assert result.exit_code == (1 if f.severity == "MUST" else 0)
+
+
+def test_a_should_finding_fails_the_run_under_strict(tmp_path: Path,
+                                                     no_orphans: Track) -> None:
+    result = _campaign(Scenario((*CLIENT, "--bug", "no-resend")), tmp_path, strict=True)
+    assert [r.oracles for r in result.reports] == [("client.prompt-not-resent",)]
+    assert result.exit_code == 1
+
+
+def test_a_bug_across_command_lines_is_found_on_the_second(tmp_path: Path,
+                                                           no_orphans: Track) -> None:
+    """``new`` in one process, ``prompt`` (a reattach) in the next: the session's prompt is
+    known from the first connection."""
+    scenario = Scenario.from_steps((*CLIENT, "--bug", "no-resend"), ["new", "prompt hi"])
+    result = _campaign(scenario, tmp_path)
+    rep = next(r for r in result.reports if "client.prompt-not-resent" in r.oracles)
+    assert rep.caps.size() == 2, rep.caps.describe()
+    f = rep.findings[0]
+    assert (f.step, f.evidence["connection"]) == (1, 1)
+
+
+def test_several_bugs_are_each_reported(tmp_path: Path, no_orphans: Track) -> None:
+    result = _campaign(Scenario((*CLIENT, "--bug", "new-before-initialize", "--bug",
+                                 "legacy-meta-only")), tmp_path)
+    assert sorted(o for r in result.reports for o in r.oracles) == [
+        "client.before-initialize", "client.legacy-meta-prompt"]
+    assert [r.caps.size() for r in result.reports] == [0, 1]
+
+
+def _every_capability_set() -> list[CapabilitySet]:
+    sets = []
+    for sp, override, load, resume, fork, close, lst in itertools.product((False, True),
+                                                                          repeat=7):
+        if override and not sp:
+            continue
+        sets.append(CapabilitySet(1, sp, override, load, resume, fork, close, lst))
+        if not (load or resume or close or lst):
+            sets.append(CapabilitySet(2, sp, override, fork=fork))
+    return sets
+
+
+@pytest.mark.parametrize("steps", [[], ["new", "prompt again", "list"]],
+                         ids=["one command line", "new, prompt, list"])
+def test_the_correct_client_gives_nothing_under_every_capability_set(
+        steps: list[str], no_orphans: Track) -> None:
+    sets = _every_capability_set()
+    assert len(sets) == 102
+    for caps in sets:
+        for extra in ((), ("--mode", "override"))[: 1 + caps.system_prompt]:
+            run = run_scenario(Scenario.from_steps((*CLIENT, *extra), steps), caps)
+            assert run.findings == [], (caps.describe(), extra, run.findings)
+
+
+def test_the_correct_client_gives_nothing_in_a_campaign(tmp_path: Path,
+                                                        no_orphans: Track) -> None:
+    result = _campaign(Scenario(CLIENT), tmp_path, n=15)
+    assert (result.reports, result.info, result.exit_code) == ([], [], 0)
+    assert result.examples_run == 15
+    assert result.judged[("client.prompt-unadvertised", "SP-CLIENT-GATE-MUSTNOT")] > 0
+    assert not (tmp_path / "cassettes").exists() or not any((tmp_path / "cassettes").iterdir())
