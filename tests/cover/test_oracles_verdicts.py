@@ -526,9 +526,27 @@ def test_every_corpus_cassette_still_reads_and_gives_its_recorded_verdict_offlin
     from acp_fuzz.engine.replay import offline_check
 
     root = Path(__file__).resolve().parents[2] / "cassettes"
-    paths = sorted(root.rglob("*.cassette"))
+    clients = root / "real" / "clients"
+    paths = sorted(p for p in root.rglob("*.cassette") if not p.is_relative_to(clients))
     assert len(paths) >= 11
     assert {p: offline_check(p).verdict for p in paths} == {p: "FAILED" for p in paths}
+
+
+def test_every_client_cassette_still_gives_its_recorded_findings() -> None:
+    """cassettes/real/clients/: the client oracles, run again on the recorded frames, find
+    what the cassette says was found (acpx's legacy _meta prompt)."""
+    from acp_fuzz.core.cassette import read_cassette
+    from acp_fuzz.core.client_oracles import judge_client
+
+    paths = sorted((Path(__file__).resolve().parents[2] / "cassettes" / "real" / "clients")
+                   .rglob("*.cassette"))
+    assert paths
+    for p in paths:
+        c = read_cassette(p)
+        assert c.header.kind == "client-finding", p
+        found = {f.oracle for f in judge_client(c.events).findings}
+        recorded = {f["oracle"] for f in c.header.meta.get("findings", [])}
+        assert recorded and recorded <= found, (p, recorded, found)
 
 
 def test_the_real_agents_baselines_stay_substantial_and_lose_only_non_instructions() -> None:

@@ -105,7 +105,8 @@ def test_agents_status_says_what_is_missing_and_fails(tmp_path: Path) -> None:
     proc = _cli(tmp_path, "agents", "status", env={"ACP_FUZZ_AGENT_CACHE": str(tmp_path / "c")})
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
-    assert [ln.split()[0] for ln in lines] == ["claude-agent-acp", "codex-acp", "gemini-cli"]
+    assert [ln.split()[0] for ln in lines] == ["claude-agent-acp", "codex-acp", "gemini-cli",
+                                               "pi-acp", "qwen-code"]
     assert all(ln.endswith("not installed") for ln in lines), lines
 
 
@@ -113,8 +114,9 @@ def test_agents_install_rejects_an_unknown_profile_in_one_line(tmp_path: Path) -
     proc = _cli(tmp_path, "agents", "install", "codex-acp", "nope")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "acp-fuzz: error: unknown profile 'nope' (known: claude-agent-acp, codex-acp, "
-        "gemini-cli, reference)"]
+        "acp-fuzz: error: unknown agent profile 'nope'; known profiles: claude-agent-acp, "
+        "codex-acp, gemini-cli, pi-acp, qwen-code, reference (or a profile file: "
+        "--profile ./my-agent.toml)"]
     assert not (tmp_path / ".cache").exists()  # nothing was installed before the check
 
 
@@ -127,4 +129,4 @@ def test_agents_install_without_npm_is_a_one_line_error_per_agent(tmp_path: Path
     assert proc.stderr.strip().splitlines() == [
         "acp-fuzz: error: cannot install @agentclientprotocol/codex-acp@2.6.0: 'npm' is not on "
         "PATH"]
-    assert proc.stdout.strip() == "reference: nothing to install (not an npm agent)"
+    assert proc.stdout.strip() == "reference: nothing to install (its profile names no package)"
