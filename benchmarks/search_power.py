@@ -2,6 +2,8 @@
 
 ``python benchmarks/search_power.py [--seeds 0-19] [--max-examples 100] [--bugs leak,...]``
 ``python benchmarks/search_power.py --minimize [--seeds 0-19]``: the minimal-rate table
+``python benchmarks/search_power.py --coverage [--seeds 0-19]``: the first example at which each
+invalid payload variant and each lifecycle op is sent, with and without the covering examples
 
 A real campaign spends ~0.3 s per example on agent start-up, so comparing two rule weightings
 over 11 bugs × 10 seeds with real agents takes hours. This script runs the *same* Hypothesis
@@ -9,6 +11,8 @@ state machine (:class:`acp_fuzz.strategies.LifecycleMachine`, the campaign's set
 ``max_examples``, ``stateful_step_count``, no database) but binds ``execute`` to a small
 pure-Python model of the reference agent and of each planted bug, so a whole table takes
 seconds. The draws are identical to a real campaign's because ``execute`` draws nothing.
+As in a campaign, the covering examples (:func:`acp_fuzz.strategies.covering_examples`, the
+same at every seed) run first and count as examples; ``--no-cover`` leaves them out.
 
 For each bug and seed it reports the example at which the bug's shape first appeared (or
 ``-`` when it did not in ``max_examples``). The planted bugs come first, then bugs that change
@@ -36,12 +40,13 @@ from acp_fuzz.core.findings import Finding
 from acp_fuzz.core.minimize import Failure, minimize
 from acp_fuzz.core.payloads import Capabilities, blocks_of, classify
 from acp_fuzz.engine.campaign import CampaignSettings
-from acp_fuzz.strategies import LifecycleMachine
+from acp_fuzz.strategies import LifecycleMachine, cover_keys, covering_examples, step_keys
 
 BUGS = ("leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",
         "side-effect-before-validation", "crash-on-image", "override-keeps-default",
         "fork-drops-prompt", "drop-last-block", "truncate-64k", "history-lost-after-restart",
-        "load-erases-session")
+        "load-erases-session", "replace-as-override", "hang-on-empty-content",
+        "lost-override-after-restart")
 
 #: Bugs that change a session other than the one a request names (issue #10 §5), written as
 #: new bugs for this script, not tuned to one example. With the planted fork-corrupts-source,
@@ -145,6 +150,11 @@ class _Agent:
                 raise Found(op)
             if bug == "accept-unknown-mode" and cls.reason == "mode-unknown":
                 raise Found(op)
+            if bug == "replace-as-override" and isinstance(payload, dict) \
+                    and payload.get("mode") == "replace":
+                raise Found(op)
+            if bug == "hang-on-empty-content" and cls.reason == "content-empty":
+                raise Found(op)
             if bug == "side-effect-before-validation" and op == "new":
                 raise Found(op)
             return
@@ -177,7 +187,10 @@ class _Agent:
             if prompt is not None:
                 s.own = prompt
             if after_restart and (bug == "lost-after-restart"
-                                  or (bug == "restart-drops-forks" and s.fork)):
+                                  or (bug == "restart-drops-forks" and s.fork)
+                                  or (bug == "lost-override-after-restart"
+                                      and prompt is not None
+                                      and prompt.get("mode") == "override")):
                 s.actual = None
             elif prompt is not None:
                 s.doubled = s.actual is not None and (
@@ -292,10 +305,17 @@ def _has_image(payload: Any) -> bool:
                                              for b in content)
 
 
-def first_hit(bug: str, seed_: int, max_examples: int, max_steps: int) -> int | None:
+def first_hit(bug: str, seed_: int, max_examples: int, max_steps: int, *,
+              cover: bool = True) -> int | None:
     """The 1-based example at which ``bug`` first showed at ``seed_``, else None."""
-    found = first_failure(bug, seed_, max_examples, max_steps)
+    found = first_failure(bug, seed_, max_examples, max_steps, cover=cover)
     return None if found is None else found[0]
+
+
+def caps_of(bug: str) -> Capabilities:
+    """What the reference agent with ``bug`` advertises (and offers at calibration)."""
+    return CAPS_SWITCHES if bug in SWITCHES else CAPS_TITLES if bug in TITLES \
+        else CAPS_DIRECTORIES if bug in DIRECTORIES else CAPS
 
 
 def run_model(bug: str, steps: list[dict[str, Any]]) -> tuple[list[Any], list[Finding]]:
@@ -310,11 +330,26 @@ def run_model(bug: str, steps: list[dict[str, Any]]) -> tuple[list[Any], list[Fi
     return [], []
 
 
-def first_failure(bug: str, seed_: int, max_examples: int, max_steps: int
-                  ) -> tuple[int, list[dict[str, Any]]] | None:
-    """The 1-based example at which ``bug`` first showed at ``seed_`` and its steps."""
+def first_failure(bug: str, seed_: int, max_examples: int, max_steps: int, *,
+                  cover: bool = True) -> tuple[int, list[dict[str, Any]]] | None:
+    """The 1-based example at which ``bug`` first showed at ``seed_`` and its steps: the
+    covering examples first (with ``cover``, as a campaign runs them), then the search."""
     count = {"n": 0}
     steps: list[dict[str, Any]] = []
+    caps = caps_of(bug)
+    if cover:
+        for example in covering_examples(caps, max_steps=max_steps)[:max_examples]:
+            count["n"] += 1
+            agent = _Agent(bug)
+            steps.clear()
+            try:
+                for step in example.steps:
+                    steps.append(dict(step))
+                    agent.step(dict(step))
+            except Found:
+                return count["n"], list(steps)
+    if count["n"] >= max_examples:
+        return None
 
     class Machine(LifecycleMachine):
         def __init__(self) -> None:
@@ -327,9 +362,9 @@ def first_failure(bug: str, seed_: int, max_examples: int, max_steps: int
             steps.append(step)
             self.agent.step(step)
 
-    Machine.caps = CAPS_SWITCHES if bug in SWITCHES else CAPS_TITLES if bug in TITLES \
-        else CAPS_DIRECTORIES if bug in DIRECTORIES else CAPS
-    hyp = settings(max_examples=max_examples, stateful_step_count=max_steps, deadline=None,
+    Machine.caps = caps
+    hyp = settings(max_examples=max_examples - count["n"], stateful_step_count=max_steps,
+                   deadline=None,
                    database=None, suppress_health_check=list(HealthCheck),
                    verbosity=Verbosity.quiet, print_blob=False,
                    phases=[Phase.explicit, Phase.reuse, Phase.generate])
@@ -345,13 +380,92 @@ def minimized(bug: str, seed_: int, max_examples: int, max_steps: int
     """The first failing example's length and its length after the campaign's minimizer
     (:func:`acp_fuzz.core.minimize.minimize`, the same passes a campaign's later rounds use, with
     no Hypothesis shrinking before them), run on the model; None if not found."""
-    found = first_failure(bug, seed_, max_examples, max_steps)
+    # The search's own examples (no covering examples): those are short already, and this
+    # measures the minimizer on what Hypothesis draws.
+    found = first_failure(bug, seed_, max_examples, max_steps, cover=False)
     if found is None:
         return None
     _, steps = found
     _, findings = run_model(bug, steps)
     small = minimize(Failure(steps, [], findings), lambda t: run_model(bug, t))
     return len(steps), len(small.steps)
+
+
+def first_sent(caps: Capabilities, seed_: int, max_examples: int, max_steps: int, *,
+               cover: bool = True) -> dict[str, int]:
+    """For every key of :func:`acp_fuzz.strategies.step_keys` (an op, an invalid payload
+    variant on a request, ...), the 1-based example at which it was first sent at ``seed_``:
+    the covering examples first (with ``cover``), then the search, as in a campaign against
+    a correct agent with ``caps`` (which refuses every invalid payload, so every step the
+    machine draws is sent)."""
+    first: dict[str, int] = {}
+    count = {"n": 0}
+    if cover:
+        for example in covering_examples(caps, max_steps=max_steps)[:max_examples]:
+            count["n"] += 1
+            for step in example.steps:
+                for key in step_keys(step, caps):
+                    first.setdefault(key, count["n"])
+    if count["n"] >= max_examples:
+        return first
+
+    class Machine(LifecycleMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            count["n"] += 1
+
+        def execute(self, step: dict[str, Any]) -> None:
+            for key in step_keys(step, caps):
+                first.setdefault(key, count["n"])
+
+    Machine.caps = caps
+    hyp = settings(max_examples=max_examples - count["n"], stateful_step_count=max_steps,
+                   deadline=None, database=None, suppress_health_check=list(HealthCheck),
+                   verbosity=Verbosity.quiet, print_blob=False,
+                   phases=[Phase.explicit, Phase.generate])
+    run_state_machine_as_test(seed(seed_)(Machine), settings=hyp)
+    return first
+
+
+def _coverage(seeds: list[int], max_examples: int, max_steps: int) -> int:
+    """The table of docs/performance.md, "Every payload kind at every seed"."""
+    keys = cover_keys(CAPS)
+    drawn = {s: first_sent(CAPS, s, max_examples, max_steps, cover=False) for s in seeds}
+    covered = {s: first_sent(CAPS, s, max_examples, max_steps) for s in seeds}
+    print(f"{'key (reference agent, v1)':40} {'search alone: seeds':>19} {'median':>6} "
+          f"{'worst':>5}   {'with covering: worst':>20}")
+    for key in keys:
+        hits = sorted(d[key] for d in drawn.values() if key in d)
+        median = hits[len(hits) // 2] if hits else "-"
+        worst = hits[-1] if len(hits) == len(seeds) else "-"
+        cov = [c.get(key) for c in covered.values()]
+        cworst = "-" if None in cov else max(c for c in cov if c is not None)
+        print(f"{key:40} {len(hits):>14}/{len(seeds):<4} {median:>6} {worst:>5}   {cworst:>20}",
+              flush=True)
+    never = [k for k in keys if any(k not in d for d in drawn.values())]
+    n = max(max(c[k] for k in keys) for c in covered.values())
+    print(f"search alone: {len(never)} of {len(keys)} keys missed at some seed; "
+          f"with covering: every key sent by example {n} at every seed")
+    print(f"\n{'keys':24} {'n':>3} {'every seed':>10} {'pairs missed':>14} {'median':>6} "
+          f"{'covered by':>10}")
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        head = key.split(":")[0]
+        groups.setdefault("ops" if head in ("op", "invalid", "dirs", "busy") else head,
+                          []).append(key)
+    for name, group in groups.items():
+        firsts = sorted(d[k] for d in drawn.values() for k in group if k in d)
+        missed = sum(k not in d for d in drawn.values() for k in group)
+        every = sum(all(k in d for d in drawn.values()) for k in group)
+        median = firsts[len(firsts) // 2] if firsts else "-"
+        cover_n = max(c[k] for c in covered.values() for k in group)
+        print(f"{name:24} {len(group):>3} {every:>10} {missed:>8}/{len(group) * len(seeds):<5} "
+              f"{median:>6} {cover_n:>10}")
+    for name, caps in (("reference agent", CAPS), ("+ switches", CAPS_SWITCHES),
+                       ("+ titles", CAPS_TITLES), ("+ directories", CAPS_DIRECTORIES),
+                       ("v2 (replay)", replace(CAPS, load=False, replay=True))):
+        print(f"covering examples, {name}: {len(covering_examples(caps, max_steps=max_steps))}")
+    return 0
 
 
 def _seeds(spec: str) -> list[int]:
@@ -372,8 +486,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minimize", action="store_true",
                     help="measure how often the minimizer reaches each model's minimum "
                          "(the MINIMUM models by default)")
+    ap.add_argument("--coverage", action="store_true",
+                    help="the first example at which each invalid payload variant and each "
+                         "lifecycle op is sent, with and without the covering examples")
+    ap.add_argument("--no-cover", action="store_true",
+                    help="search alone, without the campaign's covering examples first")
     args = ap.parse_args(argv)
     seeds = _seeds(args.seeds)
+    if args.coverage:
+        return _coverage(seeds, args.max_examples, args.max_steps)
     if args.minimize:
         return _minimal_rate(args.bugs.split(",") if args.bugs else list(MINIMUM), seeds,
                              args.max_examples, args.max_steps)
@@ -381,7 +502,8 @@ def main(argv: list[str] | None = None) -> int:
     misses = 0
     print(f"{'bug':32} " + " ".join(f"{s:>4}" for s in seeds) + "  found")
     for bug in args.bugs.split(","):
-        hits = [first_hit(bug, s, args.max_examples, args.max_steps) for s in seeds]
+        hits = [first_hit(bug, s, args.max_examples, args.max_steps, cover=not args.no_cover)
+                for s in seeds]
         misses += hits.count(None)
         cells = " ".join(f"{'-' if h is None else h:>4}" for h in hits)
         print(f"{bug:32} {cells}  {len(seeds) - hits.count(None)}/{len(seeds)}", flush=True)

@@ -15,6 +15,7 @@ apart in what reaches the model.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -22,10 +23,14 @@ from hypothesis import strategies as st
 
 __all__ = [
     "INVALID_KINDS",
+    "MODE_SPELLINGS",
     "VENDOR_CARRIERS",
     "block_texts",
     "decorated",
+    "invalid_payload",
     "invalid_system_prompts",
+    "invalid_variant",
+    "invalid_variants",
     "valid_system_prompts",
     "vendor_meta",
 ]
@@ -160,6 +165,117 @@ INVALID_KINDS = (
 )
 #: Mode spellings that are not ``append`` or ``override``, some of them near misses.
 MODE_SPELLINGS = ("replace", "set", "Append", "", "append ")
+#: The block each ``block-*`` kind puts after a valid text block.
+_BLOCKS: dict[str, Any] = {
+    "block-image": {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
+    "block-audio": {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="},
+    "block-resource-link": {"type": "resource_link", "uri": "file:///etc/hosts",
+                            "name": "hosts"},
+    "block-resource": {"type": "resource", "resource": {
+        "uri": "file:///x.md", "text": "x", "mimeType": "text/markdown"}},
+    "block-unknown": {"type": "hologram", "text": "x"},
+}
+
+
+def invalid_variants(*, override: bool) -> tuple[str, ...]:
+    """Every invalid payload :func:`invalid_system_prompts` can draw, by name: its kinds,
+    with ``mode-spelling`` spelled out once per spelling (``mode-spelling:"replace"``, the
+    spelling as JSON), and ``override-not-advertised`` only when ``override`` is False.
+    The junk values of ``mode-not-string``, ``text-not-string`` and ``not-object`` are one
+    variant each."""
+    out: list[str] = []
+    for kind in INVALID_KINDS:
+        if kind == "mode-spelling":
+            out += [f"mode-spelling:{json.dumps(s)}" for s in MODE_SPELLINGS]
+        elif kind != "override-not-advertised" or not override:
+            out.append(kind)
+    return tuple(out)
+
+
+def invalid_payload(variant: str, canary: str, junk: Any = None) -> Any:
+    """The invalid payload of ``variant`` (a kind of :data:`INVALID_KINDS`, or a
+    ``mode-spelling:<JSON>`` of :func:`invalid_variants`), carrying ``canary`` where it has
+    text; ``junk`` is the non-string of ``mode-not-string`` and ``text-not-string`` (and, when
+    it is a number or a boolean, the whole of ``not-object``)."""
+    kind, _, spelled = variant.partition(":")
+    text = {"type": "text", "text": f"Invalid prompt text {canary}"}
+    if kind == "mode-spelling":
+        spelling = json.loads(spelled) if spelled else MODE_SPELLINGS[0]
+        return {"mode": spelling, "content": [text]}
+    if kind in _BLOCKS:
+        return {"mode": "append", "content": [text, copy.deepcopy(_BLOCKS[kind])]}
+    if kind == "mode-unknown":
+        return {"mode": "prepend", "content": [text]}
+    if kind == "block-not-object":
+        return {"mode": "append", "content": [text, f"Invalid block {canary}"]}
+    if kind == "not-object":
+        return junk if isinstance(junk, int) else 42  # a number or a boolean
+    if kind == "mode-vendor":
+        return {"mode": "_acpfuzz_vendor", "content": [text]}
+    if kind == "mode-missing":
+        return {"content": [text]}
+    if kind == "mode-not-string":
+        return {"mode": junk, "content": [text]}
+    if kind == "override-not-advertised":
+        return {"mode": "override", "content": [text]}
+    if kind == "content-missing":
+        return {"mode": "append"}
+    if kind == "content-not-array":
+        return {"mode": "append", "content": text}
+    if kind == "content-empty":
+        return {"mode": "append", "content": []}
+    if kind == "text-missing":
+        return {"mode": "append", "content": [text, {"type": "text"}]}
+    if kind == "text-not-string":
+        return {"mode": "append", "content": [text, {"type": "text", "text": junk}]}
+    if kind == "draft-string":
+        return f"Invalid prompt text {canary}"
+    if kind == "draft-array":
+        return [text]
+    raise ValueError(f"unknown invalid payload variant {variant!r}")
+
+
+def invalid_variant(payload: Any, *, override: bool) -> str | None:
+    """The variant of :func:`invalid_variants` that ``payload`` is (the inverse of
+    :func:`invalid_payload`, read from the payload alone), or None for a valid one. A defect
+    the strategies do not draw is named by its nearest kind (any other unknown mode string
+    is ``mode-unknown``, any other block type ``block-unknown``)."""
+    if isinstance(payload, str):
+        return "draft-string"
+    if isinstance(payload, list):
+        return "draft-array"
+    if not isinstance(payload, dict):
+        return "not-object"
+    if "mode" not in payload:
+        return "mode-missing"
+    mode = payload["mode"]
+    if not isinstance(mode, str):
+        return "mode-not-string"
+    if mode not in ("append", "override"):
+        if mode == "_acpfuzz_vendor":
+            return "mode-vendor"
+        return f"mode-spelling:{json.dumps(mode)}" if mode in MODE_SPELLINGS else "mode-unknown"
+    if mode == "override" and not override:
+        return "override-not-advertised"
+    if "content" not in payload:
+        return "content-missing"
+    content = payload["content"]
+    if not isinstance(content, list):
+        return "content-not-array"
+    if not content:
+        return "content-empty"
+    types = {b["type"]: k for k, b in _BLOCKS.items()}
+    for block in content:
+        if not isinstance(block, dict):
+            return "block-not-object"
+        if block.get("type") != "text":
+            kind = block.get("type")
+            return types.get(kind, "block-unknown") if isinstance(kind, str) else "block-unknown"
+        if "text" not in block:
+            return "text-missing"
+        if not isinstance(block["text"], str):
+            return "text-not-string"
+    return None
 
 
 def invalid_system_prompts(*, override: bool, canary: str
@@ -180,53 +296,10 @@ def invalid_system_prompts(*, override: bool, canary: str
     }
     kind_strategy = st.sampled_from(sorted(families)).flatmap(
         lambda fam: st.sampled_from(families[fam]))
-    text = {"type": "text", "text": f"Invalid prompt text {canary}"}
 
     def build(kind: str, junk: Any, spelling: str) -> Any:
-        if kind == "mode-unknown":
-            return {"mode": "prepend", "content": [text]}
-        if kind == "mode-spelling":
-            return {"mode": spelling, "content": [text]}
-        if kind == "block-not-object":
-            return {"mode": "append", "content": [text, f"Invalid block {canary}"]}
-        if kind == "not-object":
-            return junk if isinstance(junk, int) else 42  # a number or a boolean
-        if kind == "mode-vendor":
-            return {"mode": "_acpfuzz_vendor", "content": [text]}
-        if kind == "mode-missing":
-            return {"content": [text]}
-        if kind == "mode-not-string":
-            return {"mode": junk, "content": [text]}
-        if kind == "override-not-advertised":
-            return {"mode": "override", "content": [text]}
-        if kind == "content-missing":
-            return {"mode": "append"}
-        if kind == "content-not-array":
-            return {"mode": "append", "content": text}
-        if kind == "content-empty":
-            return {"mode": "append", "content": []}
-        if kind == "block-image":
-            return {"mode": "append", "content": [text, {"type": "image", "mimeType": "image/png",
-                                                         "data": "iVBORw0KGgo="}]}
-        if kind == "block-audio":
-            return {"mode": "append", "content": [text, {"type": "audio", "mimeType": "audio/wav",
-                                                         "data": "UklGRg=="}]}
-        if kind == "block-resource-link":
-            return {"mode": "append", "content": [text, {"type": "resource_link",
-                                                         "uri": "file:///etc/hosts",
-                                                         "name": "hosts"}]}
-        if kind == "block-resource":
-            return {"mode": "append", "content": [text, {"type": "resource", "resource": {
-                "uri": "file:///x.md", "text": "x", "mimeType": "text/markdown"}}]}
-        if kind == "block-unknown":
-            return {"mode": "append", "content": [text, {"type": "hologram", "text": "x"}]}
-        if kind == "text-missing":
-            return {"mode": "append", "content": [text, {"type": "text"}]}
-        if kind == "text-not-string":
-            return {"mode": "append", "content": [text, {"type": "text", "text": junk}]}
-        if kind == "draft-string":
-            return f"Invalid prompt text {canary}"
-        return [text]  # draft-array
+        variant = f"mode-spelling:{json.dumps(spelling)}" if kind == "mode-spelling" else kind
+        return invalid_payload(variant, canary, junk)
 
     junk = st.one_of(st.none(), st.integers(), st.booleans(), st.just(["x"]), st.just({"a": 1}))
     return st.builds(build, kind_strategy, junk, st.sampled_from(MODE_SPELLINGS))

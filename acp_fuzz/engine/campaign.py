@@ -6,13 +6,17 @@
 2. **Calibrate**: two sessions without a client prompt, in different directories, one turn
    each; the system-slot lines they share are the agent's default instructions (the
    baseline that ``override.not-applied`` and ``append.replaced-default`` need).
-3. **Search**: Hypothesis drives :class:`~acp_fuzz.strategies.LifecycleMachine`; every example
+3. **Cover**: the examples of an example database are replayed first; then the covering
+   examples (:mod:`acp_fuzz.strategies.cover`) send every lifecycle op the agent supports and
+   every invalid payload variant on every request that carries a prompt, whatever the seed.
+   They count as examples, and are judged, shrunk and confirmed as any other.
+4. **Search**: Hypothesis drives :class:`~acp_fuzz.strategies.LifecycleMachine`; every example
    gets a fresh agent process and a fresh HOME, and the oracles run after every step. A MUST or
    SHOULD finding fails the example, and Hypothesis shrinks it to the fewest steps and the
    smallest payload.
-4. **Confirm**: the minimal steps are re-run ``confirm_runs`` times on fresh agents. A failure
+5. **Confirm**: the minimal steps are re-run ``confirm_runs`` times on fresh agents. A failure
    seen every time is ``failed``; one seen only sometimes is ``flaky``, with its rate.
-5. **Record**: the minimal run is written as a cassette, the durable artifact for replay.
+6. **Record**: the minimal run is written as a cassette, the durable artifact for replay.
 
 The engine reports progress as events (:class:`CampaignEvent` subclasses) to a callback; it
 never prints and never imports the CLI.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import time
+import unittest
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -62,7 +67,7 @@ from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.diagnosis import CalibrationError, diagnose_run
 from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.engine.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
-from acp_fuzz.strategies import LifecycleMachine
+from acp_fuzz.strategies import LifecycleMachine, cover_keys, covering_examples, step_keys
 
 __all__ = [
     "Calibrated",
@@ -127,6 +132,14 @@ class CampaignSettings:
     #: interpreter and the agents cache): for cassettes meant to be committed or published
     #: (``acp-fuzz matrix`` sets it).
     portable: bool = False
+    #: Open the search with the covering examples (:mod:`acp_fuzz.strategies.cover`): every
+    #: lifecycle op and every invalid payload variant, sent at every seed. They count towards
+    #: ``max_examples`` (16 for the reference agent; a smaller ``max_examples`` runs only the
+    #: first ones).
+    cover: bool = True
+    #: ``(i, n)``: this campaign is worker ``i`` of ``n`` (``--workers``), and runs the covering
+    #: examples ``i``, ``i + n``, ``i + 2n``, ... of the plan, so that the workers share them.
+    cover_share: tuple[int, int] = (0, 1)
 
     def __post_init__(self) -> None:
         if self.max_examples < 1:
@@ -141,6 +154,8 @@ class CampaignSettings:
             raise ValueError(f"max_failures={self.max_failures} must be at least 1")
         if self.time_budget is not None and not self.time_budget > 0:
             raise ValueError(f"time_budget={self.time_budget} must be positive")
+        if not 0 <= self.cover_share[0] < self.cover_share[1]:
+            raise ValueError(f"cover_share={self.cover_share} must be (i, n) with 0 <= i < n")
         unknown = sorted(set(self.exclude_oracles) - set(CATALOG))
         if unknown:
             raise ValueError(f"unknown oracle {unknown[0]!r} (known: {', '.join(sorted(CATALOG))})")
@@ -280,6 +295,20 @@ class CampaignResult:
     judged: dict[tuple[str, str], int] = field(default_factory=dict)
     #: The search stopped generating examples at ``settings.time_budget``.
     out_of_time: bool = False
+    #: What the covering examples cover for this agent, whether they ran or not
+    #: (``strategies.cover.cover_keys``: ``op:load``, ``new:content-empty``,
+    #: ``fork:mode-spelling:"replace"``, ...) ...
+    cover_keys: list[str] = field(default_factory=list)
+    #: ... and, for every key any example sent (covering or drawn), the example (1-based, in
+    #: this campaign; with workers, the earliest in any worker) that first sent it.
+    coverage: dict[str, int] = field(default_factory=dict)
+    #: How many covering examples ran.
+    covering_examples: int = 0
+
+    def unsent(self) -> list[str]:
+        """The cover keys no example sent (a ``max_examples`` smaller than the covering
+        examples, a time budget, a request that could not be sent)."""
+        return [k for k in self.cover_keys if k not in self.coverage]
 
     def add_judged(self, judged: Mapping[tuple[str, str], int]) -> None:
         for key, n in judged.items():
@@ -583,6 +612,10 @@ class SearchMachine(LifecycleMachine):
         s = self.search
         self.steps: list[dict[str, Any]] = []
         self.done = False  # a known failure ended this example: the rest does nothing
+        #: A covering example goes on after a failure that known ones explain (its later
+        #: requests are still to be sent); those findings are set aside here, by (oracle, step).
+        self.persist = False
+        self.excused: set[tuple[str, int]] = set()
         # Past the shrink budget an example does nothing and passes: Hypothesis then
         # cannot improve on the round's failure and stops quickly.
         self.spent = s.shrink_left == 0
@@ -613,17 +646,24 @@ class SearchMachine(LifecycleMachine):
             return
         s = self.search
         self.steps.append(step)
-        self.run.execute(step)
+        out = self.run.execute(step)
         s.result.steps_run += 1
+        if out.outcome != "skipped":
+            for key in step_keys(step, self.caps):
+                s.result.coverage.setdefault(key, s.result.examples_run + 1)
         events = self.run.history.snapshot()
         self.judge.feed(events)
-        findings = self.judge.findings()
+        findings = [f for f in self.judge.findings() if (f.oracle, f.step) not in self.excused]
         s.note_info(findings, self.steps, events)
         bad = s.failing(findings)
         if not bad:
             return
         if s.failure is None and s.explained(self.steps, {f.oracle for f in bad}, bad):
-            s.explained_count += 1
+            if not self.excused:
+                s.explained_count += 1
+            if self.persist:
+                self.excused |= {(f.oracle, f.step) for f in bad}
+                return
             self.done = True
             return
         self.run.close(grace=0)
@@ -665,9 +705,9 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         result = CampaignResult(agent=agent, initialize=init, caps=caps, settings=cfg)
         warm = _WarmRuns(spec, gateway, prespawn=cfg.prespawn)
         search = SearchState(spec, cfg, baseline, warm, result, on_event)
-        machine = SearchMachine.bound(
-            search, caps=caps, long_texts=cfg.long_texts,
-            resend_on_lifecycle=resolve(spec.dialect, init) == "standard")
+        resend = resolve(spec.dialect, init) == "standard"
+        machine = SearchMachine.bound(search, caps=caps, long_texts=cfg.long_texts,
+                                      resend_on_lifecycle=resend)
         db = database
         if db is None and cfg.database:
             db = open_database(cfg.database)
@@ -676,51 +716,80 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             # agent's examples to itself, keyed by what it is, not by where it runs.
             db = AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
                                   f"|{spec.profile or spec.argv[-1]}")
+        result.cover_keys = cover_keys(caps, resend_on_lifecycle=resend)
         generated = 0
         pending: Failure | None = None  # a failure not yet confirmed when interrupted
+
+        def settle(flaky: bool) -> bool:
+            """Count the examples of the stage that ended, and shrink, confirm and record its
+            failure; whether it had one."""
+            nonlocal generated, pending
+            generated += search.generated
+            pending = search.failure
+            if pending is None:
+                return False
+            _settle(search, pending, gateway, init, flaky_hint=flaky)
+            pending = None
+            return True
+
+        def more() -> bool:
+            """Whether the campaign may run another example."""
+            return generated < cfg.max_examples and len(result.reports) < cfg.max_failures \
+                and not result.out_of_time
+
+        def hypothesis(seed_: int, phases: list[Phase]) -> bool:
+            """One Hypothesis round: until its first new failure, or the examples run out;
+            whether it had a failure."""
+            search.new_round()
+            hyp = settings(
+                max_examples=cfg.max_examples - generated,
+                stateful_step_count=cfg.max_steps,
+                deadline=None,
+                database=db,
+                suppress_health_check=list(HealthCheck),
+                report_multiple_bugs=False,
+                verbosity=Verbosity.quiet,
+                print_blob=False,
+                phases=phases,
+            )
+            flaky = False
+            try:
+                run_state_machine_as_test(seed(seed_)(machine), settings=hyp)
+            except AgentBug:
+                pass
+            except (Flaky, ExceptionGroup):
+                # Hypothesis could not reproduce the failure it shrank to. Past the shrink
+                # budget that is by design (the replay was a no-op); otherwise the failure
+                # is flaky. The confirm runs below decide in both cases.
+                flaky = search.shrink_left != 0
+            except unittest.SkipTest:
+                pass  # a database replay with nothing to replay
+            return settle(flaky)
+
         try:
             # Inside the try: an interrupt while the CLI renders these is an interrupt of
             # the campaign (exit 130 with a report), not of its start.
             on_event(Started(agent, caps, init))
             on_event(Calibrated(baseline))
-            for round_ in range(cfg.max_examples):
-                search.new_round()
-                hyp = settings(
-                    max_examples=cfg.max_examples - generated,
-                    stateful_step_count=cfg.max_steps,
-                    deadline=None,
-                    database=db,
-                    suppress_health_check=list(HealthCheck),
-                    report_multiple_bugs=False,
-                    verbosity=Verbosity.quiet,
-                    print_blob=False,
-                    # Later rounds do not replay the database: its failures are known by
-                    # then, and a replay that no longer fails would delete them from it. Nor
-                    # do they let Hypothesis shrink: the campaign's own passes reach the same
-                    # minimum (tests/quality), and Hypothesis' budget was most of a round.
-                    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink]
-                    if round_ == 0 else [Phase.explicit, Phase.generate],
-                )
-                flaky = False
-                try:
-                    # Each round at its own seed: the same seed would re-draw the examples
-                    # the last round already ran.
-                    run_state_machine_as_test(seed(cfg.seed + round_)(machine), settings=hyp)
-                except AgentBug:
-                    pass
-                except (Flaky, ExceptionGroup):
-                    # Hypothesis could not reproduce the failure it shrank to. Past the shrink
-                    # budget that is by design (the replay was a no-op); otherwise the failure
-                    # is flaky. The confirm runs below decide in both cases.
-                    flaky = search.shrink_left != 0
-                generated += search.generated
-                pending = search.failure
-                if pending is None:
+            if db is not None:
+                # What the database holds first: the failures other campaigns found (the
+                # covering examples' own failures are found again by the covering examples).
+                hypothesis(cfg.seed, [Phase.reuse, Phase.shrink])
+            if cfg.cover and more():
+                _cover(search, machine, resend=resend, settle=settle, more=more)
+            round_ = 0
+            while more():
+                # Each round at its own seed: the same seed would re-draw the examples the
+                # last round already ran. Only the first lets Hypothesis shrink: the
+                # campaign's own passes reach the same minimum (tests/quality), and
+                # Hypothesis' budget was most of a round. No round replays the database
+                # again: its failures are known by then, and a replay that no longer fails
+                # would delete them from it.
+                phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if round_ == 0
+                                                             else [])
+                if not hypothesis(cfg.seed + round_, phases):
                     break  # the examples ran out without a new failure
-                _settle(search, pending, gateway, init, flaky_hint=flaky)
-                pending = None
-                if len(result.reports) >= cfg.max_failures or generated >= cfg.max_examples:
-                    break
+                round_ += 1
         except BaseException as exc:
             # Ctrl-C or SIGTERM: Hypothesis has torn the example down (its agent is closed).
             # Keep what was found so far, the last failure unconfirmed, and stop. An interrupt
@@ -750,6 +819,49 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         result.model_requests = dict(gateway.counts)
         result.deadlines = spec.deadlines.to_wire() if spec.deadlines else {}
     return result
+
+
+def _cover(search: SearchState, machine: type[SearchMachine], *, resend: bool,
+           settle: Callable[[bool], bool], more: Callable[[], bool]) -> None:
+    """Run this campaign's share of the covering examples (:mod:`acp_fuzz.strategies.cover`),
+    each on a fresh agent like a search example, judged after every step; a new failure is
+    shrunk, confirmed and recorded (``settle``) before the next.
+
+    An example that ends before all its requests were sent (a new failure, a crash, a hang)
+    leaves them to the next covering example, which is built for what is still unsent; one
+    that sends nothing new gives its requests up (they cannot be sent to this agent, e.g.
+    after every ``session/new`` with a prompt was refused). A failure that a known one
+    explains does not end a covering example: the rest of its requests still go out."""
+    cfg, caps, result = search.cfg, machine.caps, search.result
+    index, workers = cfg.cover_share
+    plan = covering_examples(caps, resend_on_lifecycle=resend, max_steps=cfg.max_steps)
+    first: dict[str, int] = {}  # each key, and the first example of the plan that covers it
+    for i, ex in enumerate(plan):
+        for k in ex.keys:
+            first.setdefault(k, i)
+    todo = [k for k, i in first.items() if i % workers == index and k not in result.coverage]
+    while todo and more():
+        example = covering_examples(caps, resend_on_lifecycle=resend, max_steps=cfg.max_steps,
+                                    keys=todo)[0]
+        search.new_round()
+        m: SearchMachine | None = None
+        try:
+            m = machine()
+            if m.spent:
+                return  # out of time
+            m.persist = True
+            for step in example.steps:
+                m.execute(dict(step))
+        except AgentBug:
+            if m is None:
+                return  # the agent does not initialize: the search's first example says so
+        finally:
+            if m is not None:
+                m.teardown()
+        result.covering_examples += 1
+        settle(False)
+        gave_up = set() if set(todo) & set(result.coverage) else set(example.keys)
+        todo = [k for k in todo if k not in result.coverage and k not in gave_up]
 
 
 def _excerpt(events: Sequence[Event], f: Finding, width: int = 300) -> str:

@@ -2,8 +2,10 @@
 
 Each worker is a separate process with its own agent processes, gateway and sandboxes, and
 runs :func:`~acp_fuzz.engine.campaign.run_campaign` with its own seed (``seed + i``) and a share of
-the examples. They share one Hypothesis example database (``--db``: a folder or a Redis URL;
-without it, a temporary folder removed at the end): an interesting or failing
+the examples: its share of the covering examples (worker ``i`` of ``n`` runs the covering
+examples ``i``, ``i + n``, ...), then its own search. They share one Hypothesis example
+database (``--db``: a folder or a Redis URL; without it, a temporary folder removed at the
+end): an interesting or failing
 example one worker finds is replayed first by the others. See ``docs/scaling.md`` for running
 workers on many machines.
 
@@ -219,7 +221,8 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
                                  initargs=(events,)) as pool:
             futures = [pool.submit(_worker, wire,
                                    replace(cfg, seed=cfg.seed + i, max_examples=per,
-                                           database=database), i, loaded())
+                                           database=database, cover_share=(i, workers)),
+                                   i, loaded())
                        for i in range(workers)]
             try:
                 results = [f.result() for f in futures]
@@ -258,6 +261,10 @@ def _merge(results: Sequence[CampaignResult], cfg: CampaignSettings) -> Campaign
         merged.explained += r.explained
         merged.add_judged(r.judged)
         merged.out_of_time = merged.out_of_time or r.out_of_time
+        merged.cover_keys = merged.cover_keys or list(r.cover_keys)
+        merged.covering_examples += r.covering_examples
+        for key, n in r.coverage.items():
+            merged.coverage[key] = min(n, merged.coverage.get(key, n))
         for rep in r.reports:
             new = (set(rep.oracles), shape_of(rep.steps), refusals(rep.findings))
             if not any(same_bug(*k, *new) for k in kept):

@@ -69,6 +69,10 @@ BUGS: dict[str, str] = {
     "duplicate-on-resume": "a prompt re-sent on load/resume is appended to the stored one",
     "user-turn": "the client prompt is prefixed to the user message, not put in the system slot",
     "accept-unknown-mode": "unknown modes are accepted and treated as append",
+    "replace-as-override": "the mode spelling \"replace\" is accepted and treated as override "
+    "(every other unknown mode is rejected)",
+    "hang-on-empty-content": "a systemPrompt whose content is an empty array is never answered "
+    "(the request hangs; the agent goes on serving the others)",
     "side-effect-before-validation": "session/new persists the session before validating",
     "crash-on-image": "an image block in systemPrompt makes the process exit(1)",
     "override-keeps-default": "override behaves like append",
@@ -171,6 +175,10 @@ UNSUPPORTED_VERSION = -32022  # v2 only: no supported version at or below the of
 PROTOCOL_VERSIONS = (1, 2)
 #: Methods that v2 removed: under v2 they are unknown methods (-32601).
 V1_ONLY_METHODS = frozenset({"session/load", "session/set_mode"})
+
+
+class NoAnswer(Exception):
+    """The current request is never answered (a planted hang)."""
 
 
 class RpcError(Exception):
@@ -420,6 +428,9 @@ class Agent:
         self.after_reply = None
         try:
             result = self.dispatch(method, params)
+        except NoAnswer:
+            self.log(f"-> no answer to {method} id={short(request_id)}")
+            return
         except RpcError as e:
             self.log(f"-> error {e.code} {e.message[:80]}")
             self._reply(request_id, error=e)
@@ -526,6 +537,8 @@ class Agent:
         mode = raw.get("mode")
         if not isinstance(mode, str):
             raise invalid_params("systemPrompt.mode must be a string")
+        if mode == "replace" and "replace-as-override" in self.bugs:
+            mode = "override"  # BUG(replace-as-override): never guess what a mode means
         if mode not in SUPPORTED_MODES:
             if "accept-unknown-mode" in self.bugs:
                 mode = "append"  # BUG(accept-unknown-mode): never guess what a mode means
@@ -535,6 +548,8 @@ class Agent:
         if not isinstance(content, list):
             raise invalid_params("systemPrompt.content must be an array")
         if not content:
+            if "hang-on-empty-content" in self.bugs:
+                raise NoAnswer  # BUG(hang-on-empty-content): every request gets an answer
             raise invalid_params("systemPrompt.content must not be empty")
         texts: list[str] = []
         for i, block in enumerate(content):
@@ -670,15 +685,20 @@ class Agent:
         if busy and "busy-resume-drops-prompt" in self.bugs:
             session.system_prompt = None  # BUG(busy-resume-drops-prompt): rebuilt mid-turn
 
-    def _was_busy(self, session_id: str) -> bool:
-        """Whether this load or resume arrived while a turn of the session ran. Under
-        ``--variant busy-refuses`` such a request is refused here, before it changes
-        anything."""
+    def _took_busy(self, session_id: str) -> bool:
+        """Whether this load or resume arrived while a turn of the session ran. The mark is
+        taken first, before anything can refuse the request: it belongs to this request,
+        never to the next one (a busy reattach refused for its payload left it behind, and
+        the next, idle, reattach was refused as busy)."""
         busy = session_id in self.busy
         self.busy.discard(session_id)
+        return busy
+
+    def _refuse_busy(self, session_id: str, busy: bool) -> None:
+        """Under ``--variant busy-refuses`` a reattach that arrived while a turn ran is
+        refused here, before it changes anything."""
         if busy and "busy-refuses" in self.variants:
             raise RpcError(BUSY, "Session is busy: a turn is running", {"sessionId": session_id})
-        return busy
 
     def _activate(self, session: Session) -> None:
         self.live[session.session_id] = session
@@ -816,12 +836,13 @@ class Agent:
         """v1 ``session/load``; in v2, ``session/resume`` with ``replayFrom`` ``start`` runs
         this same code (``mcpServers`` optional there)."""
         session_id = require_session_id(params)
+        busy = self._took_busy(session_id)
         cwd = require_cwd(params)
         check_mcp_servers(params, required=self.protocol == 1)
         self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
-        busy = self._was_busy(session_id)
+        self._refuse_busy(session_id, busy)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
         if "load-erases-session" in self.bugs and session.history:
@@ -868,12 +889,13 @@ class Agent:
                     raise invalid_params(f"unsupported replayFrom {short(replay)}")
                 return self.session_load(params)
         session_id = require_session_id(params)
+        busy = self._took_busy(session_id)
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
         self.check_roots(params)
         prompt = self.parse_system_prompt(params)
         session = self._find(session_id)
-        busy = self._was_busy(session_id)
+        self._refuse_busy(session_id, busy)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
         self._reopen(session, cwd, prompt, busy)

@@ -36,6 +36,11 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[
            "judged": [{"oracle": o, "rule": r, "checks": n}
                       for (o, r), n in sorted(result.judged.items())],
            "out_of_time": result.out_of_time,
+           # What was sent: for each op and invalid payload variant the covering examples
+           # cover, the example that first sent it, and those none sent.
+           "coverage": {"first_example": dict(sorted(result.coverage.items())),
+                        "covering_examples": result.covering_examples,
+                        "unsent": result.unsent()},
            "model_requests": dict(result.model_requests),
            "interrupted": result.interrupted, "exit_code": result.exit_code}
     return dict(Scrubber(secrets).value(doc))

@@ -24,10 +24,14 @@ ACP_FUZZ_ALL = sorted([
 ])
 STRATEGIES_ALL = [
     "INVALID_KINDS",
+    "Cover",
     "LifecycleMachine",
     "SessionView",
     "block_texts",
+    "cover_keys",
+    "covering_examples",
     "invalid_system_prompts",
+    "step_keys",
     "valid_system_prompts",
 ]
 REPO = Path(__file__).resolve().parents[2]

@@ -23,8 +23,10 @@ from acp_fuzz.engine.database import DatabaseError, check_database, open_databas
 
 pytestmark = pytest.mark.integration
 
-# user-turn's finding is SHOULD: the campaigns run with --strict, so that it exits 1.
-AGENT = ["--", sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "user-turn"]
+# A bug the search finds and the covering examples do not (their prompts are one block), so
+# that a one-example campaign finds it only from the database. The campaigns run with
+# --strict, so that a SHOULD finding would exit 1 too.
+AGENT = ["--", sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "drop-last-block"]
 
 
 _cli = run_cli
@@ -74,8 +76,9 @@ def _shares(tmp_path: Path, db: str, empty: str) -> None:
     # campaigns below replay the first one the database holds).
     code, first = _target(tmp_path, "first", db, "--seed", "0", "-x")
     assert code == 1 and first["findings"], first
-    # The same one-example campaign at another seed: nothing on its own (an empty database),
-    # the failure at once from the database the first campaign filled.
+    # The same one-example campaign at another seed: nothing on its own (an empty database:
+    # its one example is the first covering example), the failure at once from the database
+    # the first campaign filled (replayed before the covering examples).
     code, control = _target(tmp_path, "control", empty, "--seed", "99", "--max-examples", "1")
     assert (code, control["findings"]) == (0, []), control
     code, second = _target(tmp_path, "second", db, "--seed", "99", "--max-examples", "1")

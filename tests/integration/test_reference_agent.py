@@ -939,6 +939,26 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
             "session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": sp("prepend", P)}
         )
         return "result" in response
+    if name == "replace-as-override":
+        _, response = agent.call(
+            "session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": sp("replace", P)}
+        )
+        if "result" not in response:
+            return False
+        agent.prompt(response["result"]["sessionId"])
+        return model.system() == P  # the defaults replaced: "replace" read as override
+    if name == "hang-on-empty-content":
+        # Requests are answered in order: when the list after it is answered and the empty
+        # content is not, it never will be (no wait on a clock).
+        agent.send({"jsonrpc": "2.0", "id": "empty", "method": "session/new", "params": {
+            "cwd": CWD, "mcpServers": [], "systemPrompt": {"mode": "append", "content": []}}})
+        agent.send({"jsonrpc": "2.0", "id": "after", "method": "session/list", "params": {}})
+        answered = set()
+        while "after" not in answered:
+            message = agent.receive()
+            if "id" in message and "method" not in message:
+                answered.add(message["id"])
+        return "empty" not in answered
     if name == "side-effect-before-validation":
         _, response = agent.call(
             "session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": sp("prepend", P)}
@@ -1062,6 +1082,23 @@ def test_a_busy_session_refuses_a_reattach_and_changes_nothing_under_busy_refuse
     agent.ok("session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": sp("append", Q)})
     agent.prompt(session)
     assert model.system() == f"{defaults()}\n\n{Q}"
+
+
+def test_a_busy_reattach_refused_for_its_payload_leaves_the_next_reattach_alone(
+        spawn: Spawner, model: ModelServer) -> None:
+    """Under busy-refuses, a reattach that arrives while a turn runs and carries an invalid
+    payload is refused for the payload; the next reattach, with the session idle, is not
+    refused as busy (it was: the busy mark stayed behind for it; found by a campaign)."""
+    agent = spawn("--variant", "busy-refuses").init()
+    session = agent.new(sp("append", P))
+    audio = {"mode": "append", "content": [text(Q), {"type": "audio", "data": "UklGRg==",
+                                                     "mimeType": "audio/wav"}]}
+    _, refused = agent.busy(session, "session/resume", {
+        "sessionId": session, "cwd": CWD, "systemPrompt": audio})
+    assert refused["error"]["code"] == -32602
+    agent.ok("session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": sp("append", P)})
+    agent.prompt(session)
+    assert model.system() == f"{defaults()}\n\n{P}"
 
 
 def test_bug_may_be_planted_twice_and_each_shows(spawn: Spawner, model: ModelServer) -> None:

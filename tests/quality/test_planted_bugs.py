@@ -25,9 +25,11 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from acp_fuzz.strategies.payloads import invalid_variant
 
 from acp_fuzz.core.cassette import read_cassette
 from acp_fuzz.core.oracles import Baseline
@@ -172,6 +174,37 @@ def test_planted_bug_found_and_shrunk(bug: str, seed: int, protocol: str, tmp_pa
     if protocol == "2":
         methods = {r.get("method") for r in report.requests}
         assert "session/load" not in methods and "session/set_mode" not in methods
+
+
+#: Bugs that one request of a rare kind shows (issue #22 §3): an empty ``content`` (1 in ~60
+#: invalid payloads drawn, and the campaign draws few) and the mode spelling ``"replace"``
+#: (0.7 % of them). Before the covering examples, seed 1 sent neither in its 100 examples.
+#: bug -> (oracle, the variant of the one request that shows it).
+RARE: dict[str, tuple[str, str]] = {
+    "hang-on-empty-content": ("agent.hang", "content-empty"),
+    "replace-as-override": ("payload.invalid-accepted", 'mode-spelling:"replace"'),
+}
+#: The reference agent's covering examples: the rare kinds are all among them.
+COVERING = 16
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("bug", sorted(RARE))
+def test_a_bug_of_one_rare_request_is_found_at_every_seed(bug: str, seed: int, tmp_path: Path,
+                                                          no_orphans: Track) -> None:
+    oracle, variant = RARE[bug]
+    # A shorter --timeout than the default 30 s: the hang waits it once, in full.
+    spec = replace(reference(bug), request_timeout=10.0)
+    result = first_failure(spec, tmp_path, seed=seed)
+    assert result.reports, f"{bug} not found in {result.examples_run} examples"
+    (report,) = result.reports
+    assert report.status == "failed" and report.reproduced == report.runs == 3
+    assert oracle in report.oracles, report.oracles
+    (step,) = report.steps
+    assert step["op"] == "new"
+    assert invalid_variant(step["systemPrompt"], override=True) == variant
+    assert result.examples_run <= COVERING  # by a covering example, whatever the seed
+    assert result.exit_code == 1
 
 
 def test_correct_agent_has_no_must_or_should_findings(tmp_path: Path,

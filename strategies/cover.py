@@ -1,0 +1,378 @@
+"""Covering examples: every invalid payload and every lifecycle op at every seed
+(``acp_fuzz.strategies.cover``).
+
+The lifecycle machine draws what it draws: a payload kind that is one draw in a hundred (an
+empty ``content``, the mode spelling ``"replace"``) is sent at some seeds and not at others,
+and a bug that needs one such request is found by luck. A campaign therefore opens with
+*covering examples*: short, fixed step sequences, built from the machine's own step
+vocabulary, that send
+
+* every lifecycle op the agent supports (``op:<op>``; ``invalid:<method>`` for each request
+  of an unknown session; ``dirs:moved`` and ``dirs:roots`` for an agent that takes
+  ``additionalDirectories``, ``busy:<op>`` under v2), each in the shortest valid sequence
+  that shows what it did to the prompt: ``new A (P); prompt A; load A (P); prompt A``,
+  ``new A (P); fork A->B (Q); prompt B; prompt A``, ...;
+* every invalid payload variant (:func:`~acp_fuzz.strategies.payloads.invalid_variants`) on
+  every request that carries a prompt and that the agent supports (``new:<variant>``,
+  ``load:<variant>``, ``resume:<variant>``, ``fork:<variant>``). Each is one rejected
+  request, so several go in one example: ``new A (P)``, then as many rejected loads,
+  resumes and forks of ``A`` as ``max_steps`` leaves room for, then ``prompt A`` (a rejected
+  request must have changed nothing).
+
+They are pure data: the same capabilities always give the same examples, whatever the seed.
+:func:`step_keys` says what a step that was sent covers, for the search's own draws too, so a
+campaign records the first example at which each key was sent (``CampaignResult.coverage``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from acp_fuzz.core.lifecycle import HANDLES, allowed, handle_name
+from acp_fuzz.core.payloads import Capabilities
+from acp_fuzz.core.steps import invalid_params
+
+from .lifecycle import TITLES
+from .payloads import invalid_payload, invalid_variant, invalid_variants
+
+__all__ = ["Cover", "cover_keys", "covering_examples", "prompt_requests", "step_keys"]
+
+#: The requests that carry a ``systemPrompt``.
+PROMPT_REQUESTS = ("new", "load", "resume", "fork")
+#: The texts of the covering examples' valid prompts (a session's own, and a fork's).
+_P = "You are a code review specialist. Focus on security vulnerabilities."
+_Q = "Answer in the voice of a patient teacher, and cite file paths."
+
+
+@dataclass(frozen=True)
+class Cover:
+    """One covering example: its steps, and the keys they cover when all are sent."""
+
+    steps: tuple[dict[str, Any], ...]
+    keys: tuple[str, ...]
+
+
+def prompt_requests(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> tuple[str, ...]:
+    """The requests that carry a prompt to this agent: ``session/new`` when it advertises
+    ``systemPrompt``, and the load, resume and fork it supports when they may re-send one
+    (the legacy ``_meta`` dialects set a prompt on ``session/new`` only)."""
+    if not caps.system_prompt:
+        return ()
+    out = ["new"]
+    if resend_on_lifecycle:
+        out += [op for op, ok in (("load", caps.load or caps.replay), ("resume", caps.resume),
+                                  ("fork", caps.fork)) if ok]
+    return tuple(out)
+
+
+def _ops(caps: Capabilities) -> list[str]:
+    """The lifecycle ops the machine draws for this agent (its rules' preconditions)."""
+    gated = (("list", caps.list), ("close", caps.close), ("load", caps.load or caps.replay),
+             ("resume", caps.resume), ("fork", caps.fork), ("delete", caps.delete),
+             ("set_mode", caps.set_mode), ("set_config_option", caps.set_config_option),
+             ("set_title", caps.title))
+    return ["new", "prompt", "cancel", *(op for op, ok in gated if ok), "restart", "invalid"]
+
+
+def _invalid_methods(caps: Capabilities) -> list[str]:
+    """The methods of the machine's invalid requests (a session id that cannot exist)."""
+    return ["session/prompt"] + (["session/load"] if caps.load else []) + (
+        ["session/resume"] if caps.resume else [])
+
+
+def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[str]:
+    """Every key the covering examples of this agent cover, in their order: the ops, then
+    each invalid variant on each request that carries a prompt."""
+    keys = [f"op:{op}" for op in _ops(caps)] + [f"invalid:{m}" for m in _invalid_methods(caps)]
+    if caps.additional_directories and (caps.load or caps.replay or caps.resume or caps.fork):
+        keys += ["dirs:moved", "dirs:roots"]
+    if caps.replay:
+        keys += ["busy:load", "busy:resume"]
+    variants = invalid_variants(override=caps.override)
+    return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
+                                                        resend_on_lifecycle) for v in variants]
+
+
+def step_keys(step: Mapping[str, Any], caps: Capabilities) -> list[str]:
+    """What ``step``, once sent, covers: its op, its directory or busy form, and the
+    invalid variant of its prompt (a request with a valid, omitted or null prompt covers its
+    op only)."""
+    op = step.get("op")
+    keys = [f"op:{op}"]
+    if op == "invalid":
+        keys.append(f"invalid:{step.get('method')}")
+    if op in ("load", "resume", "fork"):
+        if step.get("cwd") == "moved":
+            keys.append("dirs:moved")
+        if step.get("roots"):
+            keys.append("dirs:roots")
+        if step.get("busy"):
+            keys.append(f"busy:{op}")
+    if op in PROMPT_REQUESTS and caps.system_prompt and step.get("systemPrompt") is not None:
+        variant = invalid_variant(step["systemPrompt"], override=caps.override)
+        if variant is not None:
+            keys.append(f"{op}:{variant}")
+    return keys
+
+
+class _Example:
+    """Steps being written: hands out session handles and canaries as the machine does."""
+
+    def __init__(self, caps: Capabilities, resend: bool) -> None:
+        self.caps, self.resend = caps, resend
+        self.steps: list[dict[str, Any]] = []
+        self.handles = 0
+        self.canaries = 0
+        self.own: dict[str, dict[str, Any]] = {}  # each session's own prompt params
+
+    def handle(self) -> str:
+        h = handle_name(self.handles)
+        self.handles += 1
+        return h
+
+    def _canary(self, handle: str) -> str:
+        self.canaries += 1
+        return f"[acp-fuzz canary {handle}{self.canaries}]"
+
+    def prompt(self, handle: str, text: str = _P, *, lifecycle: bool = False,
+               mode: str = "append") -> dict[str, Any]:
+        """A new valid prompt for ``handle`` (``{}`` where the machine would send none)."""
+        if not self.caps.system_prompt or (lifecycle and not self.resend):
+            return {}
+        block = {"type": "text", "text": f"{text} {self._canary(handle)}"}
+        self.own[handle] = {"systemPrompt": {"mode": mode, "content": [block]}}
+        return self.own[handle]
+
+    def same(self, handle: str) -> dict[str, Any]:
+        """``handle``'s own prompt again, as a client re-sends it on a load or resume."""
+        return self.own.get(handle, {}) if self.resend else {}
+
+    def invalid(self, handle: str, variant: str) -> dict[str, Any]:
+        return {"systemPrompt": invalid_payload(variant, self._canary(handle))}
+
+    def add(self, *steps: dict[str, Any]) -> None:
+        self.steps += steps
+
+
+#: A part of a covering example: it writes its steps, given the example's first session.
+Unit = Callable[[_Example, str], None]
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Covering examples of one kind: ``prefix`` (makes the session ``A`` the units act on;
+    may be empty), as many ``units`` as fit in ``max_steps``, then ``suffix``."""
+
+    prefix: Callable[[_Example], str | None]
+    units: tuple[Unit, ...]
+    suffix: Unit | None = None
+
+
+def _new_session(ex: _Example) -> str:
+    a = ex.handle()
+    ex.add({"op": "new", "session": a, "cwd": "distinct", **ex.prompt(a)})
+    return a
+
+
+def _new_and_turn(ex: _Example) -> str:
+    a = _new_session(ex)
+    ex.add({"op": "prompt", "session": a})
+    return a
+
+
+def _two_sessions(ex: _Example) -> str:
+    a = _new_and_turn(ex)
+    b = ex.handle()
+    ex.add({"op": "new", "session": b, "cwd": "distinct"}, {"op": "prompt", "session": b})
+    return a
+
+
+def _nothing(ex: _Example) -> str | None:
+    return None
+
+
+def _turn(ex: _Example, a: str) -> None:
+    ex.add({"op": "prompt", "session": a})
+
+
+def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
+    """The covering groups of an agent, in the order they run: the ops, each in the
+    shortest sequence that shows its effect on the prompt, then the invalid payloads."""
+    reopen = "load" if caps.load or caps.replay else "resume" if caps.resume else None
+    groups: list[_Group] = []
+
+    def step(op: str, **kw: Any) -> Unit:
+        return lambda ex, a: ex.add({"op": op, "session": a, **kw})
+
+    def reattach(op: str, **kw: Any) -> Unit:
+        def unit(ex: _Example, a: str) -> None:
+            ex.add({"op": op, "session": a, **ex.same(a), **kw},
+                   {"op": "prompt", "session": a})
+        return unit
+
+    # Two sessions, one with a prompt, a turn each (the other's turn shows a leak), then a
+    # cancel, list and close of the first (close last: it ends the session).
+    turns: list[Unit] = [step("cancel")]
+    if caps.list:
+        turns.append(lambda ex, a: ex.add({"op": "list"}))
+    if caps.close:
+        turns.append(step("close"))
+    groups.append(_Group(_two_sessions, tuple(turns)))
+    # load and resume of a session with a conversation, re-sending its prompt, and a turn.
+    for op, ok in (("load", caps.load or caps.replay), ("resume", caps.resume)):
+        if ok:
+            groups.append(_Group(_new_and_turn, (reattach(op),)))
+    if caps.fork:
+        def fork(ex: _Example, a: str) -> None:
+            b = ex.handle()
+            ex.add({"op": "fork", "session": a, "new": b,
+                    **ex.prompt(b, _Q, lifecycle=True)},
+                   {"op": "prompt", "session": b}, {"op": "prompt", "session": a})
+        groups.append(_Group(_new_session, (fork,)))
+    if caps.delete:
+        # The machine's delete: a new session where the deleted one lived, and a turn on it.
+        def delete(ex: _Example, a: str) -> None:
+            a = ex.handle()
+            ex.add({"op": "new", "session": a, "cwd": "shared", **ex.prompt(a)},
+                   {"op": "delete", "session": a})
+            b = ex.handle()
+            ex.add({"op": "new", "session": b, "cwd": "shared"}, {"op": "prompt", "session": b})
+        groups.append(_Group(_nothing, (delete,)))
+
+    def restart(ex: _Example, _: str) -> None:
+        # In override mode where the agent offers it (the only example that sends it): what
+        # a new process must rebuild is then the whole system slot, and a prompt it rebuilds
+        # without its mode shows as the defaults come back.
+        a = ex.handle()
+        ex.add({"op": "new", "session": a, "cwd": "distinct",
+                **ex.prompt(a, mode="override" if caps.override else "append")},
+               {"op": "prompt", "session": a}, {"op": "restart"})
+        if reopen is None:
+            b = ex.handle()
+            ex.add({"op": "new", "session": b, "cwd": "distinct"}, {"op": "prompt", "session": b})
+        else:
+            reattach(reopen)(ex, a)
+    groups.append(_Group(_nothing, (restart,)))
+
+    def invalid(method: str) -> Unit:
+        return lambda ex, _: ex.add({"op": "invalid", "method": method,
+                                     "params": invalid_params(method),
+                                     "why": "unknown session id"})
+    groups.append(_Group(_nothing, tuple(invalid(m) for m in _invalid_methods(caps))))
+    switches: list[Unit] = []
+    if caps.set_mode:
+        switches.append(lambda ex, a: ex.add({"op": "set_mode", "session": a, "pick": 0},
+                                             {"op": "prompt", "session": a}))
+    if caps.set_config_option:
+        switches.append(lambda ex, a: ex.add({"op": "set_config_option", "session": a,
+                                              "option": 0, "pick": 0},
+                                             {"op": "prompt", "session": a}))
+    if caps.title:
+        switches.append(lambda ex, a: ex.add({"op": "set_title", "session": a,
+                                              "title": TITLES[0]},
+                                             {"op": "prompt", "session": a}))
+    if switches:
+        groups.append(_Group(_new_session, tuple(switches)))
+    moving = reopen or ("fork" if caps.fork else None)
+    if caps.additional_directories and moving is not None:
+        def moved(**kw: Any) -> Unit:
+            if moving != "fork":
+                return reattach(moving, **kw)
+
+            def unit(ex: _Example, a: str) -> None:
+                b = ex.handle()
+                ex.add({"op": "fork", "session": a, "new": b, **kw},
+                       {"op": "prompt", "session": b})
+            return unit
+        groups.append(_Group(_new_session, (moved(cwd="moved"), moved(roots=1))))
+    if caps.replay:
+        groups.append(_Group(_new_session, (reattach("resume", busy=True),
+                                            reattach("load", busy=True))))
+    # The invalid payloads: each one a rejected request, packed.
+    requests = prompt_requests(caps, resend_on_lifecycle=resend)
+    variants = invalid_variants(override=caps.override)
+    if "new" in requests:
+        def rejected_new(v: str) -> Unit:
+            def unit(ex: _Example, _: str) -> None:
+                h = ex.handle()
+                ex.add({"op": "new", "session": h, "cwd": "distinct", **ex.invalid(h, v)})
+            return unit
+        groups.append(_Group(_nothing, tuple(rejected_new(v) for v in variants)))
+    reopened: list[Unit] = []
+    for op in requests[1:]:
+        for v in variants:
+            if op == "fork":
+                def rejected_fork(ex: _Example, a: str, v: str = v) -> None:
+                    b = ex.handle()
+                    ex.add({"op": "fork", "session": a, "new": b, **ex.invalid(b, v)})
+                reopened.append(rejected_fork)
+            else:
+                def rejected(ex: _Example, a: str, op: str = op, v: str = v) -> None:
+                    ex.add({"op": op, "session": a, **ex.invalid(a, v)})
+                reopened.append(rejected)
+    if reopened:
+        groups.append(_Group(_new_session, tuple(reopened), _turn))
+    return groups
+
+
+def _keys(steps: Iterable[Mapping[str, Any]], caps: Capabilities) -> tuple[str, ...]:
+    out: dict[str, None] = {}
+    for s in steps:
+        out.update(dict.fromkeys(step_keys(s, caps)))
+    return tuple(out)
+
+
+def covering_examples(caps: Capabilities, *, resend_on_lifecycle: bool = True,
+                      max_steps: int = 12, keys: Sequence[str] | None = None) -> list[Cover]:
+    """The covering examples of an agent with these capabilities, in the order a campaign
+    runs them; with ``keys``, only what covers those: a unit (with its group's first session)
+    is taken when it covers a key that the units taken before it do not. Each example has at
+    most ``max_steps`` steps (one unit longer than that is an example of its own) and at most
+    26 sessions, and each is a valid sequence (:func:`acp_fuzz.core.lifecycle.allowed`)."""
+    remaining = set(cover_keys(caps, resend_on_lifecycle=resend_on_lifecycle)
+                    if keys is None else keys)
+    out: list[Cover] = []
+    for group in _groups(caps, resend_on_lifecycle):
+        # Each unit (with the group's first session) that still covers something wanted.
+        units = []
+        for unit in group.units:
+            covers = set(_unit_keys(group, unit, caps, resend_on_lifecycle))
+            if covers & remaining:
+                units.append(unit)
+                remaining -= covers
+        while units:
+            ex, a = _start(group, caps, resend_on_lifecycle)
+            taken = 0
+            for unit in units:
+                trial, _ = _start(group, caps, resend_on_lifecycle)
+                for u in [*units[:taken], unit]:
+                    u(trial, a or "")
+                if group.suffix is not None:
+                    group.suffix(trial, a or "")
+                if taken and (len(trial.steps) > max_steps or trial.handles > len(HANDLES)):
+                    break
+                taken += 1
+            for u in units[:taken]:
+                u(ex, a or "")
+            if group.suffix is not None:
+                group.suffix(ex, a or "")
+            units = units[taken:]
+            assert allowed(ex.steps), ex.steps
+            out.append(Cover(tuple(ex.steps), _keys(ex.steps, caps)))
+    return out
+
+
+def _start(group: _Group, caps: Capabilities, resend: bool) -> tuple[_Example, str | None]:
+    ex = _Example(caps, resend)
+    return ex, group.prefix(ex)
+
+
+def _unit_keys(group: _Group, unit: Unit, caps: Capabilities, resend: bool) -> tuple[str, ...]:
+    """The keys of a group's prefix and ``unit``, with its suffix."""
+    ex, a = _start(group, caps, resend)
+    unit(ex, a or "")
+    if group.suffix is not None:
+        group.suffix(ex, a or "")
+    return _keys(ex.steps, caps)

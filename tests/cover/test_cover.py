@@ -1,0 +1,185 @@
+"""The covering examples (``acp_fuzz.strategies.cover``), pure: they send every lifecycle op an
+agent supports and every invalid payload variant on every request that carries a prompt, each
+example a short valid sequence of the machine's own steps; the same capabilities give the same
+examples (no seed); and what a step covers is read back from the step alone."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from acp_fuzz.strategies.payloads import (
+    INVALID_KINDS,
+    MODE_SPELLINGS,
+    invalid_payload,
+    invalid_system_prompts,
+    invalid_variant,
+    invalid_variants,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acp_fuzz.core.lifecycle import HANDLES, Lifecycle, allowed
+from acp_fuzz.core.payloads import Capabilities, classify
+from acp_fuzz.core.steps import validate_step
+from acp_fuzz.strategies import cover_keys, covering_examples, step_keys
+
+REFERENCE = Capabilities(system_prompt=True, override=True, load=True, resume=True, fork=True,
+                         close=True, list=True, delete=True)
+EVERYTHING = replace(REFERENCE, title=True, additional_directories=True, set_mode=True,
+                     set_config_option=True)
+V2 = replace(REFERENCE, load=False, replay=True, set_config_option=True)
+CAPS = {
+    "reference": REFERENCE,
+    "everything": EVERYTHING,
+    "v2": V2,
+    "no override": replace(REFERENCE, override=False),
+    "new and prompt only": Capabilities(system_prompt=True),
+    "no systemPrompt": Capabilities(load=True, resume=True),
+    "nothing": Capabilities(),
+    "fork and directories, no load or resume": Capabilities(system_prompt=True, fork=True,
+                                                           additional_directories=True),
+    "directories, nothing to move": Capabilities(system_prompt=True,
+                                                 additional_directories=True),
+}
+
+
+def _sent(examples: Any, caps: Capabilities) -> set[str]:
+    return {k for ex in examples for s in ex.steps for k in step_keys(s, caps)}
+
+
+@pytest.mark.parametrize("name", sorted(CAPS))
+@pytest.mark.parametrize("max_steps", [12, 4, 1])
+@pytest.mark.parametrize("resend", [True, False])
+def test_the_covering_examples_send_every_key_in_valid_short_sequences(
+        name: str, max_steps: int, resend: bool) -> None:
+    caps = CAPS[name]
+    examples = covering_examples(caps, resend_on_lifecycle=resend, max_steps=max_steps)
+    keys = cover_keys(caps, resend_on_lifecycle=resend)
+    assert _sent(examples, caps) >= set(keys)
+    assert {k for ex in examples for k in ex.keys} == _sent(examples, caps)
+    longest_unit = 5  # new A (P); prompt A; restart; load A (P); prompt A
+    for ex in examples:
+        steps = [validate_step(dict(s)) for s in ex.steps]  # steps the strategies could draw
+        assert allowed(steps), steps
+        assert len(steps) <= max(max_steps, longest_unit), steps
+        life = Lifecycle()
+        for s in steps:
+            life.apply(s)
+        assert len({s.get("new") or s.get("session") for s in steps} - {None}) <= len(HANDLES)
+        if not resend:
+            assert all("systemPrompt" not in s for s in steps if s["op"] != "new")
+    # Deterministic: no seed, nothing random.
+    assert covering_examples(caps, resend_on_lifecycle=resend, max_steps=max_steps) == examples
+
+
+def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_agent() -> None:
+    keys = cover_keys(REFERENCE)
+    variants = invalid_variants(override=True)
+    for request in ("new", "load", "resume", "fork"):
+        assert {f"{request}:{v}" for v in variants} <= set(keys)
+    assert {"new:content-empty", 'new:mode-spelling:"replace"',
+            'fork:mode-spelling:"replace"', "resume:content-empty"} <= set(keys)
+    for op in ("new", "prompt", "cancel", "list", "close", "load", "resume", "fork", "delete",
+               "restart", "invalid"):
+        assert f"op:{op}" in keys
+    # The number docs/performance.md states as N ("Every payload kind at every seed").
+    assert len(covering_examples(REFERENCE)) == 16
+
+
+def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:
+    shapes = [[(s["op"], s.get("session"), "systemPrompt" in s) for s in ex.steps]
+              for ex in covering_examples(REFERENCE)[:7]]
+    assert shapes == [
+        [("new", "A", True), ("prompt", "A", False), ("new", "B", False),
+         ("prompt", "B", False), ("cancel", "A", False), ("list", None, False),
+         ("close", "A", False)],
+        [("new", "A", True), ("prompt", "A", False), ("load", "A", True), ("prompt", "A", False)],
+        [("new", "A", True), ("prompt", "A", False), ("resume", "A", True),
+         ("prompt", "A", False)],
+        [("new", "A", True), ("fork", "A", True), ("prompt", "B", False),
+         ("prompt", "A", False)],
+        [("new", "A", True), ("delete", "A", False), ("new", "B", False),
+         ("prompt", "B", False)],
+        [("new", "A", True), ("prompt", "A", False), ("restart", None, False),
+         ("load", "A", True), ("prompt", "A", False)],
+        [("invalid", None, False)] * 3,
+    ]
+    load = covering_examples(REFERENCE)[1].steps
+    assert load[2]["systemPrompt"] == load[0]["systemPrompt"]  # the same prompt, re-sent
+    fork = covering_examples(REFERENCE)[3].steps
+    assert fork[1]["systemPrompt"] != fork[0]["systemPrompt"]  # the fork's own
+    # The restart's prompt is an override where the agent offers it, else an append.
+    restart = covering_examples(REFERENCE)[5].steps
+    assert restart[0]["systemPrompt"]["mode"] == "override"
+    assert restart[3]["systemPrompt"] == restart[0]["systemPrompt"]
+    plain = replace(REFERENCE, override=False)
+    modes = {s["systemPrompt"]["mode"] for ex in covering_examples(plain) for s in ex.steps
+             if classify(s.get("systemPrompt"), plain).kind == "valid"}
+    assert modes == {"append"}
+
+
+def test_a_payload_example_is_one_session_then_rejected_requests_then_a_turn() -> None:
+    for ex in covering_examples(REFERENCE)[9:]:
+        first, *rejected, turn = ex.steps
+        assert first["op"] == "new" and classify(first["systemPrompt"], REFERENCE).kind == "valid"
+        assert turn == {"op": "prompt", "session": "A"}
+        for s in rejected:
+            assert s["op"] in ("load", "resume", "fork") and s["session"] == "A"
+            assert classify(s["systemPrompt"], REFERENCE).kind == "invalid"
+
+
+def test_keys_select_only_the_examples_still_needed() -> None:
+    wanted = ["resume:content-empty", 'fork:mode-spelling:"replace"', "op:delete"]
+    examples = covering_examples(REFERENCE, keys=wanted)
+    assert _sent(examples, REFERENCE) >= set(wanted)
+    assert len(examples) == 2  # the delete example, and one of rejected requests
+    assert [s["op"] for s in examples[1].steps] == ["new", "resume", "fork", "prompt"]
+    # A key every example covers takes one example, the first.
+    (only,) = covering_examples(Capabilities(system_prompt=True), keys=["op:new"])
+    assert only.steps[0]["op"] == "new"
+    assert covering_examples(REFERENCE, keys=[]) == []
+
+
+@pytest.mark.parametrize("override", [True, False])
+def test_every_variant_is_invalid_and_reads_back_as_itself(override: bool) -> None:
+    caps = replace(REFERENCE, override=override)
+    variants = invalid_variants(override=override)
+    assert ("override-not-advertised" in variants) is not override
+    assert len(variants) == len(INVALID_KINDS) - 1 + len(MODE_SPELLINGS) - override
+    for v in variants:
+        payload = invalid_payload(v, "[acp-fuzz canary A1]")
+        assert classify(payload, caps).kind == "invalid", v
+        assert invalid_variant(payload, override=override) == v
+        assert step_keys({"op": "load", "session": "A", "systemPrompt": payload}, caps) == \
+            ["op:load", f"load:{v}"]
+    with pytest.raises(ValueError, match="unknown invalid payload variant"):
+        invalid_payload("mode-imaginary", "x")
+
+
+@settings(max_examples=300, database=None, derandomize=True)
+@given(st.booleans(), st.data())
+def test_every_drawn_invalid_payload_is_a_variant_the_covering_examples_send(
+        override: bool, data: st.DataObject) -> None:
+    payload = data.draw(invalid_system_prompts(override=override, canary="[c]"))
+    assert invalid_variant(payload, override=override) in invalid_variants(override=override)
+
+
+def test_what_a_step_covers() -> None:
+    valid = {"mode": "append", "content": [{"type": "text", "text": "P"}]}
+    assert step_keys({"op": "new", "session": "A", "systemPrompt": valid}, REFERENCE) == \
+        ["op:new"]
+    assert step_keys({"op": "new", "session": "A", "systemPrompt": None}, REFERENCE) == \
+        ["op:new"]
+    assert step_keys({"op": "resume", "session": "A", "cwd": "moved", "roots": 2, "busy": True,
+                      "systemPrompt": {"mode": "replace", "content": []}}, REFERENCE) == \
+        ["op:resume", "dirs:moved", "dirs:roots", "busy:resume", 'resume:mode-spelling:"replace"']
+    # An agent that does not advertise systemPrompt: a payload is a probe, not a variant.
+    assert step_keys({"op": "new", "session": "A", "systemPrompt": {"mode": "x"}},
+                     Capabilities()) == ["op:new"]
+    # A defect the strategies do not draw is named by its nearest kind.
+    assert invalid_variant({"mode": "merge", "content": []}, override=True) == "mode-unknown"
+    assert invalid_variant({"mode": "append", "content": [{"type": "video"}]},
+                           override=True) == "block-unknown"
+    assert invalid_variant(valid, override=True) is None
