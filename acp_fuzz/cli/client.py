@@ -28,6 +28,7 @@ from acp_fuzz.cli.app import (
     install_interrupt_handlers,
     out,
 )
+from acp_fuzz.cli.target import parse_reports
 from acp_fuzz.core.errors import CassetteError, HarnessError
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.scenarios import DEFAULT_TIMEOUT, Scenario, ScenarioError, parse_scenario
@@ -37,19 +38,6 @@ if TYPE_CHECKING:
     from acp_fuzz.engine.client_campaign import ClientCampaignResult
 
 __all__ = ["client"]
-
-
-def _parse_reports(values: Sequence[str]) -> list[tuple[str, Path]]:
-    reports = []
-    for v in values:
-        kind, _, path = v.partition(":")
-        if kind not in ("json", "junit") or not path:
-            fail(f"--report takes json:PATH or junit:PATH, got {v!r}")
-        p = Path(path)
-        if p.parent and not p.parent.exists():
-            fail(f"--report: folder does not exist: {p.parent}")
-        reports.append((kind, p))
-    return reports
 
 
 def _scenario(command: Sequence[str], steps: Sequence[str], scenario_file: Path | None,
@@ -134,7 +122,7 @@ def client(
         if oracle not in CLIENT_CATALOG:
             fail(f"--exclude-oracle: unknown client oracle {oracle!r} (known: "
                  f"{', '.join(sorted(CLIENT_CATALOG))})")
-    reports = _parse_reports(report)
+    reports = parse_reports(report)
     secrets = sorted(_passed_secrets(pass_env))
     hide(secrets)
     if replay is not None:

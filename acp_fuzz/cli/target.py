@@ -42,7 +42,8 @@ from acp_fuzz.engine.runner import HarnessError, TargetSpec
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign import CampaignResult
 
-__all__ = ["AGENT_ARGUMENT", "PROFILE_OPTION", "build_spec", "print_agent", "target"]
+__all__ = ["AGENT_ARGUMENT", "PROFILE_OPTION", "build_spec", "parse_reports", "print_agent",
+           "target"]
 
 
 #: The agent, as ``target`` and ``doctor`` take it (declared once: typer shares the objects).
@@ -72,7 +73,8 @@ def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> T
         fail(str(e))
 
 
-def _parse_reports(values: Sequence[str]) -> list[tuple[str, Path]]:
+def parse_reports(values: Sequence[str]) -> list[tuple[str, Path]]:
+    """``--report KIND:PATH`` values (json, junit), each folder checked; exit 2 otherwise."""
     reports = []
     for v in values:
         kind, _, path = v.partition(":")
@@ -178,7 +180,7 @@ def target(
         fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
     if protocol is not None and protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
-    reports = _parse_reports(report)
+    reports = parse_reports(report)
     load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
     excluded = _check_oracles(exclude_oracle)
     from acp_fuzz.engine.netns import maybe_reexec
