@@ -88,8 +88,9 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("prompt.change-deferred", "info", "SP-LIFECYCLE-DEFER-MAY",
                "a changed prompt on load, resume or fork was accepted but not (yet) applied"),
     OracleInfo("prompt.change-ignored", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD",
-               "a changed prompt is still not applied after the agent rebuilt the session in "
-               "a new process (a restart, then load or resume)"),
+               "a changed prompt is still not applied two turns after the agent rebuilt its "
+               "prompt (a compaction; for an agent that cannot be made to compact, a load "
+               "or resume in a new process)"),
     OracleInfo("lifecycle.omitted-fallback", "info", "SP-LIFECYCLE-OMIT-MAY",
                "which behaviour the agent chose for an omitted prompt (kept or default)"),
     OracleInfo("lifecycle.omitted-inconsistent", "info", "SP-LIFECYCLE-OMIT-MAY",

@@ -152,6 +152,12 @@ LIFECYCLE_RULE = "SP-AGENT-ERROR-NOSIDEEFFECT-MUST"
 OMIT_RULE = "SP-LIFECYCLE-OMIT-MAY"
 #: How many steps of a session's history its findings quote as evidence.
 MAX_TRAIL = 24
+#: How many turns after a rebuild may still show the old prompt before a deferred change
+#: counts as ignored. One turn of slack: an agent may rebuild at the end of the turn that
+#: triggered it (a compaction forced by the usage a reply reported lands before the *next*
+#: request), so only a second turn on the old prompt shows the rebuild did not apply it.
+#: Shrinking keeps both turns: with one, the finding is gone.
+IGNORED_AFTER = 2
 
 
 @dataclass(frozen=True)
@@ -200,9 +206,18 @@ class SessionModel:
     candidates: list[Candidate]
     tainted: bool = False  # state unknown (an invalid payload was accepted)
     own: set[str] = field(default_factory=set)  # every block this session may legitimately hold
-    #: A cold load (a load or resume in a new agent process) came with or after the last
-    #: accepted change: the agent rebuilt the session, so the change can no longer be deferred.
-    rebuilt: bool = False
+    #: What rebuilt the session's prompt since the last accepted change, as evidence names
+    #: it ("the compaction at step 7", or, for an agent that cannot be made to compact, "a
+    #: cold load at step 4"), or ``None``. After a rebuild a change can no longer be
+    #: deferred: :data:`IGNORED_AFTER` turns on the old prompt make it ``prompt.change-ignored``.
+    rebuilt: str | None = None
+    #: The steps of the turns since the rebuild that still showed the old prompt.
+    old_turns: set[int] = field(default_factory=set)
+    #: The last compaction (its trail line), until a turn shows a prompt that fits: a prompt
+    #: lost there names it.
+    compacted: str | None = None
+    #: The step whose compaction was last noted (one compaction may make several requests).
+    compacted_step: int | None = None
     trail: list[str] = field(default_factory=list)  # the steps behind this session's state
     #: Vendor ``_meta`` texts sent next to the standard prompt: field path -> text.
     vendor: dict[str, str] = field(default_factory=dict)
@@ -258,6 +273,10 @@ class _State:
     omitted_choices: dict[tuple[str, bool], tuple[str, str, list[str]]] = field(
         default_factory=dict)
     too_small_reported: bool = False
+    #: The agent can be made to compact (it advertised a ``compact`` command, the run's
+    #: profile can force it, or a compaction was seen): compaction, not a cold load, is then
+    #: the rebuild that ends a deferral (SP-LIFECYCLE-DEFER-MAY).
+    can_compact: bool = False
     #: (oracle, rule) -> how many times the history gave that oracle something to judge under
     #: that rule, whatever the verdict: what ``acp-fuzz matrix`` calls tested.
     judged: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -363,6 +382,8 @@ def _on_verdict(st: _State, ev: Event) -> None:
         proto = d.get("protocol")
         answered = proto.get("answered") if isinstance(proto, Mapping) else None
         st.protocol = answered if answered in (1, 2) else 1
+        forced = d.get("compaction")
+        st.can_compact = st.can_compact or (isinstance(forced, list) and bool(forced))
         return
     if what == "probe-list":
         listed = d.get("sessions")
@@ -517,17 +538,18 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         m.note(line)
         if m.conversation:
             m.reattached = (op, line)
-        _reattach(m, op, prompt, kind, cold, vendor)
+        _reattach(st, m, op, prompt, kind, cold, vendor, line)
         m.tainted = m.tainted or kind in ("invalid", "probe")
     elif op == "fork" and handle in st.sessions and isinstance(args.get("new"), str):
         src = st.sessions[handle]
         m = SessionModel(sid, list(src.candidates), tainted=src.tainted,
-                         own=set(src.own), rebuilt=src.rebuilt, trail=list(src.trail),
+                         own=set(src.own), rebuilt=src.rebuilt,
+                         old_turns=set(src.old_turns), trail=list(src.trail),
                          vendor=dict(src.vendor), mode_switched=src.mode_switched)
         # The fork's conversation starts empty: how much of its source's context a fork
         # carries is the agent's choice (SES-FORK-DEF), so only its own turns are owed.
         m.note(line)
-        _reattach(m, op, prompt, kind, False, vendor)
+        _reattach(st, m, op, prompt, kind, False, vendor, line)
         m.tainted = m.tainted or kind in ("invalid", "probe")
         st.sessions[args["new"]] = m
     elif op == "delete":
@@ -549,6 +571,17 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         # A title is the session's label, not its instructions: every candidate stands (the
         # defaults too), and the next turn is judged against them.
         st.sessions[handle].note(line)
+    elif op == "compact" and handle in st.sessions:
+        m = st.sessions[handle]
+        m.note(line)
+        if args.get("by") == "command":
+            # The agent's own compaction command, answered with success: it compacted (what
+            # it sent the model meanwhile was its summary, not a turn: _on_model).
+            _compacted(st, m, handle, "its compaction command")
+        elif m.turn_seen is not None:
+            # A turn with the context reported near its limit: a turn like any other.
+            m.conversation.append(m.turn_seen)
+        m.turn_seen = None
     elif op in ("prompt", "cancel", "close") and handle in st.sessions:
         m = st.sessions[handle]
         m.note(line)
@@ -646,17 +679,19 @@ def _resent(st: _State, op: Any, args: Mapping[str, Any], sp: Any) -> bool:
                and c.prompt.blocks == blocks for c in m.candidates)
 
 
-def _reattach(m: SessionModel, op: str, new: Prompt | None, kind: Any, cold: bool,
-              vendor: dict[str, str]) -> None:
+def _reattach(st: _State, m: SessionModel, op: str, new: Prompt | None, kind: Any, cold: bool,
+              vendor: dict[str, str], line: str) -> None:
     """A load, resume or fork that the agent accepted: the session's candidates after it.
 
     Call OLD what the session may be sending now (its candidates) and NEW the prompt the
     request carried. NEW is expected (MUST: accepting it claims it can be applied). Each OLD
     that differs stays as ``deferred`` (SP-LIFECYCLE-DEFER-MAY) until a turn shows NEW;
-    ``rebuilt`` records that a cold load came with or after the change, after which an OLD
-    still in use is ``prompt.change-ignored``. An omitted prompt keeps every OLD (as
-    ``kept``) next to the defaults (SP-LIFECYCLE-OMIT-MAY)."""
+    ``rebuilt`` records what rebuilt the prompt with or after the change, after which an OLD
+    still in use is ``prompt.change-ignored`` (:func:`_cold_rebuild` says when a cold load
+    counts). An omitted prompt keeps every OLD (as ``kept``) next to the defaults
+    (SP-LIFECYCLE-OMIT-MAY)."""
     olds = m.candidates
+    rebuild = _cold_rebuild(st, line) if cold else None
     if kind == "valid" and new is not None:
         out = [Candidate(new, "applied", "MUST", LIFECYCLE_RULE, "lifecycle")]
         for c in olds:
@@ -664,7 +699,8 @@ def _reattach(m: SessionModel, op: str, new: Prompt | None, kind: Any, cold: boo
                 out.append(Candidate(c.prompt, "deferred", "info", "SP-LIFECYCLE-DEFER-MAY",
                                      c.origin))
         m.candidates = out
-        m.rebuilt = cold
+        m.rebuilt = rebuild
+        m.old_turns = set()
         m.own.update(new.significant)
         m.vendor = vendor
         m.omit_situation = None
@@ -683,12 +719,41 @@ def _reattach(m: SessionModel, op: str, new: Prompt | None, kind: Any, cold: boo
         if not any(o.prompt is None for o in out):
             out.append(Candidate(None, "default", "info", OMIT_RULE, "kept"))
         m.candidates = out
-        m.rebuilt = m.rebuilt or cold
+        m.rebuilt = m.rebuilt or rebuild
         if any(c.label == "kept" for c in out):
             m.omit_situation = (op, cold)
             m.omit_trail = list(m.trail)
         return
     m.candidates = []
+
+
+def _cold_rebuild(st: _State, line: str) -> str | None:
+    """What a cold load (a load or resume in a new agent process) counts as: a rebuild only
+    for an agent that cannot be made to compact. A cold load is acp-fuzz's own reading of a
+    rebuild (a new process holds no prompt cache in memory), but the RFD's reason to defer,
+    prompt caches, holds across a restart too (a provider's cache outlives the process), and
+    compaction is the rebuild it names: where compaction can be caused, it is the judge."""
+    if st.can_compact:
+        return None
+    return f"the cold load at step {line.split(':', 1)[0]}"
+
+
+def _compacted(st: _State, m: SessionModel, handle: str, how: str) -> None:
+    """Session ``handle`` was compacted (during the current step): the agent rebuilt its
+    prompt, the rebuild at which a deferred change must land (SP-LIFECYCLE-DEFER-MAY), and
+    its conversation is now a summary (the turns before it are no longer owed on a load)."""
+    st.can_compact = True
+    idx = st.step.get("index", -1)
+    if m.compacted_step == idx:
+        return  # the same compaction's next request
+    m.compacted_step = idx
+    m.compacted = f"the compaction at step {idx + 1} ({how})"
+    m.note(f"{idx + 1}: compaction of {handle} ({how})")
+    m.conversation = []
+    m.turn_seen = None
+    if any(c.label == "deferred" for c in m.candidates):
+        m.rebuilt = f"the compaction at step {idx + 1}"
+        m.old_turns = set()
 
 
 # -- model requests ------------------------------------------------------------------------------
@@ -731,12 +796,23 @@ def _on_model(st: _State, ev: Event) -> None:
                    f"session {handle}'s {kind} holds session {other}'s client text",
                    session=handle, foreign_session=other, **_where(x, b, ev.seq))
             break
+    args = st.step.get("args", {})
+    if x.side and ev.data.get("side_kind") == "compaction":
+        # The summary request of a compaction (a profile's [[side]] rule of kind compaction):
+        # judged for leaks above, and the session's prompt is rebuilt from here on.
+        _compacted(st, m, handle, "its summary request")
+        return
     if x.side:
+        return
+    if args.get("op") == "compact" and args.get("by") == "command" \
+            and args.get("session") == handle:
+        # The agent's compaction command sends no turn of ours (no nonce of this step): what
+        # it asks the model is its summary, judged for leaks only.
+        _compacted(st, m, handle, "its compaction command")
         return
     _judge_conversation(st, m, handle, x, ev.seq, everything)
     if m.tainted or not m.candidates:
         return
-    args = st.step.get("args", {})
     if args.get("busy") and args.get("session") == handle and x.turn == st.step.get("turn"):
         # The turn a load or resume was sent beside: it may run on the old prompt or, if
         # the agent applied the change mid-turn, on the new one. The turns after it are
@@ -775,10 +851,11 @@ def _judge_conversation(st: _State, m: SessionModel, handle: str, x: ModelExchan
                         everything: str) -> None:
     """``session.history-lost``: the first turn after an accepted load or resume must carry
     the session's conversation: every completed turn, recognised by its nonce (load replays
-    "the whole conversation"). The fake model's conversations are a few short turns, far
-    from any context limit, so no agent has a reason to compact them."""
+    "the whole conversation"). A compaction replaces the turns before it by a summary
+    (:func:`_compacted` empties ``conversation``): only the turns after it are owed."""
     nonce = st.step.get("nonce")
-    if st.step.get("args", {}).get("op") not in ("prompt", "cancel") or x.turn is None \
+    if st.step.get("args", {}).get("op") not in ("prompt", "cancel", "compact") \
+            or x.turn is None \
             or not isinstance(nonce, str) or nonce not in everything:
         return
     m.turn_seen = nonce
@@ -853,6 +930,7 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
     if matched is None:
         _report_missing(st, m, handle, x, seq, everything)
         return
+    m.compacted = None
     if matched.label in ("applied", "kept"):
         # The change shows (a kept prompt is the last one applied): a deferral before it was
         # the agent's right, not a finding.
@@ -861,7 +939,8 @@ def _judge_turn(st: _State, m: SessionModel, handle: str, x: ModelExchange, seq:
         m.deferred_keys = []
     if matched.label == "applied":
         m.candidates = [matched]
-        m.rebuilt = False
+        m.rebuilt = None
+        m.old_turns = set()
     elif len(m.candidates) == 1:
         pass  # nothing to choose between: a session made without a prompt
     elif matched.label == "deferred":
@@ -980,10 +1059,14 @@ def _report_missing(st: _State, m: SessionModel, handle: str, x: ModelExchange, 
            if len(text.strip()) >= MIN_SIGNIFICANT and text.strip() in everything}
     extra: dict[str, Any] = {}
     note = ""
+    if m.compacted:
+        # No turn since the compaction showed the prompt: lost (or altered) there.
+        extra["compaction"] = m.compacted
+        note = f", after {m.compacted}"
     if won:
         path = next(iter(won))
         extra = {"won": path, "vendor_text": _clip(won[path])}
-        note = f"; the text of the vendor field {path} is there instead"
+        note += f"; the text of the vendor field {path} is there instead"
     if present or reformatted or cut or partial:
         if reformatted and len(reformatted) == len(missing):
             # Only the form changed (SP-AGENT-APPEND-FORMAT-DEF): never MUST.
@@ -1015,17 +1098,25 @@ def _report_deferred(st: _State, m: SessionModel, handle: str, matched: Candidat
         "requested": _clip(new.significant[0]) if new and new.significant else None,
         "in_use": _clip(matched.prompt.significant[0])
         if matched.prompt and matched.prompt.significant else "(the default instructions)"}
+    after = ""
     if m.rebuilt:
-        st.add("prompt.change-ignored",
-               f"session {handle}: the changed prompt was accepted, and the old one is still "
-               "in use after the agent rebuilt the session in a new process", session=handle,
-               **evidence)
-    else:
-        key = st.add("prompt.change-deferred",
-                     f"session {handle}: the changed prompt was accepted but the old one is "
-                     "still in use", severity="SHOULD" if st.strict else "info",
-                     session=handle, **evidence)
-        m.deferred_keys.append(key)
+        m.old_turns.add(st.step.get("index", -1))
+        turns = len(m.old_turns)
+        evidence.update(rebuilt_by=m.rebuilt, turns_after=sorted(i + 1 for i in m.old_turns))
+        if turns >= IGNORED_AFTER:
+            why = (" (acp-fuzz's reading of a rebuild, for an agent that cannot be made to "
+                   "compact)") if m.rebuilt.startswith("the cold load") else ""
+            st.add("prompt.change-ignored",
+                   f"session {handle}: the changed prompt was accepted, and the old one is "
+                   f"still in use {turns} turns after {m.rebuilt}{why}", session=handle,
+                   **evidence)
+            return
+        after = f" ({turns} turn after {m.rebuilt})"
+    key = st.add("prompt.change-deferred",
+                 f"session {handle}: the changed prompt was accepted but the old one is "
+                 f"still in use{after}", severity="SHOULD" if st.strict else "info",
+                 session=handle, **evidence)
+    m.deferred_keys.append(key)
 
 
 _CHOICE = {"kept": "kept the stored prompt", "default": "fell back to its defaults"}
@@ -1217,6 +1308,8 @@ def _on_acp(st: _State, ev: Event) -> None:
         return
     if not isinstance(msg, Mapping):
         return
+    if msg.get("method") == "session/update":
+        _on_update(st, msg.get("params"))
     problem = _first_error(_MESSAGE, msg)
     if problem is None and msg.get("method") == "session/update":
         problem = _first_error(_UPDATE, msg.get("params"))
@@ -1229,6 +1322,28 @@ def _on_acp(st: _State, ev: Event) -> None:
     if problem is not None:
         st.add("protocol.malformed", f"a message from the agent breaks the schema: {problem}",
                evidence_event=ev.seq, offending=_clip(dict(msg), 200))
+
+
+def _on_update(st: _State, params: Any) -> None:
+    """What a ``session/update`` says about compaction: a ``compact`` command advertised
+    (the agent can be made to compact: a ``compact`` step sends it), or a compaction of one
+    of the sessions completed (``compaction_update``)."""
+    if not isinstance(params, Mapping) or not isinstance(params.get("update"), Mapping):
+        return
+    update = params["update"]
+    kind = update.get("sessionUpdate")
+    if kind == "available_commands_update":
+        commands = update.get("availableCommands")
+        if isinstance(commands, list) and any(
+                isinstance(c, Mapping) and isinstance(c.get("name"), str)
+                and c["name"].lstrip("/") == "compact" for c in commands):
+            st.can_compact = True
+    elif kind == "compaction_update" and update.get("status") == "completed":
+        sid = params.get("sessionId")
+        for handle, m in st.sessions.items():
+            if sid is not None and m.agent_id == sid:
+                _compacted(st, m, handle, "compaction_update completed")
+                return
 
 
 _LIFECYCLE_METHODS = ("session/new", "session/load", "session/resume", "session/fork")

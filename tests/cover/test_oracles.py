@@ -777,14 +777,20 @@ def test_applied_change_on_load_gives_nothing() -> None:
 
 def test_change_on_a_cold_load_still_unapplied_is_change_ignored_not_lost() -> None:
     # The old prompt in use is a change kept back (SP-LIFECYCLE-CHANGE-SHOULD), never "lost";
-    # the cold load in a new process was the rebuild, so it is no longer a deferral.
+    # the cold load in a new process was the rebuild (for an agent that cannot be made to
+    # compact), so two turns on the old prompt after it are no longer a deferral.
     h = H()
     h.new("A", sp("append", P))
     h.step("restart")
     h.step("load", "A", systemPrompt=sp("append", Q))
     h.prompt("A", system=appended(P))
+    assert "prompt.change-ignored" not in ids(h.findings())  # one turn of slack
+    h.prompt("A", system=appended(P))
     f = only(h.findings(), "prompt.change-ignored")
     assert (f.severity, f.rule) == ("SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD")
+    assert f.evidence["rebuilt_by"] == "the cold load at step 3"
+    assert f.evidence["turns_after"] == [4, 5]
+    assert "cannot be made to compact" in f.message
     assert "prompt.lost" not in ids(h.findings())
 
 

@@ -24,6 +24,7 @@ from acp_fuzz.core.oracles import (
     MIN_BASELINE_CHARS,
     MIN_BASELINE_LINES,
     Baseline,
+    evaluate,
     is_instruction,
     learn_baseline,
 )
@@ -69,6 +70,7 @@ def test_x_is_old_after_a_warm_change_then_restart_and_omitted_load_is_change_ig
     h.prompt("A", system=appended(P))
     h.step("restart")
     h.step("load", "A")
+    h.prompt("A", system=appended(P))
     h.prompt("A", system=appended(P))
     f = only(h.findings(), "prompt.change-ignored")
     assert (f.severity, f.rule) == ("SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD")
@@ -529,7 +531,34 @@ def test_every_corpus_cassette_still_reads_and_gives_its_recorded_verdict_offlin
     clients = root / "real" / "clients"
     paths = sorted(p for p in root.rglob("*.cassette") if not p.is_relative_to(clients))
     assert len(paths) >= 11
-    assert {p: offline_check(p).verdict for p in paths} == {p: "FAILED" for p in paths}
+    expected = {p: "FIXED" if p.relative_to(root).as_posix() in WITHDRAWN else "FAILED"
+                for p in paths}
+    assert {p: offline_check(p).verdict for p in paths} == expected
+
+
+#: Corpus cassettes whose recorded finding a later rule withdrew, and why. Each still reads,
+#: and its offline verdict is FIXED (the finding is gone), which this list makes deliberate.
+WITHDRAWN = {
+    # #22 §2: both agents advertise a `compact` command, so compaction, not a cold load, is
+    # the rebuild that ends a deferral; one turn on the old prompt after a cold load is now
+    # prompt.change-deferred (info). docs/findings.md findings 3 and 4, re-checked there.
+    "real/codex-acp/prompt.change-ignored.cassette",
+    "real/claude-agent-acp/prompt.change-ignored.cassette",
+    "matrix/codex-acp/prompt.change-ignored-seed0.cassette",
+    "matrix/claude-agent-acp/prompt.change-ignored-seed0.cassette",
+}
+
+
+def test_the_withdrawn_cold_load_findings_are_deferrals_of_an_agent_that_can_compact() -> None:
+    from acp_fuzz.core.cassette import read_cassette
+
+    root = Path(__file__).resolve().parents[2] / "cassettes"
+    for rel in sorted(WITHDRAWN):
+        c = read_cassette(root / rel)
+        found = evaluate(c.events, baseline=Baseline.from_wire(c.header.settings["baseline"]))
+        assert "prompt.change-ignored" not in ids(found), rel
+        f = only(found, "prompt.change-deferred")
+        assert f.severity == "info" and "rebuilt_by" not in f.evidence, rel
 
 
 def test_every_client_cassette_still_gives_its_recorded_findings() -> None:
