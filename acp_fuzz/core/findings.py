@@ -82,6 +82,10 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("session.history-lost", "MUST", "SES-AGENT-LOAD-REPLAY-MUST",
                "after an accepted session/load or session/resume, the session's next model "
                "request holds none of its last completed turn: the conversation is gone"),
+    OracleInfo("session.turn-failed", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
+               "the first turn after an accepted prompt (new, load, resume or fork) fails, "
+               "though the fake model answered and the agent runs other turns: the prompt "
+               "was accepted and cannot be used"),
     OracleInfo("session.reattach-failed", "SHOULD", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
                "an advertised session/load or session/resume failed for a session the agent "
                "created and has a conversation for, with nothing in the request to refuse"),

@@ -240,6 +240,13 @@ class SessionModel:
     #: Loads and resumes of this session the agent refused (their steps' lines): a later
     #: conversation lost may be their damage.
     failed_reattach: list[str] = field(default_factory=list)
+    #: The accepted new, load, resume or fork with a valid prompt (its step line) that the
+    #: session's next turn is the first to use, and the rejected load or resume on the live
+    #: session since its last turn: a failing turn after either is judged.
+    fresh_prompt: str | None = None
+    rejected_change: str | None = None
+    #: A turn of this session completed (its own, in this run).
+    turned: bool = False
     #: A ``session/set_mode`` or ``session/set_config_option`` succeeded: the default
     #: instructions may be the new mode's (or model's), so override and append are no longer
     #: judged against the learned baseline.
@@ -277,6 +284,11 @@ class _State:
     #: profile can force it, or a compaction was seen): compaction, not a cold load, is then
     #: the rebuild that ends a deferral (SP-LIFECYCLE-DEFER-MAY).
     can_compact: bool = False
+    #: Turns that completed in the run (any session): the agent can run turns at all.
+    turns_ok: int = 0
+    #: Sessions whose model request got an error status during the current step (the fake
+    #: model's own error, e.g. a forced context overflow, explains a failing turn).
+    model_failed: set[str] = field(default_factory=set)
     #: (oracle, rule) -> how many times the history gave that oracle something to judge under
     #: that rule, whatever the verdict: what ``acp-fuzz matrix`` calls tested.
     judged: dict[tuple[str, str], int] = field(default_factory=dict)
@@ -358,6 +370,7 @@ class Evaluator:
 
 def _on_step(st: _State, ev: Event) -> None:
     st.step = dict(ev.data)
+    st.model_failed = set()
     args = st.step.get("args", {})
     handle = args.get("session")
     sp = args.get("systemPrompt")
@@ -498,6 +511,13 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
                    f"{_said(st, op)} with a valid {mode!r} systemPrompt got error {code}",
                    severity=sev, rule=rule, session=handle, error=_clip(err),
                    systemPrompt=_clip(sp))
+    if op == "prompt" and answered:
+        _judge_turn_failed(st, handle, outcome, verdict)
+    if op in ("load", "resume") and outcome == "error" and handle in st.sessions \
+            and live and not st.life.cold(handle):
+        # Refused on a session this process has open: nothing may change (its next turn is
+        # judged by _judge_turn_failed).
+        st.sessions[handle].rejected_change = f"{idx + 1}: {_describe(args)}"
     if op in ("load", "resume") and answered:
         _judge_reattach_failed(st, op, args, kind, outcome, verdict)
         if outcome == "error" and handle in st.sessions:
@@ -521,8 +541,12 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
     vendor = {k: v for k, v in st.step.get("_vendor", {}).items()
               if v.strip() not in {b.strip() for b in blocks}}
 
+    fresh = line if kind == "valid" else None
+    if isinstance(handle, str) and handle in st.sessions and op not in ("prompt", "cancel"):
+        # Anything else done to the session since makes a failing turn less its prompt's.
+        st.sessions[handle].fresh_prompt = None
     if op == "new" and isinstance(handle, str):
-        m = SessionModel(sid, [], vendor=vendor)
+        m = SessionModel(sid, [], vendor=vendor, fresh_prompt=fresh)
         if kind == "valid":
             m.candidates = [Candidate(prompt, "applied", "MUST", NEW_RULE)]
         elif kind in ("omitted", "null"):
@@ -540,6 +564,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
             m.reattached = (op, line)
         _reattach(st, m, op, prompt, kind, cold, vendor, line)
         m.tainted = m.tainted or kind in ("invalid", "probe")
+        m.fresh_prompt = fresh
     elif op == "fork" and handle in st.sessions and isinstance(args.get("new"), str):
         src = st.sessions[handle]
         m = SessionModel(sid, list(src.candidates), tainted=src.tainted,
@@ -551,6 +576,7 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
         m.note(line)
         _reattach(st, m, op, prompt, kind, False, vendor, line)
         m.tainted = m.tainted or kind in ("invalid", "probe")
+        m.fresh_prompt = fresh
         st.sessions[args["new"]] = m
     elif op == "delete":
         # Gone for good. Its prompt stays foreign to every other session (``all_blocks``):
@@ -590,6 +616,51 @@ def _transition(st: _State, op: Any, args: Mapping[str, Any], outcome: Any,
             # conversation from now on.
             m.conversation.append(m.turn_seen)
         m.turn_seen = None
+
+
+def _judge_turn_failed(st: _State, handle: Any, outcome: Any,
+                       verdict: Mapping[str, Any]) -> None:
+    """A turn's answer, judged against what came before it on the session.
+
+    ``session.turn-failed`` (MUST, SP-AGENT-ERROR-NOSIDEEFFECT-MUST): the first turn after
+    an accepted new, load, resume or fork that carried a valid prompt fails (an error
+    answer; in v2 an ``error`` stop reason). An agent that cannot apply a prompt must refuse
+    the request instead, so accepting it and then failing the turn that would use it breaks
+    that MUST (a large prompt accepted and refused only at turn time). Judged only when the
+    agent ran a turn in this run (so it can), and not when the fake model answered one of
+    the turn's requests with an error (a forced overflow, say).
+
+    ``reject.side-effect`` (MUST, the same rule): a load or resume refused on a session this
+    process had open changes nothing, so the session's next turn, after turns of its own
+    that completed, must not fail either."""
+    m = st.sessions.get(handle) if isinstance(handle, str) else None
+    if m is None:
+        return
+    failed = outcome == "error" or (st.protocol >= 2 and verdict.get("stopReason") == "error")
+    err = verdict.get("error")
+    harness = isinstance(err, Mapping) and "harness" in err  # protocol.malformed has it
+    fresh, m.fresh_prompt = m.fresh_prompt, None
+    rejected, m.rejected_change = m.rejected_change, None
+    blamed = handle in st.model_failed or harness or m.tainted
+    if fresh is not None and st.turns_ok and not blamed:
+        st.judge("session.turn-failed")
+        if failed:
+            st.add("session.turn-failed",
+                   f"session {handle}: the first turn after the accepted prompt of step "
+                   f"{fresh.split(':', 1)[0]} failed", session=handle, accepted_by=fresh,
+                   error=_clip(err), stopReason=verdict.get("stopReason"),
+                   steps=list(m.trail))
+    if rejected is not None and m.turned and not blamed:
+        st.judge("reject.side-effect")
+        if failed:
+            st.add("reject.side-effect",
+                   f"session {handle}: its turn fails after the refused request of step "
+                   f"{rejected.split(':', 1)[0]}, though its turns before it completed",
+                   session=handle, rejected_by=rejected, error=_clip(err),
+                   steps=list(m.trail))
+    if not failed:
+        st.turns_ok += 1
+        m.turned = True
 
 
 def _judge_reattach_failed(st: _State, op: str, args: Mapping[str, Any], kind: Any,
@@ -775,6 +846,8 @@ def _on_model(st: _State, ev: Event) -> None:
                        "model", step=step_idx, session=handle,
                        **_where(x, b, ev.seq))
                 break
+    if handle is not None and x.status >= 400:
+        st.model_failed.add(handle)
     if handle is None or handle not in st.sessions:
         # Tied to no session (untied, or a side request of no turn): no prompt is owed
         # here, but no request may mix two sessions' client texts either.
@@ -1313,6 +1386,9 @@ def _on_acp(st: _State, ev: Event) -> None:
     problem = _first_error(_MESSAGE, msg)
     if problem is None and msg.get("method") == "session/update":
         problem = _first_error(_UPDATE, msg.get("params"))
+    if "result" in msg and isinstance(msg.get("id"), _IDS) \
+            and st.requests.get(msg["id"]) == "session/list":
+        _judge_titles(st, msg["result"], ev.seq)
     if problem is None and "result" in msg:
         rid = msg.get("id")
         method = st.requests.get(rid) if isinstance(rid, _IDS) else None
@@ -1322,6 +1398,45 @@ def _on_acp(st: _State, ev: Event) -> None:
     if problem is not None:
         st.add("protocol.malformed", f"a message from the agent breaks the schema: {problem}",
                evidence_event=ev.seq, offending=_clip(dict(msg), 200))
+
+
+#: A title this long that is a piece of another session's client text is that text (shorter
+#: pieces can match by chance: titles are a few words).
+MIN_TITLE_PIECE = 24
+
+
+def _judge_titles(st: _State, result: Any, seq: int) -> None:
+    """``prompt.leak`` in ``session/list``: a session's title made from another session's
+    client text (a title is shown to the user beside every session, and an agent that
+    titles a session from the wrong prompt has mixed their state). A title counts when it
+    holds a significant block of the other session, or is a long piece of one; a block the
+    titled session may hold itself (its own, or its fork source's) proves nothing."""
+    listed = result.get("sessions") if isinstance(result, Mapping) else None
+    if not isinstance(listed, list) or len(st.all_blocks) < 2:
+        return
+    by_id = {m.agent_id: h for h, m in st.sessions.items() if m.agent_id is not None}
+    for entry in listed:
+        if not isinstance(entry, Mapping) or not isinstance(entry.get("title"), str):
+            continue
+        handle = by_id.get(entry.get("sessionId"))  # type: ignore[arg-type]
+        if handle is None:
+            continue
+        title = entry["title"].strip()
+        own = st.sessions[handle].own
+        st.judge("prompt.leak")
+        for other, texts in sorted(st.all_blocks.items()):
+            if other == handle:
+                continue
+            hit = next((b for b in sorted(texts)
+                        if not (b in own or any(b in o for o in own))
+                        and (b in title or (len(title) >= MIN_TITLE_PIECE and title in b
+                                            and not any(title in o for o in own)))), None)
+            if hit is not None:
+                st.add("prompt.leak",
+                       f"session {handle}'s title in session/list holds session {other}'s "
+                       "client text", session=handle, foreign_session=other,
+                       acp_event=seq, title=_clip(title), block=_clip(hit))
+                return
 
 
 def _on_update(st: _State, params: Any) -> None:

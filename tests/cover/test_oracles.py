@@ -165,7 +165,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "agent.crash", "agent.hang", "protocol.malformed", "prompt.change-deferred",
         "lifecycle.omitted-fallback", "payload.probe", "cancel.error",
         "prompt.change-ignored", "lifecycle.omitted-inconsistent", "defaults.too-small",
-        "session.history-lost", "session.reattach-failed",
+        "session.history-lost", "session.reattach-failed", "session.turn-failed",
     }
 
 
