@@ -18,6 +18,10 @@ its shrinker, and a step that a later one refers to can only go once that one is
    shorter blocks, no decorations), where the failure allows;
 4. rename the sessions A, B, ... in order of appearance.
 
+Each of these is a named pass in :data:`PASSES` (a :class:`ShrinkPass`); a
+:class:`Shrinker` runs them and counts, per pass, the trials it ran and the ones that
+became the new best (``Shrinker.stats``), so a pass can be tested, or run, alone.
+
 A trial counts only when it fails with one of the same oracles. The minimizer never runs an
 agent itself: it is handed a function that runs steps and returns their findings, so that it
 is pure and testable on a model of an agent (``tests/cover/test_minimize.py``).
@@ -39,8 +43,12 @@ from acp_fuzz.core.lifecycle import allowed, handle_name
 from acp_fuzz.core.payloads import Capabilities, blocks_of, classify
 
 __all__ = [
+    "PASSES",
     "Failure",
+    "PassStats",
     "Shape",
+    "ShrinkPass",
+    "Shrinker",
     "as_new",
     "canonical_handles",
     "delete_step",
@@ -77,127 +85,226 @@ def interesting(findings: Sequence[Finding], strict: bool = False) -> list[Findi
     """The findings that fail an example: MUST and SHOULD.
 
     SHOULD findings fail a Hypothesis example even without ``--strict``, so that they are
-    shrunk and reported; ``--strict`` only decides the exit code."""
+    shrunk and reported; ``--strict`` only decides the exit code (``strict`` is accepted and
+    changes nothing)."""
     return [f for f in findings if is_reported(f.severity)]
+
+
+@dataclass
+class PassStats:
+    """What one pass did in one minimization: the trials it ran and the ones that still
+    failed (and so became the new best)."""
+
+    attempts: int = 0
+    successes: int = 0
+
+
+@dataclass(frozen=True)
+class ShrinkPass:
+    """One way of making a failing sequence smaller or plainer, as Hypothesis's
+    ``ShrinkPass``: ``run`` tries its trials through :meth:`Shrinker.attempt` and returns
+    whether the best sequence changed. ``repeat`` passes run in sweeps until a whole sweep
+    changes nothing; the others run once, after them, in order."""
+
+    name: str
+    run: Callable[[Shrinker], bool]
+    repeat: bool
+    doc: str
+
+
+class Shrinker:
+    """:func:`minimize` as an object: the best failure so far, the trial runner, and what
+    each pass did (:attr:`stats`, by pass name), so that each pass can be tested and
+    reported alone."""
+
+    def __init__(self, failure: Failure, run: Runner, *, oracles: set[str] | None = None,
+                 max_trials: int | None = None) -> None:
+        self.best = failure
+        self.run_steps = run
+        self.oracles = failure.oracles() if oracles is None else oracles
+        self.max_trials = max_trials
+        self.trials = 0
+        self.stats: dict[str, PassStats] = {p.name: PassStats() for p in PASSES}
+        self._current = ""
+
+    def attempt(self, trial: Steps) -> bool:
+        """Run ``trial``; when it fails with one of the oracles, it is the new best."""
+        if not trial or not allowed(trial):
+            return False
+        if self.max_trials is not None and self.trials >= self.max_trials:
+            return False
+        self.trials += 1
+        stats = self.stats[self._current]
+        stats.attempts += 1
+        events, findings = self.run_steps(trial)
+        if self.oracles & {f.oracle for f in interesting(findings)}:
+            self.best = Failure(trial, events, findings, self.best.secrets)
+            stats.successes += 1
+            return True
+        return False
+
+    def run_pass(self, p: ShrinkPass) -> bool:
+        self._current = p.name
+        return p.run(self)
+
+    def shrink(self) -> Failure:
+        first, *rest = PASSES
+        self.run_pass(first)
+        changed = True
+        while changed and len(self.best.steps) > 1:
+            changed = False
+            for p in rest:
+                if p.repeat and len(self.best.steps) > 1 and self.run_pass(p):
+                    changed = True
+        for p in rest:
+            if not p.repeat:
+                self.run_pass(p)
+        return self.best
 
 
 def minimize(failure: Failure, run: Runner, *, strict: bool = False,
              oracles: set[str] | None = None, max_trials: int | None = None) -> Failure:
     """Make ``failure.steps`` 1-minimal (no single step can be dropped and still fail), with
-    the plainest operations and payloads that still fail with one of the same oracles.
+    the plainest operations and payloads that still fail with one of the same oracles: the
+    passes of :data:`PASSES`, in order (:class:`Shrinker` keeps what each did).
 
     ``oracles`` are the ones a trial must fail with (default: the failure's own);
-    ``max_trials`` bounds the runs (None: as many as it takes; the passes always end)."""
-    if oracles is None:
-        oracles = failure.oracles(strict)
-    trials = {"n": 0}
+    ``max_trials`` bounds the runs (None: as many as it takes; the passes always end).
+    ``strict`` is accepted for callers and changes nothing: SHOULD findings fail an example
+    either way (:func:`interesting`)."""
+    return Shrinker(failure, run, oracles=oracles, max_trials=max_trials).shrink()
 
-    def attempt(trial: Steps) -> Failure | None:
-        if not trial or not allowed(trial):
-            return None
-        if max_trials is not None and trials["n"] >= max_trials:
-            return None
-        trials["n"] += 1
-        events, findings = run(trial)
-        if oracles & {f.oracle for f in interesting(findings, strict)}:
-            return Failure(trial, events, findings, failure.secrets)
-        return None
 
-    best = failure
-    for trial in short_forms(best.steps):
+def _short_forms(sh: Shrinker) -> bool:
+    for trial in short_forms(sh.best.steps):
         # At the same length too: a short form is the canonical reproduction of its shape,
         # so two failures of one bug end in the same steps (and are told to be one).
-        if len(trial) > len(best.steps) or trial == best.steps:
+        if len(trial) > len(sh.best.steps) or trial == sh.best.steps:
             continue
-        found = attempt(trial)
-        if found is not None:
-            best = found
-            break
-    changed = True
-    while changed and len(best.steps) > 1:
+        if sh.attempt(trial):
+            return True
+    return False
+
+
+def _delete_steps(sh: Shrinker) -> bool:
+    changed = False
+    i = 0
+    while i < len(sh.best.steps) and len(sh.best.steps) > 1:
+        if sh.attempt(delete_step(sh.best.steps, i)):
+            changed = True
+        else:
+            i += 1
+    return changed
+
+
+def _first_of(make: Callable[[Sequence[Mapping[str, Any]], int], Steps | None]
+              ) -> Callable[[Shrinker], bool]:
+    """A pass that tries ``make(steps, i)`` at each position and stops at the first that
+    still fails."""
+    def run(sh: Shrinker) -> bool:
+        for i in range(len(sh.best.steps)):
+            trial = make(sh.best.steps, i)
+            if trial is not None and sh.attempt(trial):
+                return True
+        return False
+    return run
+
+
+def _each(make: Callable[[Mapping[str, Any]], dict[str, Any] | list[dict[str, Any]] | None]
+          ) -> Callable[[Shrinker], bool]:
+    """A pass that replaces each step by ``make(step)`` (one plainer step, or several to try
+    in order until one fails), keeping every replacement that still fails."""
+    def run(sh: Shrinker) -> bool:
         changed = False
-        i = 0
-        while i < len(best.steps) and len(best.steps) > 1:
-            found = attempt(delete_step(best.steps, i))
-            if found is not None:
-                best, changed = found, True
-            else:
-                i += 1
-        # A prompt that a load or resume gives a session created without one moves to its
-        # creation (the new or fork), and the load or resume goes.
-        for i in range(len(best.steps)):
-            hoisted = hoist(best.steps, i)
-            if hoisted is not None and (found := attempt(hoisted)) is not None:
-                best, changed = found, True
-                break
-        # A fork the failure does not need as a fork is a new session with the fork's
-        # prompt (``new A; fork A→B (P); prompt B`` is ``new B (P); prompt B``, and the
-        # source, if nothing else uses it, goes at the next deletion pass).
-        for i in range(len(best.steps)):
-            as_creation = as_new(best.steps, i)
-            if as_creation is not None and (found := attempt(as_creation)) is not None:
-                best, changed = found, True
-                break
-        # A turn cancelled mid-flight is a plain turn, unless the cancel is the point.
-        for i, s in enumerate(best.steps):
-            if s["op"] == "cancel":
-                found = attempt([*best.steps[:i], {"op": "prompt", "session": s["session"]},
-                                 *best.steps[i + 1:]])
-                if found is not None:
-                    best, changed = found, True
-    # 3. the plainest requests: without the extra params (a vendor _meta, an old draft's
-    #    field) where the failure does not need them; then the smallest payload: each one
-    #    simplified everywhere it occurs (a re-sent prompt must stay identical to the
-    #    original), keeping the canary at the end of its text.
-    for i, s in enumerate(best.steps):
-        if "extra" in s or "_meta" in s:
-            plain = {k: v for k, v in s.items() if k not in ("extra", "_meta")}
-            found = attempt([*best.steps[:i], plain, *best.steps[i + 1:]])
-            if found is not None:
-                best = found
-    # A directory of its own unless sharing one is the point: the shape of a reproduction
-    # names the directory, so without this one bug was reported twice, once per cwd drawn
-    # (seen on claude-agent-acp: the same 2-step prompt.lost, "distinct" and "shared").
-    for i, s in enumerate(best.steps):
-        if s.get("op") == "new" and s.get("cwd") == "shared":
-            found = attempt([*best.steps[:i], {**s, "cwd": "distinct"}, *best.steps[i + 1:]])
-            if found is not None:
-                best = found
-    # The session's own directory and no extra roots, unless the failure needs them (a hang
-    # of a load does not need the load's additionalDirectories, and one bug must not be
-    # reported once per directory drawn).
-    for i, s in enumerate(best.steps):
-        if s.get("op") not in ("load", "resume", "fork"):
-            continue
-        moved = [k for k, on in (("roots", bool(s.get("roots"))),
-                                 ("cwd", s.get("cwd") == "moved")) if on]
-        for drop in ([moved] if len(moved) < 2 else [moved, ["roots"], ["cwd"]]):
-            if not drop:
-                continue
-            plain = {k: v for k, v in s.items() if k not in drop}
-            found = attempt([*best.steps[:i], plain, *best.steps[i + 1:]])
-            if found is not None:
-                best = found
-                break
-    # A load or resume sent beside a running turn is a plain one unless the failure needs
-    # the turn running.
-    for i, s in enumerate(best.steps):
-        if s.get("busy"):
-            plain = {k: v for k, v in s.items() if k != "busy"}
-            found = attempt([*best.steps[:i], plain, *best.steps[i + 1:]])
-            if found is not None:
-                best = found
-    for sp in _payloads(best.steps):
+        for i, s in enumerate(list(sh.best.steps)):
+            made = make(s)
+            for plain in ([made] if isinstance(made, dict) else made or []):
+                if sh.attempt([*sh.best.steps[:i], plain, *sh.best.steps[i + 1:]]):
+                    changed = True
+                    break
+        return changed
+    return run
+
+
+def _as_turn(op: str) -> Callable[[Mapping[str, Any]], dict[str, Any] | None]:
+    def make(s: Mapping[str, Any]) -> dict[str, Any] | None:
+        return {"op": "prompt", "session": s["session"]} if s["op"] == op else None
+    return make
+
+
+def _plain_request(s: Mapping[str, Any]) -> dict[str, Any] | None:
+    if "extra" in s or "_meta" in s:
+        return {k: v for k, v in s.items() if k not in ("extra", "_meta")}
+    return None
+
+
+def _own_cwd(s: Mapping[str, Any]) -> dict[str, Any] | None:
+    if s.get("op") == "new" and s.get("cwd") == "shared":
+        return {**s, "cwd": "distinct"}
+    return None
+
+
+def _home_directory(s: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    if s.get("op") not in ("load", "resume", "fork"):
+        return None
+    moved = [k for k, on in (("roots", bool(s.get("roots"))),
+                             ("cwd", s.get("cwd") == "moved")) if on]
+    drops = [moved] if len(moved) < 2 else [moved, ["roots"], ["cwd"]]
+    return [{k: v for k, v in s.items() if k not in drop} for drop in drops if drop]
+
+
+def _not_busy(s: Mapping[str, Any]) -> dict[str, Any] | None:
+    return {k: v for k, v in s.items() if k != "busy"} if s.get("busy") else None
+
+
+def _simpler_payloads_pass(sh: Shrinker) -> bool:
+    changed = False
+    for sp in _payloads(sh.best.steps):
         for smaller in _simpler_payloads(sp):
-            found = attempt(_replace_payload(best.steps, sp, smaller))
-            if found is not None:
-                best = found
+            if sh.attempt(_replace_payload(sh.best.steps, sp, smaller)):
+                changed = True
                 break
-    # 4. readable names: sessions A, B, ... in order of appearance (checked like the rest).
-    renamed = canonical_handles(best.steps)
-    if renamed != best.steps and (found := attempt(renamed)) is not None:
-        best = found
-    return best
+    return changed
+
+
+def _canonical(sh: Shrinker) -> bool:
+    renamed = canonical_handles(sh.best.steps)
+    return renamed != sh.best.steps and sh.attempt(renamed)
+
+
+#: The passes, in the order :meth:`Shrinker.shrink` runs them (the first runs once, before
+#: the sweeps).
+PASSES: tuple[ShrinkPass, ...] = (
+    ShrinkPass("short-forms", _short_forms, False,
+               "each payload on a fresh session/new, alone, with one turn, or re-sent by the "
+               "load, resume or fork the failure used"),
+    ShrinkPass("delete-step", _delete_steps, True,
+               "delete one step (a deleted fork's later steps go to its source)"),
+    ShrinkPass("hoist-prompt", _first_of(lambda steps, i: hoist(steps, i)), True,
+               "a prompt a load or resume gives a session made without one moves to its "
+               "creation, and the load or resume goes"),
+    ShrinkPass("fork-as-new", _first_of(lambda steps, i: as_new(steps, i)), True,
+               "a fork the failure does not need as a fork is a new session with its prompt"),
+    ShrinkPass("cancel-as-turn", _each(_as_turn("cancel")), True,
+               "a turn cancelled mid-flight is a plain turn, unless the cancel is the point"),
+    ShrinkPass("compact-as-turn", _each(_as_turn("compact")), True,
+               "a compaction the failure does not need is a plain turn"),
+    ShrinkPass("plain-request", _each(_plain_request), False,
+               "without the extra params (a vendor _meta, an old draft's field)"),
+    ShrinkPass("own-cwd", _each(_own_cwd), False,
+               "a directory of its own for each new session, unless sharing one is the "
+               "point (the shape names the directory: one bug, one report)"),
+    ShrinkPass("home-directory", _each(_home_directory), False,
+               "a load, resume or fork in the session's own directory, without extra roots"),
+    ShrinkPass("not-busy", _each(_not_busy), False,
+               "a load or resume sent beside a running turn is a plain one unless the "
+               "failure needs the turn running"),
+    ShrinkPass("simpler-payloads", _simpler_payloads_pass, False,
+               "each payload simplified everywhere it occurs (a re-sent prompt stays "
+               "identical to the original), keeping the canary at the end of its text"),
+    ShrinkPass("canonical-names", _canonical, False,
+               "sessions A, B, ... in order of appearance"),
+)
 
 
 def delete_step(steps: Sequence[Mapping[str, Any]], i: int) -> Steps:

@@ -83,6 +83,7 @@ from typing import Any, Literal
 
 from acp_fuzz.core.errors import AgentStartError, RpcError
 from acp_fuzz.core.history import History
+from acp_fuzz.core.lines import BAD_LINE_MAX, DECODER, LineAssembler, parse_line
 
 __all__ = [
     "AgentProcess",
@@ -147,10 +148,8 @@ ClientHandler = Callable[[str, Any], Any]
 Outcome = Literal["ok", "error", "timeout", "exited"]
 
 _READ_CHUNK = 64 * 1024
-#: How much of an over-long line is kept in its event.
-_OVERSIZE_HEAD = 4 * 1024
 #: How much of an undecodable / unparsable line is kept in its event.
-_BAD_LINE_MAX = 64 * 1024
+_BAD_LINE_MAX = BAD_LINE_MAX
 #: What is recorded of the agent's own requests and of their answers, per process (see the
 #: module docs). Generous for real agents: a turn asks for a permission or a file or two.
 MAX_RECORDED_CLIENT_REQUESTS = 2_000
@@ -261,12 +260,7 @@ class _Budget:
         return {"limit": self.limit, "limit_bytes": self.limit_bytes}
 
 
-def _reject_constant(name: str) -> Any:
-    # NaN / Infinity are not JSON (RFC 8259) although Python's parser accepts them.
-    raise ValueError(f"{name} is not valid JSON")
-
-
-_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODER = DECODER
 
 
 def _encode(msg: Any) -> bytes:
@@ -501,11 +495,7 @@ class AgentProcess:
         self._exit_r = self._exit_w = -1
 
         # stdout line assembly state (reader thread only).
-        self._parts: list[bytes] = []
-        self._part_len = 0
-        self._discarding = False
-        self._discard_head = b""
-        self._discard_size = 0
+        self._lines = LineAssembler(max_line_bytes, self._handle_line, self._record_oversize)
         self._stdout_eof = False
 
         # stderr state.
@@ -1105,73 +1095,16 @@ class AgentProcess:
             self._feed(data)
             n -= len(data)
 
-    # -- internals: stdout line assembly ------------------------------------------------------
+    # -- internals: stdout lines (framing in acp_fuzz.core.lines) -----------------------------
 
     def _feed(self, data: bytes) -> None:
-        start = 0
-        end = len(data)
-        cap = self.max_line_bytes
-        while start < end:
-            nl = data.find(b"\n", start)
-            if nl < 0:
-                self._append(data[start:])
-                return
-            if not self._part_len and not self._discarding:
-                if nl - start <= cap:
-                    self._handle_line(data[start:nl])
-                else:
-                    self._record_oversize(data[start:min(nl, start + _OVERSIZE_HEAD)],
-                                         nl - start)
-            else:
-                self._append(data[start:nl])
-                self._finish_line()
-            start = nl + 1
-
-    def _append(self, piece: bytes) -> None:
-        if self._discarding:
-            self._discard_size += len(piece)
-            return
-        if self._part_len + len(piece) <= self.max_line_bytes:
-            self._parts.append(piece)
-            self._part_len += len(piece)
-            return
-        # Too long: keep only a head and count the rest, never the whole line.
-        head = bytearray()
-        for part in (*self._parts, piece):
-            head += part[: _OVERSIZE_HEAD - len(head)]
-            if len(head) >= _OVERSIZE_HEAD:
-                break
-        self._discarding = True
-        self._discard_head = bytes(head)
-        self._discard_size = self._part_len + len(piece)
-        self._parts = []
-        self._part_len = 0
-
-    def _finish_line(self) -> None:
-        if self._discarding:
-            self._record_oversize(self._discard_head, self._discard_size)
-            self._discarding = False
-            self._discard_head = b""
-            self._discard_size = 0
-            return
-        line = b"".join(self._parts)
-        self._parts = []
-        self._part_len = 0
-        self._handle_line(line)
+        self._lines.feed(data)
 
     def _flush_partial(self) -> None:
-        if self._discarding:
-            head, size = self._discard_head, self._discard_size
-        elif self._part_len:
-            joined = b"".join(self._parts)
-            head, size = joined[:_BAD_LINE_MAX], len(joined)
-        else:
+        cut = self._lines.finish()
+        if cut is None:
             return
-        self._parts = []
-        self._part_len = 0
-        self._discarding = False
-        self._discard_head = b""
-        self._discard_size = 0
+        head, size = cut
         self._record("acp", {"dir": "recv", "msg": None,
                              "raw": head.decode("utf-8", errors="replace"),
                              "error": "partial-line", "size": size})
@@ -1193,20 +1126,9 @@ class AgentProcess:
         self._record("acp", data)
 
     def _handle_line(self, line: bytes) -> None:
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        try:
-            text = line.decode("utf-8")
-        except UnicodeDecodeError:
-            self._record_bad(line, "invalid-utf8")
-            return
-        try:
-            obj = _DECODER.decode(text)
-        except (ValueError, RecursionError):
-            self._record_bad(line, "invalid-json")
-            return
-        if not isinstance(obj, dict):
-            self._record_bad(line, "not-object")
+        obj, problem = parse_line(line)
+        if obj is None:
+            self._record_bad(line, problem or "invalid-json")
             return
         self._dispatch(obj, line_weight(line))
 

@@ -273,3 +273,56 @@ def test_another_directory_and_extra_roots_go_unless_the_failure_needs_them() ->
     assert load.get("cwd") == "moved" and "roots" not in load
     assert ("load", 0, -1, "append+same", "moved") in shape_of(moved.steps)
     assert shape_of(moved.steps) != shape_of(plain.steps)
+
+
+# -- the passes, each alone (Shrinker, PASSES) -----------------------------------------------
+
+
+def test_every_pass_has_a_name_a_doc_and_counts_of_its_own() -> None:
+    from acp_fuzz.core.minimize import PASSES, Shrinker
+
+    names = [p.name for p in PASSES]
+    assert len(set(names)) == len(names) and all(p.doc for p in PASSES)
+    assert names[0] == "short-forms" and names[-1] == "canonical-names"
+    steps = [{"op": "new", "session": "A", "systemPrompt": sp("P")},
+             {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp("Q")},
+             {"op": "cancel", "session": "A"}]
+    sh = Shrinker(failure(steps), shared_cwd_agent)
+    small = sh.shrink()
+    assert [s["op"] for s in small.steps] == ["new", "fork", "prompt"]
+    assert set(sh.stats) == set(names)
+    assert sh.stats["cancel-as-turn"].successes == 1
+    assert sum(st.attempts for st in sh.stats.values()) == sh.trials
+    assert all(st.successes <= st.attempts for st in sh.stats.values())
+
+
+def test_one_pass_runs_alone() -> None:
+    from acp_fuzz.core.minimize import PASSES, Shrinker
+
+    by_name = {p.name: p for p in PASSES}
+    steps = [{"op": "new", "session": "A", "systemPrompt": sp("P")},
+             {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp("Q")},
+             {"op": "prompt", "session": "A"}]
+    sh = Shrinker(failure(steps), shared_cwd_agent)
+    # No load or resume: hoisting has nothing to try.
+    assert sh.run_pass(by_name["hoist-prompt"]) is False
+    assert sh.stats["hoist-prompt"].attempts == 0
+    # The leak needs the fork (a directory shared with A): as a new session, it is gone.
+    assert sh.run_pass(by_name["fork-as-new"]) is False
+    assert (sh.stats["fork-as-new"].attempts, sh.stats["fork-as-new"].successes) == (1, 0)
+    assert sh.best.steps == steps
+    assert sh.run_pass(by_name["delete-step"]) is False
+    assert sh.stats["delete-step"].attempts >= 1 and sh.best.steps == steps
+
+
+def test_max_trials_bounds_every_pass_together() -> None:
+    from acp_fuzz.core.minimize import Shrinker
+
+    steps = [{"op": "new", "session": "A", "systemPrompt": sp("P")},
+             {"op": "fork", "session": "A", "new": "B"},
+             {"op": "fork", "session": "B", "new": "C"},
+             {"op": "fork", "session": "C", "new": "D", "systemPrompt": sp("Q", "override")},
+             {"op": "prompt", "session": "A"}]
+    sh = Shrinker(failure(steps), shared_cwd_agent, max_trials=3)
+    sh.shrink()
+    assert sh.trials == 3 == sum(st.attempts for st in sh.stats.values())
