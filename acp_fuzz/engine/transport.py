@@ -1,7 +1,10 @@
 """The stdio transport: one ACP agent process, spoken to in NDJSON JSON-RPC 2.0.
 
 :class:`AgentProcess` spawns an agent in its own process group, writes requests to its stdin
-and reads its stdout and stderr on background threads. Everything that crosses the pipes is
+and reads its stdout and stderr on background threads. Two parts are its own classes, so
+``tests/cover`` reaches them without a process: the line framing
+(:class:`acp_fuzz.core.lines.LineAssembler`, pure) and the request correlation
+(:class:`Correlation`). Everything that crosses the pipes is
 appended to a :class:`~acp_fuzz.core.history.History`:
 
 * every line in either direction is one ``acp`` event (``{"dir": "send"|"recv", "msg": ...}``).
@@ -214,6 +217,71 @@ class _Slot:
     def resolve(self, reply: Reply) -> None:
         self.reply = reply
         self.event.set()
+
+
+class Correlation:
+    """Which answer belongs to which request: the ids acp-fuzz gave, the requests still in
+    flight, the ones given up on (their answer comes *late*), and the ids of requests sent
+    raw (answered without a :class:`Reply`). Not locked itself: :class:`AgentProcess` holds
+    its lock around every call.
+
+    :meth:`answer` classifies an answer's id: the waiting slot, or a marker for the
+    history (``late``, ``duplicate-id``, ``unknown-id``), or a stray error (JSON-RPC's
+    answer, with id ``null``, to a line it could not parse)."""
+
+    def __init__(self) -> None:
+        self.next_id = 1
+        self.pending: dict[int, _Slot] = {}
+        self.timed_out: set[int] = set()
+        self.raw_ids: dict[str, bool] = {}  # id key -> answered, for requests sent raw
+
+    def open(self) -> tuple[int, _Slot]:
+        """A new request id and the slot its answer will fill."""
+        rid = self.next_id
+        self.next_id += 1
+        slot = self.pending[rid] = _Slot(rid)
+        return rid, slot
+
+    def forget(self, rid: int) -> None:
+        """A request that was never sent (it could not be encoded)."""
+        self.pending.pop(rid, None)
+
+    def give_up(self, rid: int, slot: _Slot) -> bool:
+        """The waiter timed out: stop waiting for ``rid`` (an answer after this is ``late``).
+        False when the answer came first (read it from the slot)."""
+        if self.pending.get(rid) is not slot:
+            return False
+        del self.pending[rid]
+        self.timed_out.add(rid)
+        return True
+
+    def sent_raw(self, rid: Any) -> None:
+        self.raw_ids.setdefault(_id_key(rid), False)
+
+    def answer(self, rid: Any, is_error: bool) -> tuple[_Slot | None, str | None, bool]:
+        """(the slot to resolve, the marker to record, whether it is a stray error)."""
+        if type(rid) is int and rid in self.pending:
+            return self.pending.pop(rid), None, False
+        key = _id_key(rid)
+        answered = self.raw_ids.get(key)
+        if answered is not None:
+            self.raw_ids[key] = True
+            return None, "duplicate-id" if answered else None, False
+        if type(rid) is int and rid in self.timed_out:
+            self.timed_out.discard(rid)
+            return None, "late", False
+        if type(rid) is int and 1 <= rid < self.next_id:
+            return None, "duplicate-id", False
+        if rid is None and is_error:
+            return None, None, True
+        return None, "unknown-id", False
+
+    def take_one(self, rid: int) -> _Slot | None:
+        return self.pending.pop(rid, None)
+
+    def take_all(self) -> dict[int, _Slot]:
+        pending, self.pending = self.pending, {}
+        return pending
 
 
 def line_weight(line: bytes) -> int:
@@ -455,10 +523,7 @@ class AgentProcess:
 
         # One lock guards request bookkeeping: ids, slots in flight, liveness flags.
         self._lock = threading.Lock()
-        self._next_id = 1
-        self._pending: dict[int, _Slot] = {}
-        self._timed_out: set[int] = set()
-        self._raw_ids: dict[str, bool] = {}  # id key -> answered, for requests sent raw
+        self._ids = Correlation()
         self._dead = False  # no answer can arrive any more
         self._watches: list[Expectation] = []  # notifications awaited (see expect())
         self._closing = False
@@ -723,10 +788,7 @@ class AgentProcess:
         with self._lock:
             if self._dead or self._closing or self._write_broken:
                 return Pending(self, None, None)
-            rid = self._next_id
-            self._next_id += 1
-            slot = _Slot(rid)
-            self._pending[rid] = slot
+            rid, slot = self._ids.open()
         msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             msg["params"] = params
@@ -734,7 +796,7 @@ class AgentProcess:
             line = _encode(msg)
         except Exception:
             with self._lock:
-                self._pending.pop(rid, None)
+                self._ids.forget(rid)
             raise
         self._tell_handler(method, params)
         self._outq.put((line, {"dir": "send"}, rid, 0))
@@ -777,9 +839,7 @@ class AgentProcess:
         if slot.event.wait(timeout):
             return slot.reply
         with self._lock:
-            if self._pending.get(rid) is slot:
-                del self._pending[rid]
-                self._timed_out.add(rid)
+            if self._ids.give_up(rid, slot):
                 return Reply("timeout", id=rid)
         return slot.reply  # answered between the wait expiring and taking the lock
 
@@ -825,7 +885,7 @@ class AgentProcess:
             if self._dead or self._closing or self._write_broken:
                 return
             if isinstance(msg, dict) and "method" in msg and "id" in msg:
-                self._raw_ids.setdefault(_id_key(msg["id"]), False)
+                self._ids.sent_raw(msg["id"])
         event = {"dir": "send", "msg": msg, "raw": data.decode("utf-8", errors="replace")}
         self._outq.put((data, event, None, 0))
 
@@ -1164,28 +1224,8 @@ class AgentProcess:
                 self._record("acp", {"dir": "recv", "msg": obj})
             return
         rid = obj["id"]
-        slot: _Slot | None = None
-        marker: str | None = None
-        stray = False
         with self._lock:
-            if type(rid) is int and rid in self._pending:
-                slot = self._pending.pop(rid)
-            else:
-                key = _id_key(rid)
-                answered = self._raw_ids.get(key)
-                if answered is not None:
-                    if answered:
-                        marker = "duplicate-id"
-                    self._raw_ids[key] = True
-                elif type(rid) is int and rid in self._timed_out:
-                    self._timed_out.discard(rid)
-                    marker = "late"
-                elif type(rid) is int and 1 <= rid < self._next_id:
-                    marker = "duplicate-id"
-                elif rid is None and "error" in obj:
-                    stray = True  # JSON-RPC's answer to a line it could not parse (send_raw)
-                else:
-                    marker = "unknown-id"
+            slot, marker, stray = self._ids.answer(rid, "error" in obj)
         if (marker is not None or stray) and not self._take(self._strays, weight):
             return
         event: dict[str, Any] = {"dir": "recv", "msg": obj}
@@ -1218,7 +1258,7 @@ class AgentProcess:
         if rid is None:
             return
         with self._lock:
-            slot = self._pending.pop(rid, None)
+            slot = self._ids.take_one(rid)
         if slot is not None:
             slot.resolve(Reply("exited", id=rid))
 
@@ -1226,7 +1266,7 @@ class AgentProcess:
         with self._lock:
             self._dead = True
             self._room.notify_all()
-            pending, self._pending = self._pending, {}
+            pending = self._ids.take_all()
             watches, self._watches = self._watches, []
         for rid, slot in pending.items():
             slot.resolve(Reply("exited", id=rid))

@@ -103,3 +103,36 @@ def test_parse_line_names_what_is_wrong(line: bytes, problem: str) -> None:
 def test_parse_line_gives_the_object() -> None:
     assert parse_line('{"jsonrpc":"2.0","id":1,"result":"é"}'.encode()) == (
         {"jsonrpc": "2.0", "id": 1, "result": "é"}, None)
+
+
+# -- request correlation (acp_fuzz.engine.transport.Correlation), without a process ---------
+
+def test_answers_find_their_request_and_strays_are_named() -> None:
+    from acp_fuzz.engine.transport import Correlation
+
+    c = Correlation()
+    (r1, s1), (r2, s2), (r3, s3) = c.open(), c.open(), c.open()
+    assert (r1, r2, r3) == (1, 2, 3)
+    assert c.answer(2, False) == (s2, None, False)
+    assert c.answer(2, False) == (None, "duplicate-id", False)  # answered twice
+    assert c.give_up(r3, s3) is True and c.give_up(r3, s3) is False
+    assert c.answer(3, False) == (None, "late", False)
+    assert c.answer(3, False) == (None, "duplicate-id", False)
+    assert c.answer(99, False) == (None, "unknown-id", False)
+    assert c.answer("1", False) == (None, "unknown-id", False)  # "1" is not 1
+    assert c.answer(None, True) == (None, None, True)  # JSON-RPC's parse-error answer
+    assert c.answer(None, False) == (None, "unknown-id", False)
+    c.sent_raw("raw-7")
+    assert c.answer("raw-7", False) == (None, None, False)
+    assert c.answer("raw-7", False) == (None, "duplicate-id", False)
+    assert c.take_all() == {1: s1} and c.take_all() == {}
+    assert c.take_one(1) is None
+
+
+def test_a_request_that_could_not_be_sent_is_forgotten() -> None:
+    from acp_fuzz.engine.transport import Correlation
+
+    c = Correlation()
+    rid, _ = c.open()
+    c.forget(rid)
+    assert c.pending == {} and c.answer(rid, False) == (None, "duplicate-id", False)
