@@ -852,6 +852,14 @@ def _on_model(st: _State, ev: Event) -> None:
         # Tied to no session (untied, or a side request of no turn): no prompt is owed
         # here, but no request may mix two sessions' client texts either.
         _judge_mixed(st, x, ev.seq, everything)
+        step_session = st.step.get("args", {}).get("session")
+        if handle is None and x.side and ev.data.get("side_kind") == "compaction" \
+                and st.step.get("args", {}).get("op") in ("prompt", "compact") \
+                and step_session in st.sessions:
+            # A compaction's summary request that carries no nonce (codex-acp summarises
+            # from its own history): the runner drives one turn at a time, so it is the
+            # compaction of the session the step is about.
+            _compacted(st, st.sessions[step_session], step_session, "its summary request")
         return
     m = st.sessions[handle]
     # Leaks: another session's own text in this session's request, turn or side request

@@ -275,3 +275,25 @@ def test_incremental_and_whole_judgement_agree_through_a_compaction() -> None:
     for e in events:
         ev.feed([e])
     assert ev.findings() == evaluate(events, baseline=BASE)
+
+
+def test_an_untied_summary_request_is_the_compaction_of_the_step_s_session() -> None:
+    # codex-acp's summary carries no nonce: the gateway ties it to nothing.
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P))
+    h.step("resume", "A", systemPrompt=sp("append", Q))
+    h.h.append("step", {"index": h.index, "name": "compact",
+                        "args": {"op": "compact", "session": "A", "by": "usage"},
+                        "turn": 2, "nonce": nonce_for("A", 2)})
+    x = ModelExchange(api="openai.responses", method="POST", path="/v1/responses",
+                      headers={}, body=None,
+                      segments=(Segment("user", "input[0]", "CONTEXT CHECKPOINT COMPACTION"),),
+                      session=None, turn=None, side=True, status=200, reply_text="s")
+    h.h.append("model", {**x.to_wire(), "side_kind": "compaction"})
+    h.h.append("verdict", {"step": h.index, "what": "reply", "outcome": "ok"})
+    h.index += 1
+    h.prompt("A", system=appended(P))
+    h.prompt("A", system=appended(P))
+    f = only(h.findings(), "prompt.change-ignored")
+    assert f.evidence["rebuilt_by"] == "the compaction at step 4"
