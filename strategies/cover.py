@@ -9,9 +9,13 @@ vocabulary, that send
 
 * every lifecycle op the agent supports (``op:<op>``; ``invalid:<method>`` for each request
   of an unknown session; ``dirs:moved`` and ``dirs:roots`` for an agent that takes
-  ``additionalDirectories``, ``busy:<op>`` under v2), each in the shortest valid sequence
-  that shows what it did to the prompt: ``new A (P); prompt A; load A (P); prompt A``,
-  ``new A (P); fork A->B (Q); prompt B; prompt A``, ...;
+  ``additionalDirectories``, ``busy:<op>`` under v2, ``compact:<by>`` for each way the agent
+  can be made to compact, and ``compact:after-change``: a compaction after a live load or
+  resume changed the prompt, the rebuild at which a deferred change must land), each in the
+  shortest valid sequence that shows what it did to the prompt: ``new A (P); prompt A; load
+  A (P); prompt A``, ``new A (P); fork A->B (Q); prompt B; prompt A``, ``new A (P); prompt
+  A; compact A; prompt A``, ``new A (P); prompt A; load A (Q); compact A; prompt A; prompt
+  A``, ...;
 * every invalid payload variant (:func:`~acp_fuzz.strategies.payloads.invalid_variants`) on
   every request that carries a prompt and that the agent supports (``new:<variant>``,
   ``load:<variant>``, ``resume:<variant>``, ``fork:<variant>``). Each is one rejected
@@ -26,7 +30,7 @@ campaign records the first example at which each key was sent (``CampaignResult.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,7 +77,8 @@ def _ops(caps: Capabilities) -> list[str]:
              ("resume", caps.resume), ("fork", caps.fork), ("delete", caps.delete),
              ("set_mode", caps.set_mode), ("set_config_option", caps.set_config_option),
              ("set_title", caps.title))
-    return ["new", "prompt", "cancel", *(op for op, ok in gated if ok), "restart", "invalid"]
+    return ["new", "prompt", "cancel", *(op for op, ok in gated if ok), "restart", "invalid",
+            *(["compact"] if caps.compactions() else [])]
 
 
 def _invalid_methods(caps: Capabilities) -> list[str]:
@@ -90,19 +95,36 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
         keys += ["dirs:moved", "dirs:roots"]
     if caps.replay:
         keys += ["busy:load", "busy:resume"]
+    keys += [f"compact:{by}" for by in caps.compactions()]
+    if _deferral_before_compaction(caps, resend_on_lifecycle):
+        keys.append("compact:after-change")
     variants = invalid_variants(override=caps.override)
     return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
                                                         resend_on_lifecycle) for v in variants]
 
 
-def step_keys(step: Mapping[str, Any], caps: Capabilities) -> list[str]:
+def _deferral_before_compaction(caps: Capabilities, resend: bool) -> bool:
+    """Whether the agent can be sent a changed prompt on a live load or resume, and then be
+    made to compact (``compact:after-change``)."""
+    return bool(caps.compactions()) and caps.system_prompt and resend and (
+        caps.load or caps.replay or caps.resume)
+
+
+def step_keys(step: Mapping[str, Any], caps: Capabilities,
+              before: Sequence[Mapping[str, Any]] = ()) -> list[str]:
     """What ``step``, once sent, covers: its op, its directory or busy form, and the
     invalid variant of its prompt (a request with a valid, omitted or null prompt covers its
-    op only)."""
+    op only). A compaction covers its kind, and, given the steps sent ``before`` it,
+    ``compact:after-change`` when a live load or resume of its session since its last
+    compaction carried a prompt other than the one the session had."""
     op = step.get("op")
     keys = [f"op:{op}"]
     if op == "invalid":
         keys.append(f"invalid:{step.get('method')}")
+    if op == "compact":
+        keys.append(f"compact:{step.get('by')}")
+        if _changed_live(step.get("session"), before):
+            keys.append("compact:after-change")
     if op in ("load", "resume", "fork"):
         if step.get("cwd") == "moved":
             keys.append("dirs:moved")
@@ -290,6 +312,18 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     if caps.replay:
         groups.append(_Group(_new_session, (reattach("resume", busy=True),
                                             reattach("load", busy=True))))
+    # Each way the agent can be made to compact, after a turn (there is nothing to compact
+    # before one), and a turn after it, where the prompt the agent rebuilt shows.
+    for by in caps.compactions():
+        groups.append(_Group(_new_and_turn, (step("compact", by=by),), _turn))
+    if _deferral_before_compaction(caps, resend) and reopen is not None:
+        # A change on a live reattach, which the agent may defer to its next rebuild
+        # (SP-LIFECYCLE-DEFER-MAY), then that rebuild, and two turns: the change must show.
+        def deferred(ex: _Example, a: str) -> None:
+            ex.add({"op": reopen, "session": a, **ex.prompt(a, _Q, lifecycle=True)},
+                   {"op": "compact", "session": a, "by": caps.compactions()[0]},
+                   {"op": "prompt", "session": a}, {"op": "prompt", "session": a})
+        groups.append(_Group(_new_and_turn, (deferred,)))
     # The invalid payloads: each one a rejected request, packed.
     requests = prompt_requests(caps, resend_on_lifecycle=resend)
     variants = invalid_variants(override=caps.override)
@@ -317,10 +351,35 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     return groups
 
 
-def _keys(steps: Iterable[Mapping[str, Any]], caps: Capabilities) -> tuple[str, ...]:
+def _changed_live(handle: Any, before: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether, in ``before``, a live load or resume of ``handle`` (not the first after a
+    restart) changed its prompt since it was last compacted (see :func:`step_keys`). A
+    restart since does not undo it: a change deferred to the next compaction outlives the
+    process."""
+    prompt: Any = None
+    changed = cold = False
+    for s in before:
+        op = s.get("op")
+        if op == "restart":
+            cold = True
+        if s.get("session") != handle and not (op == "fork" and s.get("new") == handle):
+            continue
+        if op == "compact":
+            changed = False
+        elif op in ("new", "fork") and "systemPrompt" in s:
+            prompt = s["systemPrompt"]
+        elif op in ("load", "resume"):
+            if s.get("systemPrompt") is not None:
+                changed = changed or (s["systemPrompt"] != prompt and not cold)
+                prompt = s["systemPrompt"]
+            cold = False
+    return changed
+
+
+def _keys(steps: Sequence[Mapping[str, Any]], caps: Capabilities) -> tuple[str, ...]:
     out: dict[str, None] = {}
-    for s in steps:
-        out.update(dict.fromkeys(step_keys(s, caps)))
+    for i, s in enumerate(steps):
+        out.update(dict.fromkeys(step_keys(s, caps, steps[:i])))
     return tuple(out)
 
 

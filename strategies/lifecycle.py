@@ -3,7 +3,8 @@
 :class:`LifecycleMachine` draws sequences of lifecycle steps: new sessions (with or without a
 prompt, with a shared or a distinct cwd), prompt turns, load, resume and fork (each with the
 same, a different, an omitted, a ``null`` or an invalid prompt), close, delete, list, cancel,
-restarts of the agent process and invalid lifecycle requests. A load, resume or fork that
+restarts of the agent process, invalid lifecycle requests and (for an agent that can be made
+to compact) compactions, each followed by a turn. A load, resume or fork that
 succeeds is followed by a turn on that session, where its effect on the prompt shows, and by a
 turn on a session it could have changed by mistake: a fork's source, and a loaded session that
 shares the reopened session's directory. A delete is followed by a new session where the
@@ -41,6 +42,12 @@ MAX_SESSIONS = 4
 #: (with list, cancel, invalid), was missed at 3 of seeds 0-9; as a switch too, at 0 of 20.
 PROMPT_SWITCH_EVERY = 8
 MAX_RESTARTS = 2
+#: For an agent that can be made to compact (a ``compact`` command it advertises, or a
+#: compaction the profile says the fake model can force): one turn in this many, on a
+#: session with a conversation, is a compaction of it (of a drawn kind) and a turn after
+#: it. A choice inside the ``prompt`` rule, not a rule of its own, so that every other agent
+#: draws exactly as before compaction existed.
+COMPACT_EVERY = 3
 #: The titles a retitle sends: plain, padded (an agent may trim it), and beyond ASCII.
 TITLES = ("Renamed by acp-fuzz", "  Release checklist  ", "Überprüfung – ✓ 検証")
 
@@ -179,6 +186,21 @@ class LifecycleMachine(RuleBasedStateMachine):
         switch["pick"] = data.draw(st.integers(0, 3), label="value")
         self._send(switch)
 
+    def _compactions(self, handle: str) -> tuple[str, ...]:
+        """The ways ``handle`` can be compacted now: the agent's (``Capabilities.compactions``),
+        where the session has a conversation to compact (:meth:`Lifecycle.allows`)."""
+        if not self.model.life.allows({"op": "compact", "session": handle}):
+            return ()
+        return self.caps.compactions()
+
+    def _compact(self, data: st.DataObject, handle: str, kinds: tuple[str, ...]) -> None:
+        """A compaction of ``handle`` and a turn after it: whether the agent rebuilt the
+        session's prompt whole (and applied a change it had deferred) shows only there. A
+        compaction forced by usage happens as the agent starts that turn."""
+        by = kinds[0] if len(kinds) == 1 else data.draw(st.sampled_from(kinds), label="by")
+        self._send({"op": "compact", "session": handle, "by": by})
+        self._turn_after(handle)
+
     def _loaded(self) -> list[str]:
         return self.model.life.open()
 
@@ -222,6 +244,10 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def prompt(self, data: st.DataObject) -> None:
         handle = data.draw(st.sampled_from(self._loaded()), label="session")
+        kinds = self._compactions(handle)
+        if kinds and data.draw(st.integers(0, COMPACT_EVERY - 1), label="compact") == 0:
+            self._compact(data, handle, kinds)
+            return
         if bool(self._switches()) and data.draw(st.integers(0, PROMPT_SWITCH_EVERY - 1),
                                                 label="switch first") == 0:
             self._switch(data, handle)

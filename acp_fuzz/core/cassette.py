@@ -63,6 +63,7 @@ __all__ = [
     "CassetteWriter",
     "Header",
     "Limits",
+    "RunSettings",
     "fsync_dir",
     "iter_events",
     "open_cassette",
@@ -153,6 +154,11 @@ class Header:
     created_by: str = "acp-fuzz"
     format: int = FORMAT_VERSION
 
+    @property
+    def run_settings(self) -> RunSettings:
+        """:attr:`settings` read with their types (:class:`RunSettings`)."""
+        return RunSettings.from_wire(self.settings)
+
     def to_wire(self) -> dict[str, Any]:
         # "magic" and "format" first, so every cassette starts with the same bytes.
         return {
@@ -204,6 +210,35 @@ class Header:
             initialize=initialize,
             meta=meta,
         )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """The settings of an agent run, as its readers use them, from :attr:`Header.settings`
+    (the campaign writes its ``CampaignSettings.to_wire()`` there, with the run's baseline,
+    profile, dialect and protocol). A cassette is data from whoever wrote it: a value of the
+    wrong type reads as absent.
+
+    ``profile`` and ``dialect`` as recorded (``None``: not a string); ``strict`` whether
+    SHOULD findings failed the run; ``baseline`` the wire form of the run's learned default
+    instructions (read it with ``acp_fuzz.core.oracles.Baseline.from_wire``)."""
+
+    profile: str | None = None
+    dialect: str | None = None
+    strict: bool = False
+    baseline: Any = None
+
+    @classmethod
+    def from_wire(cls, settings: Any) -> RunSettings:
+        if not isinstance(settings, Mapping):
+            return cls()
+
+        def text(key: str) -> str | None:
+            value = settings.get(key)
+            return value if isinstance(value, str) else None
+
+        return cls(profile=text("profile"), dialect=text("dialect"),
+                   strict=settings.get("strict") is True, baseline=settings.get("baseline"))
 
 
 #: Header fields that :meth:`CassetteWriter.update_header` may set.
@@ -1237,7 +1272,9 @@ _DATA_FIELDS: dict[str, dict[str, tuple[Any, str]]] = {
               "headers": (_is_str_map, "a map of strings"),
               "segments": (_is_segments, "a list of {slot, path, text} string maps"),
               "session": (_is_str_or_nil, "str or nil"), "turn": _INT_OR_NIL,
-              "side": _BOOL, "status": _INT, "reply_text": _STR, "upstream": _BOOL},
+              "side": _BOOL, "status": _INT, "reply_text": _STR, "upstream": _BOOL,
+              "side_kind": (_is_str_or_nil, "str or nil"),
+              "pressure": (_is_str_or_nil, "str or nil")},
     "process": {"what": _STR, "pid": _INT_OR_NIL, "argv": (_is_str_list, "a list of strings"),
                 "returncode": _INT_OR_NIL, "generation": _INT,
                 "pgid": _INT, "signal": _INT_OR_NIL, "reason": _STR,

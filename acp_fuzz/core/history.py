@@ -113,6 +113,14 @@ class ModelExchange:
     ``anthropic.count_tokens``, ``gemini``, ``models``, ``unknown``. ``session`` and ``turn``
     come from the harness nonce found in the request; both are ``None`` for a side request
     (title generation, routers, suggestions) or a request the gateway could not tie.
+
+    ``side_kind`` says what the gateway took the request for: ``None`` for a turn,
+    ``"side"`` for a side request (or one tied to no turn), ``"compaction"`` for the summary
+    request of a compaction (a profile's ``[[side]]`` rule of ``kind = "compaction"``): a
+    side request, judged for leaks only, whose tie names the session it compacted.
+    ``pressure`` says what the gateway did to force a compaction (a ``compact`` step armed
+    it for the session): ``"usage"`` (the reply reported a context near its limit) or
+    ``"overflow"`` (it answered with the API's context-length error); ``None`` otherwise.
     """
 
     api: str
@@ -127,6 +135,8 @@ class ModelExchange:
     status: int
     reply_text: str
     upstream: bool = False
+    side_kind: str | None = None
+    pressure: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -142,6 +152,8 @@ class ModelExchange:
             "status": self.status,
             "reply_text": self.reply_text,
             "upstream": self.upstream,
+            "side_kind": self.side_kind,
+            "pressure": self.pressure,
         }
 
     @classmethod
@@ -161,6 +173,8 @@ class ModelExchange:
             status=int(obj.get("status", 200)),
             reply_text=obj.get("reply_text", ""),
             upstream=bool(obj.get("upstream", False)),
+            side_kind=obj.get("side_kind"),
+            pressure=obj.get("pressure"),
         )
 
     def texts(self, slot: str) -> list[str]:

@@ -36,12 +36,15 @@ Need = Literal["nothing", "exists", "open"]
 #: ``session/set_title`` works on any session ``session/list`` would show), or one
 #: open in the current process (a turn, a cancel, a close, a fork's source, a mode or option
 #: switch: each asks a correct agent for an error otherwise). A ``busy`` load or resume (sent
-#: while a turn of the session runs) needs the session open, since it starts that turn.
+#: while a turn of the session runs) needs the session open, since it starts that turn. A
+#: ``compact`` needs an open session with a conversation too (:meth:`Lifecycle.allows`):
+#: there is nothing to compact before a turn, and the harness ties the agent's summary
+#: request to its session by the nonces of the turns it summarises.
 NEEDS: dict[str, Need] = {
     "new": "nothing", "list": "nothing", "restart": "nothing", "invalid": "nothing",
     "load": "exists", "resume": "exists", "delete": "exists", "set_title": "exists",
     "prompt": "open", "cancel": "open", "close": "open", "fork": "open",
-    "set_mode": "open", "set_config_option": "open",
+    "set_mode": "open", "set_config_option": "open", "compact": "open",
 }
 assert set(NEEDS) == set(OPS), "every step op says what it needs of its session"
 
@@ -62,6 +65,11 @@ class SessionState:
     closed: bool = False
     #: The handle of the session it was forked from, if it was forked.
     source: str | None = None
+    #: Its conversation holds a turn of the harness's: a prompt completed since it was made
+    #: (a fork takes its source's) or last compacted by command (whose summary holds no turn
+    #: of the harness's; a compaction forced by the fake model happens around a turn, which
+    #: the conversation then holds).
+    talked: bool = False
 
 
 @dataclass
@@ -101,6 +109,12 @@ class Lifecycle:
         s = self.sessions.get(h) if isinstance(h, str) else None
         return s is not None and s.generation != self.generation
 
+    def talked(self, h: Any) -> bool:
+        """Whether session ``h`` exists and its conversation holds a turn (see
+        :attr:`SessionState.talked`): what a ``compact`` step needs."""
+        s = self.sessions.get(h) if isinstance(h, str) else None
+        return s is not None and s.talked
+
     def existing(self) -> list[str]:
         """The handles of the sessions that exist, sorted."""
         return sorted(self.sessions)
@@ -123,6 +137,8 @@ class Lifecycle:
             return False
         if step.get("busy") and not self.is_open(h):
             return False  # a load or resume sent while a turn of the session runs
+        if op == "compact" and not self.talked(h):
+            return False  # nothing to compact, and nothing ties the summary to the session
         if op == "new":
             return not self.exists(h)
         return not (op == "fork" and self.exists(step.get("new")))
@@ -141,7 +157,12 @@ class Lifecycle:
         if op == "new":
             self.sessions[h] = SessionState(self.generation)
         elif op == "fork" and isinstance(step.get("new"), str) and self.exists(h):
-            self.sessions[step["new"]] = SessionState(self.generation, source=h)
+            self.sessions[step["new"]] = SessionState(self.generation, source=h,
+                                                      talked=self.sessions[h].talked)
+        elif op == "prompt" and self.exists(h):
+            self.sessions[h].talked = True
+        elif op == "compact" and self.exists(h):
+            self.sessions[h].talked = step.get("by") != "command"
         elif op in ("load", "resume") and self.exists(h):
             self.sessions[h].generation = self.generation
             self.sessions[h].closed = False

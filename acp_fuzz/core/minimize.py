@@ -77,16 +77,15 @@ class Failure:
     #: Values to scrub from the cassette (the same for every run of one target).
     secrets: frozenset[str] = frozenset()
 
-    def oracles(self, strict: bool = False) -> set[str]:
-        return {f.oracle for f in interesting(self.findings, strict)}
+    def oracles(self) -> set[str]:
+        return {f.oracle for f in interesting(self.findings)}
 
 
-def interesting(findings: Sequence[Finding], strict: bool = False) -> list[Finding]:
+def interesting(findings: Sequence[Finding]) -> list[Finding]:
     """The findings that fail an example: MUST and SHOULD.
 
     SHOULD findings fail a Hypothesis example even without ``--strict``, so that they are
-    shrunk and reported; ``--strict`` only decides the exit code (``strict`` is accepted and
-    changes nothing)."""
+    shrunk and reported; ``--strict`` only decides the exit code."""
     return [f for f in findings if is_reported(f.severity)]
 
 
@@ -162,16 +161,15 @@ class Shrinker:
         return self.best
 
 
-def minimize(failure: Failure, run: Runner, *, strict: bool = False,
-             oracles: set[str] | None = None, max_trials: int | None = None) -> Failure:
+def minimize(failure: Failure, run: Runner, *, oracles: set[str] | None = None,
+             max_trials: int | None = None) -> Failure:
     """Make ``failure.steps`` 1-minimal (no single step can be dropped and still fail), with
     the plainest operations and payloads that still fail with one of the same oracles: the
     passes of :data:`PASSES`, in order (:class:`Shrinker` keeps what each did).
 
     ``oracles`` are the ones a trial must fail with (default: the failure's own);
-    ``max_trials`` bounds the runs (None: as many as it takes; the passes always end).
-    ``strict`` is accepted for callers and changes nothing: SHOULD findings fail an example
-    either way (:func:`interesting`)."""
+    ``max_trials`` bounds the runs (None: as many as it takes; the passes always end). SHOULD
+    findings fail a trial as MUST ones do, with or without ``--strict`` (:func:`interesting`)."""
     return Shrinker(failure, run, oracles=oracles, max_trials=max_trials).shrink()
 
 

@@ -70,6 +70,20 @@ class Capabilities:
     #: v2: ``session/resume`` takes ``replayFrom`` (``{"type": "start"}`` replays the whole
     #: conversation, the v2 form of ``session/load``).
     replay: bool = False
+    #: The agent advertised a ``compact`` command (``available_commands_update``): a
+    #: ``compact`` step may send it as a turn. Learned at calibration, like ``set_mode``.
+    compact_command: bool = False
+    #: The fake model can make the agent compact by reporting a context near its limit in a
+    #: reply's usage, or by the API's context-length error: the profile says so
+    #: (``[compaction] by``), since nothing in ACP does.
+    compact_usage: bool = False
+    compact_overflow: bool = False
+
+    def compactions(self) -> tuple[str, ...]:
+        """The ways a ``compact`` step may make this agent compact (``steps.COMPACT_BY``)."""
+        return tuple(by for by, ok in (("command", self.compact_command),
+                                       ("usage", self.compact_usage),
+                                       ("overflow", self.compact_overflow)) if ok)
 
     @classmethod
     def from_initialize(cls, result: Any) -> Capabilities:

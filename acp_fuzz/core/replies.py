@@ -6,6 +6,11 @@ Nothing here reads a clock or a random source: ids are derived from the request 
 
 Structured-output requests (title generators, routers) get the smallest JSON value that is
 valid for their schema (:func:`minimal_value`), because agents parse those replies.
+
+A :class:`Pressure` makes one reply say that the context is (nearly) full, which is how the
+fake model makes an agent compact by itself: ``usage`` reports ``tokens`` input tokens in
+every usage field of the API (streamed and not), ``overflow`` answers with the API's own
+context-length error (:func:`context_length_error`), shaped as the official SDKs read it.
 """
 
 from __future__ import annotations
@@ -21,8 +26,10 @@ from typing import Any
 
 __all__ = [
     "CREATED",
+    "Pressure",
     "Reply",
     "build_reply",
+    "context_length_error",
     "extract_reply_text",
     "minimal_value",
     "structured_schema",
@@ -45,6 +52,21 @@ class Reply:
     content_type: str = "application/json"
     headers: Mapping[str, str] = field(default_factory=dict)
     text: str = ""
+
+
+@dataclass(frozen=True)
+class Pressure:
+    """What one reply says about the context: ``kind`` ``"usage"`` (a normal reply whose usage
+    reports ``tokens`` input tokens) or ``"overflow"`` (the context-length error, saying the
+    request had ``tokens`` tokens where ``window`` is the most the model takes)."""
+
+    kind: str
+    tokens: int
+    window: int
+
+
+#: The input tokens every reply reports without pressure.
+INPUT_TOKENS = 10
 
 
 def _dumps(obj: Any) -> str:
@@ -264,14 +286,15 @@ def _sse_reply(body: bytes, text: str, **headers: str) -> Reply:
     return Reply(200, body, "text/event-stream", {"cache-control": "no-cache", **headers}, text)
 
 
-def _responses(model: str, ident: str, text: str, stream: bool) -> Reply:
+def _responses(model: str, ident: str, text: str, stream: bool,
+               tokens: int = INPUT_TOKENS) -> Reply:
     msg = f"msg_{ident}"
     part = {"type": "output_text", "text": text, "annotations": []}
     item = {"id": msg, "type": "message", "status": "completed", "role": "assistant",
             "content": [part]}
-    usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+    usage = {"input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
              "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0},
-             "total_tokens": 11}
+             "total_tokens": tokens + 1}
     base = {"id": f"resp_{ident}", "object": "response", "created_at": CREATED,
             "status": "in_progress", "model": model, "output": [], "usage": None, "error": None,
             "incomplete_details": None, "instructions": None, "tools": [],
@@ -299,8 +322,9 @@ def _responses(model: str, ident: str, text: str, stream: bool) -> Reply:
     return _sse_reply(_sse(events), text)
 
 
-def _chat(model: str, ident: str, text: str, body: Mapping[str, Any], stream: bool) -> Reply:
-    usage = {"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11}
+def _chat(model: str, ident: str, text: str, body: Mapping[str, Any], stream: bool,
+          tokens: int = INPUT_TOKENS) -> Reply:
+    usage = {"prompt_tokens": tokens, "completion_tokens": 1, "total_tokens": tokens + 1}
     env = {"id": f"chatcmpl-{ident}", "created": CREATED, "model": model}
     if not stream:
         return _json(200, {**env, "object": "chat.completion", "choices": [{
@@ -322,8 +346,9 @@ def _chat(model: str, ident: str, text: str, body: Mapping[str, Any], stream: bo
     return _sse_reply(_sse(events), text)
 
 
-def _anthropic(model: str, ident: str, text: str, stream: bool) -> Reply:
-    usage = {"input_tokens": 10, "output_tokens": 1, "cache_creation_input_tokens": 0,
+def _anthropic(model: str, ident: str, text: str, stream: bool,
+               tokens: int = INPUT_TOKENS) -> Reply:
+    usage = {"input_tokens": tokens, "output_tokens": 1, "cache_creation_input_tokens": 0,
              "cache_read_input_tokens": 0}
     message: dict[str, Any] = {
         "id": f"msg_{ident}", "type": "message", "role": "assistant", "model": model,
@@ -338,21 +363,23 @@ def _anthropic(model: str, ident: str, text: str, stream: bool) -> Reply:
         ("ping", {}),
         ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": text}}),
         ("content_block_stop", {"index": 0}),
+        # The cumulative usage: the Messages API repeats the input tokens here.
         ("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                           "usage": {"output_tokens": 1}}),
+                           "usage": {"input_tokens": tokens, "output_tokens": 1}}),
         ("message_stop", {}),
     ]
     events: list[tuple[str | None, Any]] = [(n, {"type": n, **d}) for n, d in steps]
     return _sse_reply(_sse(events), text, **headers)
 
 
-def _gemini(model: str, text: str, action: str, query: str) -> Reply:
+def _gemini(model: str, text: str, action: str, query: str,
+            tokens: int = INPUT_TOKENS) -> Reply:
     if action == "countTokens":
-        return _json(200, {"totalTokens": 10})
+        return _json(200, {"totalTokens": tokens})
     g = {"candidates": [{"content": {"parts": [{"text": text}], "role": "model"},
                          "finishReason": "STOP", "index": 0}],
-         "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 1,
-                           "totalTokenCount": 11},
+         "usageMetadata": {"promptTokenCount": tokens, "candidatesTokenCount": 1,
+                           "totalTokenCount": tokens + 1},
          "modelVersion": model}
     if action != "streamGenerateContent":
         return _json(200, g, text)
@@ -385,13 +412,43 @@ def _request_id(api: str, path: str, raw: bytes) -> str:
     return hashlib.sha256(b"%s\0%s\0%s" % (api.encode(), path.encode(), raw)).hexdigest()[:24]
 
 
+def context_length_error(api: str, tokens: int, window: int, ident: str = "") -> Reply:
+    """The HTTP 400 each API answers a request longer than the model's context with, as its
+    official SDK reads it (``openai.BadRequestError`` with ``code`` ``context_length_exceeded``;
+    ``anthropic.BadRequestError`` of type ``invalid_request_error``; Gemini's
+    ``INVALID_ARGUMENT``). Its message says ``tokens`` > ``window``, in each API's words, which
+    agents match to tell it from other 400s."""
+    if api == "anthropic.messages":
+        message = f"prompt is too long: {tokens} tokens > {window} maximum"
+        return _json(400, {"type": "error", "error": {"type": "invalid_request_error",
+                                                      "message": message},
+                           "request_id": f"req_{ident}"}, **{"request-id": f"req_{ident}"})
+    if api == "gemini":
+        message = (f"The input token count ({tokens}) exceeds the maximum number of tokens "
+                   f"allowed ({window}).")
+        return _json(400, {"error": {"code": 400, "message": message,
+                                     "status": "INVALID_ARGUMENT"}})
+    message = (f"This model's maximum context length is {window} tokens. However, your "
+               f"messages resulted in {tokens} tokens. Please reduce the length of the "
+               f"messages.")
+    param = "input" if api == "openai.responses" else "messages"
+    return _json(400, {"error": {"message": message, "type": "invalid_request_error",
+                                 "param": param, "code": "context_length_exceeded"}})
+
+
+#: The APIs whose replies :class:`Pressure` changes (the generating endpoints).
+PRESSED_APIS = frozenset({"openai.responses", "openai.chat", "anthropic.messages", "gemini"})
+
+
 def build_reply(api: str, method: str, path: str, body: Any, raw: bytes,
-                default_text: str = "ok") -> Reply:
+                default_text: str = "ok", pressure: Pressure | None = None) -> Reply:
     """The full fake reply for one request.
 
     ``path`` includes the query; ``body`` is the parsed JSON (or anything else) and ``raw``
     the request bytes, which seed the reply ids. The returned :class:`Reply` carries the text
-    it answered with in ``text`` (empty for non-generating endpoints).
+    it answered with in ``text`` (empty for non-generating endpoints). ``pressure`` (for a
+    generating endpoint, :data:`PRESSED_APIS`) makes the reply report a context near its
+    limit, or the context-length error (see :class:`Pressure`).
     """
     bare, _, query = path.partition("?")
     ident = _request_id(api, path, raw)
@@ -405,17 +462,20 @@ def build_reply(api: str, method: str, path: str, body: Any, raw: bytes,
         return _json(200, {"input_tokens": 10})
     if api == "unknown":
         return not_found(f"acp-fuzz fake model: no route for {method} {bare}")
+    if pressure is not None and pressure.kind == "overflow":
+        return context_length_error(api, pressure.tokens, pressure.window, ident)
+    tokens = pressure.tokens if pressure is not None else INPUT_TOKENS
     text = reply_text_for(api, body, default_text)
     if api == "openai.responses":
-        return _responses(model, ident, text, stream)
+        return _responses(model, ident, text, stream, tokens)
     if api == "openai.chat":
-        return _chat(model, ident, text, obj, stream)
+        return _chat(model, ident, text, obj, stream, tokens)
     if api == "anthropic.messages":
-        return _anthropic(model, ident, text, stream)
+        return _anthropic(model, ident, text, stream, tokens)
     # gemini: the model and the action are in the path, not the body.
     tail = bare.rsplit("/models/", 1)[-1]
     gemini_model, _, action = tail.partition(":")
-    return _gemini(gemini_model or DEFAULT_MODEL, text, action, query)
+    return _gemini(gemini_model or DEFAULT_MODEL, text, action, query, tokens)
 
 
 # -- reading replies (upstream mode) -----------------------------------------------------------

@@ -33,7 +33,7 @@ from acp_fuzz.core.dialects import DIALECTS, encode_meta
 if TYPE_CHECKING:
     from acp_fuzz.core.history import Event
 
-__all__ = ["INVALID_METHODS", "OPS", "describe", "elsewhere", "invalid_params",
+__all__ = ["COMPACT_BY", "INVALID_METHODS", "OPS", "describe", "elsewhere", "invalid_params",
            "lifecycle_request", "nonce_for", "preview", "prompt_params", "prompt_text", "steps_of",
            "validate_step", "will_send"]
 
@@ -41,7 +41,14 @@ __all__ = ["INVALID_METHODS", "OPS", "describe", "elsewhere", "invalid_params",
 MAX_ROOTS = 4
 
 OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "set_mode",
-       "set_config_option", "set_title", "list", "cancel", "restart", "invalid")
+       "set_config_option", "set_title", "list", "cancel", "restart", "invalid", "compact")
+
+#: How a ``compact`` step makes the agent compact session ``H``: ``command`` sends the
+#: compaction command the agent advertised (``/compact``) as a turn; ``usage`` has the fake
+#: model report a context near its limit in the usage of H's next model request, and then
+#: sends an ordinary turn; ``overflow`` has the fake model answer H's next model request
+#: with its API's context-length error, once, and then sends an ordinary turn.
+COMPACT_BY = ("command", "usage", "overflow")
 
 #: The keys each op's step may have, besides ``op`` (what the strategies draw, and what the
 #: minimizer's short forms use). Anything else in a cassette's step is refused.
@@ -62,6 +69,7 @@ KEYS: dict[str, frozenset[str]] = {
     "cancel": frozenset({"session"}),
     "restart": frozenset(),
     "invalid": frozenset({"method", "params", "why"}),
+    "compact": frozenset({"session", "by"}),
 }
 #: The logical session handles (``acp_fuzz.core.lifecycle.HANDLES``): one capital letter, and the
 #: two sessions of the campaign's calibration. The runner names directories after them, so
@@ -162,6 +170,9 @@ def validate_step(step: Any) -> dict[str, Any]:
         raise ValueError(f"step {op!r}: 'busy' must be true or false")
     if op == "set_title":
         _check_label(op, "title", step.get("title", ""))
+    if op == "compact" and step.get("by") not in COMPACT_BY:
+        raise ValueError(f"step 'compact': 'by' must be one of {', '.join(COMPACT_BY)}, "
+                         f"got {_short(step.get('by'))}")
     if "systemPrompt" in step:
         _check_prompt(op, step["systemPrompt"], 0)
     if "_meta" in step:
@@ -363,6 +374,12 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
         return f"session/prompt {step['session']} + session/cancel"
     if op == "list":
         return "session/list"
+    if op == "compact":
+        how = {"command": "its compaction command, as a turn",
+               "usage": "a turn whose model reply reports a context near its limit",
+               "overflow": "a turn whose model request gets the context-length error once"}
+        by = str(step.get("by"))
+        return f"compact {step['session']} ({how.get(by, by)})"
     if op == "restart":
         return "restart the agent process"
     if op == "invalid":

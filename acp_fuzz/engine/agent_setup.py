@@ -36,8 +36,11 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "COMPACTION_BY",
     "RUN_FACTS",
+    "SIDE_KINDS",
     "AgentSetup",
+    "Compaction",
     "Facts",
     "FileSpec",
     "SideRule",
@@ -50,6 +53,14 @@ __all__ = [
 #: The placeholders every value may use (see the module docs).
 RUN_FACTS = ("gateway", "openai_url", "anthropic_url", "gemini_url", "token", "home", "work",
              "tmpdir")
+
+#: What a ``[[side]]`` rule says its requests are: ordinary side requests (titles, routers,
+#: suggestions), or the summary requests of a compaction (which say that their session was
+#: compacted).
+SIDE_KINDS = ("side", "compaction")
+#: The compactions the fake model can force (``[compaction] by``): usage reported near the
+#: context's limit, and the API's context-length error.
+COMPACTION_BY = ("usage", "overflow")
 
 _PLACEHOLDER = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|(\$)|(.|$))", re.DOTALL)
 
@@ -167,13 +178,15 @@ class SideRule:
     """A model request that matches every given key of a rule is a side request, not a turn:
     its ``api`` (one of :data:`acp_fuzz.engine.profiles.MODEL_APIS`), its ``path`` (a glob,
     without the query), its headers (name -> glob, any case) and values in its JSON body (a
-    dotted path -> :class:`Matcher`)."""
+    dotted path -> :class:`Matcher`). ``kind`` (one of :data:`SIDE_KINDS`) says what they
+    are: ``side``, or ``compaction`` for the summary request an agent sends as it compacts."""
 
     reason: str
     api: str | None = None
     path: str | None = None
     headers: tuple[tuple[str, str], ...] = ()
     body: tuple[tuple[str, Matcher], ...] = ()
+    kind: str = "side"
 
     def matches(self, api: str, path: str, headers: Mapping[str, str], body: Any) -> bool:
         if self.api is not None and api != self.api:
@@ -192,14 +205,36 @@ class SideRule:
         return True
 
 
+#: What ``[compaction] usage_tokens`` and ``context_window`` are when a profile does not say:
+#: a 200,000-token window (Claude's), and 95 % of it reported, past every auto-compaction
+#: threshold seen (claude-agent-acp's is about 92 % of the window).
+DEFAULT_CONTEXT_WINDOW = 200_000
+DEFAULT_USAGE_TOKENS = 190_000
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """A profile's ``[compaction]`` table: which compactions the fake model can force on the
+    agent (``by``, of :data:`COMPACTION_BY`; empty: none, and the ``compact`` steps draw
+    only the compaction command the agent advertises), the input tokens a reply reports to
+    force one by usage (``usage_tokens``), and the context window the context-length error
+    names (``context_window``)."""
+
+    by: tuple[str, ...] = ()
+    usage_tokens: int = DEFAULT_USAGE_TOKENS
+    context_window: int = DEFAULT_CONTEXT_WINDOW
+
+
 @dataclass(frozen=True)
 class AgentSetup:
-    """The environment, directories, files and side-request rules of a profile file."""
+    """The environment, directories, files and side-request rules of a profile file, and
+    what it says of the agent's compaction."""
 
     env: tuple[tuple[str, str], ...] = ()
     dirs: tuple[str, ...] = ()
     files: tuple[FileSpec, ...] = ()
     side: tuple[SideRule, ...] = field(default=())
+    compaction: Compaction = field(default_factory=Compaction)
 
     def environment(self, facts: Facts) -> dict[str, str]:
         """The variables to give the agent, filled in."""
@@ -240,17 +275,24 @@ class AgentSetup:
                           for f in self.files],
                 "side": [{"reason": r.reason, "api": r.api, "path": r.path,
                           "headers": [list(h) for h in r.headers],
-                          "body": [[k, m.how, m.value] for k, m in r.body]}
-                         for r in self.side]}
+                          "body": [[k, m.how, m.value] for k, m in r.body], "kind": r.kind}
+                         for r in self.side],
+                "compaction": {"by": list(self.compaction.by),
+                               "usage_tokens": self.compaction.usage_tokens,
+                               "context_window": self.compaction.context_window}}
 
     @classmethod
     def from_wire(cls, wire: Mapping[str, Any]) -> AgentSetup:
+        c = wire["compaction"]
         return cls(env=tuple((k, v) for k, v in wire["env"]), dirs=tuple(wire["dirs"]),
                    files=tuple(FileSpec(**f) for f in wire["files"]),
                    side=tuple(SideRule(reason=r["reason"], api=r["api"], path=r["path"],
                                        headers=tuple((k, v) for k, v in r["headers"]),
-                                       body=tuple((k, Matcher(h, v)) for k, h, v in r["body"]))
-                              for r in wire["side"]))
+                                       body=tuple((k, Matcher(h, v)) for k, h, v in r["body"]),
+                                       kind=r["kind"])
+                              for r in wire["side"]),
+                   compaction=Compaction(by=tuple(c["by"]), usage_tokens=c["usage_tokens"],
+                                         context_window=c["context_window"]))
 
 
 @dataclass(frozen=True)
@@ -264,9 +306,16 @@ class SideTest:
 
     def request_is_side(self, api: str, path: str, headers: Mapping[str, str],
                         body: Any) -> bool:
-        if any(r.matches(api, path, headers, body) for r in self.rules):
-            return True
-        return self.hook is not None and bool(self.hook(api, headers, body))
+        return self.side_kind(api, path, headers, body) is not None
+
+    def side_kind(self, api: str, path: str, headers: Mapping[str, str],
+                  body: Any) -> str | None:
+        """What the request is: the ``kind`` of the first rule it matches, ``"side"`` when
+        only the hook says it is a side request, ``None`` for a turn."""
+        for r in self.rules:
+            if r.matches(api, path, headers, body):
+                return r.kind
+        return "side" if self.hook is not None and self.hook(api, headers, body) else None
 
     def __call__(self, api: str, headers: Mapping[str, str], body: Any) -> bool:
         return self.request_is_side(api, "", headers, body)

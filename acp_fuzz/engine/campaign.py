@@ -366,8 +366,11 @@ def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
         # Modes and config options are offered per session, not in initialize: the strategies
         # draw set_mode (set_config_option) only where the calibration sessions had some.
         # v2 has no session/set_mode: modes are config options there.
+        # Likewise a compaction command: advertised per session (available_commands_update),
+        # so a compact step sends it only where the calibration sessions were offered one.
         caps = replace(run.caps, set_mode=offers_modes and run.protocol == 1,
-                       set_config_option=offers_options)
+                       set_config_option=offers_options,
+                       compact_command=run.compact_command() is not None)
         run.close(grace=0)
     return init, caps, learn_baseline(texts)
 
@@ -541,7 +544,7 @@ class SearchState:
     def failing(self, findings: Sequence[Finding]) -> list[Finding]:
         """The findings that fail an example (MUST, SHOULD), minus ``--exclude-oracle``."""
         skip = set(self.cfg.exclude_oracles)
-        return [f for f in interesting(findings, self.cfg.strict) if f.oracle not in skip]
+        return [f for f in interesting(findings) if f.oracle not in skip]
 
     def explained(self, steps: Sequence[Mapping[str, Any]], oracles: set[str],
                   findings: Sequence[Finding] = ()) -> bool:
@@ -649,7 +652,7 @@ class SearchMachine(LifecycleMachine):
         out = self.run.execute(step)
         s.result.steps_run += 1
         if out.outcome != "skipped":
-            for key in step_keys(step, self.caps):
+            for key in step_keys(step, self.caps, self.steps[:-1]):
                 s.result.coverage.setdefault(key, s.result.examples_run + 1)
         events = self.run.history.snapshot()
         self.judge.feed(events)
@@ -913,9 +916,8 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
         return history.snapshot(), findings
 
     search.on_event(Shrinking(len(failure.steps)))
-    small = minimize(failure, run, strict=cfg.strict,
-                     oracles=failure.oracles(cfg.strict) - set(cfg.exclude_oracles))
-    oracles = frozenset(o for o in small.oracles(cfg.strict) if o not in cfg.exclude_oracles)
+    small = minimize(failure, run, oracles=failure.oracles() - set(cfg.exclude_oracles))
+    oracles = frozenset(o for o in small.oracles() if o not in cfg.exclude_oracles)
     shape = shape_of(small.steps)
     refused = refusals(small.findings)
     for k in search.known:
@@ -923,7 +925,7 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
             k.seen += 1
             # Count the oracles the example failed before shrinking too: shrinking kept only
             # what the known bug shows, and the others came with it.
-            absorbed = oracles | (failure.oracles(cfg.strict) - set(cfg.exclude_oracles))
+            absorbed = oracles | (failure.oracles() - set(cfg.exclude_oracles))
             for o in absorbed:
                 search.duplicates[o] = search.duplicates.get(o, 0) + 1
             search.on_event(ShrankToKnown(tuple(sorted(absorbed)), tuple(sorted(k.oracles))))
@@ -940,7 +942,7 @@ def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: Failure, baseline
              suffix_of: CampaignResult, fresh: Callable[[], Run] | None = None
              ) -> FindingReport:
     """Re-run the minimal steps ``confirm_runs`` times on fresh agents; write the cassette."""
-    oracles = failure.oracles(cfg.strict)
+    oracles = failure.oracles()
     reproduced = 0
     for i in range(cfg.confirm_runs):
         last = i == cfg.confirm_runs - 1
@@ -950,7 +952,7 @@ def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: Failure, baseline
             gateway.upstream_recorder = UpstreamRecorder()
         history, findings = run_steps(spec, failure.steps, baseline=baseline,
                                       strict=cfg.strict, gateway=gateway, fresh=fresh)
-        if oracles & {f.oracle for f in interesting(findings, cfg.strict)}:
+        if oracles & {f.oracle for f in interesting(findings)}:
             reproduced += 1
             if last and gateway.upstream_recorder is not None:
                 failure = Failure(failure.steps, history.snapshot(), findings,

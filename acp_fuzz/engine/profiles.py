@@ -28,6 +28,12 @@ walks through writing one. The keys::
     reason = "session title"            # required
     api = "openai.chat"                 # optional; also path (a glob) and headers (name = glob)
     body = { "response_format.type" = "json_schema", "messages.0.content" = { prefix = "Title" } }
+    kind = "side"                       # or "compaction": the summary request of a compaction
+
+    [compaction]                        # what makes the agent compact by itself
+    by = ["usage", "overflow"]          # usage near the limit, the context-length error
+    usage_tokens = 190000               # the input tokens a reply reports under "usage"
+    context_window = 200000             # the window the context-length error names
 
     [[info]]                            # agent text that is a notice, not a reply
     prefix = "Warning:"                 # or contains = "..."
@@ -69,8 +75,13 @@ from typing import Any
 
 from acp_fuzz.engine import agents_cache
 from acp_fuzz.engine.agent_setup import (
+    COMPACTION_BY,
+    DEFAULT_CONTEXT_WINDOW,
+    DEFAULT_USAGE_TOKENS,
     RUN_FACTS,
+    SIDE_KINDS,
     AgentSetup,
+    Compaction,
     Facts,
     FileSpec,
     Matcher,
@@ -353,12 +364,38 @@ def _side_rule(r: _Reader) -> SideRule:
             raise r.fail(f"headers.{name}", f"must be a string (a glob), not {_shown(glob)}")
     body = r.get("body", dict, {}, what="a table of dotted JSON path = value")
     matchers = tuple((k, _matcher(r, f"body.{k}", v)) for k, v in body.items())
+    kind = r.get("kind", str, "side")
+    if kind not in SIDE_KINDS:
+        raise r.fail("kind", f"must be one of {', '.join(SIDE_KINDS)}, not {_shown(kind)}")
     r.done()
     if api is None and path is None and not headers and not matchers:
         raise r.fail("reason", "the rule matches every request: give api, path, headers or "
                      "body")
     return SideRule(reason=reason, api=api, path=path, headers=tuple(headers.items()),
-                    body=matchers)
+                    body=matchers, kind=kind)
+
+
+def _tokens(r: _Reader, key: str, default: int) -> int:
+    value = r.get(key, int, default, what="a number of tokens")
+    if not 1 <= value <= 100_000_000:
+        raise r.fail(key, f"must be a number of tokens from 1 to 100000000, not {value}")
+    return int(value)
+
+
+def _compaction(r: _Reader) -> Compaction:
+    """The ``[compaction]`` table: ``by`` (the compactions the fake model can force),
+    ``usage_tokens`` and ``context_window``."""
+    by = r.get("by", list, [], what=f"an array of {' or '.join(map(repr, COMPACTION_BY))}")
+    for i, b in enumerate(by):
+        if b not in COMPACTION_BY:
+            raise r.fail(f"by[{i}]", f"must be one of {', '.join(COMPACTION_BY)}, not "
+                         f"{_shown(b)}")
+    if len(set(by)) != len(by):
+        raise r.fail("by", "names a compaction twice")
+    usage = _tokens(r, "usage_tokens", DEFAULT_USAGE_TOKENS)
+    window = _tokens(r, "context_window", DEFAULT_CONTEXT_WINDOW)
+    r.done()
+    return Compaction(by=tuple(by), usage_tokens=usage, context_window=window)
 
 
 def parse_profile(text: str, where: str) -> Profile:
@@ -451,6 +488,8 @@ def parse_profile(text: str, where: str) -> Profile:
             raise r.fail(f"info[{i}]", "must be a table with one key: prefix or contains")
         info.append(_matcher(r, f"info[{i}]", m))
 
+    compaction = _compaction(r.sub("compaction"))
+
     t = r.sub("timeouts")
     init_t = t.seconds("init", 30.0)
     request_t = t.seconds("request", 60.0)
@@ -481,7 +520,7 @@ def parse_profile(text: str, where: str) -> Profile:
         name=name, description=description, command_template=tuple(command), model_api=api,
         npm_package=npm, pypi_package=pypi, version=version, extra_packages=tuple(extra),
         setup=AgentSetup(env=tuple(env), dirs=tuple(dirs), files=tuple(files),
-                         side=tuple(side)),
+                         side=tuple(side), compaction=compaction),
         info=tuple(info), init_timeout=init_t, request_timeout=request_t,
         shutdown_grace=shutdown, restart_grace=restart, protocol=protocol, dialect=dialect,
         env_hook=env_hook, setup_hook=setup_hook, side_hook=side_hook, source=where)

@@ -24,7 +24,7 @@ import shlex
 import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ from acp_fuzz.core.scrub import env_secrets
 from acp_fuzz.core.steps import lifecycle_request, nonce_for, prompt_text, validate_step
 from acp_fuzz.core.version import __version__
 from acp_fuzz.engine import interrupt
-from acp_fuzz.engine.agent_setup import AgentSetup, Facts
+from acp_fuzz.engine.agent_setup import AgentSetup, Compaction, Facts
 from acp_fuzz.engine.client_policy import ClientPolicy
 from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.gateway import Gateway
@@ -132,6 +132,11 @@ class TargetSpec:
         if self.setup is not None:
             return self.setup.side_test(self.side_request)
         return self.side_request
+
+    def compaction(self) -> Compaction:
+        """What the profile says of the agent's compaction (``[compaction]``; none: the
+        defaults, and no compaction the fake model can force)."""
+        return self.setup.compaction if self.setup is not None else Compaction()
 
     def facts(self, gateway: Gateway, sandbox: Sandbox) -> Facts:
         """What this target's templates are filled from, for one agent process."""
@@ -415,11 +420,16 @@ class Run:
         if self.protocol != 1 and self.dialect != "standard":
             raise HarnessError(f"the {self.dialect} dialect is ACP v1 only; run with "
                                f"--protocol 1 or --dialect standard")
-        self.caps = capabilities(self.dialect, reply.result)
+        forced = self.spec.compaction().by
+        self.caps = replace(capabilities(self.dialect, reply.result),
+                            compact_usage="usage" in forced,
+                            compact_overflow="overflow" in forced)
         self.history.append("verdict", {"step": self._step_index - 1, "what": "initialize",
                                         "outcome": "ok", "capabilities": self.caps.to_wire(),
                                         "dialect": self.dialect, "protocol": {
-                                            "offered": offer, "answered": self.protocol}})
+                                            "offered": offer, "answered": self.protocol},
+                                        # What the fake model can force (the profile's).
+                                        "compaction": list(forced)})
         return reply.result
 
     def stderr_note(self) -> str:
@@ -473,7 +483,8 @@ class Run:
                 c = Classification("probe", c.reason, "info", "EXT-META-MUSTNOT")
             annotations["class"] = {"kind": c.kind, "reason": c.reason,
                                     "severity": c.severity, "rule": c.rule}
-        if step["op"] in ("prompt", "cancel") or step.get("busy"):
+        if step["op"] in ("prompt", "cancel") or step.get("busy") or (
+                step["op"] == "compact" and step["by"] != "command"):
             turn = self.turns.get(step["session"], 0) + 1
             annotations["turn"] = turn
             annotations["nonce"] = nonce_for(step["session"], turn, self.salt)
@@ -489,7 +500,7 @@ class Run:
             verdict["waited"] = dict(self.last_wait)  # the deadline, and if the full timeout
         if out.error is not None:
             verdict["error"] = out.error
-        if step["op"] in ("prompt", "cancel") and out.outcome == "ok" \
+        if step["op"] in ("prompt", "cancel", "compact") and out.outcome == "ok" \
                 and isinstance(out.result, Mapping) and "stopReason" in out.result:
             # How the turn ended (in v2 from its idle state_update, not from the answer).
             verdict["stopReason"] = out.result["stopReason"]
@@ -636,12 +647,18 @@ class Run:
         return {"sessionId": s.agent_id,
                 "prompt": [{"type": "text", "text": prompt_text(handle, turn, self.salt)}]}
 
-    def _send_turn(self, handle: str, ann: Mapping[str, Any]) -> Pending | _TurnWait:
-        """Send the turn's ``session/prompt``. In v1 its answer ends the turn; in v2 the
+    def _send_turn(self, handle: str, ann: Mapping[str, Any], text: str | None = None
+                   ) -> Pending | _TurnWait:
+        """Send the turn's ``session/prompt`` (with ``text``: that text, a command, instead of
+        the harness's turn, and no nonce). In v1 its answer ends the turn; in v2 the
         answer only says the message was inserted, and the turn ends with the session's
         ``idle`` ``state_update`` (acp-reference.md §8), which is watched for before the
         request is written, since it may overtake the answer."""
-        params = self._turn(handle, ann)
+        if text is None:
+            params = self._turn(handle, ann)
+        else:
+            params = {"sessionId": self.sessions[handle].agent_id,
+                      "prompt": [{"type": "text", "text": text}]}
         if self.protocol < 2:
             return self.agent.send_request("session/prompt", params)
         ends = _TurnEnd(self.sessions[handle].agent_id)
@@ -653,6 +670,56 @@ class Run:
         pending = self._send_turn(step["session"], ann)
         return self._reply_outcome(self._await(pending, "session/prompt",
                                                self.spec.request_timeout))
+
+    def _do_compact(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """Make the agent compact session ``H``, and wait for the turn that does it.
+
+        ``by: command``: a ``session/prompt`` whose text is ``/`` and the name of the
+        compaction command the agent advertised (a command named ``compact``, in an
+        ``available_commands_update`` for any session of this run), awaited like a turn. It
+        carries no nonce: what the agent then asks the model is its summary, not a turn of
+        the harness's. Skipped when no such command was advertised in this run.
+
+        ``by: usage`` and ``by: overflow``: the gateway is armed (:meth:`Gateway.press`) so
+        that H's next model turn gets a reply whose usage reports the profile's
+        ``usage_tokens``, or its API's context-length error naming ``context_window``, once;
+        then an ordinary turn is sent, nonce and all. A ``compact`` verdict says whether a
+        request took the pressure (``pressed``)."""
+        handle = step["session"]
+        if step["by"] == "command":
+            name = self.compact_command()
+            if name is None:
+                return StepOutcome("skipped")
+            pending = self._send_turn(handle, ann, text=f"/{name}")
+            return self._reply_outcome(self._await(pending, "session/prompt",
+                                                   self.spec.request_timeout))
+        assert self.gateway is not None
+        c = self.spec.compaction()
+        self.gateway.press(handle, step["by"], tokens=c.usage_tokens, window=c.context_window)
+        try:
+            out = self._do_prompt(step, ann)
+        finally:
+            pressed = self.gateway.release(handle)
+        self.history.append("verdict", {"step": self._step_index - 1, "what": "compact",
+                                        "outcome": out.outcome, "by": step["by"],
+                                        "pressed": pressed})
+        return out
+
+    def compact_command(self) -> str | None:
+        """The name of the compaction command an agent process of this run advertised
+        (``compact``, with or without its ``/``), or ``None``."""
+        for _, msg in self.history.acp_messages("recv"):
+            params = msg.get("params") if isinstance(msg, Mapping) else None
+            update = params.get("update") if isinstance(params, Mapping) else None
+            if not isinstance(update, Mapping) \
+                    or update.get("sessionUpdate") != "available_commands_update":
+                continue
+            commands = update.get("availableCommands")
+            for c in commands if isinstance(commands, list) else []:
+                name = c.get("name") if isinstance(c, Mapping) else None
+                if isinstance(name, str) and name.lstrip("/") == COMPACT_COMMAND:
+                    return COMPACT_COMMAND
+        return None
 
     def _do_cancel(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """A prompt turn cancelled mid-flight: ``session/cancel`` is written right behind the
@@ -752,6 +819,10 @@ class Run:
             return StepOutcome("exited", error={"harness": str(e)})
         return StepOutcome("ok")
 
+
+#: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
+#: advertises it (claude-agent-acp, codex-acp and the reference agent name it so).
+COMPACT_COMMAND = "compact"
 
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
 REQUEST_CANCELLED = -32800

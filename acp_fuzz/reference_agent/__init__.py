@@ -197,6 +197,15 @@ client prompt texts.
     session comes out of it without its client prompt (it was rebuilt under the running
     turn). 3 steps: new A (append P); resume A (P again) while a turn of A runs; prompt A →
     P missing (``prompt.lost``, MUST). Drawn by v2 campaigns only.
+``compaction-drops-prompt``
+    (Plants ``--variant compacting``.) After a compaction the session's system prompt is
+    rebuilt from the built-in defaults only. 4 steps: new A (append P); prompt A; prompt A
+    ``/compact``; prompt A → P missing (``prompt.lost``, MUST).
+``compaction-keeps-stale``
+    (Plants ``--variant compacting``.) A changed prompt on a load or resume is held back, as
+    under ``--variant defer-until-compaction``, but the compaction keeps the old one: the change
+    is never applied. 6 steps: new A (append P); prompt A; resume A (append Q); prompt A
+    ``/compact``; prompt A; prompt A → P, never Q (``prompt.change-ignored``).
 ``tiny-baseline``
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:
@@ -229,6 +238,27 @@ Behaviours the RFD allows, which a harness must not call bugs.
     "Session is busy") before it changes anything; once the turn is over it is applied (as
     the codex adapter says of prompt changes on a busy session). Not a bug: an error with no
     side effect is what the RFD asks of an agent that cannot apply a prompt.
+``compacting``
+    The agent compacts. After ``session/new``, load, resume and fork it sends an
+    ``available_commands_update`` with one command, ``compact`` (a description, no input; v2
+    adds ``type: "command"``). A turn whose text is ``/compact`` compacts the session and ends
+    ``end_turn`` with a one-line reply. It also compacts by itself: before the turn after a
+    reply whose ``usage.prompt_tokens`` is at least 90 % of its 128,000-token window, and,
+    when a request gets HTTP 400 ``context_length_exceeded``, before retrying it once. A
+    compaction is one summary request (system message ``acp-fuzz reference agent: summarise
+    the conversation so far...``, the conversation as its user message, so the harness's
+    nonces tie it to the session); the conversation is then that summary alone, and the
+    system prompt is rebuilt from the session's prompt (a deferred change applies). v2 reports
+    it as ``compaction_update`` ``in_progress`` then ``completed`` (a v1 client must advertise
+    ``session.compaction`` for it, which acp-fuzz does not: v1 sends none). Run it with
+    ``--profile reference-compacting``, which has its summary rule and ``[compaction]``; its
+    bugs and ``defer-until-compaction`` too: ``acp-fuzz target --profile
+    reference-compacting -- python -m acp_fuzz.reference_agent --bug compaction-drops-prompt``.
+``defer-until-compaction``
+    (Plants ``compacting``.) A changed prompt on a load or resume, live or cold, is held back
+    until the session's next compaction, then applied. The prompt still sent is stored with the
+    session, so a restart does not apply the change either (SP-LIFECYCLE-DEFER-MAY: the
+    prompt cache it protects outlives the process). A fork applies its prompt at once.
 """
 
 from .agent import BUGS, DEFAULT_INSTRUCTIONS, VARIANTS, Agent, default_instructions, main

@@ -17,6 +17,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,11 @@ BUGS: dict[str, str] = {
     "client offered (a version it was not offered), then speaks v2",
     "busy-resume-drops-prompt": "a load or resume that arrives while a turn of the session "
     "runs is accepted, but the session comes out of it without its client prompt",
+    "compaction-drops-prompt": "after a compaction the session's system prompt is rebuilt "
+    "from the built-in defaults only: the client prompt is gone (implies --variant compacting)",
+    "compaction-keeps-stale": "a changed prompt is held back until the next compaction, as "
+    "under --variant defer-until-compaction, but the compaction keeps the old prompt: the "
+    "change is never applied",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -136,6 +142,11 @@ VARIANTS: dict[str, str] = {
     "offer of 1 or more",
     "busy-refuses": "a load or resume that arrives while a turn of the session runs is refused "
     "(-32000, session busy) and changes nothing",
+    "compacting": "the agent compacts a session's conversation into a summary: on the /compact "
+    "command it advertises, before the turn after a reply reports 90 % of its context "
+    "window used, and when a request gets the context-length error (then it retries once)",
+    "defer-until-compaction": "compacting, and a changed prompt on a load or resume is held "
+    "back until the session's next compaction, even across a restart (SP-LIFECYCLE-DEFER-MAY)",
 }
 
 #: The error a busy session's load or resume gets under ``--variant busy-refuses`` (a server
@@ -150,6 +161,27 @@ TITLE_BUGS = frozenset({"title-drops-prompt"})
 DIRECTORY_BUGS = frozenset({"moved-cwd-drops-prompt"})
 #: Longer titles are cut to this many characters (the schema lets an agent normalize).
 MAX_TITLE = 256
+
+#: The planted bugs of compaction (they plant ``--variant compacting`` themselves), and the
+#: variants that hold a changed prompt back until the next compaction.
+COMPACTION_BUGS = frozenset({"compaction-drops-prompt", "compaction-keeps-stale"})
+HOLDING = frozenset({"defer-until-compaction", "compaction-keeps-stale"})
+#: --variant compacting: the model's context window, and the share of it that a reply's
+#: ``usage.prompt_tokens`` may report before the session is compacted (before its next turn).
+CONTEXT_WINDOW = 128_000
+COMPACT_AT = 0.9
+#: The compaction command it advertises (``available_commands_update``) and takes as a turn.
+COMPACT_COMMAND = "compact"
+COMPACT_DESCRIPTION = "Summarise the conversation to free context"
+#: The system text of its summary request (what a profile's ``[[side]]`` rule of kind
+#: ``compaction`` recognises), and what the summary is kept under in the conversation.
+SUMMARY_INSTRUCTIONS = (
+    "acp-fuzz reference agent: summarise the conversation so far. Keep every request, "
+    "decision and open question; the summary replaces the conversation."
+)
+SUMMARY_PREFIX = "Summary of the conversation so far:"
+#: What a /compact turn answers.
+COMPACTED = "Compacted the conversation into a summary."
 
 # BUG(tiny-baseline): what an adapter on the Claude Agent SDK sends as its default system slot.
 TINY_DEFAULTS = (
@@ -274,6 +306,23 @@ def render_prompt(params: dict[str, Any]) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A model reply and the input tokens its usage reported (``None``: it did not say)."""
+
+    text: str
+    prompt_tokens: int | None = None
+
+
+class ContextTooLong(RpcError):
+    """The model refused the request as longer than its context (``context_length_exceeded``).
+    An agent that does not compact answers the prompt with it, like any failed request."""
+
+    def __init__(self) -> None:
+        super().__init__(INTERNAL_ERROR, "model request failed: HTTP 400 (the context is too "
+                         "long for the model)")
+
+
 def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str, str]],
                     model: str = MODEL) -> str:
     """POST ``messages`` to ``<base_url>/chat/completions`` and return the assistant's text.
@@ -281,6 +330,13 @@ def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str,
     Any failure (no base URL, connection error, non-200 status, malformed answer) raises
     :class:`RpcError` ``-32603``; the agent answers the prompt with it and keeps running.
     """
+    return chat_request(base_url, api_key, messages, model).text
+
+
+def chat_request(base_url: str | None, api_key: str, messages: list[dict[str, str]],
+                 model: str = MODEL) -> Answer:
+    """:func:`chat_completion`, with the reply's ``usage.prompt_tokens``; an HTTP 400 whose
+    error ``code`` is ``context_length_exceeded`` raises :class:`ContextTooLong`."""
     if not base_url:
         raise RpcError(INTERNAL_ERROR, "model request failed: OPENAI_BASE_URL is not set")
     body = json.dumps({"model": model, "messages": messages, "stream": False}).encode()
@@ -295,18 +351,34 @@ def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str,
             answer = json.loads(response.read())
         content = answer["choices"][0]["message"]["content"]
     except urllib.error.HTTPError as e:  # non-2xx status
+        if e.code == 400 and _error_code(e) == "context_length_exceeded":
+            raise ContextTooLong() from e
         raise RpcError(INTERNAL_ERROR, f"model request failed: HTTP {e.code}") from e
     except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
         raise RpcError(INTERNAL_ERROR, f"model request failed: {short(e)}") from e
-    return content if isinstance(content, str) else ""
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return Answer(content if isinstance(content, str) else "",
+                  tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None)
+
+
+def _error_code(e: urllib.error.HTTPError) -> Any:
+    """The ``error.code`` of an OpenAI-style error body, or ``None``."""
+    try:
+        body = json.loads(e.read(64 * 1024))
+    except (OSError, ValueError):
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    return error.get("code") if isinstance(error, dict) else None
 
 
 # ---------------------------------------------------------------------------------------------
 # The agent.
 # ---------------------------------------------------------------------------------------------
 
-#: The model call: (messages, model id) -> the assistant's text.
-Model = Callable[[list[dict[str, str]], str], str]
+#: The model call: (messages, model id) -> the assistant's text, or an :class:`Answer` with
+#: the usage it reported.
+Model = Callable[[list[dict[str, str]], str], "str | Answer"]
 
 
 class Agent:
@@ -346,6 +418,13 @@ class Agent:
             self.variants |= {"titles"}
         if self.bugs & DIRECTORY_BUGS:
             self.variants |= {"directories"}
+        if self.bugs & COMPACTION_BUGS or "defer-until-compaction" in self.variants:
+            self.variants |= {"compacting"}
+        # --variant compacting: it advertises /compact and compacts sessions (see _compact).
+        self.compacting = "compacting" in self.variants
+        # --variant defer-until-compaction (and BUG(compaction-keeps-stale)): a changed
+        # prompt is held back until the next compaction (Session.held, stored).
+        self.holding = bool((self.variants | self.bugs) & HOLDING)
         self.directories = "directories" in self.variants and dialect == "standard"
         # Client-set titles, offered only with --variant titles (so by default the agent
         # draws the harness's sequences exactly as before titles existed).
@@ -361,6 +440,7 @@ class Agent:
         # The ACP version this connection speaks, fixed by the initialize answer (1 until
         # then). v2 changes only wire shapes; the logic (and every planted bug) is shared.
         self.protocol = 1
+        self.compaction_updates = False  # v1: the client advertised session.compaction
         # v2: what runs once the current request is answered (a prompt's turn), else None.
         self.after_reply: Callable[[], None] | None = None
         # v2: (session id, message id) pairs handed out by this process (see _message_id).
@@ -578,7 +658,9 @@ class Agent:
         none:     the default instructions alone.
         """
         prompt = session.system_prompt
-        if session.session_id in self.deferred:
+        if session.held:
+            prompt = session.held_prompt  # until the next compaction (defer-until-compaction)
+        elif session.session_id in self.deferred:
             prompt = self._deferred_prompt(session.session_id)
         if "leak" in self.bugs and self.last_client_prompt is not None:
             prompt = self.last_client_prompt  # BUG(leak): process-global state, not per session
@@ -622,7 +704,12 @@ class Agent:
         if prompt is None:
             return
         old = session.system_prompt
-        if session.session_id in self.live and prompt != old:
+        if self.holding:
+            if prompt != old and not session.held:
+                # Held back until the next compaction, stored with the session: a new
+                # process holds it too (the provider's prompt cache outlives this one).
+                session.held, session.held_prompt = True, old
+        elif session.session_id in self.live and prompt != old:
             self._defer(session.session_id, old)
         if "duplicate-on-resume" in self.bugs and old is not None:
             prompt = SystemPrompt(prompt.mode, old.texts + prompt.texts)  # BUG(duplicate-on-resume)
@@ -725,6 +812,12 @@ class Agent:
             raise RpcError(UNSUPPORTED_VERSION, "Unsupported protocol version",
                            {"requested": version, "supported": list(supported)})
         self.protocol = answer = max(usable)
+        # v1: compaction_update only when the client advertised session.compaction (the v1
+        # schema's CompactionUpdate); v2 gates it on no client capability.
+        client = params.get("clientCapabilities")
+        session_caps = client.get("session") if isinstance(client, dict) else None
+        self.compaction_updates = isinstance(session_caps, dict) \
+            and isinstance(session_caps.get("compaction"), dict)
         if "version-above-offer" in self.bugs and 2 in supported:
             # BUG(version-above-offer): answers a version the client did not offer.
             self.protocol, answer = 2, version + 1
@@ -830,6 +923,7 @@ class Agent:
             self._activate(session)
         if session.system_prompt is not None:
             self.last_client_prompt = session.system_prompt
+        self._advertise(session)
         return {"sessionId": session.session_id, **self.options_of(session)}
 
     def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -869,6 +963,7 @@ class Agent:
             kind = "user_message_chunk" if user else "agent_message_chunk"
             self._update(session.session_id, {"sessionUpdate": kind, "content": content})
         self._state_snapshot(session)
+        self._advertise(session)
         return self.options_of(session)
 
     def _state_snapshot(self, session: Session) -> None:
@@ -902,6 +997,7 @@ class Agent:
         self._activate(session)
         self.store.save(session)
         self._state_snapshot(session)
+        self._advertise(session)
         return self.options_of(session)  # SES-AGENT-RESUME-NOREPLAY-MUST: no history is sent
 
     def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -926,6 +1022,7 @@ class Agent:
         self._activate(fork)
         if prompt is not None:
             self.last_client_prompt = prompt
+        self._advertise(fork)
         return {"sessionId": fork.session_id, **self.options_of(fork)}
 
     def session_close(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -1037,38 +1134,128 @@ class Agent:
         # CANCEL-AGENT-STOPREASON-MUST: a cancelled turn answers "cancelled", not an error.
         if self.cancelled(session_id):
             return "cancelled"
-        system, user_text = self.compose(session, user_text)
-        messages = [
-            {"role": "system", "content": system},
-            # Only role and content reach the model (a v2 entry also keeps its message id).
-            *({"role": m["role"], "content": m["content"]} for m in session.history),
-            {"role": "user", "content": user_text},
-        ]
+        if self.compacting and user_text.strip() == f"/{COMPACT_COMMAND}":
+            self._compact(session, "its /compact command")
+            self._say(session, COMPACTED, message_id)
+            return "end_turn"
+        if self.compacting and session.compact_due:
+            self._compact(session, "the context nearly full")  # before the turn
+        asked_text = user_text
+        messages, user_text = self._messages(session, asked_text)
         if self.reattaching(session_id):
             self.busy.add(session_id)
         # Raises RpcError -32603; the history stays unchanged.
-        reply = self.model(messages, session.model)
+        try:
+            reply = self._ask(session, messages)
+        except ContextTooLong:
+            if not self.compacting:
+                raise
+            # Compact, then try the request once more (a second refusal fails the turn).
+            self._compact(session, "the context-length error")
+            messages, user_text = self._messages(session, asked_text)
+            reply = self._ask(session, messages)
         if self.reattaching(session_id):  # it arrived while the model was answering
             self.busy.add(session_id)
         if self.cancelled(session_id):  # the cancel arrived while the model was answering
             return "cancelled"
         asked = {"role": "user", "content": user_text}
         answered = {"role": "assistant", "content": reply}
-        if message_id is None:
-            self._update(
-                session_id,
-                {"sessionUpdate": "agent_message_chunk",
-                 "content": {"type": "text", "text": reply}},
-            )
-        else:
-            reply_id = self._message_id(session, 1)
+        reply_id = self._say(session, reply, message_id)
+        if message_id is not None and reply_id is not None:
             asked["id"], answered["id"] = message_id, reply_id  # kept for a replay
-            self._update(session_id, {"sessionUpdate": "agent_message", "messageId": reply_id,
-                                      "content": [{"type": "text", "text": reply}]})
         session.history.append(asked)
         session.history.append(answered)
         self.store.save(session)
         return "end_turn"
+
+    def _messages(self, session: Session, user_text: str
+                  ) -> tuple[list[dict[str, str]], str]:
+        """The model request of a turn (and the user text it sends): the system message,
+        the conversation, the user message."""
+        system, user_text = self.compose(session, user_text)
+        return [
+            {"role": "system", "content": system},
+            # Only role and content reach the model (a v2 entry also keeps its message id).
+            *({"role": m["role"], "content": m["content"]} for m in session.history),
+            {"role": "user", "content": user_text},
+        ], user_text
+
+    def _say(self, session: Session, text: str, message_id: str | None) -> str | None:
+        """Send the agent's reply of a turn: one ``agent_message_chunk`` (v1), or an
+        ``agent_message`` with its own id (v2, when the user message has ``message_id``),
+        which is returned."""
+        if message_id is None:
+            self._update(session.session_id, {"sessionUpdate": "agent_message_chunk",
+                                              "content": {"type": "text", "text": text}})
+            return None
+        reply_id = self._message_id(session, 1)
+        self._update(session.session_id, {"sessionUpdate": "agent_message",
+                                          "messageId": reply_id,
+                                          "content": [{"type": "text", "text": text}]})
+        return reply_id
+
+    def _ask(self, session: Session, messages: list[dict[str, str]]) -> str:
+        """The model's reply text. Under ``--variant compacting`` a reply whose usage reports
+        at least :data:`COMPACT_AT` of :data:`CONTEXT_WINDOW` marks the session for a
+        compaction before its next turn."""
+        answer = self.model(messages, session.model)
+        if not isinstance(answer, Answer):
+            return answer
+        if self.compacting and answer.prompt_tokens is not None \
+                and answer.prompt_tokens >= COMPACT_AT * CONTEXT_WINDOW:
+            session.compact_due = True
+        return answer.text
+
+    def _compact(self, session: Session, why: str) -> None:
+        """Compact a session (``--variant compacting``): one summary request to the model
+        (:data:`SUMMARY_INSTRUCTIONS` as its system message, the conversation as its user
+        message), then the conversation is the summary alone and the system prompt is
+        rebuilt from the session's prompt: a change held back or deferred until now applies.
+        v2, and v1 when the client advertised ``session.compaction``, report it as
+        ``compaction_update`` ``in_progress``, then ``completed`` (or
+        ``failed``: a failed summary request fails the turn, and nothing changes)."""
+        session_id = session.session_id
+        compaction = f"c{session.compactions + 1}"
+        self.log(f"compacting {session_id} ({why})")
+        if self.protocol >= 2 or self.compaction_updates:
+            self._update(session_id, {"sessionUpdate": "compaction_update",
+                                      "compactionId": compaction, "status": "in_progress"})
+        transcript = "\n\n".join(f"{m['role']}: {m['content']}" for m in session.history)
+        try:
+            summary = self._ask(session, [
+                {"role": "system", "content": SUMMARY_INSTRUCTIONS},
+                {"role": "user", "content": transcript or "(no conversation yet)"}])
+        except RpcError as e:
+            if self.protocol >= 2 or self.compaction_updates:
+                self._update(session_id, {"sessionUpdate": "compaction_update",
+                                          "compactionId": compaction, "status": "failed",
+                                          "error": e.message})
+            raise
+        session.compactions += 1
+        session.history = [{"role": "user", "content": f"{SUMMARY_PREFIX}\n{summary}"}]
+        session.compact_due = False
+        self.deferred.pop(session_id, None)  # every deferring variant: this is the rebuild
+        if session.held:
+            if "compaction-keeps-stale" in self.bugs:
+                session.system_prompt = session.held_prompt  # BUG(compaction-keeps-stale)
+            session.held, session.held_prompt = False, None
+        if "compaction-drops-prompt" in self.bugs:
+            session.system_prompt = None  # BUG(compaction-drops-prompt): rebuilt from defaults
+        self.store.save(session)
+        if self.protocol >= 2 or self.compaction_updates:
+            self._update(session_id, {"sessionUpdate": "compaction_update",
+                                      "compactionId": compaction, "status": "completed"})
+
+    def _advertise(self, session: Session) -> None:
+        """``--variant compacting``: once the answer that opened ``session`` is sent, its
+        commands (``/compact``), as ``available_commands_update``."""
+        if not self.compacting:
+            return
+        command: dict[str, Any] = {"name": COMPACT_COMMAND, "description": COMPACT_DESCRIPTION}
+        if self.protocol >= 2:
+            command = {"type": "command", **command}
+        update = {"sessionUpdate": "available_commands_update", "availableCommands": [command]}
+        self.after_reply = lambda: self._update(session.session_id, update)
 
     def _turn_v2(self, session: Session, user_text: str, message_id: str) -> None:
         """A v2 turn, once its prompt is answered: ``running``, the echo of the user message,
@@ -1264,7 +1451,11 @@ def main(argv: list[str] | None = None) -> int:
     reader = LineReader(sys.stdin.fileno())
     agent = Agent(
         store=Store(Path.home() / ".acp-fuzz-reference-agent"),
-        model=lambda messages, model: chat_completion(base_url, api_key, messages, model),
+        # A compacting agent reads the usage of its replies; the others, the text alone.
+        model=(lambda messages, model: chat_request(base_url, api_key, messages, model))
+        if {"compacting", "defer-until-compaction"} & set(args.variant)
+        or COMPACTION_BUGS & set(args.bug)
+        else (lambda messages, model: chat_completion(base_url, api_key, messages, model)),
         send=send,
         cancelled=reader.cancel_waiting,
         reattaching=reader.reattach_waiting,

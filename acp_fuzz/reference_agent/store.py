@@ -78,6 +78,14 @@ class Session:
     mode: str = "code"  # the session mode (session/set_mode); see agent.MODES
     model: str = "reference-model"  # the "model" config option (session/set_config_option)
     title: str | None = None  # set by the client (session/set_title), never generated
+    # --variant defer-until-compaction: a changed prompt is held back until the next
+    # compaction, across restarts too; ``held_prompt`` is the prompt still sent meanwhile.
+    held: bool = False
+    held_prompt: SystemPrompt | None = None
+    # --variant compacting: a model reply reported the context nearly full, so the session
+    # is compacted before its next turn; and how many compactions it had (their ids).
+    compact_due: bool = False
+    compactions: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk document."""
@@ -91,6 +99,10 @@ class Session:
             "mode": self.mode,
             "model": self.model,
             "title": self.title,
+            "held": ({"systemPrompt": self.held_prompt.to_json() if self.held_prompt else None}
+                     if self.held else None),
+            "compactDue": self.compact_due,
+            "compactions": self.compactions,
         }
 
     @classmethod
@@ -110,6 +122,11 @@ class Session:
             mode=str(obj.get("mode", "code")),
             model=str(obj.get("model", "reference-model")),
             title=str(obj["title"]) if obj.get("title") is not None else None,
+            held=isinstance(obj.get("held"), dict),
+            held_prompt=SystemPrompt.from_json(obj["held"].get("systemPrompt"))
+            if isinstance(obj.get("held"), dict) else None,
+            compact_due=obj.get("compactDue") is True,
+            compactions=int(obj.get("compactions", 0)),
         )
 
 

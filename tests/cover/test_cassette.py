@@ -24,6 +24,7 @@ from acp_fuzz.core.cassette import (
     CassetteWriter,
     Header,
     Limits,
+    RunSettings,
     iter_events,
     open_cassette,
     read_cassette,
@@ -866,3 +867,17 @@ def test_select_options_are_read_from_config_options() -> None:
            "options": [{"value": "a"}, {"value": "b"}]}]
     assert select_options(v2, 2) == {"model": (("a", "b"), "a")}
     assert select_options(v2) == {} and select_options(config, 2) == {}
+
+
+def test_run_settings_read_the_header_with_types_and_a_wrong_type_reads_as_absent(
+        tmp_path: Path) -> None:
+    settings = {"profile": "codex-acp", "dialect": "claude-meta", "strict": True,
+                "baseline": {"texts": ["x"]}, "seed": 3}
+    path = tmp_path / "s.cassette"
+    write_cassette(path, Header(target=["a"], settings=settings), [])
+    assert read_cassette(path).header.run_settings == RunSettings(
+        profile="codex-acp", dialect="claude-meta", strict=True, baseline={"texts": ["x"]})
+    assert Header(target=["a"]).run_settings == RunSettings()
+    crafted = {"profile": ["x"], "dialect": 1, "strict": "yes", "baseline": 5}
+    assert RunSettings.from_wire(crafted) == RunSettings(baseline=5)
+    assert RunSettings.from_wire(None) == RunSettings()

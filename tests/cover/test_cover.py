@@ -42,11 +42,16 @@ CAPS = {
                                                            additional_directories=True),
     "directories, nothing to move": Capabilities(system_prompt=True,
                                                  additional_directories=True),
+    "compacting": replace(REFERENCE, compact_command=True, compact_usage=True,
+                          compact_overflow=True),
+    "compacting by command, v2": replace(V2, compact_command=True),
+    "compacting, nothing to reattach": Capabilities(system_prompt=True, compact_usage=True),
 }
 
 
 def _sent(examples: Any, caps: Capabilities) -> set[str]:
-    return {k for ex in examples for s in ex.steps for k in step_keys(s, caps)}
+    return {k for ex in examples for i, s in enumerate(ex.steps)
+            for k in step_keys(s, caps, ex.steps[:i])}
 
 
 @pytest.mark.parametrize("name", sorted(CAPS))
@@ -59,7 +64,9 @@ def test_the_covering_examples_send_every_key_in_valid_short_sequences(
     keys = cover_keys(caps, resend_on_lifecycle=resend)
     assert _sent(examples, caps) >= set(keys)
     assert {k for ex in examples for k in ex.keys} == _sent(examples, caps)
-    longest_unit = 5  # new A (P); prompt A; restart; load A (P); prompt A
+    # new A (P); prompt A; load A (Q); compact A; prompt A; prompt A (5 without compaction:
+    # new A (P); prompt A; restart; load A (P); prompt A)
+    longest_unit = 6 if caps.compactions() else 5
     for ex in examples:
         steps = [validate_step(dict(s)) for s in ex.steps]  # steps the strategies could draw
         assert allowed(steps), steps
@@ -118,6 +125,48 @@ def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect(
     modes = {s["systemPrompt"]["mode"] for ex in covering_examples(plain) for s in ex.steps
              if classify(s.get("systemPrompt"), plain).kind == "valid"}
     assert modes == {"append"}
+
+
+def test_each_compaction_then_one_after_a_live_change_each_in_its_shortest_sequence() -> None:
+    """Each way the agent can be made to compact, once, after a turn and before one; then a
+    changed prompt on a live load, a compaction, and two turns (a deferred change must land
+    at the compaction). An agent that cannot be made to compact gets none of them."""
+    caps = CAPS["compacting"]
+    compacting = [[(s["op"], s.get("by"), "systemPrompt" in s) for s in ex.steps]
+                  for ex in covering_examples(caps) if any(s["op"] == "compact"
+                                                           for s in ex.steps)]
+    assert compacting == [
+        [("new", None, True), ("prompt", None, False), ("compact", by, False),
+         ("prompt", None, False)] for by in ("command", "usage", "overflow")] + [
+        [("new", None, True), ("prompt", None, False), ("load", None, True),
+         ("compact", "command", False), ("prompt", None, False), ("prompt", None, False)]]
+    (changed,) = [ex for ex in covering_examples(caps) if "compact:after-change" in ex.keys]
+    assert changed.steps[2]["systemPrompt"] != changed.steps[0]["systemPrompt"]
+    assert {"op:compact", "compact:command", "compact:usage", "compact:overflow",
+            "compact:after-change"} <= set(cover_keys(caps))
+    assert not any(k.startswith("compact") or k == "op:compact" for k in cover_keys(REFERENCE))
+    # Without a load or resume to change the prompt on, no deferral example.
+    assert "compact:after-change" not in cover_keys(CAPS["compacting, nothing to reattach"])
+
+
+def test_a_compaction_covers_a_change_only_after_a_live_one_since_the_last() -> None:
+    caps = CAPS["compacting"]
+    p = {"mode": "append", "content": [{"type": "text", "text": "P"}]}
+    q = {"mode": "append", "content": [{"type": "text", "text": "Q"}]}
+    new, turn = {"op": "new", "session": "A", "systemPrompt": p}, {"op": "prompt", "session": "A"}
+    compact = {"op": "compact", "session": "A", "by": "usage"}
+    changed = {"op": "resume", "session": "A", "systemPrompt": q}
+    same = {"op": "load", "session": "A", "systemPrompt": p}
+    after = "compact:after-change"
+    assert step_keys(compact, caps, [new, turn]) == ["op:compact", "compact:usage"]
+    assert after in step_keys(compact, caps, [new, turn, changed])
+    assert after not in step_keys(compact, caps, [new, turn, same])
+    assert after not in step_keys(compact, caps, [new, turn, changed, compact])
+    restart = {"op": "restart"}
+    # A deferred change outlives the process; a change on a cold load is not a live one.
+    assert after in step_keys(compact, caps, [new, turn, changed, restart, {**same, **changed}])
+    assert after not in step_keys(compact, caps, [new, turn, restart, changed])
+    assert after not in step_keys({**compact, "session": "B"}, caps, [new, turn, changed])
 
 
 def test_a_payload_example_is_one_session_then_rejected_requests_then_a_turn() -> None:

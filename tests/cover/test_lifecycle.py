@@ -98,6 +98,23 @@ def test_a_mode_or_model_switch_needs_an_open_session(op: str) -> None:
     assert not allowed([NEW_A, {"op": "close", "session": "A"}, switch])
 
 
+@pytest.mark.parametrize("by", ["command", "usage", "overflow"])
+def test_a_compaction_needs_an_open_session_with_a_conversation(by: str) -> None:
+    """There is nothing to compact before a turn, and nothing would tie the summary request to
+    its session; a compaction by command leaves only its summary, so the next needs a turn."""
+    compact = {"op": "compact", "session": "A", "by": by}
+    turn = {"op": "prompt", "session": "A"}
+    assert not allowed([NEW_A, compact])
+    assert allowed([NEW_A, turn, compact, turn])
+    assert allowed([NEW_A, turn, compact, compact]) is (by != "command")
+    assert not allowed([NEW_A, turn, {"op": "restart"}, compact])
+    assert allowed([NEW_A, turn, {"op": "restart"}, {"op": "load", "session": "A"}, compact])
+    assert allowed([NEW_A, turn, {"op": "fork", "session": "A", "new": "B"},
+                    {"op": "compact", "session": "B", "by": by}])
+    assert not allowed([NEW_A, {"op": "fork", "session": "A", "new": "B"},
+                        {"op": "compact", "session": "B", "by": by}])
+
+
 def test_unknown_sessions_are_not_tried_and_handles_are_not_reused() -> None:
     assert not allowed([{"op": "load", "session": "A"}])
     assert not allowed([{"op": "fork", "session": "A", "new": "B"}])
@@ -122,7 +139,8 @@ class _Recorder(LifecycleMachine):
     caps: ClassVar[Capabilities] = Capabilities(
         system_prompt=True, override=True, load=True, resume=True, fork=True, close=True,
         list=True, delete=True, set_mode=True, set_config_option=True, title=True,
-        additional_directories=True)
+        additional_directories=True, compact_command=True, compact_usage=True,
+        compact_overflow=True)
     long_texts: ClassVar[bool] = False
     ops: ClassVar[set[str]] = set()
 
@@ -136,6 +154,8 @@ class _Recorder(LifecycleMachine):
         assert validate_step(step) == step
         self.sent.append(step)
         _Recorder.ops.add(step["op"])
+        if step["op"] == "compact":
+            _Recorder.ops.add(f"compact:{step['by']}")
 
     def teardown(self) -> None:
         assert allowed(self.sent), self.sent
@@ -152,5 +172,5 @@ def test_every_sequence_the_machine_draws_is_one_the_minimizer_would_try() -> No
     run_state_machine_as_test(_Recorder, settings=settings(
         max_examples=100, stateful_step_count=25, deadline=None, derandomize=True,
         suppress_health_check=list(HealthCheck)))
-    # Every op was drawn: the agreement was checked for each of them.
-    assert _Recorder.ops == set(OPS)
+    # Every op was drawn (every kind of compaction too): the agreement was checked for each.
+    assert _Recorder.ops == set(OPS) | {"compact:command", "compact:usage", "compact:overflow"}

@@ -14,6 +14,7 @@ import pytest
 from acp_fuzz.engine.agent_setup import (
     RUN_FACTS,
     AgentSetup,
+    Compaction,
     Facts,
     FileSpec,
     Matcher,
@@ -92,6 +93,20 @@ def test_the_run_facts_are_the_gateway_its_urls_the_token_and_the_sandbox() -> N
      "one key: equals, prefix or contains"),
     (MINIMAL + '[[side]]\nreason = "r"\nbody = { a = { prefix = 1 } }\n', "side[0].body.a",
      "prefix must be a string"),
+    (MINIMAL + '[[side]]\nreason = "r"\napi = "gemini"\nkind = "summary"\n', "side[0].kind",
+     "must be one of side, compaction"),
+    (MINIMAL + '[[side]]\nreason = "r"\napi = "gemini"\nkind = 1\n', "side[0].kind",
+     "must be a string"),
+    (MINIMAL + '[compaction]\nby = "usage"\n', "compaction.by", "must be an array"),
+    (MINIMAL + '[compaction]\nby = ["command"]\n', "compaction.by[0]",
+     "must be one of usage, overflow"),
+    (MINIMAL + '[compaction]\nby = ["usage", "usage"]\n', "compaction.by", "twice"),
+    (MINIMAL + '[compaction]\nusage_tokens = 0\n', "compaction.usage_tokens", "from 1"),
+    (MINIMAL + '[compaction]\nusage_tokens = 9.5\n', "compaction.usage_tokens",
+     "a number of tokens"),
+    (MINIMAL + '[compaction]\ncontext_window = true\n', "compaction.context_window",
+     "a number of tokens"),
+    (MINIMAL + '[compaction]\nwindow = 1\n', "compaction.window", "is not a key here"),
     (MINIMAL + '[[info]]\nregex = "x"\n', "info[0]", "prefix or contains"),
     (MINIMAL + '[timeouts]\ninit = -1\n', "timeouts.init", "more than 0"),
     (MINIMAL + '[timeouts]\ninit = true\n', "timeouts.init", "a number of seconds"),
@@ -224,7 +239,32 @@ def test_prepare_never_writes_outside_the_sandbox(tmp_path: Path) -> None:
 
 
 def test_a_setup_travels_as_plain_data() -> None:
-    setup = get_profile("claude-agent-acp").setup
-    wire = setup.to_wire()
-    assert json.loads(json.dumps(wire)) == wire
-    assert AgentSetup.from_wire(json.loads(json.dumps(wire))) == setup
+    for name in ("claude-agent-acp", "reference-compacting"):
+        setup = get_profile(name).setup
+        wire = setup.to_wire()
+        assert json.loads(json.dumps(wire)) == wire
+        assert AgentSetup.from_wire(json.loads(json.dumps(wire))) == setup
+
+
+def test_compaction_keys_and_side_kinds() -> None:
+    """``[compaction]`` says what the fake model can force (nothing by default), and a
+    ``[[side]]`` rule of ``kind = "compaction"`` names the summary request."""
+    assert parse_profile(MINIMAL, "m.toml").setup.compaction == Compaction()
+    p = parse_profile(MINIMAL + '[compaction]\nby = ["overflow"]\ncontext_window = 1000\n'
+                      '[[side]]\nreason = "summary"\nkind = "compaction"\n'
+                      'body = { "system" = { prefix = "Summarise" } }\n'
+                      '[[side]]\nreason = "title"\nbody = { "system" = { prefix = "T" } }\n',
+                      "m.toml")
+    assert p.setup.compaction == Compaction(by=("overflow",), usage_tokens=190_000,
+                                            context_window=1000)
+    test = p.side_test()
+    assert test is not None
+    assert test.side_kind("anthropic.messages", "/v1/messages", {},
+                          {"system": "Summarise it"}) == "compaction"
+    assert test.side_kind("anthropic.messages", "/v1/messages", {}, {"system": "Title"}) \
+        == "side"
+    assert test.side_kind("anthropic.messages", "/v1/messages", {}, {"system": "Go"}) is None
+    assert get_profile("reference").setup.compaction.by == ()
+    compacting = get_profile("reference-compacting").setup.compaction
+    assert (compacting.by, compacting.usage_tokens, compacting.context_window) == (
+        ("usage", "overflow"), 120_000, 128_000)

@@ -57,6 +57,10 @@ SERVER = {"name": "x", "command": "sh", "args": ["-c", "id"], "env": []}
     {"op": "set_mode", "session": "A", "pick": 10 ** 9},
     {"op": "set_title", "session": "A", "title": "x" * 5000},
     {"op": "invalid", "method": "session/prompt", "why": ["x"]},
+    {"op": "compact", "session": "A"},
+    {"op": "compact", "session": "A", "by": "summary"},
+    {"op": "compact", "session": "A", "by": "command", "text": "/exec rm -rf"},
+    {"op": "compact", "by": "usage"},
 ])
 def test_anything_the_strategies_cannot_draw_is_refused_with_one_line(
         step: dict[str, Any]) -> None:
@@ -80,6 +84,9 @@ def test_anything_the_strategies_cannot_draw_is_refused_with_one_line(
                      "annotations": {"priority": 0.5}}]}},
     {"op": "invalid", "method": "session/resume", "params": invalid_params("session/resume"),
      "why": "unknown session id"},
+    {"op": "compact", "session": "A", "by": "command"},
+    {"op": "compact", "session": "B", "by": "usage"},
+    {"op": "compact", "session": "C", "by": "overflow"},
 ])
 def test_what_the_strategies_draw_passes_unchanged(step: dict[str, Any]) -> None:
     assert validate_step(step) == step

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import pytest
 
+from acp_fuzz.engine.agent_setup import AgentSetup, Compaction
 from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.gateway.server import is_side_request
 from acp_fuzz.engine.profiles import base_env, get_profile, header
@@ -46,8 +47,13 @@ EVERY_FIELD = TargetSpec(
     protocol="2",
     sandbox_fs=True,
     read_only=("/srv/models", "/opt/tools"),
-    # A profile file's setup: variables, directories, a templated file, side rules.
-    setup=get_profile("codex-acp").setup,
+    # A profile file's setup: variables, directories, a templated file, side rules (one of
+    # them a compaction's summary request), and what forces a compaction.
+    setup=dataclasses.replace(
+        get_profile("codex-acp").setup,
+        side=get_profile("codex-acp").setup.side + get_profile("reference").setup.side,
+        compaction=Compaction(by=("overflow", "usage"), usage_tokens=9_000,
+                              context_window=10_000)),
 )
 
 
@@ -79,6 +85,20 @@ def test_every_field_here_differs_from_its_default() -> None:
             assert value != f.default_factory(), f.name
         else:
             assert value, f.name  # a required field (argv)
+
+
+def test_every_field_of_the_setup_here_differs_from_its_default() -> None:
+    """The setup a profile file describes travels whole too: every field, every kind of side
+    rule, and the ``[compaction]`` table."""
+    assert EVERY_FIELD.setup is not None
+    for f in dataclasses.fields(AgentSetup):
+        value = getattr(EVERY_FIELD.setup, f.name)
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING \
+            else f.default
+        assert value != default, f"give AgentSetup.{f.name} a non-default value here"
+    for f in dataclasses.fields(Compaction):
+        assert getattr(EVERY_FIELD.setup.compaction, f.name) != f.default, f.name
+    assert {r.kind for r in EVERY_FIELD.setup.side} == {"side", "compaction"}
 
 
 def test_every_field_travels_to_a_worker() -> None:

@@ -23,6 +23,7 @@ import pytest
 
 from acp_fuzz.reference_agent import BUGS, DEFAULT_INSTRUCTIONS
 from acp_fuzz.reference_agent.agent import (
+    COMPACTION_BUGS,
     DIRECTORY_BUGS,
     PLAN_INSTRUCTION,
     SWITCH_BUGS,
@@ -887,6 +888,9 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
     # --variant switches.
     variant = "switches" if name in SWITCH_BUGS else "titles" if name in TITLE_BUGS \
         else "directories" if name in DIRECTORY_BUGS else None
+    if name in COMPACTION_BUGS:
+        # The correct agent compacts too; the one that holds a change back holds it whole.
+        variant = "defer-until-compaction" if name == "compaction-keeps-stale" else "compacting"
     agent = start(spawn, bug) if planted or variant is None else \
         spawn("--variant", variant).init()
     if name == "leak":
@@ -1053,6 +1057,22 @@ def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> b
         agent.ok("session/set_mode", {"sessionId": session, "modeId": "ask"})
         agent.prompt(session)
         return P not in model.system()
+    if name == "compaction-drops-prompt":
+        session = agent.new(sp("append", P))
+        agent.prompt(session)
+        agent.prompt(session, "/compact")
+        agent.prompt(session)
+        return P not in model.system()
+    if name == "compaction-keeps-stale":
+        session = agent.new(sp("append", P))
+        agent.prompt(session)
+        agent.ok("session/resume", {"sessionId": session, "cwd": CWD,
+                                    "systemPrompt": sp("append", Q)})
+        agent.prompt(session)
+        assert P in model.system() and Q not in model.system()  # held back, correctly so
+        agent.prompt(session, "/compact")
+        agent.prompt(session)
+        return Q not in model.system()
     raise AssertionError(f"no reproduction for bug {name}")
 
 

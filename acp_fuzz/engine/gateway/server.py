@@ -352,6 +352,11 @@ class Gateway:
     the built-in :func:`is_side_request` test; it gets the API name, the (redacted,
     lower-cased) headers and the parsed body.
 
+    :meth:`press` arms one session's next turn with pressure (usage near the context's
+    limit, or the context-length error) to force a compaction; each exchange records what
+    it did (``pressure``) and what the request was besides a turn (``side_kind``: a profile's
+    rule of kind ``compaction`` names a compaction's summary request).
+
     With ``upstream`` (a base URL) or an ``upstream_recorder`` the gateway forwards every
     request instead of answering it; see :mod:`acp_fuzz.engine.gateway.upstream`.
 
@@ -382,6 +387,10 @@ class Gateway:
         self.upstream = upstream
         self.upstream_recorder = upstream_recorder
         self._nonces: dict[str, tuple[str, int]] = {}
+        #: Pressure armed per session handle (:meth:`press`), and the handles whose pressure
+        #: a request has used since.
+        self._pressure: dict[str, replies.Pressure] = {}
+        self._pressed: set[str] = set()
         #: Model requests served, by kind: ``turn`` (tied to a harness turn, not a side
         #: request), ``side`` (a side request by the built-in or the profile's predicate)
         #: and ``untied`` (not a side request by any predicate, yet no registered nonce in
@@ -498,9 +507,55 @@ class Gateway:
             self._nonces[nonce] = (session, turn)
 
     def forget_nonces(self) -> None:
-        """Drop every registered nonce."""
+        """Drop every registered nonce, and any pressure still armed (:meth:`press`)."""
         with self._lock:
             self._nonces.clear()
+            self._pressure.clear()
+            self._pressed.clear()
+
+    # -- forcing a compaction ------------------------------------------------------------------
+
+    def press(self, session: str, kind: str, *, tokens: int, window: int) -> None:
+        """Arm pressure for session ``session`` (a logical handle): the next model turn tied
+        to it (a request of a generating endpoint, tied by its nonce, not a side request) gets
+        a reply that says its context is nearly full. ``kind`` ``"usage"``: a normal reply
+        whose usage reports ``tokens`` input tokens; ``"overflow"``: the API's context-length
+        error, saying ``tokens`` > ``window`` (``tokens`` is then one more than ``window``
+        when not larger). Used once; its exchange is recorded with ``pressure`` set to
+        ``kind``. A forwarding gateway (``upstream``) applies none: the real model answers."""
+        if kind not in ("usage", "overflow"):
+            raise ValueError(f"pressure must be usage or overflow, not {kind!r}")
+        if kind == "overflow":
+            tokens = max(tokens, window + 1)
+        with self._lock:
+            self._pressure[session] = replies.Pressure(kind, tokens, window)
+            self._pressed.discard(session)
+
+    def arm_pressure(self, handle: str, kind: str, tokens: int,
+                     window: int | None = None) -> None:
+        """:meth:`press` under the name issue #22 gives it: ``window`` defaults to one token
+        fewer than ``tokens`` (an overflow then says ``tokens`` > ``window``)."""
+        self.press(handle, kind, tokens=tokens,
+                   window=window if window is not None else max(tokens - 1, 1))
+
+    def release(self, session: str) -> bool:
+        """Disarm the pressure of ``session``; whether a request used it since :meth:`press`."""
+        with self._lock:
+            self._pressure.pop(session, None)
+            used = session in self._pressed
+            self._pressed.discard(session)
+            return used
+
+    def _take_pressure(self, api: str, path: str, tie: tuple[str, int] | None,
+                       side: bool) -> replies.Pressure | None:
+        if tie is None or side or api not in replies.PRESSED_APIS \
+                or ":countTokens" in path.partition("?")[0]:
+            return None
+        with self._lock:
+            pressure = self._pressure.pop(tie[0], None)
+            if pressure is not None:
+                self._pressed.add(tie[0])
+            return pressure
 
     def _find_tie(self, segments: list[Segment], fallback: bool) -> tuple[str, int] | None:
         with self._lock:
@@ -548,34 +603,52 @@ class Gateway:
             return
         body = _parse_body(raw)
         segments = split_request(api, body)
-        side = is_side_request(api, headers, body)
-        if not side and self.side_request is not None:
-            # A profile file's rules see the path too (agent_setup.SideTest).
-            with_path = getattr(self.side_request, "request_is_side", None)
-            try:
-                side = bool(with_path(api, path, headers, body) if with_path is not None
-                            else self.side_request(api, headers, body))
-            except Exception:
-                side = False  # a broken predicate must not take the gateway down
+        kind = self._side_kind(api, path, headers, body)
+        side = kind is not None
         tie = self._find_tie(segments, user_turn_is_tool_result(api, body))
         if api in _MODEL_APIS:
             with self._lock:
                 self.counts["side" if side else "turn" if tie is not None else "untied"] += 1
         if tie is None:
             side = True
+            kind = kind or "side"
         if self.upstream is not None or self.upstream_recorder is not None:
             self._forward(handler, api, method, path, header_pairs, headers,
-                          recorded_body(body, raw), raw, recorded_segments(segments), tie, side)
+                          recorded_body(body, raw), raw, recorded_segments(segments), tie, side,
+                          kind)
             return
-        reply = replies.build_reply(api, method, path, body, raw, self.reply_text)
+        pressure = self._take_pressure(api, path, tie, side)
+        reply = replies.build_reply(api, method, path, body, raw, self.reply_text, pressure)
         self._record(api, method, path, headers, recorded_body(body, raw),
-                     recorded_segments(segments), tie, reply.status, reply.text, side)
+                     recorded_segments(segments), tie, reply.status, reply.text, side,
+                     side_kind=kind, pressure=pressure.kind if pressure is not None else None)
         self._write(handler, reply.status, reply.content_type, dict(reply.headers), reply.body)
+
+    def _side_kind(self, api: str, path: str, headers: Mapping[str, str],
+                   body: Any) -> str | None:
+        """What a request is besides a turn: ``"side"`` by the built-in test or the profile's
+        predicate, the kind of the profile's matching rule (``"compaction"``), or ``None``."""
+        if is_side_request(api, headers, body):
+            return "side"
+        if self.side_request is None:
+            return None
+        # A profile file's rules see the path too, and say their kind (agent_setup.SideTest).
+        with_kind = getattr(self.side_request, "side_kind", None)
+        with_path = getattr(self.side_request, "request_is_side", None)
+        try:
+            if with_kind is not None:
+                found = with_kind(api, path, headers, body)
+                return found if isinstance(found, str) else None
+            if with_path is not None:
+                return "side" if with_path(api, path, headers, body) else None
+            return "side" if self.side_request(api, headers, body) else None
+        except Exception:
+            return None  # a broken predicate must not take the gateway down
 
     def _forward(self, handler: _Handler, api: str, method: str, path: str,
                  header_pairs: list[tuple[str, str]], headers: dict[str, str], body: Any,
                  raw: bytes, segments: list[Segment], tie: tuple[str, int] | None,
-                 side: bool) -> None:
+                 side: bool, kind: str | None) -> None:
         recorder = self.upstream_recorder
         base = self.upstream or (recorder.upstream if recorder else None)
         tie_key = json.dumps([tie[0] if tie else None, tie[1] if tie else None, side])
@@ -585,14 +658,14 @@ class Gateway:
         except UpstreamError as exc:
             reply = replies._json(502, {"error": {"type": "upstream_error", "message": str(exc)}})
             self._record(api, method, path, headers, body, segments, tie, 502, "", side,
-                         upstream=True)
+                         upstream=True, side_kind=kind)
             self._write(handler, 502, reply.content_type, {}, reply.body)
             return
         ctype = next((v for k, v in resp.headers if k.lower() == "content-type"), "")
         cenc = next((v for k, v in resp.headers if k.lower() == "content-encoding"), "")
         text = replies.extract_reply_text(api, ctype, resp.body, cenc)
         self._record(api, method, path, headers, body, segments, tie, resp.status, text, side,
-                     upstream=True)
+                     upstream=True, side_kind=kind)
         passed = {k: v for k, v in resp.headers
                   if k.lower() not in ("content-length", "transfer-encoding", "connection",
                                        "content-type", "keep-alive", "server", "date")}
@@ -631,12 +704,13 @@ class Gateway:
             api=detect_api(method, path), method=_clip(method, _BRIEF_TEXT),
             path=_clip(redact_path(path), _BRIEF_PATH), headers=headers, body=None,
             segments=(), session=None, turn=None, side=True, status=status, reply_text=reason,
-            upstream=False)
+            upstream=False, side_kind="side")
         history.append("model", exchange.to_wire())
 
     def _record(self, api: str, method: str, path: str, headers: Mapping[str, str], body: Any,
                 segments: list[Segment], tie: tuple[str, int] | None, status: int, text: str,
-                side: bool, *, upstream: bool = False) -> None:
+                side: bool, *, upstream: bool = False, side_kind: str | None = None,
+                pressure: str | None = None) -> None:
         history = self.history
         if history is None:
             return
@@ -644,7 +718,7 @@ class Gateway:
             api=api, method=method, path=redact_path(path), headers=headers, body=body,
             segments=tuple(segments), session=tie[0] if tie else None,
             turn=tie[1] if tie else None, side=side, status=status, reply_text=text,
-            upstream=upstream)
+            upstream=upstream, side_kind=side_kind, pressure=pressure)
         history.append("model", exchange.to_wire())
 
     @staticmethod
