@@ -50,8 +50,8 @@ def _render(c: Cassette, full: bool) -> Iterator[str]:
     if agent:
         yield f"agent:    {agent.get('name', '?')} {agent.get('version', '?')}"
     yield f"protocol: ACP v{protocol}"
-    dialect = h.settings.get("dialect") if isinstance(h.settings, Mapping) else None
-    dialect = dialect if isinstance(dialect, str) else "standard"
+    dialect = h.run_settings.dialect
+    dialect = dialect if dialect is not None else "standard"
     findings = h.meta.get("findings") if isinstance(h.meta, Mapping) else None
     if findings:
         status = h.meta.get("status", "")

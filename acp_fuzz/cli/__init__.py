@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from acp_fuzz.cli import agents, client, doctor, gateway, matrix, profiles, replay, show, target
-from acp_fuzz.cli.app import app
+from acp_fuzz.cli.app import app, quiet_help_flags
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.engine import interrupt
 
@@ -28,6 +28,7 @@ __all__ = ["app", "main"]
 
 # The command modules register themselves on ``app`` when imported (one module per command).
 _COMMANDS = (target, doctor, replay, show, gateway, profiles, agents, matrix, client)
+quiet_help_flags(app)
 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], filename: str,
@@ -63,11 +64,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code = 0
     if code == 130 and interrupt.requested() and argv is None:
         # Interrupted, and everything is written and closed: leave now. The interpreter's
-        # own shutdown after an interrupt is not ours to trust: CI once saw a run that had
-        # printed its report end with status -2 (killed by SIGINT) instead of 130, cause not
-        # pinned down. The exit code is the contract, so it is set here, after what Python's
-        # own exit would wait for: threads still closing an agent (bounded: a stuck one must
-        # not hold the exit).
+        # own shutdown after an interrupt is not ours to trust (docs/performance.md, "The
+        # test suite in CI"). The exit code is the contract, so it is set here, after what
+        # Python's own exit would wait for: threads still closing an agent (bounded: a stuck
+        # one must not hold the exit).
         deadline = time.monotonic() + 10.0
         for t in threading.enumerate():
             if t is not threading.main_thread() and not t.daemon:

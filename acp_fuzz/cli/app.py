@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 import typer
 from rich.console import Console
 from rich.text import Text
+from typer.core import TyperCommand, TyperGroup
 
 from acp_fuzz import __version__
 from acp_fuzz.core.escaping import terminal
@@ -24,7 +25,39 @@ from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.engine import interrupt
 
 __all__ = ["app", "atomic_write", "check_url", "check_writable_dir", "err", "error", "fail",
-           "hide", "install_interrupt_handlers", "out"]
+           "hide", "install_interrupt_handlers", "out", "quiet_help_flags"]
+
+
+class _QuietHelp:
+    """The ``-h/--help`` flag without a ``<bool>`` metavar in ``--help`` (typer shows one for
+    every flag; the others say ``metavar=""``)."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)  # type: ignore[misc]
+        if option is not None:
+            option.metavar = ""
+        return option
+
+
+class _Command(_QuietHelp, TyperCommand):
+    pass
+
+
+class _Group(_QuietHelp, TyperGroup):
+    pass
+
+
+def quiet_help_flags(typer_app: typer.Typer) -> None:
+    """Give every command and group of ``typer_app``, sub-apps included, the help flag of
+    :class:`_QuietHelp`. Called once every command module has registered itself."""
+    typer_app.info.cls = _Group
+    for command in typer_app.registered_commands:
+        if command.cls is TyperCommand:
+            command.cls = _Command
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            quiet_help_flags(group.typer_instance)
+
 
 app = typer.Typer(
     name="acp-fuzz",

@@ -33,6 +33,12 @@ from acp_fuzz.cli.app import (
     fail,
     install_interrupt_handlers,
 )
+from acp_fuzz.cli.options import (
+    SANDBOX_FS_OPTION,
+    SANDBOX_NET_OPTION,
+    enter_sandbox_net,
+    require_bwrap,
+)
 from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
@@ -62,9 +68,7 @@ def matrix(
                                   help="Seconds to wait for each agent answer."),
     workers: int = typer.Option(1, "--workers", "-j", min=1,
                                 help="Parallel workers per agent."),
-    sandbox_net: bool = typer.Option(False, "--sandbox-net",
-                                     metavar="",
-                                     help="Run in a network namespace with only loopback."),
+    sandbox_net: bool = SANDBOX_NET_OPTION,
     cassette_dir: Path = typer.Option(Path("cassettes/matrix"), "--cassette-dir",
                                       help="Where failure cassettes go (one folder per agent)."),
     markdown: Path = typer.Option(Path("matrix.md"), "--markdown", help="The Markdown table."),
@@ -77,11 +81,7 @@ def matrix(
     from_json: Path | None = typer.Option(
         None, "--from-json", metavar="PATH",
         help="Run nothing: write the table again from what an earlier --json saved."),
-    sandbox_fs: bool = typer.Option(
-        False, "--sandbox-fs",
-        metavar="",
-        help="Each agent sees its sandbox and the system folders, not your files (needs "
-             "bubblewrap)."),
+    sandbox_fs: bool = SANDBOX_FS_OPTION,
     plugin: list[str] = typer.Option(
         [], "--plugin", metavar="MODULE|PATH",
         help="Load your checks from this module or .py file (repeatable; see "
@@ -146,16 +146,8 @@ def matrix(
         columns[n], pinned[n] = prof.name, prof.version
     check_writable_dir(cassette_dir, "--cassette-dir")
     if sandbox_fs:
-        from acp_fuzz.engine.sandbox import bwrap_works
-
-        if bwrap_works() is None:
-            fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
-                 "to create namespaces here")
-    from acp_fuzz.engine.netns import maybe_reexec
-
-    code = maybe_reexec(sandbox_net)
-    if code is not None:
-        raise typer.Exit(code)
+        require_bwrap()
+    enter_sandbox_net(sandbox_net)
     from acp_fuzz.engine.campaign import CampaignSettings, FailureFound, run_campaign
     from acp_fuzz.engine.workers import run_parallel
     from acp_fuzz.reporting import result_to_json

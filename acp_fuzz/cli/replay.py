@@ -35,6 +35,12 @@ from typing import NoReturn
 import typer
 
 from acp_fuzz.cli.app import app, atomic_write, fail
+from acp_fuzz.cli.options import (
+    SANDBOX_FS_OPTION,
+    SANDBOX_NET_OPTION,
+    enter_sandbox_net,
+    require_bwrap,
+)
 from acp_fuzz.core.cassette import CassetteError, read_cassette
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.engine.replay import (
@@ -68,15 +74,8 @@ def replay_cmd(
         metavar="",
         help="Run the agent command (or profile) recorded in each cassette. A cassette can "
              "name any command: use this only for cassettes you made or trust."),
-    sandbox_net: bool = typer.Option(
-        False, "--sandbox-net",
-        metavar="",
-        help="Run in a network namespace with only loopback (as `acp-fuzz target` does)."),
-    sandbox_fs: bool = typer.Option(
-        False, "--sandbox-fs",
-        metavar="",
-        help="The agent sees its sandbox, system folders and what it needs to run, not your "
-             "files (as `acp-fuzz target --sandbox-fs`). Needs bubblewrap (bwrap)."),
+    sandbox_net: bool = SANDBOX_NET_OPTION,
+    sandbox_fs: bool = SANDBOX_FS_OPTION,
     recorded_model_replies: bool = typer.Option(
         False, "--recorded-model-replies",
         metavar="",
@@ -155,17 +154,9 @@ def replay_cmd(
     if not (offline or argv or profile or trust_recorded_command):
         _refuse_recorded(paths)
     if sandbox_fs and not offline:
-        from acp_fuzz.engine.sandbox import bwrap_works
-
-        if bwrap_works() is None:
-            fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
-                 "to create namespaces here")
+        require_bwrap()
     if not offline:
-        from acp_fuzz.engine.netns import maybe_reexec
-
-        code = maybe_reexec(sandbox_net)
-        if code is not None:
-            raise typer.Exit(code)
+        enter_sandbox_net(sandbox_net)
 
     results: list[ReplayResult] = []
     for result in _replay_all(paths, offline=offline, target=argv or None, profile=profile,

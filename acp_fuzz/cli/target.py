@@ -31,6 +31,12 @@ from acp_fuzz.cli.app import (
     install_interrupt_handlers,
     out,
 )
+from acp_fuzz.cli.options import (
+    SANDBOX_FS_OPTION,
+    SANDBOX_NET_OPTION,
+    enter_sandbox_net,
+    require_bwrap,
+)
 from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.core.escaping import terminal
@@ -113,14 +119,8 @@ def target(
         help="ACP version to offer in initialize: 1 (the current one), 2 (the draft), or "
              "auto (offer 2, speak whichever of 1 and 2 the agent answers). Default: the "
              "profile's, else 1."),
-    sandbox_net: bool = typer.Option(False, "--sandbox-net",
-                                     metavar="",
-                                     help="Run in a network namespace with only loopback."),
-    sandbox_fs: bool = typer.Option(
-        False, "--sandbox-fs",
-        metavar="",
-        help="Agents see only their sandbox (writable), system folders and what they need "
-             "to run (read-only); not your files. Needs bubblewrap (bwrap)."),
+    sandbox_net: bool = SANDBOX_NET_OPTION,
+    sandbox_fs: bool = SANDBOX_FS_OPTION,
     database: str | None = typer.Option(
         None, "--db", metavar="FOLDER|redis://HOST:PORT/N",
         help="Hypothesis example database: a folder, or a Redis URL for many machines "
@@ -183,18 +183,10 @@ def target(
     reports = parse_reports(report)
     load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
     excluded = _check_oracles(exclude_oracle)
-    from acp_fuzz.engine.netns import maybe_reexec
-
-    code = maybe_reexec(sandbox_net)
-    if code is not None:
-        raise typer.Exit(code)
+    enter_sandbox_net(sandbox_net)
     spec = build_spec(command or [], profile, timeout)
     if sandbox_fs:
-        from acp_fuzz.engine.sandbox import bwrap_works
-
-        if bwrap_works() is None:
-            fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
-                 "to create namespaces here")
+        require_bwrap()
         spec = dataclasses.replace(spec, sandbox_fs=True)
     if pass_env:
         spec = dataclasses.replace(spec, passthrough_env=(*spec.passthrough_env, *pass_env))

@@ -209,8 +209,8 @@ def _judgeable(recorded: list[str]) -> list[str]:
 
 
 def _settings(cassette: Cassette) -> tuple[Baseline, bool]:
-    settings = cassette.header.settings
-    return Baseline.from_wire(settings.get("baseline")), settings.get("strict") is True
+    settings = cassette.header.run_settings
+    return Baseline.from_wire(settings.baseline), settings.strict
 
 
 def _evaluate(cassette: Cassette, events: Sequence[Event]) -> list[Finding]:
@@ -246,8 +246,8 @@ def recorded_agent(cassette: Cassette) -> str:
     """What the cassette would run, on one line, for a human to judge before trusting it:
     ``--profile NAME`` for a profile recording, else the recorded command, shell-quoted, with
     control characters shown as escapes (never interpreted by the terminal)."""
-    profile = cassette.header.settings.get("profile")
-    if isinstance(profile, str) and profile and profile != "reference":
+    profile = cassette.header.run_settings.profile
+    if profile and profile != "reference":
         return visible(f"--profile {shlex.quote(profile)}")
     if not cassette.header.target:
         return "(no command)"
@@ -270,8 +270,8 @@ def _untrusted(cassette: Cassette) -> str:
 def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | None,
               trust_recorded_command: bool, timeout: float) -> TargetSpec:
     # The cassette's dialect, so that the prompt travels the way it did when recorded.
-    dialect = cassette.header.settings.get("dialect")
-    kw: dict[str, Any] = {"dialect": dialect if isinstance(dialect, str) else "auto",
+    dialect = cassette.header.run_settings.dialect
+    kw: dict[str, Any] = {"dialect": dialect if dialect is not None else "auto",
                           "protocol": str(answered(cassette.header.initialize))}
     if profile:
         # With a command too: your own build, run the way the profile runs its agent.
@@ -282,8 +282,8 @@ def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | N
                                        init_timeout=max(timeout, 10.0), **kw)
     if not trust_recorded_command:
         raise HarnessError(_untrusted(cassette))
-    recorded = cassette.header.settings.get("profile")
-    if isinstance(recorded, str) and recorded and recorded != "reference":
+    recorded = cassette.header.run_settings.profile
+    if recorded and recorded != "reference":
         return TargetSpec.from_profile(recorded, timeout=timeout, **kw)
     argv = cassette.header.target
     if not argv:

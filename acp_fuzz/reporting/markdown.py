@@ -145,8 +145,8 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     out.append("")
     if not steps:
         out.append("(no steps recorded)")
-    dialect = header.settings.get("dialect")
-    dialect = dialect if isinstance(dialect, str) else "standard"
+    dialect = header.run_settings.dialect
+    dialect = dialect if dialect is not None else "standard"
     for i, ev in enumerate(steps, 1):
         args = ev.data.get("args") or {}
         line = describe(args, answered(init)) if isinstance(args, Mapping) else args
@@ -191,7 +191,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     out.append("")
     out.append(_fence(f"acp-fuzz replay {shown_path} -- ./your-agent", "sh"))
     out.append("")
-    profile = _known_profile(header.settings.get("profile"))
+    profile = _known_profile(header.run_settings.profile)
     out.append("For an agent acp-fuzz knows (see `acp-fuzz profiles`):")
     out.append("")
     out.append(_fence(f"acp-fuzz replay --profile {profile or 'NAME'} {shown_path}", "sh"))
@@ -204,11 +204,11 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
 
 # -- helpers --------------------------------------------------------------------------------------
 
-def _known_profile(name: Any) -> str | None:
+def _known_profile(name: str | None) -> str | None:
     # Only a built-in profile name is shown: the cassette's own text never reaches the command.
     from acp_fuzz.engine.profiles import PROFILES
 
-    return name if isinstance(name, str) and name in PROFILES else None
+    return name if name is not None and name in PROFILES else None
 
 
 def _findings(cassette: Cassette) -> list[Finding]:
@@ -223,9 +223,9 @@ def _findings(cassette: Cassette) -> list[Finding]:
         return out
     from acp_fuzz.core.oracles import Baseline, evaluate
 
-    settings = cassette.header.settings
-    return evaluate(cassette.events, baseline=Baseline.from_wire(settings.get("baseline")),
-                    strict=settings.get("strict") is True)
+    settings = cassette.header.run_settings
+    return evaluate(cassette.events, baseline=Baseline.from_wire(settings.baseline),
+                    strict=settings.strict)
 
 
 def _initialize_result(cassette: Cassette) -> Any:

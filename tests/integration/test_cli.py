@@ -130,3 +130,40 @@ def test_agents_install_without_npm_is_a_one_line_error_per_agent(tmp_path: Path
         "acp-fuzz: error: cannot install @agentclientprotocol/codex-acp@2.6.0: 'npm' is not on "
         "PATH"]
     assert proc.stdout.strip() == "reference: nothing to install (its profile names no package)"
+
+
+# -- --help --------------------------------------------------------------------------------------
+
+def _commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    out: list[tuple[tuple[str, ...], object]] = [(path, command)]
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        out += _commands(sub, (*path, name))
+    return out
+
+
+def test_no_help_page_shows_a_bool_metavar_and_shared_options_say_one_thing() -> None:
+    from typer.main import get_command
+    from typer.testing import CliRunner
+
+    from acp_fuzz.cli import app
+
+    commands = _commands(get_command(app))
+    assert len(commands) >= 16, [p for p, _ in commands]
+    runner = CliRunner()
+    for path, _ in commands:
+        result = runner.invoke(app, [*path, "--help"])
+        assert result.exit_code == 0, (path, result.output)
+        assert "<bool>" not in result.output, path
+    # target, replay and matrix declare their sandbox options once: one help text each.
+    helps: dict[str, set[object]] = {}
+    where: dict[str, set[str]] = {}
+    for path, command in commands:
+        for param in getattr(command, "params", []):
+            for opt in ("--sandbox-net", "--sandbox-fs"):
+                if opt in param.opts:
+                    helps.setdefault(opt, set()).add(param.help)
+                    where.setdefault(opt, set()).add(path[-1])
+    assert where == {opt: {"target", "replay", "matrix"} for opt in ("--sandbox-net",
+                                                                     "--sandbox-fs")}
+    assert {opt: len(texts) for opt, texts in helps.items()} == {"--sandbox-net": 1,
+                                                                 "--sandbox-fs": 1}

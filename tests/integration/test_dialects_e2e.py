@@ -48,7 +48,7 @@ def test_detected_and_applied(dialect: str, mode: str, no_orphans: object) -> No
 def test_a_leak_is_found_through_each_dialect(dialect: str, tmp_path: Path,
                                               no_orphans: object) -> None:
     # -x: the test reads the first report only (without it the campaign searched on for other
-    # bugs through all 100 examples: 58-106 s per dialect in CI).
+    # bugs through all 100 examples; docs/performance.md, "The test suite in CI").
     result = run_campaign(ref(dialect, "--bug", "leak"), CampaignSettings(
         shrink_examples=10, cassette_dir=tmp_path, max_failures=1))
     assert result.reports, f"leak not found through {dialect}"

@@ -209,9 +209,9 @@ def test_a_bug_of_one_rare_request_is_found_at_every_seed(bug: str, seed: int, t
 
 def test_correct_agent_has_no_must_or_should_findings(tmp_path: Path,
                                                       no_orphans: Track) -> None:
-    # 80 examples (134 s at 300 in CI, the largest single test, cut when the v2 campaigns
-    # came: with the every-optional-method, v2 and busy campaigns below, 240 examples of a
-    # correct agent run in CI); longer runs are `python benchmarks/bench_bugs.py` territory.
+    # 80 examples, with the every-optional-method, v2 and busy campaigns below (their times:
+    # docs/performance.md, "The test suite in CI"); longer runs are `python
+    # benchmarks/bench_bugs.py` territory.
     result = campaign(reference(), tmp_path, seed=0, max_examples=80)
     assert result.examples_run >= 80
     bad = [f for r in result.reports for f in r.findings if f.severity in ("MUST", "SHOULD")]

@@ -26,12 +26,10 @@ SEEDS = range(10)
 
 
 #: How many of the ten seeds may miss a planted bug's shape. Not zero: a fixed seed does not fix
-#: Hypothesis' draws across processes. Its generation also draws constants collected from the
-#: modules imported so far, so the same seed drew accept-unknown-mode at 9 of 10 seeds when
-#: this file ran alone and at 10 of 10 in the full suite, where history-lost-after-restart
-#: missed seed 2 instead (measured 2026-12-01, after session/delete joined the close rule;
-#: seeds 0-29 alone: 2 misses in 390 bug-seed pairs). A rule change that makes a shape rare
-#: misses it at several seeds, which still fails.
+#: Hypothesis' draws across processes, since its generation also draws constants collected
+#: from the modules imported so far (the misses measured are in docs/performance.md, "Search
+#: power"). A rule change that makes a shape rare misses it at several seeds, which still
+#: fails.
 MAX_MISSES = 1
 
 

@@ -1,0 +1,40 @@
+"""The options that ``target``, ``replay`` and ``matrix`` share, declared once (typer shares
+the objects), with what each one asks of the machine checked in one place."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from acp_fuzz.cli.app import fail
+
+__all__ = ["SANDBOX_FS_OPTION", "SANDBOX_NET_OPTION", "enter_sandbox_net", "require_bwrap"]
+
+SANDBOX_NET_OPTION: Any = typer.Option(
+    False, "--sandbox-net", metavar="",
+    help="Run in a network namespace with only loopback.")
+SANDBOX_FS_OPTION: Any = typer.Option(
+    False, "--sandbox-fs", metavar="",
+    help="Agents see only their sandbox (writable), system folders and what they need to "
+         "run (read-only); not your files. Needs bubblewrap (bwrap).")
+
+
+def require_bwrap() -> None:
+    """``--sandbox-fs`` was given: exit 2 unless bubblewrap can create namespaces here."""
+    from acp_fuzz.engine.sandbox import bwrap_works
+
+    if bwrap_works() is None:
+        fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
+             "to create namespaces here")
+
+
+def enter_sandbox_net(sandbox_net: bool) -> None:
+    """``--sandbox-net``: run the rest of the command again inside a network namespace with
+    only loopback (:func:`acp_fuzz.engine.netns.maybe_reexec`), and exit with its status;
+    without it, nothing."""
+    from acp_fuzz.engine.netns import maybe_reexec
+
+    code = maybe_reexec(sandbox_net)
+    if code is not None:
+        raise typer.Exit(code)
