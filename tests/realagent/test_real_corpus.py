@@ -54,12 +54,22 @@ CLOCK_DEPENDENT = {
 }
 
 
+#: Findings a later rule withdrew (the agent did not change): each replays FIXED, deliberately.
+#: Issue #22 §2: both agents advertise `compact`, so a cold load is no longer the rebuild
+#: that ends a deferral, and both apply the change at compaction (docs/findings.md, findings
+#: 3 and 4, and "2026-12-02: compaction").
+WITHDRAWN = {"codex-acp/prompt.change-ignored", "claude-agent-acp/prompt.change-ignored"}
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", CASSETTES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_real_finding_still_fails(path: Path) -> None:
     profile = _profile_of(path)
     installed_profile(profile)
     result = replay_cassette(path, profile=profile)
+    if f"{path.parent.name}/{path.stem}" in WITHDRAWN:
+        assert result.verdict == "FIXED", result
+        return
     if f"{path.parent.name}/{path.stem}" in CLOCK_DEPENDENT and result.verdict == "FLAKY":
         assert result.reproduced >= 1, result
         return
