@@ -115,8 +115,8 @@ def test_agents_install_rejects_an_unknown_profile_in_one_line(tmp_path: Path) -
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "acp-fuzz: error: unknown agent profile 'nope'; known profiles: claude-agent-acp, "
-        "codex-acp, gemini-cli, pi-acp, qwen-code, reference (or a profile file: "
-        "--profile ./my-agent.toml)"]
+        "codex-acp, gemini-cli, pi-acp, qwen-code, reference, reference-compacting (or a "
+        "profile file: --profile ./my-agent.toml)"]
     assert not (tmp_path / ".cache").exists()  # nothing was installed before the check
 
 
