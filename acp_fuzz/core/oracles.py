@@ -30,7 +30,7 @@ from acp_fuzz.core.findings import CATALOG, Finding
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.lifecycle import Lifecycle
 from acp_fuzz.core.payloads import OMIT, Capabilities, Classification, blocks_of, classify
-from acp_fuzz.core.steps import describe, elsewhere
+from acp_fuzz.core.steps import advertises_compact, describe, elsewhere
 
 __all__ = ["Baseline", "Evaluator", "evaluate", "learn_baseline"]
 
@@ -1455,12 +1455,8 @@ def _on_update(st: _State, params: Any) -> None:
         return
     update = params["update"]
     kind = update.get("sessionUpdate")
-    if kind == "available_commands_update":
-        commands = update.get("availableCommands")
-        if isinstance(commands, list) and any(
-                isinstance(c, Mapping) and isinstance(c.get("name"), str)
-                and c["name"].lstrip("/") == "compact" for c in commands):
-            st.can_compact = True
+    if advertises_compact(update):
+        st.can_compact = True
     elif kind == "compaction_update" and update.get("status") == "completed":
         sid = params.get("sessionId")
         for handle, m in st.sessions.items():

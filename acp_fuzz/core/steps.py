@@ -33,9 +33,24 @@ from acp_fuzz.core.dialects import DIALECTS, encode_meta
 if TYPE_CHECKING:
     from acp_fuzz.core.history import Event
 
-__all__ = ["COMPACT_BY", "INVALID_METHODS", "OPS", "describe", "elsewhere", "invalid_params",
-           "lifecycle_request", "nonce_for", "preview", "prompt_params", "prompt_text", "steps_of",
-           "validate_step", "will_send"]
+__all__ = [
+    "COMPACT_BY",
+    "COMPACT_COMMAND",
+    "INVALID_METHODS",
+    "OPS",
+    "advertises_compact",
+    "describe",
+    "elsewhere",
+    "invalid_params",
+    "lifecycle_request",
+    "nonce_for",
+    "preview",
+    "prompt_params",
+    "prompt_text",
+    "steps_of",
+    "validate_step",
+    "will_send",
+]
 
 #: The most ``additionalDirectories`` a load, resume or fork step asks for.
 MAX_ROOTS = 4
@@ -49,6 +64,21 @@ OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "set_mode",
 #: sends an ordinary turn; ``overflow`` has the fake model answer H's next model request
 #: with its API's context-length error, once, and then sends an ordinary turn.
 COMPACT_BY = ("command", "usage", "overflow")
+#: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
+#: advertises it (claude-agent-acp, codex-acp and the reference agent name it so).
+COMPACT_COMMAND = "compact"
+
+
+def advertises_compact(update: Any) -> bool:
+    """Whether a ``session/update``'s ``update`` is an ``available_commands_update`` listing
+    the compaction command (named ``compact``, with or without its ``/``)."""
+    if not isinstance(update, Mapping) \
+            or update.get("sessionUpdate") != "available_commands_update":
+        return False
+    commands = update.get("availableCommands")
+    return isinstance(commands, list) and any(
+        isinstance(c, Mapping) and isinstance(c.get("name"), str)
+        and c["name"].lstrip("/") == COMPACT_COMMAND for c in commands)
 
 #: The keys each op's step may have, besides ``op`` (what the strategies draw, and what the
 #: minimizer's short forms use). Anything else in a cassette's step is refused.

@@ -37,7 +37,14 @@ from acp_fuzz.core.oracles import Baseline, Evaluator
 from acp_fuzz.core.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.core.protocol import NegotiationError, initialize_params, negotiate, offer_for
 from acp_fuzz.core.scrub import env_secrets
-from acp_fuzz.core.steps import lifecycle_request, nonce_for, prompt_text, validate_step
+from acp_fuzz.core.steps import (
+    COMPACT_COMMAND,
+    advertises_compact,
+    lifecycle_request,
+    nonce_for,
+    prompt_text,
+    validate_step,
+)
 from acp_fuzz.core.version import __version__
 from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.agent_setup import AgentSetup, Compaction, Facts
@@ -710,15 +717,8 @@ class Run:
         (``compact``, with or without its ``/``), or ``None``."""
         for _, msg in self.history.acp_messages("recv"):
             params = msg.get("params") if isinstance(msg, Mapping) else None
-            update = params.get("update") if isinstance(params, Mapping) else None
-            if not isinstance(update, Mapping) \
-                    or update.get("sessionUpdate") != "available_commands_update":
-                continue
-            commands = update.get("availableCommands")
-            for c in commands if isinstance(commands, list) else []:
-                name = c.get("name") if isinstance(c, Mapping) else None
-                if isinstance(name, str) and name.lstrip("/") == COMPACT_COMMAND:
-                    return COMPACT_COMMAND
+            if isinstance(params, Mapping) and advertises_compact(params.get("update")):
+                return COMPACT_COMMAND
         return None
 
     def _do_cancel(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
@@ -819,10 +819,6 @@ class Run:
             return StepOutcome("exited", error={"harness": str(e)})
         return StepOutcome("ok")
 
-
-#: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
-#: advertises it (claude-agent-acp, codex-acp and the reference agent name it so).
-COMPACT_COMMAND = "compact"
 
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
 REQUEST_CANCELLED = -32800
