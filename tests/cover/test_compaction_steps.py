@@ -268,7 +268,7 @@ def test_the_gateway_arms_pressure_for_one_request_of_its_session() -> None:
     from acp_fuzz.engine.gateway import Gateway
 
     gw = Gateway(History(), token="t")  # not started: what is armed is read back directly
-    gw.arm_pressure("A", "overflow", 5000)
+    gw.press("A", "overflow", tokens=5000, window=4999)
     assert gw._take_pressure("openai.chat", "/v1/chat/completions", ("B", 1), False) is None
     assert gw._take_pressure("openai.chat", "/v1/chat/completions", ("A", 1), True) is None
     assert gw._take_pressure("openai.chat", "/v1/chat/completions", ("A", 1), False) == \
@@ -276,4 +276,4 @@ def test_the_gateway_arms_pressure_for_one_request_of_its_session() -> None:
     assert gw._take_pressure("openai.chat", "/v1/chat/completions", ("A", 1), False) is None
     assert gw.release("A") is True and gw.release("A") is False
     with pytest.raises(ValueError, match="usage or overflow"):
-        gw.arm_pressure("A", "command", 1)
+        gw.press("A", "command", tokens=1, window=1)

@@ -531,13 +531,6 @@ class Gateway:
             self._pressure[session] = replies.Pressure(kind, tokens, window)
             self._pressed.discard(session)
 
-    def arm_pressure(self, handle: str, kind: str, tokens: int,
-                     window: int | None = None) -> None:
-        """:meth:`press` under the name issue #22 gives it: ``window`` defaults to one token
-        fewer than ``tokens`` (an overflow then says ``tokens`` > ``window``)."""
-        self.press(handle, kind, tokens=tokens,
-                   window=window if window is not None else max(tokens - 1, 1))
-
     def release(self, session: str) -> bool:
         """Disarm the pressure of ``session``; whether a request used it since :meth:`press`."""
         with self._lock:
