@@ -1391,6 +1391,10 @@ def _on_acp(st: _State, ev: Event) -> None:
         return
     if msg.get("method") == "session/update":
         _on_update(st, msg.get("params"))
+    elif "id" in msg and advertises_compact(msg.get("result")):
+        # v2: the commands of a new or resumed session are in its result (codex-acp sends
+        # no available_commands_update there).
+        st.can_compact = True
     problem = _first_error(_MESSAGE, msg)
     if problem is None and msg.get("method") == "session/update":
         problem = _first_error(_UPDATE, msg.get("params"))

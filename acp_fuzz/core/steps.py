@@ -70,10 +70,13 @@ COMPACT_COMMAND = "compact"
 
 
 def advertises_compact(update: Any) -> bool:
-    """Whether a ``session/update``'s ``update`` is an ``available_commands_update`` listing
-    the compaction command (named ``compact``, with or without its ``/``)."""
+    """Whether ``update`` lists the compaction command (named ``compact``, with or without its
+    ``/``) in its ``availableCommands``: a ``session/update``'s ``available_commands_update``,
+    or (v2) the result of ``session/new`` or ``session/resume``, which carries
+    ``availableCommands`` itself (codex-acp advertises its commands only there)."""
     if not isinstance(update, Mapping) \
-            or update.get("sessionUpdate") != "available_commands_update":
+            or update.get("sessionUpdate", "available_commands_update") \
+            != "available_commands_update":
         return False
     commands = update.get("availableCommands")
     return isinstance(commands, list) and any(

@@ -683,7 +683,8 @@ class Run:
 
         ``by: command``: a ``session/prompt`` whose text is ``/`` and the name of the
         compaction command the agent advertised (a command named ``compact``, in an
-        ``available_commands_update`` for any session of this run), awaited like a turn. It
+        ``available_commands_update`` for any session of this run, or in v2 in a
+        ``session/new`` or ``session/resume`` result), awaited like a turn. It
         carries no nonce: what the agent then asks the model is its summary, not a turn of
         the harness's. Skipped when no such command was advertised in this run.
 
@@ -716,8 +717,11 @@ class Run:
         """The name of the compaction command an agent process of this run advertised
         (``compact``, with or without its ``/``), or ``None``."""
         for _, msg in self.history.acp_messages("recv"):
-            params = msg.get("params") if isinstance(msg, Mapping) else None
-            if isinstance(params, Mapping) and advertises_compact(params.get("update")):
+            if not isinstance(msg, Mapping):
+                continue
+            params = msg.get("params")
+            if (isinstance(params, Mapping) and advertises_compact(params.get("update"))) \
+                    or ("id" in msg and advertises_compact(msg.get("result"))):
                 return COMPACT_COMMAND
         return None
 

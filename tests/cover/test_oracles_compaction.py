@@ -20,7 +20,7 @@ from test_oracles import BASE, H, P, Q, appended, ids, only, sp
 
 from acp_fuzz.core.history import ModelExchange, Segment
 from acp_fuzz.core.oracles import IGNORED_AFTER, evaluate
-from acp_fuzz.core.steps import nonce_for
+from acp_fuzz.core.steps import advertises_compact, nonce_for
 
 
 def not_info(h: H, *, strict: bool = False) -> list[str]:
@@ -161,6 +161,31 @@ def test_an_agent_that_can_compact_is_not_judged_at_a_cold_load() -> None:
     deferred = [f for f in found if f.oracle == "prompt.change-deferred"]
     assert len(deferred) == 2 and all("rebuilt_by" not in f.evidence for f in deferred)
     assert not_info(h) == []
+
+
+def test_a_compact_command_in_a_v2_session_result_counts_as_advertised() -> None:
+    # v2 codex-acp lists its commands only in the session/new result (availableCommands),
+    # with no available_commands_update: the agent can still be made to compact.
+    h = H()
+    h.new("A", sp("append", P))
+    h.h.append("acp", {"dir": "recv", "msg": {"jsonrpc": "2.0", "id": 99, "result": {
+        "sessionId": "sess-1",
+        "availableCommands": [{"name": "compact", "description": "Compact"}]}}})
+    h.step("restart")
+    h.step("load", "A", systemPrompt=sp("append", Q))
+    h.prompt("A", system=appended(P))
+    h.prompt("A", system=appended(P))
+    assert "prompt.change-ignored" not in ids(h.findings())
+
+
+def test_advertises_compact_reads_an_update_or_a_result_and_nothing_else() -> None:
+    listed = {"availableCommands": [{"name": "/compact", "description": "Compact"}]}
+    assert advertises_compact({"sessionUpdate": "available_commands_update", **listed})
+    assert advertises_compact({"sessionId": "s", **listed})
+    assert not advertises_compact({"sessionUpdate": "agent_message_chunk", **listed})
+    assert not advertises_compact({"availableCommands": [{"name": "compactor"}]})
+    assert not advertises_compact({"availableCommands": "compact"})
+    assert not advertises_compact(None)
 
 
 def test_a_forced_compaction_known_from_initialize_also_moves_the_judgement() -> None:
