@@ -19,6 +19,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+import typer
+
 from acp_fuzz.cli import agents, client, doctor, gateway, matrix, profiles, replay, show, target
 from acp_fuzz.cli.app import app, quiet_help_flags
 from acp_fuzz.core.escaping import terminal
@@ -35,6 +37,21 @@ def _one_line_warning(message: Warning | str, category: type[Warning], filename:
                       lineno: int, line: str | None = None) -> str:
     text = terminal(" ".join(str(message).split()))
     return (text if text.startswith("acp-fuzz:") else f"acp-fuzz: warning: {text}") + "\n"
+
+
+def _usage_error(e: typer.TyperException) -> int:
+    """Say a command-line mistake in one line on stderr (typer's framed box is several, and a
+    CI log keeps only the first), with the command and where its help is; its exit code (2
+    for a usage error). Asked for nothing at all (``acp-fuzz`` alone), the help is printed
+    whole: it is what was asked for."""
+    ctx = getattr(e, "ctx", None)
+    if type(e).__name__ == "NoArgsIsHelpError":
+        sys.stdout.write(e.format_message().rstrip("\n") + "\n")
+        return int(e.exit_code)
+    where = getattr(ctx, "command_path", "") or "acp-fuzz"
+    message = terminal(" ".join(e.format_message().split()))
+    sys.stderr.write(f"acp-fuzz: error: {message} (see '{where} -h')\n")
+    return int(e.exit_code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -57,11 +74,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"acp-fuzz: error: {terminal(str(e))}\n")
         return 2
     try:
-        app(args=list(argv) if argv is not None else None, standalone_mode=True)
+        # Not standalone: a usage error comes back here, to be said in one line.
+        rv = app(args=list(argv) if argv is not None else None, prog_name="acp-fuzz",
+                 standalone_mode=False)
     except SystemExit as e:
         code = int(e.code or 0) if not isinstance(e.code, str) else 2
+    except typer.Abort:
+        sys.stderr.write("acp-fuzz: aborted\n")
+        code = 1
+    except typer.TyperException as e:  # click's exceptions: a bad option, a missing value
+        code = _usage_error(e)
     else:
-        code = 0
+        code = rv if isinstance(rv, int) else 0
     if code == 130 and interrupt.requested() and argv is None:
         # Interrupted, and everything is written and closed: leave now. The interpreter's
         # own shutdown after an interrupt is not ours to trust (docs/performance.md, "The
