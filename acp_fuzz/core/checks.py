@@ -31,44 +31,80 @@ check takes part in everything the built-in oracles do: an example fails on its 
 shrink toward it, the confirmation runs re-judge it, its finding is written into the
 cassette, ``replay --offline`` re-judges it, and ``acp-fuzz matrix`` counts its judged cases
 under its rule. ``docs/extending.md`` walks through one.
+
+The built-in oracles are checks of the same :data:`REGISTRY` (:mod:`acp_fuzz.core.builtin`,
+registered with :func:`builtin` under the catalog ids each reports, before any user's). They
+judge an event before the session tracker applies it, with a :class:`Judge`; a user's check
+sees it after, with the state the event left.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
 
-from acp_fuzz.core.findings import CATALOG, SEVERITIES, OracleInfo
+from acp_fuzz.core.baseline import Baseline
+from acp_fuzz.core.findings import CATALOG, SEVERITIES, Finding, OracleInfo
 from acp_fuzz.core.history import Event, ModelExchange
+from acp_fuzz.core.sessions import Change, Tracker
 
-if TYPE_CHECKING:
-    from acp_fuzz.core.oracles import _State
+__all__ = ["REGISTRY", "Check", "CheckContext", "Judge", "Ledger", "builtin", "check",
+           "unregister"]
 
-__all__ = ["REGISTRY", "Check", "CheckContext", "check", "unregister"]
+_T = TypeVar("_T")
+
+
+@dataclass
+class Ledger:
+    """The findings of one history so far, and what was judged: one per history, shared by
+    every check."""
+
+    #: The findings by key (oracle, session, step): the first one reported under a key stands.
+    findings: dict[tuple[str, str | None, int], Finding] = field(default_factory=dict)
+    #: (oracle, rule) -> how many times the history gave that oracle something to judge under
+    #: that rule, whatever the verdict: what ``acp-fuzz matrix`` calls tested.
+    judged: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def judge(self, oracle: str, rule: str | None = None) -> None:
+        """Count one opportunity for ``oracle`` to fail (under ``rule``, by default its
+        catalog rule). Called where the oracle compares what happened with what is owed, so
+        a rule with opportunities and no finding is one the agent was seen to follow."""
+        key = (oracle, rule or CATALOG[oracle].rule)
+        self.judged[key] = self.judged.get(key, 0) + 1
+
+    def add(self, oracle: str, message: str, *, step: int, severity: str | None = None,
+            rule: str | None = None, session: str | None = None,
+            **evidence: Any) -> tuple[str, str | None, int]:
+        info = CATALOG[oracle]
+        f = Finding(oracle=oracle, severity=severity or info.severity, rule=rule or info.rule,
+                    message=message, step=step, session=session, evidence=evidence)
+        self.findings.setdefault(f.key(), f)
+        return f.key()
 
 
 class CheckContext:
     """What a check sees of the run so far, and how it speaks. One per (check, history)."""
 
-    def __init__(self, oracle: str, state: _State) -> None:
+    def __init__(self, oracle: str, tracker: Tracker, ledger: Ledger) -> None:
         self.oracle = oracle
-        self._st = state
+        self._tracker = tracker
+        self._ledger = ledger
 
     @property
     def step(self) -> Mapping[str, Any]:
         """The step being run: ``{"index", "name", "args", ...}`` (``{}`` before the first)."""
-        return self._st.step
+        return self._tracker.step
 
     @property
     def protocol(self) -> int:
         """The ACP version the agent answered (1 or 2)."""
-        return self._st.protocol
+        return self._tracker.protocol
 
     @property
     def capabilities(self) -> Mapping[str, Any]:
         """What the agent advertised in ``initialize``."""
-        return self._st.caps
+        return self._tracker.caps
 
     def exchange(self, event: Event) -> ModelExchange:
         """A ``model`` event as the gateway saw it: API, slots (``texts("system")``, ...),
@@ -78,12 +114,12 @@ class CheckContext:
     def client_blocks(self, session: str) -> frozenset[str]:
         """Every text block the client sent for ``session`` (a logical handle) so far, in any
         request, accepted or not."""
-        return frozenset(self._st.all_blocks.get(session, ()))
+        return frozenset(self._tracker.all_blocks.get(session, ()))
 
     def judge(self, rule: str | None = None) -> None:
         """Count one case this check judged (found or not): what ``acp-fuzz matrix`` counts
         as tested, under ``rule`` (by default the check's own)."""
-        self._st.judge(self.oracle, rule)
+        self._ledger.judge(self.oracle, rule)
 
     def report(self, message: str, *, session: str | None = None,
                severity: str | None = None, rule: str | None = None,
@@ -93,20 +129,79 @@ class CheckContext:
         if severity is not None and severity not in SEVERITIES:
             raise ValueError(f"check {self.oracle}: severity {severity!r} is not one of "
                              f"{', '.join(SEVERITIES)}")
-        self._st.add(self.oracle, message, severity=severity, rule=rule, session=session,
-                     **evidence)
+        self._ledger.add(self.oracle, message, step=self._tracker.index, severity=severity,
+                         rule=rule, session=session, **evidence)
+
+
+class Judge(CheckContext):
+    """The context of a built-in check (:mod:`acp_fuzz.core.builtin`): what a user's check
+    sees, and the session tracker itself, read-only. One built-in function may judge several
+    oracles in one pass, so it names the oracle of each case (:meth:`judge_as`,
+    :meth:`report_as`).
+
+    ``change`` is what the event being judged does to the state (:meth:`Tracker.plan`'s
+    record); the built-ins run before the tracker applies it, so ``tracker`` is the state
+    the event met."""
+
+    def __init__(self, oracle: str, tracker: Tracker, ledger: Ledger, *, baseline: Baseline,
+                 strict: bool) -> None:
+        super().__init__(oracle, tracker, ledger)
+        self.tracker = tracker
+        self.baseline = baseline
+        self.strict = strict
+        self.change: Change = None
+        self._memo: dict[type, Any] = {}
+
+    def judge_as(self, oracle: str, rule: str | None = None) -> None:
+        """Count one case of ``oracle`` judged (see :meth:`Ledger.judge`)."""
+        self._ledger.judge(oracle, rule)
+
+    def report_as(self, oracle: str, message: str, *, step: int | None = None,
+                  severity: str | None = None, rule: str | None = None,
+                  session: str | None = None, **evidence: Any) -> tuple[str, str | None, int]:
+        """Report a finding of ``oracle`` (at the current step unless ``step`` says another);
+        returns its key, for :meth:`withdraw`."""
+        return self._ledger.add(oracle, message, step=self.tracker.index if step is None
+                                else step, severity=severity, rule=rule, session=session,
+                                **evidence)
+
+    def withdraw(self, key: tuple[str, str | None, int]) -> None:
+        """Take back a finding reported earlier (a deferral that turned out to be applied)."""
+        self._ledger.findings.pop(key, None)
+
+    def found(self, oracle: str) -> bool:
+        """Whether ``oracle`` has a finding at the current step."""
+        return any(f.oracle == oracle and f.step == self.tracker.index
+                   for f in self._ledger.findings.values())
+
+    def memo(self, kind: type[_T]) -> _T:
+        """The check's own memory of this history: one ``kind()`` per context, made on first
+        use (what it judged before, never the sessions' state)."""
+        if kind not in self._memo:
+            self._memo[kind] = kind()
+        return cast(_T, self._memo[kind])
 
 
 @dataclass(frozen=True)
 class Check:
-    """A registered check: its catalog row and its function."""
+    """A registered check: its catalog row and its function. A built-in check may report
+    several oracles (``oracles``, all of them in :data:`REGISTRY`, mapped to this check);
+    ``info`` is then the first one's row."""
 
     info: OracleInfo
     run: Callable[[CheckContext, Event], None]
+    oracles: tuple[str, ...] = ()
+    builtin: bool = False
 
 
-#: The registered checks, by oracle id, in registration order.
+#: The registered checks, by oracle id, in registration order: the built-in ones
+#: (:mod:`acp_fuzz.core.builtin`, each under every id it reports) first, then the users'.
 REGISTRY: dict[str, Check] = {}
+
+
+def checks() -> list[Check]:
+    """Every registered check once, in registration order."""
+    return list({id(c): c for c in REGISTRY.values()}.values())
 
 
 def check(oracle: str, *, severity: str, rule: str, summary: str
@@ -135,15 +230,45 @@ def check(oracle: str, *, severity: str, rule: str, summary: str
             raise ValueError(f"check {oracle!r}: that oracle id is taken")
         info = OracleInfo(oracle, severity, rule, summary)
         CATALOG[oracle] = info
-        REGISTRY[oracle] = Check(info, fn)
+        _register(Check(info, fn, (oracle,)))
         return fn
 
     return register
 
 
+def builtin(*oracles: str) -> Callable[[Callable[[Judge, Event], None]],
+                                      Callable[[Judge, Event], None]]:
+    """Register the decorated function as the built-in check of ``oracles`` (ids of
+    :data:`acp_fuzz.core.findings.CATALOG`, whose rows they already have). It is called as
+    ``fn(judge, event)`` with a :class:`Judge`."""
+    unknown = [o for o in oracles if o not in CATALOG]
+    if not oracles or unknown:
+        raise ValueError(f"built-in check of {unknown or 'no oracle'}: not in the catalog")
+
+    def register(fn: Callable[[Judge, Event], None]) -> Callable[[Judge, Event], None]:
+        known = REGISTRY.get(oracles[0])
+        if known is not None and _same_function(known.run, fn):
+            return fn
+        if any(o in REGISTRY for o in oracles):
+            raise ValueError(f"built-in check of {oracles}: an oracle id is taken")
+        # A Judge is the context the Evaluator gives a built-in check (Check.builtin).
+        _register(Check(CATALOG[oracles[0]], cast(Callable[[CheckContext, Event], None], fn),
+                        oracles, builtin=True))
+        return fn
+
+    return register
+
+
+def _register(chk: Check) -> None:
+    for oracle in chk.oracles:
+        REGISTRY[oracle] = chk
+
+
 def unregister(oracle: str) -> None:
-    """Remove a registered check and its catalog row (tests use it)."""
-    if REGISTRY.pop(oracle, None) is not None:
+    """Remove a registered check and its catalog row (tests use it). A built-in check stays."""
+    known = REGISTRY.get(oracle)
+    if known is not None and not known.builtin:
+        del REGISTRY[oracle]
         CATALOG.pop(oracle, None)
 
 

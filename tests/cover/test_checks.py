@@ -3,12 +3,13 @@ Evaluator, counted for the matrix; pure, over hand-built histories."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterator
 
 import pytest
 
 from acp_fuzz import CheckContext, check
-from acp_fuzz.core.checks import REGISTRY, unregister
+from acp_fuzz.core.checks import REGISTRY, builtin, checks, unregister
 from acp_fuzz.core.errors import HarnessError
 from acp_fuzz.core.findings import CATALOG
 from acp_fuzz.core.history import Event
@@ -119,3 +120,68 @@ def test_a_report_with_an_unknown_severity_is_refused(registered: None) -> None:
             evaluate(_history("x"))
     finally:
         unregister("test.bad-severity")
+
+
+# -- the built-in checks, in the same registry ---------------------------------------------
+
+WATCH = "test.sees-the-state"
+
+
+def test_every_catalog_id_maps_to_the_builtin_that_reports_it() -> None:
+    builtins = [c for c in checks() if c.builtin]
+    assert builtins, "the built-in checks register on import"
+    for oracle in CATALOG:
+        chk = REGISTRY.get(oracle)
+        if chk is not None and not chk.builtin:
+            continue  # a user's check (another test's)
+        assert chk is not None and chk.builtin, f"{oracle} has no built-in check"
+        assert oracle in chk.oracles and chk.info == CATALOG[chk.oracles[0]]
+        # The function (its module) is the one that reports it.
+        source = inspect.getsource(inspect.getmodule(chk.run))  # type: ignore[arg-type]
+        assert f'"{oracle}"' in source, f"{oracle}: not reported by {chk.run.__qualname__}"
+    owned = [o for c in builtins for o in c.oracles]
+    assert len(owned) == len(set(owned)), "an id is owned by two built-in checks"
+
+
+def test_builtin_ids_are_neither_taken_again_nor_unregistered() -> None:
+    with pytest.raises(ValueError, match="taken"):
+        builtin("prompt.leak")(lambda j, ev: None)
+    with pytest.raises(ValueError, match="not in the catalog"):
+        builtin("myorg.not-a-row")(lambda j, ev: None)
+    unregister("prompt.leak")
+    assert "prompt.leak" in REGISTRY and "prompt.leak" in CATALOG
+
+
+@pytest.fixture
+def watcher() -> Iterator[list[tuple[int, str, int, bool]]]:
+    seen: list[tuple[int, str, int, bool]] = []
+
+    @check(WATCH, severity="info", rule="SP-AGENT-APPEND-PLACEMENT-SHOULD",
+           summary="records what it sees (a test)")
+    def sees(ctx: CheckContext, event: Event) -> None:
+        # The state after the event: the session made by a step's answer is there already,
+        # and the built-ins' findings for this event are in.
+        seen.append((event.seq, event.kind, len(ctx.client_blocks("A")),
+                     "A" in ctx._tracker.sessions))
+
+    yield seen
+    unregister(WATCH)
+
+
+def test_a_user_check_runs_after_the_builtins_with_the_same_state(
+        watcher: list[tuple[int, str, int, bool]]) -> None:
+    order = [c.info.id for c in checks()]
+    assert order.index(WATCH) > max(order.index(c.info.id) for c in checks() if c.builtin)
+    events = _history("Be a pirate captain, always.")  # the prompt in the user turn too
+    judge = Evaluator()
+    judge.feed(events)
+    # The answer to session/new (seq 1) has made session A when the user's check sees it.
+    assert watcher[0] == (0, "step", 1, False)
+    assert watcher[1] == (1, "verdict", 1, True)
+    assert [s for s, *_ in watcher] == [e.seq for e in events]
+    # The built-ins judged the same history as without the user's check.
+    unregister(WATCH)
+    alone = Evaluator()
+    alone.feed(events)
+    assert judge.findings() == alone.findings()
+    assert {k: v for k, v in judge.judged().items() if k[0] != WATCH} == alone.judged()

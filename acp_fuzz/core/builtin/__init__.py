@@ -1,0 +1,33 @@
+"""The built-in checks: the oracles of :data:`acp_fuzz.core.findings.CATALOG`, registered in
+:data:`acp_fuzz.core.checks.REGISTRY` the way a user's check is (pure).
+
+Each module judges one kind of promise, and registers its checks on import, in this order
+(the order they see each event in):
+
+- :mod:`.protocol`: the agent answers, stays up, and speaks JSON-RPC and the ACP schema
+  (``agent.hang``, ``agent.crash``, ``protocol.malformed``, ``cancel.error``);
+- :mod:`.payload`: the answer to a ``systemPrompt`` payload (``payload.*``);
+- :mod:`.lifecycle`: what a refused request, an accepted prompt and a load or resume owe
+  the session's next turns (``reject.side-effect``, ``session.*``);
+- :mod:`.isolation`: one session's client text never reaches another's (``prompt.leak``);
+- :mod:`.turns`: each turn carries the prompt the session owes (``prompt.*``, ``override.*``,
+  ``append.*``, ``defaults.*``, ``lifecycle.omitted-*``).
+
+A built-in check sees an event before the session tracker applies it
+(:class:`acp_fuzz.core.checks.Judge`): the state the event met, and the tracker's record of
+what it changes.
+"""
+
+from __future__ import annotations
+
+# The order of these imports is the order the checks register in, and see each event in:
+# session.reattach-failed reads whether payload.valid-rejected was found at the step.
+# isort: off
+from acp_fuzz.core.builtin import protocol
+from acp_fuzz.core.builtin import payload
+from acp_fuzz.core.builtin import lifecycle
+from acp_fuzz.core.builtin import isolation
+from acp_fuzz.core.builtin import turns
+# isort: on
+
+__all__ = ["isolation", "lifecycle", "payload", "protocol", "turns"]

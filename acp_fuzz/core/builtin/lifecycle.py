@@ -1,0 +1,196 @@
+"""What a refused request, an accepted prompt and a load or resume owe the session (pure).
+
+``reject.side-effect``: a refused request changes nothing (its text never reaches the
+model, it creates no session, a live session's turns still work); ``session.turn-failed``:
+the first turn after an accepted prompt works; ``session.reattach-failed``: an advertised
+load or resume of a session with a conversation works; ``session.history-lost``: the first
+turn after it carries the conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from acp_fuzz.core.builtin.evidence import clip, said, where
+from acp_fuzz.core.checks import Judge, builtin
+from acp_fuzz.core.history import Event
+from acp_fuzz.core.sessions import ModelRequest, Reply
+from acp_fuzz.core.steps import elsewhere
+
+__all__ = ["lifecycle"]
+
+
+@builtin("reject.side-effect", "session.turn-failed", "session.reattach-failed",
+         "session.history-lost")
+def lifecycle(j: Judge, ev: Event) -> None:
+    """Judges a step's answer, the ``session/list`` probe after it, and each model request."""
+    c = j.change
+    if isinstance(c, Reply):
+        if not c.changes or not c.answered:
+            return
+        if c.op == "prompt":
+            _turn_answered(j, c)
+        if c.op in ("load", "resume"):
+            _reattach_answered(j, c)
+    elif isinstance(c, ModelRequest):
+        _rejected_text(j, c, ev.seq)
+        if c.route == "turn" and c.reattached is not None:
+            _history(j, c, ev)
+    elif ev.kind == "verdict" and ev.data.get("what") == "probe-list":
+        _probe_list(j, ev.data)
+
+
+def _probe_list(j: Judge, d: Mapping[str, Any]) -> None:
+    """``reject.side-effect``: after a refused new or fork, ``session/list`` shows no session
+    that no successful request created."""
+    t = j.tracker
+    listed = d.get("sessions")
+    if isinstance(listed, list) and t.args.get("op") in ("new", "fork") \
+            and t.outcome == "error":
+        j.judge_as("reject.side-effect")
+        extra = sorted(set(listed) - t.known_ids)
+        if extra:
+            j.report_as("reject.side-effect",
+                        f"session/list shows {len(extra)} session(s) that no successful request "
+                        "created, after a rejected request",
+                        session=t.args.get("session"), listed=listed, unexpected=extra)
+
+
+def _turn_answered(j: Judge, r: Reply) -> None:
+    """A turn's answer, judged against what came before it on the session.
+
+    ``session.turn-failed`` (MUST, SP-AGENT-ERROR-NOSIDEEFFECT-MUST): the first turn after
+    an accepted new, load, resume or fork that carried a valid prompt fails (an error
+    answer; in v2 an ``error`` stop reason). An agent that cannot apply a prompt must refuse
+    the request instead, so accepting it and then failing the turn that would use it breaks
+    that MUST (a large prompt accepted and refused only at turn time). Judged only when the
+    agent ran a turn in this run (so it can), and not when the fake model answered one of
+    the turn's requests with an error (a forced overflow, say).
+
+    ``reject.side-effect`` (MUST, the same rule): a load or resume refused on a session this
+    process had open changes nothing, so the session's next turn, after turns of its own
+    that completed, must not fail either."""
+    t = j.tracker
+    handle = r.args.get("session")
+    m = t.sessions.get(handle) if isinstance(handle, str) else None
+    if m is None:
+        return
+    failed = r.turn_failed
+    err = r.verdict.get("error")
+    harness = isinstance(err, Mapping) and "harness" in err  # protocol.malformed has it
+    blamed = handle in t.model_failed or harness or m.tainted
+    fresh, rejected = m.fresh_prompt, m.rejected_change
+    if fresh is not None and t.turns_ok and not blamed:
+        j.judge_as("session.turn-failed")
+        if failed:
+            j.report_as("session.turn-failed",
+                        f"session {handle}: the first turn after the accepted prompt of step "
+                        f"{fresh.split(':', 1)[0]} failed", session=handle, accepted_by=fresh,
+                        error=clip(err), stopReason=r.verdict.get("stopReason"),
+                        steps=list(m.trail))
+    if rejected is not None and m.turned and not blamed:
+        j.judge_as("reject.side-effect")
+        if failed:
+            j.report_as("reject.side-effect",
+                        f"session {handle}: its turn fails after the refused request of step "
+                        f"{rejected.split(':', 1)[0]}, though its turns before it completed",
+                        session=handle, rejected_by=rejected, error=clip(err),
+                        steps=list(m.trail))
+
+
+def _reattach_answered(j: Judge, r: Reply) -> None:
+    """``session.reattach-failed``: an advertised load or resume refused a session that the
+    agent created, that holds a completed turn and is not closed, in its own ``cwd``, with
+    no prompt or the session's own prompt re-sent: nothing in the request to refuse.
+
+    ACP does not say a load must succeed, so this is the harness's SHOULD
+    (ACPFUZZ-REATTACH-ADVERTISED-SHOULD): advertising the method promises it works for such
+    a session. A session without a turn is not judged (an agent may persist a session only
+    once it has a conversation), nor one closed since, nor a changed or tainted prompt
+    (``payload.valid-rejected`` judges a refused prompt)."""
+    t = j.tracker
+    op, args = r.op, r.args
+    handle = args.get("session")
+    m = t.sessions.get(handle) if isinstance(handle, str) else None
+    if m is None or t.life.closed(handle) or m.tainted or not m.conversation:
+        return
+    # A load is a resume that replays from the start in v2 (SP-V2-NOLOAD-DEF).
+    if not (t.caps.get("resume") if op == "resume"
+            else t.caps.get("load") or t.caps.get("replay")):
+        return
+    kind = r.kind
+    sp = args.get("systemPrompt")
+    if not (kind in ("omitted", "null") or (kind == "valid" and t.resends(args, sp))):
+        return
+    if args.get("extra"):
+        return  # a vendor extension's fields, which the agent may refuse
+    if elsewhere(args):
+        return  # another directory: a load or resume may require the session's own
+    if args.get("busy"):
+        return  # sent while a turn of the session ran: a busy session may refuse it
+    j.judge_as("session.reattach-failed")
+    if r.outcome != "error":
+        return
+    err = r.verdict.get("error")
+    if isinstance(err, Mapping) and "harness" in err:
+        return  # a malformed answer: protocol.malformed has it
+    if j.found("payload.valid-rejected"):
+        return
+    cold = t.life.cold(handle)
+    turns = len(m.conversation)
+    j.report_as("session.reattach-failed",
+                f"session/{said(t.protocol, op)} of session {handle} ({turns} completed turn(s)"
+                f"{', after a restart' if cold else ''}) failed, though the agent advertises it",
+                session=handle, error=clip(err), completed_turns=turns,
+                after_restart=cold, steps=list(m.trail))
+
+
+def _rejected_text(j: Judge, c: ModelRequest, seq: int) -> None:
+    """``reject.side-effect``: a rejected request's text never reaches the model afterwards."""
+    t = j.tracker
+    if any(blocks for _, blocks in t.rejected):
+        j.judge_as("reject.side-effect")
+    for step_idx, blocks in t.rejected:
+        for b in blocks:
+            # Text an accepted payload also carries (the same block, or a piece of one: a
+            # refused change may reuse the session's own text) proves nothing.
+            if b in c.everything and not any(b in a for a in t.accepted_blocks):
+                j.report_as("reject.side-effect",
+                            f"text from the systemPrompt of rejected step {step_idx + 1} "
+                            "reached the model", step=step_idx, session=c.x.session,
+                            **where(c.x, b, seq))
+                break
+
+
+def _history(j: Judge, c: ModelRequest, ev: Event) -> None:
+    """``session.history-lost``: the first turn after an accepted load or resume must carry
+    the session's conversation: every completed turn, recognised by its nonce (load replays
+    "the whole conversation"). A compaction replaces the turns before it by a summary (the
+    tracker empties the conversation): only the turns after it are owed."""
+    m, x, everything = c.session, c.x, c.everything
+    assert m is not None and c.reattached is not None
+    handle = x.session
+    op, line = c.reattached
+    if isinstance(x.body, Mapping) and x.body.get("previous_response_id"):
+        return  # the conversation is held by the provider (OpenAI Responses): not visible
+    if not m.conversation:
+        return
+    rule = "SES-AGENT-LOAD-REPLAY-MUST" if op == "load" else "SES-AGENT-RESUME-NOREPLAY-MUST"
+    j.judge_as("session.history-lost", rule)
+    missing = [n for n in m.conversation if n not in everything]
+    if not missing:
+        return
+    which = ("none of its last turn" if missing[-1] == m.conversation[-1]
+             else f"{len(missing)} of its earlier turn(s), though not the last")
+    failed = f"; after a failed reattach ({', '.join(m.failed_reattach)})" \
+        if m.failed_reattach else ""
+    extra: dict[str, Any] = {"failed_reattach": list(m.failed_reattach)} \
+        if m.failed_reattach else {}
+    j.report_as("session.history-lost",
+                f"session {handle}: after {said(j.tracker.protocol, op)}, the model request "
+                f"holds {which} ({len(m.conversation)} turn(s) completed){failed}",
+                rule=rule, session=handle, model_event=ev.seq, reattached_by=line,
+                missing_turn_nonce=missing[-1], missing=missing,
+                present=[n for n in m.conversation if n in everything],
+                trail=list(m.trail), **extra)

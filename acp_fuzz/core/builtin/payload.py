@@ -1,0 +1,69 @@
+"""The answer to a ``systemPrompt`` payload, judged on the answer alone (pure).
+
+``payload.invalid-accepted``: an invalid payload got a success; ``payload.probe``: a payload
+the agent does not advertise, and what it answered; ``payload.valid-rejected``: a valid one
+got an error that can only be about the payload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from acp_fuzz.core.builtin.evidence import clip, said
+from acp_fuzz.core.checks import Judge, builtin
+from acp_fuzz.core.history import Event
+from acp_fuzz.core.sessions import Reply
+from acp_fuzz.core.steps import elsewhere
+
+__all__ = ["payload"]
+
+
+@builtin("payload.invalid-accepted", "payload.probe", "payload.valid-rejected")
+def payload(j: Judge, ev: Event) -> None:
+    """The answer to a new, load, resume or fork, by the payload's classification."""
+    r = j.change
+    if not isinstance(r, Reply) or not r.changes:
+        return
+    op, args, outcome, cls, kind = r.op, r.args, r.outcome, r.classification, r.kind
+    proto = j.tracker.protocol
+    sp = args.get("systemPrompt")
+    handle = args.get("session")
+    if kind == "invalid" and r.answered:
+        j.judge_as("payload.invalid-accepted", cls.get("rule"))
+        if outcome == "ok":
+            j.report_as("payload.invalid-accepted",
+                        f"{said(proto, op)} with an invalid systemPrompt ({cls.get('reason')}) "
+                        "got a success",
+                        severity=cls.get("severity") or "MUST", rule=cls.get("rule"),
+                        session=handle, reason=cls.get("reason"), systemPrompt=clip(sp))
+    if kind == "probe" and outcome is not None:
+        if r.answered:
+            j.judge_as("payload.probe")
+        j.report_as("payload.probe",
+                    f"{said(proto, op)} carried a systemPrompt the agent does not advertise; it "
+                    f"answered {outcome}",
+                    session=handle)
+    if kind == "valid" and r.answered:
+        err = r.verdict.get("error") or {}
+        code = err.get("code") if isinstance(err, Mapping) else None
+        mode = sp.get("mode") if isinstance(sp, Mapping) else None
+        rule = "SP-AGENT-OVERRIDE-MUST" if mode == "override" else "SP-AGENT-APPEND-MUST"
+        sev = None
+        if op != "new" and not j.tracker.resends(args, sp):
+            # A *changed* prompt on load, resume or fork: applying it is a SHOULD
+            # (SP-LIFECYCLE-CHANGE-SHOULD), and an agent that cannot apply it answers
+            # with an error instead (SP-AGENT-ERROR-NOSIDEEFFECT-MUST allows exactly
+            # that). Re-sending the session's own prompt is different: nothing changes.
+            sev, rule = "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD"
+        j.judge_as("payload.valid-rejected", rule)
+        # On load/resume/fork an error may be about the session, not the prompt: only an
+        # invalid-params answer is pinned on the payload, and not when the request also
+        # moved the session or added roots (the schema lets an agent refuse a load or resume
+        # whose cwd is not the session's), nor when a turn of the session was running (a
+        # busy session may refuse a change; the turns after judge that it changed nothing).
+        if outcome == "error" and (op == "new" or (code == -32602 and not elsewhere(args)
+                                                   and not args.get("busy"))):
+            j.report_as("payload.valid-rejected",
+                        f"{said(proto, op)} with a valid {mode!r} systemPrompt got error {code}",
+                        severity=sev, rule=rule, session=handle, error=clip(err),
+                        systemPrompt=clip(sp))

@@ -1,0 +1,142 @@
+"""The agent answers, stays up, and speaks JSON-RPC and the ACP schema (pure).
+
+``agent.hang`` and ``agent.crash`` judge every answered step; ``protocol.malformed`` every
+line the agent wrote (and the harness's own complaint about an answer); ``cancel.error`` the
+prompt a ``session/cancel`` cut short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from acp_fuzz.core.builtin.evidence import clip, said
+from acp_fuzz.core.checks import Judge, builtin
+from acp_fuzz.core.history import Event
+from acp_fuzz.core.sessions import IDS, Reply
+
+__all__ = ["protocol"]
+
+_MESSAGE = Draft202012Validator({
+    "type": "object",
+    "required": ["jsonrpc"],
+    "properties": {"jsonrpc": {"const": "2.0"}},
+    "oneOf": [
+        {"required": ["method"], "properties": {"method": {"type": "string"}}},
+        {"required": ["id", "result"], "not": {"required": ["error"]}},
+        {"required": ["id", "error"], "not": {"required": ["result"]},
+         "properties": {"error": {"type": "object", "required": ["code", "message"],
+                                  "properties": {"code": {"type": "integer"},
+                                                 "message": {"type": "string"}}}}},
+    ],
+})
+_UPDATE = Draft202012Validator({
+    "type": "object", "required": ["sessionId", "update"],
+    "properties": {"sessionId": {"type": "string"},
+                   "update": {"type": "object", "required": ["sessionUpdate"],
+                              "properties": {"sessionUpdate": {"type": "string"}}}},
+})
+_RESULTS = {
+    "session/new": Draft202012Validator({"type": "object", "required": ["sessionId"],
+                                         "properties": {"sessionId": {"type": "string"}}}),
+    "session/fork": Draft202012Validator({"type": "object", "required": ["sessionId"],
+                                          "properties": {"sessionId": {"type": "string"}}}),
+    "session/prompt": Draft202012Validator({
+        "type": "object", "required": ["stopReason"],
+        "properties": {"stopReason": {"enum": ["end_turn", "max_tokens", "max_turn_requests",
+                                               "refusal", "cancelled"]}}}),
+    "session/load": Draft202012Validator({"type": "object"}),
+    "session/resume": Draft202012Validator({"type": "object"}),
+    "initialize": Draft202012Validator({"type": "object", "required": ["protocolVersion"],
+                                        "properties": {"protocolVersion": {"type": "integer"}}}),
+}
+#: v2 answers a prompt once its message is inserted, with the message's id; the stop reason
+#: comes later, in the idle ``state_update`` (acp-reference.md §8).
+_RESULTS_V2 = {**_RESULTS, "session/prompt": Draft202012Validator({
+    "type": "object", "required": ["messageId"],
+    "properties": {"messageId": {"type": "string"}}})}
+
+
+
+@builtin("agent.hang", "agent.crash", "protocol.malformed", "cancel.error")
+def protocol(j: Judge, ev: Event) -> None:
+    """A step's answer (:func:`_answer`) and every frame the agent wrote (:func:`_frame`)."""
+    if isinstance(j.change, Reply):
+        _answer(j, j.change)
+    elif ev.kind == "acp":
+        _frame(j, ev)
+
+
+def _answer(j: Judge, r: Reply) -> None:
+    """A step's answer: it came (``agent.hang``), the agent lived (``agent.crash``), the
+    harness could read it (``protocol.malformed``), a cancelled prompt stopped as cancelled
+    (``cancel.error``)."""
+    op, args, outcome, proto = r.op, r.args, r.outcome, j.tracker.protocol
+    if outcome is not None:
+        j.judge_as("agent.hang")
+        j.judge_as("agent.crash")
+    if outcome == "timeout":
+        beside = " (or to the turn running beside it)" if args.get("busy") else ""
+        j.report_as("agent.hang", f"no answer to {said(proto, op)}{beside} within the timeout",
+                    session=args.get("session"))
+        return
+    if outcome == "exited" and op != "restart":
+        j.report_as("agent.crash", f"the agent process died during {said(proto, op)}",
+                    session=args.get("session"))
+        return
+    if outcome == "exited":
+        j.report_as("agent.crash", "the agent did not come back after a restart")
+        return
+    d = r.verdict
+    if outcome == "error" and isinstance(d.get("error"), Mapping) and "harness" in d["error"]:
+        j.report_as("protocol.malformed", f"{op}: {d['error']['harness']}",
+                    rule="FR-WIRE-NDJSON-MUST", session=args.get("session"))
+    if op == "cancel" and r.live and r.answered:
+        # Only a session this agent process has open: after a restart (not loaded again) or
+        # a close, the prompt is about an unknown session and an error is the right answer.
+        j.judge_as("cancel.error")
+        if outcome == "error":
+            j.report_as("cancel.error", "the prompt cancelled mid-turn got an error instead of a "
+                        "stop reason", session=args.get("session"), error=clip(d.get("error")))
+        elif proto >= 2 and d.get("stopReason") == "error":
+            # v2: the turn's end is its idle state_update; "error" there is v1's error answer.
+            j.report_as("cancel.error", "the prompt cancelled mid-turn ended its turn with stop "
+                        "reason error instead of cancelled", session=args.get("session"))
+
+
+def _frame(j: Judge, ev: Event) -> None:
+    """``protocol.malformed``: every line the agent wrote is a JSON-RPC message of the ACP
+    schema (a result of the shape its request's method owes)."""
+    d = ev.data
+    if d.get("dir") == "send":
+        return
+    msg = d.get("msg")
+    j.judge_as("protocol.malformed")
+    if d.get("error"):
+        j.report_as("protocol.malformed", f"the agent wrote a bad line ({d['error']})",
+                    evidence_event=ev.seq, raw=clip(d.get("raw", ""), 200), problem=d["error"])
+        return
+    if not isinstance(msg, Mapping):
+        return
+    problem = _first_error(_MESSAGE, msg)
+    if problem is None and msg.get("method") == "session/update":
+        problem = _first_error(_UPDATE, msg.get("params"))
+    if problem is None and "result" in msg:
+        rid = msg.get("id")
+        method = j.tracker.requests.get(rid) if isinstance(rid, IDS) else None
+        validator = (_RESULTS_V2 if j.tracker.protocol >= 2 else _RESULTS).get(method or "")
+        if validator is not None:
+            problem = _first_error(validator, msg["result"])
+    if problem is not None:
+        j.report_as("protocol.malformed", f"a message from the agent breaks the schema: {problem}",
+                    evidence_event=ev.seq, offending=clip(dict(msg), 200))
+
+
+def _first_error(v: Draft202012Validator, obj: Any) -> str | None:
+    err = next(iter(v.iter_errors(obj)), None)
+    if err is None:
+        return None
+    path = "/".join(str(p) for p in err.absolute_path)
+    return f"{path or '<root>'}: {err.message}"[:200]

@@ -1,0 +1,385 @@
+"""Each turn carries the prompt its session owes (pure).
+
+A turn's request is judged against the session's candidates (:mod:`acp_fuzz.core.sessions`):
+none fits, and the prompt is ``prompt.lost`` or ``prompt.altered``; the old prompt after a
+change is ``prompt.change-deferred`` (``prompt.change-ignored`` after a rebuild); either
+choice for an omitted prompt is ``lifecycle.omitted-fallback`` (and a second, different one
+``lifecycle.omitted-inconsistent``). The prompt that fits is then judged for where it sits
+(``prompt.misplaced``), how often (``prompt.duplicated``), what came with it
+(``prompt.altered`` for a vendor text beside it) and what it did to the defaults
+(``override.not-applied``, ``append.replaced-default``, ``defaults.too-small``).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+from acp_fuzz.core.baseline import (
+    DEFAULT_ABSENT,
+    DEFAULT_PRESENT,
+    MIN_BASELINE_CHARS,
+    MIN_BASELINE_LINES,
+)
+from acp_fuzz.core.builtin.evidence import clip, said, slot_of, where
+from acp_fuzz.core.checks import Judge, builtin
+from acp_fuzz.core.history import Event, ModelExchange
+from acp_fuzz.core.sessions import (
+    MIN_SIGNIFICANT,
+    SEP,
+    Candidate,
+    ModelRequest,
+    Prompt,
+    SessionModel,
+)
+
+__all__ = ["IGNORED_AFTER", "turns"]
+
+#: How many turns after a rebuild may still show the old prompt before a deferred change
+#: counts as ignored. One turn of slack: an agent may rebuild at the end of the turn that
+#: triggered it (a compaction forced by the usage a reply reported lands before the *next*
+#: request), so only a second turn on the old prompt shows the rebuild did not apply it.
+#: Shrinking keeps both turns: with one, the finding is gone.
+IGNORED_AFTER = 2
+
+_CHOICE = {"kept": "kept the stored prompt", "default": "fell back to its defaults"}
+
+
+@dataclass
+class _Memory:
+    """What the check remembers of its own verdicts in one history."""
+
+    #: ``prompt.change-deferred`` findings to withdraw when the change shows up after all,
+    #: by session model (:attr:`SessionModel.uid`).
+    deferred: dict[int, list[tuple[str, str | None, int]]] = field(default_factory=dict)
+    #: The first choice seen for an omitted prompt, per situation: (choice, session, steps).
+    omitted_choices: dict[tuple[str, bool], tuple[str, str, list[str]]] = field(
+        default_factory=dict)
+    too_small_reported: bool = False
+
+
+@builtin("prompt.lost", "prompt.altered", "prompt.misplaced", "prompt.duplicated",
+         "prompt.change-deferred", "prompt.change-ignored", "lifecycle.omitted-fallback",
+         "lifecycle.omitted-inconsistent", "override.not-applied", "append.replaced-default",
+         "defaults.too-small")
+def turns(j: Judge, ev: Event) -> None:
+    """A turn's request against the session's candidates (see the module's docstring)."""
+    c = j.change
+    if not isinstance(c, ModelRequest) or c.route != "turn" or not c.judged:
+        return
+    m, x, seq, everything = c.session, c.x, ev.seq, c.everything
+    handle = x.session
+    assert m is not None and handle is not None
+    mem = j.memo(_Memory)
+    candidates = c.candidates
+    primary = candidates[0]
+    if primary.prompt is not None and primary.prompt.significant:
+        rule = primary.rule
+        j.judge_as("prompt.lost", rule)
+        j.judge_as("prompt.altered", rule)
+        j.judge_as("prompt.altered", "ACPFUZZ-VERBATIM-SHOULD")
+    if any(o.label == "deferred" for o in candidates):
+        j.judge_as("prompt.change-ignored" if m.rebuilt else "prompt.change-deferred")
+    if len(candidates) > 1 and any(o.label in ("kept", "default") for o in candidates):
+        j.judge_as("lifecycle.omitted-fallback")
+    matched = c.matched
+    if matched is None:
+        _report_missing(j, m, handle, primary, x, seq, everything)
+        return
+    if matched.label in ("applied", "kept"):
+        # The change shows (a kept prompt is the last one applied): a deferral before it was
+        # the agent's right, not a finding.
+        for key in mem.deferred.pop(m.uid, []):
+            j.withdraw(key)
+    if matched.label == "applied" or len(candidates) == 1:
+        pass  # settled, or nothing to choose between (a session made without a prompt)
+    elif matched.label == "deferred":
+        _report_deferred(j, mem, m, handle, c, seq)
+    else:
+        _report_choice(j, mem, m, handle, matched, seq)
+    p = matched.prompt
+    if p is None:
+        return
+    system = SEP.join(x.texts("system"))
+    if p.significant:
+        j.judge_as("prompt.misplaced")
+        j.judge_as("prompt.duplicated")
+    for b in p.significant:
+        if b not in system:
+            j.report_as("prompt.misplaced",
+                        f"session {handle}: the prompt is in the {slot_of(x, b)} content, "
+                        "not the system slot", session=handle, **where(x, b, seq))
+            break
+    default_text = "\n".join(sorted(j.baseline.lines))
+    for b in p.significant:
+        expected = sum(o.count(b) for o in p.blocks) + default_text.count(b)
+        seen = sum(s.text.count(b) for s in x.segments)
+        if seen > max(expected, 1):
+            j.report_as("prompt.duplicated",
+                        f"session {handle}: a prompt block appears {seen} times in one request",
+                        session=handle, model_event=seq, count=seen, block=clip(b),
+                        paths=[s.path for s in x.segments if b in s.text])
+            break
+    _judge_vendor_also(j, m, handle, x, seq, everything)
+    if not m.mode_switched:
+        _judge_defaults(j, mem, handle, p, matched.origin, system, seq)
+
+
+def _judge_vendor_also(j: Judge, m: SessionModel, handle: str, x: ModelExchange, seq: int,
+                       everything: str) -> None:
+    """``prompt.altered`` (SHOULD, ACPFUZZ-STANDARD-ONLY-SHOULD): the standard prompt
+    reached the model, and so did the text of a legacy ``_meta`` carrier sent beside it.
+    (The vendor text *instead* of the standard one is ``prompt.lost``, MUST.)"""
+    texts = {path: t.strip() for path, t in m.vendor.items()
+             if len(t.strip()) >= MIN_SIGNIFICANT
+             and not any(t.strip() in o or o in t.strip() for o in m.own)}
+    if not texts:
+        return
+    j.judge_as("prompt.altered", "ACPFUZZ-STANDARD-ONLY-SHOULD")
+    for path, text in sorted(texts.items()):
+        if text in everything:
+            j.report_as("prompt.altered",
+                        f"session {handle}: the standard prompt reached the model, and so did "
+                        f"the text of the vendor field {path} sent with it", severity="SHOULD",
+                        rule="ACPFUZZ-STANDARD-ONLY-SHOULD", session=handle, also=path,
+                        vendor_text=clip(text), **where(x, text, seq))
+            return
+
+
+def _judge_defaults(j: Judge, mem: _Memory, handle: str, p: Prompt, origin: str, system: str,
+                    seq: int) -> None:
+    """``override.not-applied`` and ``append.replaced-default``, judged only on a substantial
+    baseline. Their severity follows how the prompt arrived: MUST for one from ``session/new``
+    or accepted on a lifecycle request, info for one the agent kept when a later request
+    omitted it (keeping it at all was the agent's choice, SP-LIFECYCLE-OMIT-MAY)."""
+    bl = j.baseline
+    if not bl.lines or p.mode not in ("override", "append"):
+        return
+    if not bl.substantial:
+        if not mem.too_small_reported:
+            mem.too_small_reported = True
+            j.report_as("defaults.too-small",
+                        f"{p.mode} not judged: the learned default instructions are too small to "
+                        f"judge ({bl.size_lines} instruction line(s), {bl.size_chars} characters; "
+                        f"at least {MIN_BASELINE_LINES} lines and {MIN_BASELINE_CHARS} characters "
+                        "are needed)", session=handle, model_event=seq,
+                        baseline_lines=bl.size_lines, baseline_chars=bl.size_chars,
+                        baseline=[clip(ln, 200) for ln in bl.to_wire()],
+                        kept=[clip(ln, 200) for ln in bl.kept_in(system)])
+        return
+    sev = "info" if origin == "kept" else None
+    j.judge_as("override.not-applied" if p.mode == "override" else "append.replaced-default")
+    share = bl.share_in(system)
+    if p.mode == "override" and share >= DEFAULT_PRESENT:
+        j.report_as("override.not-applied",
+                    f"session {handle}: override mode, yet {share:.0%} of the default "
+                    "instruction lines are in the system slot", severity=sev, session=handle,
+                    model_event=seq, share=round(share, 3), origin=origin)
+    if p.mode == "append" and share <= DEFAULT_ABSENT:
+        j.report_as("append.replaced-default",
+                    f"session {handle}: append mode, yet only {share:.0%} of the default "
+                    "instruction lines are in the system slot", severity=sev, session=handle,
+                    model_event=seq, share=round(share, 3), origin=origin)
+
+
+def _short_blocks_delivered(j: Judge, m: SessionModel, handle: str, p: Prompt,
+                            everything: str) -> list[str]:
+    """The prompt's short blocks (too short to be evidence of a bug) that are in the request
+    and could come from nowhere else: not from the defaults, nor from another candidate
+    prompt of the session, nor from another session's prompt.
+
+    Used only to *name* a failure that is already certain (every significant block is
+    missing): with these there, a block was dropped (``prompt.altered``), not the whole
+    prompt (``prompt.lost``). E.g. ``["[]", "Be a teacher... [canary]"]`` with its last
+    block dropped."""
+    elsewhere = "\n".join(j.baseline.lines)
+    others = "\n".join([b for c in m.candidates if c.prompt is not None and c.prompt is not p
+                        for b in c.prompt.blocks]
+                       + [b for h, texts in j.tracker.short_blocks.items() if h != handle
+                          for b in texts])
+    out: list[str] = []
+    for b in dict.fromkeys(b.strip() for b in p.blocks):
+        if 2 <= len(b) < MIN_SIGNIFICANT and b in everything and b not in elsewhere \
+                and b not in others:
+            out.append(b)
+    return out
+
+
+def _report_missing(j: Judge, m: SessionModel, handle: str, primary: Candidate,
+                    x: ModelExchange, seq: int, everything: str) -> None:
+    """No candidate fits: the session's prompt is lost or altered. Reported against the first
+    candidate, the prompt the session must be using (for a lifecycle request: NEW)."""
+    p = primary.prompt
+    if p is None:
+        return
+    sig = p.significant
+    present = [b for b in sig if b in everything]
+    missing = [b for b in sig if b not in present]
+    reformatted: dict[str, tuple[str, str]] = {}
+    for b in missing:
+        found = _loose_find(b, x)
+        if found is not None:
+            reformatted[b] = found
+    cut = [b for b in missing if b not in reformatted and _truncated(b, everything)]
+    sev = primary.severity if primary.severity != "info" else "SHOULD"
+    rule = primary.rule
+    partial = _short_blocks_delivered(j, m, handle, p, everything) if not present else []
+    won = {path: text for path, text in m.vendor.items()
+           if len(text.strip()) >= MIN_SIGNIFICANT and text.strip() in everything}
+    extra: dict[str, Any] = {}
+    note = ""
+    if m.compacted:
+        # No turn since the compaction showed the prompt: lost (or altered) there.
+        extra["compaction"] = m.compacted
+        note = f", after {m.compacted}"
+    if won:
+        path = next(iter(won))
+        extra = {"won": path, "vendor_text": clip(won[path])}
+        note += f"; the text of the vendor field {path} is there instead"
+    if present or reformatted or cut or partial:
+        if reformatted and len(reformatted) == len(missing):
+            # Only the form changed (SP-AGENT-APPEND-FORMAT-DEF): never MUST.
+            spacing = all(kind == "whitespace" for kind, _ in reformatted.values())
+            sev, rule = ("info", "SP-AGENT-APPEND-FORMAT-DEF") if spacing \
+                else ("SHOULD", "ACPFUZZ-VERBATIM-SHOULD")
+            extra["received"] = [{"sent": clip(b), "as": kind, "received": got}
+                                 for b, (kind, got) in reformatted.items()]
+        j.report_as("prompt.altered",
+               f"session {handle}: {len(missing)} of {len(sig)} block(s) of the prompt "
+               f"from step {p.step + 1} are not in the request verbatim"
+               + (f" (its short block(s) {', '.join(repr(clip(b)) for b in partial)} "
+                  "are)" if partial else "") + note,
+               severity=sev, rule=rule, session=handle, model_event=seq,
+               missing=[clip(b) for b in missing], **extra)
+    elif sig:
+        j.report_as("prompt.lost",
+               f"session {handle}: the prompt from step {p.step + 1} is not in the request"
+               + note, severity=sev, rule=rule, session=handle, model_event=seq,
+               expected=clip(sig[0]), system_slot=clip(SEP.join(x.texts("system"))),
+               steps=list(m.trail), **extra)
+
+
+def _report_deferred(j: Judge, mem: _Memory, m: SessionModel, handle: str, c: ModelRequest,
+                     seq: int) -> None:
+    assert c.matched is not None
+    new = c.candidates[0].prompt
+    matched = c.matched
+    evidence: dict[str, Any] = {
+        "model_event": seq, "steps": list(m.trail),
+        "requested": clip(new.significant[0]) if new and new.significant else None,
+        "in_use": clip(matched.prompt.significant[0])
+        if matched.prompt and matched.prompt.significant else "(the default instructions)"}
+    after = ""
+    if m.rebuilt:
+        turns = len(c.old_turns)
+        evidence.update(rebuilt_by=m.rebuilt, turns_after=sorted(i + 1 for i in c.old_turns))
+        if turns >= IGNORED_AFTER:
+            why = (" (acp-fuzz's reading of a rebuild, for an agent that cannot be made to "
+                   "compact)") if m.rebuilt.startswith("the cold load") else ""
+            j.report_as("prompt.change-ignored",
+                        f"session {handle}: the changed prompt was accepted, and the old one is "
+                        f"still in use {turns} turns after {m.rebuilt}{why}", session=handle,
+                        **evidence)
+            return
+        after = f" ({turns} turn after {m.rebuilt})"
+    key = j.report_as("prompt.change-deferred",
+                      f"session {handle}: the changed prompt was accepted but the old one is "
+                      f"still in use{after}", severity="SHOULD" if j.strict else "info",
+                      session=handle, **evidence)
+    mem.deferred.setdefault(m.uid, []).append(key)
+
+
+def _report_choice(j: Judge, mem: _Memory, m: SessionModel, handle: str, matched: Candidate,
+                   seq: int) -> None:
+    j.report_as("lifecycle.omitted-fallback",
+                f"session {handle}: with the prompt omitted, the agent {_CHOICE[matched.label]}",
+                session=handle, model_event=seq, choice=matched.label)
+    sit = m.omit_situation  # the tracker clears it once this turn is applied
+    if sit is None:
+        return
+    if sit in mem.omitted_choices:
+        j.judge_as("lifecycle.omitted-inconsistent")
+    first = mem.omitted_choices.setdefault(sit, (matched.label, handle, list(m.omit_trail)))
+    if first[0] != matched.label:
+        op, cold = sit
+        proto = j.tracker.protocol
+        where_ = f"{said(proto, op)} after a restart" if cold else said(proto, op)
+        j.report_as("lifecycle.omitted-inconsistent",
+                    f"session {handle}: with the prompt omitted on {where_}, the agent "
+                    f"{_CHOICE[matched.label]}, but for session {first[1]} in the same "
+                    f"situation it {_CHOICE[first[0]]}",
+                    session=handle, model_event=seq,
+                    first={"session": first[1], "choice": first[0], "steps": first[2]},
+                    now={"session": handle, "choice": matched.label,
+                         "steps": list(m.omit_trail)})
+
+
+#: A block counts as truncated (altered, not lost) when at least its first half arrived, and
+#: that half is long enough not to match by chance.
+MIN_TRUNCATED_PREFIX = 256
+
+
+def _truncated(block: str, everything: str) -> bool:
+    half = block[: len(block) // 2]
+    return len(half) >= MIN_TRUNCATED_PREFIX and half in everything
+
+
+_INVISIBLE = re.compile(r"[\u0000-\u0008\u000b-\u001f\u007f\u200b-\u200f\u2060\ufeff]")
+#: One unit of escaped text: an HTML entity, a JSON escape, or any one character.
+_ESCAPE = re.compile(r"&(?:#\d{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z]{2,8});|\\u[0-9a-fA-F]{4}"
+                     r"|\\[nrt\"\\/']|.", re.DOTALL)
+_JSON_ESCAPES = {"n": "\n", "r": "\r", "t": "\t"}
+
+
+def _squeeze(s: str, *, unescape: bool) -> tuple[str, list[tuple[int, int]]]:
+    """``s`` without whitespace (and, with ``unescape``, NFC-normalised, without invisible
+    characters, with HTML entities and JSON escapes decoded), and for each character kept the
+    span of ``s`` it came from."""
+    if unescape:
+        s = unicodedata.normalize("NFC", s)
+    out: list[str] = []
+    where: list[tuple[int, int]] = []
+    for tok in _ESCAPE.finditer(s):
+        t = tok.group()
+        if unescape and len(t) > 1:
+            if t.startswith("&"):
+                t = html.unescape(t)
+            elif t.startswith("\\u"):
+                t = chr(int(t[2:], 16))
+            else:
+                t = _JSON_ESCAPES.get(t[1], t[1])
+        for ch in t:
+            if ch.isspace() or ch == "\x00" or (unescape and _INVISIBLE.match(ch)):
+                continue
+            out.append(ch)
+            where.append(tok.span())
+    return "".join(out), where
+
+
+def _loose_find(block: str, x: ModelExchange) -> tuple[str, str] | None:
+    """Where a block that is not in the request verbatim arrived in another form: with other
+    whitespace or split across neighbouring segments (two system blocks): ``"whitespace"``;
+    escaped (HTML entities, JSON quoting), with invisible characters removed or in another
+    Unicode normalisation: ``"escaped"``. Returns (that kind, the text as received), or
+    ``None``. Only the form is forgiven: every other character must be there, in order."""
+    texts = [s.text for s in x.segments]
+    # Each segment alone, then each pair of neighbours (a block split in two).
+    spans = texts + [texts[i] + SEP + texts[i + 1] for i in range(len(texts) - 1)]
+    for kind, unescape in (("whitespace", False), ("escaped", True)):
+        want, _ = _squeeze(block, unescape=unescape)
+        if not want:
+            return None
+        for hay in spans:
+            squeezed, where = _squeeze(hay, unescape=unescape)
+            i = squeezed.find(want)
+            if i >= 0:
+                if unescape:
+                    hay = unicodedata.normalize("NFC", hay)
+                got = hay[where[i][0]: where[i + len(want) - 1][1]]
+                return kind, clip(got.replace(SEP, " | "))
+    return None
+
+
