@@ -43,6 +43,14 @@ HARNESS_RULES: dict[str, str] = {
         "a request that carries the standard systemPrompt and a legacy _meta prompt beside it "
         "gets the standard one only: the field replaces the _meta carriers (RFD, Status quo), "
         "and a client sends both for agents older than the field",
+    "ACPFUZZ-COMPACTION-KEEPS-MUST":
+        "after the agent compacts a session, the session's client prompt still reaches the "
+        "model on its turns (compaction rebuilds the prompt, SP-LIFECYCLE-DEFER-MAY; the "
+        "rebuilt one is still the session's, SP-AGENT-APPLY-NEW-MUST)",
+    "ACPFUZZ-COMPACTION-APPLIES-SHOULD":
+        "a changed prompt that the agent deferred is in use after the session's next "
+        "compaction (SP-LIFECYCLE-DEFER-MAY: a change never applied, even after a rebuild, is "
+        "a SHOULD-level finding)",
     "ACPFUZZ-SCHEMA-SHAPE-SHOULD":
         "an advertising agent rejects a systemPrompt that is not an object (the earlier "
         "drafts' string and array, acp-reference.md §7.4)",

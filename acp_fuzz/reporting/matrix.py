@@ -79,6 +79,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("SP-LIFECYCLE-CHANGE-SHOULD", "a changed prompt on load, resume or fork is applied"),
     ("SP-LIFECYCLE-DEFER-MAY", "a changed prompt may wait for the next rebuild"),
     ("SP-LIFECYCLE-OMIT-MAY", "an omitted prompt on load, resume or fork: kept or default"),
+    ("ACPFUZZ-COMPACTION-KEEPS-MUST", "after a compaction the prompt still reaches the model"),
+    ("ACPFUZZ-COMPACTION-APPLIES-SHOULD", "a change deferred before a compaction is applied at it"),
     ("SES-AGENT-LOAD-REPLAY-MUST", "after session/load the model gets the conversation"),
     ("SES-AGENT-RESUME-NOREPLAY-MUST", "after session/resume the model gets the conversation"),
     ("ACPFUZZ-REATTACH-ADVERTISED-SHOULD", "an advertised load or resume works"),
@@ -355,8 +357,12 @@ def cells_to_json(col: Column) -> dict[str, dict[str, Any]]:
 
 def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples: int) -> str:
     if rule.startswith(("SP-", "ACPFUZZ-SCHEMA", "ACPFUZZ-PROMPT", "ACPFUZZ-VERBATIM",
-                        "ACPFUZZ-SESSION")) and not caps.get("system_prompt"):
+                        "ACPFUZZ-SESSION", "ACPFUZZ-COMPACTION")) \
+            and not caps.get("system_prompt"):
         return "no systemPrompt capability"
+    if rule.startswith("ACPFUZZ-COMPACTION") and not any(
+            caps.get(k) for k in ("compact_command", "compact_usage", "compact_overflow")):
+        return "cannot be made to compact: no compact command, no [compaction] in its profile"
     if rule.startswith("SP-AGENT-OVERRIDE") and not caps.get("override"):
         return "override not advertised"
     if rule in _DEFAULTS_RULES and too_small:
@@ -369,8 +375,8 @@ def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples:
                                                              or caps.get("resume")
                                                              or caps.get("replay")):
         return "neither session/load nor session/resume advertised"
-    if rule.startswith("SP-LIFECYCLE") and not any(caps.get(k) for k in
-                                                   ("load", "resume", "fork")):
+    if rule.startswith(("SP-LIFECYCLE", "ACPFUZZ-COMPACTION-APPLIES")) \
+            and not any(caps.get(k) for k in ("load", "resume", "fork")):
         return "no load, resume or fork advertised"
     return f"no case drawn in {examples} examples"
 

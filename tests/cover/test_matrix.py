@@ -85,6 +85,26 @@ def test_not_tested_says_why() -> None:
     assert gone.note.startswith("not run: not installed")
 
 
+def test_the_compaction_rows_say_when_the_agent_cannot_be_made_to_compact() -> None:
+    keeps, applies = "ACPFUZZ-COMPACTION-KEEPS-MUST", "ACPFUZZ-COMPACTION-APPLIES-SHOULD"
+    never = column_from_report(doc(capabilities={**ALL, "compact_command": False,
+                                                 "compact_usage": False,
+                                                 "compact_overflow": False}), profile="n")
+    assert never.cells[keeps].text.startswith("cannot be made to compact")
+    assert never.cells[applies].text.startswith("cannot be made to compact")
+    no_reattach = column_from_report(doc(capabilities={
+        "system_prompt": True, "compact_usage": True}), profile="u")
+    assert no_reattach.cells[keeps].text == "no case drawn in 7 examples"
+    assert no_reattach.cells[applies].text == "no load, resume or fork advertised"
+    lost = column_from_report(doc(
+        capabilities={**ALL, "compact_command": True},
+        findings=[{"oracle": "prompt.lost", "severity": "MUST", "rule": keeps,
+                   "status": "failed", "cassette": None}],
+        judged=judged(("prompt.change-ignored", applies))), profile="c")
+    assert (lost.cells[keeps].status, lost.cells[keeps].text) == ("fail", "MUST: prompt.lost")
+    assert (lost.cells[applies].status, lost.cells[applies].text) == ("pass", "2 checks")
+
+
 def test_a_v2_column_says_so_and_its_replaying_resume_is_a_load() -> None:
     v2 = column_from_report(doc(
         agent={"protocolVersion": 2, "info": {"name": "demo", "version": "2.0"}},

@@ -19,7 +19,7 @@ from __future__ import annotations
 from test_oracles import BASE, H, P, Q, appended, ids, only, sp
 
 from acp_fuzz.core.history import ModelExchange, Segment
-from acp_fuzz.core.oracles import IGNORED_AFTER, evaluate
+from acp_fuzz.core.oracles import IGNORED_AFTER, Evaluator, evaluate
 from acp_fuzz.core.steps import advertises_compact, nonce_for
 
 
@@ -92,7 +92,9 @@ def test_a_prompt_dropped_at_compaction_is_lost_must_naming_the_compaction() -> 
     step = compact(h, "A")
     h.prompt("A", system=appended())
     f = only(h.findings(), "prompt.lost")
-    assert (f.severity, f.rule) == ("MUST", "SP-AGENT-APPLY-NEW-MUST")
+    # Its own rule, and so its own row in the matrix (docs/oracles.md, "Rules of acp-fuzz's
+    # own"): the prompt owed as a MUST did not survive the compaction.
+    assert (f.severity, f.rule) == ("MUST", "ACPFUZZ-COMPACTION-KEEPS-MUST")
     assert f.evidence["compaction"] == f"the compaction at step {step + 1} (its compaction command)"
     assert f"after the compaction at step {step + 1}" in f.message
     assert any("compaction of A" in line for line in f.evidence["steps"])
@@ -140,7 +142,7 @@ def test_a_change_kept_back_through_a_compaction_is_change_ignored_naming_it() -
     assert "1 turn after the compaction" in only(h.findings(), "prompt.change-deferred").message
     h.prompt("A", system=appended(P))
     f = only(h.findings(), "prompt.change-ignored")
-    assert (f.severity, f.rule) == ("SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD")
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-COMPACTION-APPLIES-SHOULD")
     assert f.evidence["rebuilt_by"] == f"the compaction at step {step + 1}"
     assert len(f.evidence["turns_after"]) == IGNORED_AFTER
     assert "cannot be made to compact" not in f.message
@@ -322,3 +324,46 @@ def test_an_untied_summary_request_is_the_compaction_of_the_step_s_session() -> 
     h.prompt("A", system=appended(P))
     f = only(h.findings(), "prompt.change-ignored")
     assert f.evidence["rebuilt_by"] == "the compaction at step 4"
+
+
+def judged(h: H) -> dict[tuple[str, str], int]:
+    e = Evaluator(baseline=BASE)
+    e.feed(h.h.snapshot())
+    return e.judged()
+
+
+def test_the_turns_after_a_compaction_are_judged_under_the_compaction_rules() -> None:
+    # What `acp-fuzz matrix` counts as tested in the two compaction rows: the first turn after
+    # a compaction under KEEPS, a deferred change's turns after it under APPLIES; the turn
+    # before the compaction under the lifecycle rules, and nothing under the compaction's.
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P))
+    h.step("resume", "A", systemPrompt=sp("append", Q))
+    h.prompt("A", system=appended(P))
+    before = judged(h)
+    assert not any(rule.startswith("ACPFUZZ-COMPACTION") for _, rule in before)
+    compact(h, "A")
+    h.prompt("A", system=appended(Q))
+    after = judged(h)
+    assert after[("prompt.lost", "ACPFUZZ-COMPACTION-KEEPS-MUST")] == 1
+    assert after[("prompt.change-ignored", "ACPFUZZ-COMPACTION-APPLIES-SHOULD")] == 1
+    assert h.findings(strict=True) == []  # applied at the compaction: nothing failed
+    # Once a turn showed the prompt, the compaction is behind the session: its rules rest.
+    h.prompt("A", system=appended(Q))
+    assert judged(h)[("prompt.lost", "ACPFUZZ-COMPACTION-KEEPS-MUST")] == 1
+
+
+def test_a_cold_load_rebuild_keeps_the_lifecycle_rule() -> None:
+    # An agent that cannot be made to compact: the cold load is the rebuild, and a change it
+    # did not apply stays under SP-LIFECYCLE-CHANGE-SHOULD.
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P))
+    h.step("restart")
+    h.step("load", "A", systemPrompt=sp("append", Q))
+    h.prompt("A", system=appended(P))
+    h.prompt("A", system=appended(P))
+    f = only(h.findings(), "prompt.change-ignored")
+    assert f.rule == "SP-LIFECYCLE-CHANGE-SHOULD"
+    assert f.evidence["rebuilt_by"].startswith("the cold load")

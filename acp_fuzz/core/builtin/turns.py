@@ -26,6 +26,7 @@ from acp_fuzz.core.baseline import (
 )
 from acp_fuzz.core.builtin.evidence import clip, said, slot_of, where
 from acp_fuzz.core.checks import Judge, builtin
+from acp_fuzz.core.findings import CATALOG
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.sessions import (
     MIN_SIGNIFICANT,
@@ -61,6 +62,27 @@ class _Memory:
     too_small_reported: bool = False
 
 
+#: The rules of a prompt lost at a compaction, and of a deferred change a compaction did not
+#: apply: their own rows in the matrix (docs/oracles.md, "Rules of acp-fuzz's own").
+KEEPS_RULE = "ACPFUZZ-COMPACTION-KEEPS-MUST"
+APPLIES_RULE = "ACPFUZZ-COMPACTION-APPLIES-SHOULD"
+
+
+def _rule_after(m: SessionModel, primary: Candidate) -> str:
+    """The rule a missing prompt breaks: the candidate's own, or, while no turn has shown the
+    prompt since a compaction of the session, the compaction's (for a prompt owed as a MUST:
+    a kept prompt after an omitted one stays the SHOULD of its own rule)."""
+    return KEEPS_RULE if m.compacted and primary.severity == "MUST" else primary.rule
+
+
+def _ignored_rule(m: SessionModel) -> str:
+    """The rule of a deferred change still not applied after the session's rebuild: the
+    compaction's when a compaction rebuilt it, else the lifecycle rule's (a cold load)."""
+    rebuilt = m.rebuilt or ""
+    return APPLIES_RULE if rebuilt.startswith("the compaction") else CATALOG[
+        "prompt.change-ignored"].rule
+
+
 @builtin("prompt.lost", "prompt.altered", "prompt.misplaced", "prompt.duplicated",
          "prompt.change-deferred", "prompt.change-ignored", "lifecycle.omitted-fallback",
          "lifecycle.omitted-inconsistent", "override.not-applied", "append.replaced-default",
@@ -77,12 +99,15 @@ def turns(j: Judge, ev: Event) -> None:
     candidates = c.candidates
     primary = candidates[0]
     if primary.prompt is not None and primary.prompt.significant:
-        rule = primary.rule
+        rule = _rule_after(m, primary)
         j.judge_as("prompt.lost", rule)
         j.judge_as("prompt.altered", rule)
         j.judge_as("prompt.altered", "ACPFUZZ-VERBATIM-SHOULD")
     if any(o.label == "deferred" for o in candidates):
-        j.judge_as("prompt.change-ignored" if m.rebuilt else "prompt.change-deferred")
+        if m.rebuilt:
+            j.judge_as("prompt.change-ignored", _ignored_rule(m))
+        else:
+            j.judge_as("prompt.change-deferred")
     if len(candidates) > 1 and any(o.label in ("kept", "default") for o in candidates):
         j.judge_as("lifecycle.omitted-fallback")
     matched = c.matched
@@ -225,7 +250,7 @@ def _report_missing(j: Judge, m: SessionModel, handle: str, primary: Candidate,
             reformatted[b] = found
     cut = [b for b in missing if b not in reformatted and _truncated(b, everything)]
     sev = primary.severity if primary.severity != "info" else "SHOULD"
-    rule = primary.rule
+    rule = _rule_after(m, primary)
     partial = _short_blocks_delivered(j, m, handle, p, everything) if not present else []
     won = {path: text for path, text in m.vendor.items()
            if len(text.strip()) >= MIN_SIGNIFICANT and text.strip() in everything}
@@ -282,6 +307,7 @@ def _report_deferred(j: Judge, mem: _Memory, m: SessionModel, handle: str, c: Mo
             j.report_as("prompt.change-ignored",
                         f"session {handle}: the changed prompt was accepted, and the old one is "
                         f"still in use {turns} turns after {m.rebuilt}{why}", session=handle,
+                        rule=_ignored_rule(m),
                         **evidence)
             return
         after = f" ({turns} turn after {m.rebuilt})"
