@@ -2,8 +2,9 @@
 
 acp-fuzz plays the agent (a stand-in that advertises drawn capability sets), runs the client's
 scenario against it, judges what the client sent, shrinks each failure to the smallest
-capability set, confirms and records it. ``--replay CASSETTE`` runs a recorded failure again.
-See ``docs/clients.md``.
+capability set, confirms and records it. ``acp-fuzz replay --client CASSETTE`` runs a recorded
+failure again (:func:`replay_client_cassette`; ``acp-fuzz client --replay CASSETTE``, the
+older spelling, runs the same code). See ``docs/clients.md``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 from rich.text import Text
@@ -28,6 +29,14 @@ from acp_fuzz.cli.app import (
     install_interrupt_handlers,
     out,
 )
+from acp_fuzz.cli.options import (
+    SANDBOX_FS_OPTION,
+    SANDBOX_NET_OPTION,
+    SCENARIO_OPTION,
+    STEP_OPTION,
+    enter_sandbox_net,
+    require_bwrap,
+)
 from acp_fuzz.cli.target import parse_reports
 from acp_fuzz.core.errors import CassetteError, HarnessError
 from acp_fuzz.core.escaping import terminal
@@ -37,7 +46,7 @@ from acp_fuzz.core.scrub import env_secrets
 if TYPE_CHECKING:
     from acp_fuzz.engine.client_campaign import ClientCampaignResult
 
-__all__ = ["client"]
+__all__ = ["client", "replay_client_cassette"]
 
 
 def _scenario(command: Sequence[str], steps: Sequence[str], scenario_file: Path | None,
@@ -80,14 +89,8 @@ def client(
                                                "same run."),
     strict: bool = typer.Option(False, "--strict", metavar="",
                                 help="Fail on SHOULD findings too."),
-    step: list[str] = typer.Option(
-        [], "--step", metavar="'ARGS...'",
-        help="One run of the client (repeatable, in order): these words are appended to the "
-             "client command (without one, each step is a whole command line). The steps "
-             "share the agent's sessions and the client's HOME."),
-    scenario_file: Path | None = typer.Option(None, "--scenario", metavar="FILE",
-                                              help="The steps as a TOML file "
-                                                   "(docs/clients.md)."),
+    step: list[str] = STEP_OPTION,
+    scenario_file: Path | None = SCENARIO_OPTION,
     timeout: float | None = typer.Option(None, "--timeout", min=0.1,
                                          help=f"Seconds each step may run (default: the "
                                               f"scenario's, else {DEFAULT_TIMEOUT:g})."),
@@ -96,12 +99,18 @@ def client(
     report: list[str] = typer.Option([], "--report",
                                      help="json:PATH or junit:PATH (repeatable)."),
     replay: Path | None = typer.Option(None, "--replay", metavar="CASSETTE",
-                                       help="Run a client cassette's capability set again "
-                                            "against this client: FIXED, FAILED or FLAKY."),
+                                       help="The same as `acp-fuzz replay --client "
+                                            "CASSETTE`: FIXED, FAILED or FLAKY."),
     trust_recorded_command: bool = typer.Option(
         False, "--trust-recorded-command", metavar="",
         help="With --replay: run the client command and steps the cassette recorded (only "
              "for cassettes you trust)."),
+    sandbox_net: bool = SANDBOX_NET_OPTION,
+    sandbox_fs: bool = SANDBOX_FS_OPTION,
+    portable: bool = typer.Option(
+        False, "--portable", metavar="",
+        help="Write cassettes without this machine's paths (the Python interpreter becomes "
+             "'python', the run's sandbox '<sandbox>'), to attach to a bug report."),
     pass_env: list[str] = typer.Option(
         [], "--pass-env", metavar="NAME",
         help="Pass this variable from your environment to the client (repeatable); its "
@@ -129,9 +138,11 @@ def client(
         if reports:
             fail("--report is for a search; --replay prints its verdict and sets the exit "
                  "code")
-        _replay(replay, command or [], step, scenario_file, timeout, trust_recorded_command,
-                tuple(pass_env))
-        return
+        if portable:
+            fail("--portable is for a search: --replay writes no cassette")
+        replay_client_cassette(replay, command or [], step, scenario_file, timeout,
+                               trust_recorded_command, tuple(pass_env), sandbox_fs=sandbox_fs,
+                               sandbox_net=sandbox_net)
     if trust_recorded_command:
         fail("--trust-recorded-command goes with --replay CASSETTE")
     sc = _scenario(command or [], step, scenario_file, timeout)
@@ -141,6 +152,9 @@ def client(
                  "acp_fuzz.reference_client`), or give --step/--scenario")
         sc = Scenario(tuple(command), timeout=timeout or DEFAULT_TIMEOUT)
     check_writable_dir(cassette_dir, "--cassette-dir")
+    if sandbox_fs:
+        require_bwrap()
+    enter_sandbox_net(sandbox_net)
 
     from acp_fuzz.engine.client_campaign import (
         ClientCampaignEvent,
@@ -151,11 +165,12 @@ def client(
         run_client_campaign,
     )
 
-    hint = _again_tail(sc, scenario_file)
+    hint = _again_options(sc, scenario_file, sandbox_fs=sandbox_fs, sandbox_net=sandbox_net)
     cfg = ClientSettings(max_examples=max_examples, seed=seed, strict=strict,
                          cassette_dir=cassette_dir, max_failures=1 if exitfirst else
                          max_failures, pass_env=tuple(pass_env),
-                         exclude_oracles=tuple(exclude_oracle), replay_hint=hint)
+                         exclude_oracles=tuple(exclude_oracle), replay_hint=hint,
+                         sandbox_fs=sandbox_fs, portable=portable)
     out.print(terminal(f"client: {shlex.join(sc.command) or '(each step is a command line)'}"
                        f"  scenario: {len(sc.steps)} step(s)"), markup=False)
 
@@ -186,18 +201,16 @@ def client(
     raise typer.Exit(result.exit_code)
 
 
-def _again_tail(sc: Scenario, scenario_file: Path | None) -> str:
-    """What follows ``acp-fuzz client --replay CASSETTE`` to run a failure again: the
-    scenario (as given) and the client command."""
+def _again_options(sc: Scenario, scenario_file: Path | None, *, sandbox_fs: bool,
+                   sandbox_net: bool) -> str:
+    """The options of ``acp-fuzz replay --client OPTIONS CASSETTE -- CLIENT`` that run a
+    failure again as it was found: the sandbox, and the scenario as given."""
+    words = ["--sandbox-fs"] * sandbox_fs + ["--sandbox-net"] * sandbox_net
     if scenario_file is not None:
-        tail = f"--scenario {shlex.quote(str(scenario_file))}"
+        words.append(f"--scenario {shlex.quote(str(scenario_file))}")
     elif any(s.args for s in sc.steps):
-        tail = " ".join(f"--step {shlex.quote(shlex.join(s.args))}" for s in sc.steps)
-    else:
-        tail = ""
-    if sc.command:
-        tail += f" -- {shlex.join(sc.command)}"
-    return tail.strip()
+        words += [f"--step {shlex.quote(shlex.join(s.args))}" for s in sc.steps]
+    return " ".join(words)
 
 
 def _passed_secrets(names: Sequence[str]) -> frozenset[str]:
@@ -207,6 +220,7 @@ def _passed_secrets(names: Sequence[str]) -> frozenset[str]:
 
 
 def _print(result: ClientCampaignResult, elapsed: float) -> None:
+    from acp_fuzz.engine.client_campaign import replay_command
     from acp_fuzz.reporting.client import client_lines
 
     out.print(f"ran {result.examples_run} capability set(s), {result.runs} client run(s) in "
@@ -217,8 +231,7 @@ def _print(result: ClientCampaignResult, elapsed: float) -> None:
                   markup=False)
 
     def again(cassette: Path) -> str:
-        tail = result.settings.replay_hint
-        return f"acp-fuzz client --replay {shlex.quote(str(cassette))}" + (f" {tail}" * bool(tail))
+        return replay_command(cassette, result.settings.replay_hint, result.scenario.command)
 
     for text, style in client_lines(result, again):
         line = Text(text)
@@ -243,9 +256,15 @@ def _write_report(kind: str, result: ClientCampaignResult, path: Path,
         fail(f"cannot write {path}: {e.strerror or e}")
 
 
-def _replay(cassette_path: Path, command: Sequence[str], steps: Sequence[str],
-            scenario_file: Path | None, timeout: float | None, trust: bool,
-            pass_env: tuple[str, ...]) -> None:
+def replay_client_cassette(cassette_path: Path, command: Sequence[str], steps: Sequence[str],
+                           scenario_file: Path | None, timeout: float | None, trust: bool,
+                           pass_env: tuple[str, ...], *, sandbox_fs: bool = False,
+                           sandbox_net: bool = False, runs: int = 3) -> NoReturn:
+    """Replay one client cassette (``acp-fuzz replay --client`` and ``acp-fuzz client
+    --replay``): run its capability set ``runs`` times against the client ``command`` with
+    the scenario given (``steps`` or ``scenario_file``; none: the recorded one, which needs
+    the steps again unless ``trust``), print the verdict and exit: ``0`` FIXED, ``1`` FAILED
+    or FLAKY, ``2`` (one line) when the cassette or the client cannot be used."""
     from acp_fuzz.core.cassette import read_cassette
     from acp_fuzz.engine.client_campaign import recorded_client, replay_client
 
@@ -274,9 +293,12 @@ def _replay(cassette_path: Path, command: Sequence[str], steps: Sequence[str],
             sc.check()
         except ScenarioError as e:
             fail(str(e))
+    if sandbox_fs:
+        require_bwrap()
+    enter_sandbox_net(sandbox_net)
     restore = install_interrupt_handlers()
     try:
-        res = replay_client(cassette, sc, pass_env=pass_env)
+        res = replay_client(cassette, sc, runs=runs, pass_env=pass_env, sandbox_fs=sandbox_fs)
     except HarnessError as e:
         fail(str(e))
     except KeyboardInterrupt:

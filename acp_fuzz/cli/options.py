@@ -1,5 +1,5 @@
-"""The options that ``target``, ``replay`` and ``matrix`` share, declared once (typer shares
-the objects), with what each one asks of the machine checked in one place."""
+"""The options that ``target``, ``replay``, ``matrix`` and ``client`` share, declared once
+(typer shares the objects), with what each one asks of the machine checked in one place."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import typer
 
 from acp_fuzz.cli.app import fail
 
-__all__ = ["SANDBOX_FS_OPTION", "SANDBOX_NET_OPTION", "enter_sandbox_net", "require_bwrap"]
+__all__ = ["SANDBOX_FS_OPTION", "SANDBOX_NET_OPTION", "SCENARIO_OPTION", "STEP_OPTION",
+           "enter_sandbox_net", "require_bwrap"]
 
 SANDBOX_NET_OPTION: Any = typer.Option(
     False, "--sandbox-net", metavar="",
@@ -18,6 +19,15 @@ SANDBOX_FS_OPTION: Any = typer.Option(
     False, "--sandbox-fs", metavar="",
     help="Agents see only their sandbox (writable), system folders and what they need to "
          "run (read-only); not your files. Needs bubblewrap (bwrap).")
+
+#: A client's scenario (``acp-fuzz client`` and ``acp-fuzz replay --client``).
+STEP_OPTION: Any = typer.Option(
+    [], "--step", metavar="'ARGS...'",
+    help="One run of the client (repeatable, in order): these words are appended to the "
+         "client command (without one, each step is a whole command line). The steps share "
+         "the agent's sessions and the client's HOME.")
+SCENARIO_OPTION: Any = typer.Option(
+    None, "--scenario", metavar="FILE", help="The steps as a TOML file (docs/clients.md).")
 
 
 def require_bwrap() -> None:

@@ -21,6 +21,15 @@ Both register themselves on the CLI's one app (:mod:`acp_fuzz.cli.app`) as ``rep
     each cassette records (escaped, one line each) and exits ``2``;
     ``--trust-recorded-command`` runs those recorded commands.
 
+``acp-fuzz replay --client CASSETTE [--step ARGS... | --scenario FILE] -- CLIENT-CMD...``
+    Replays a client cassette (written by ``acp-fuzz client``): the stand-in agent advertises
+    the recorded capability set again, the client you name runs the scenario three times
+    (``--runs``), and one line says ``FIXED`` (exit 0), ``FAILED`` or ``FLAKY`` (exit 1); a
+    cassette or client that cannot be used is a one-line error (exit 2). It is
+    :func:`acp_fuzz.cli.client.replay_client_cassette`, which ``acp-fuzz client --replay``
+    runs too. A client cassette replayed without ``--client``, or an agent cassette with it,
+    is a one-line error that says which to use.
+
 ``acp-fuzz report CASSETTE [-o FILE]``
     Writes the Markdown bug report for a cassette (to stdout by default).
 """
@@ -30,7 +39,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 
@@ -38,6 +47,8 @@ from acp_fuzz.cli.app import app, atomic_write, fail
 from acp_fuzz.cli.options import (
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
+    SCENARIO_OPTION,
+    STEP_OPTION,
     enter_sandbox_net,
     require_bwrap,
 )
@@ -96,15 +107,26 @@ def replay_cmd(
         metavar="",
         help="With --as-agent: also send your client the fs/* and terminal/* requests the "
              "cassette recorded (dropped by default: they write files and run commands)."),
-    runs: int = typer.Option(
-        1, "--runs", min=1,
-        help="Replay each cassette this many times; a failure seen in only some runs is "
-             "FLAKY."),
+    runs: int | None = typer.Option(
+        None, "--runs", min=1, show_default=False,
+        help="Replay each cassette this many times (default 1; 3 with --client); a failure "
+             "seen in only some runs is FLAKY."),
     junit: Path | None = typer.Option(
         None, "--junit", metavar="PATH", help="Also write a JUnit XML file (one test case "
                                               "per cassette)."),
-    timeout: float = typer.Option(
-        DEFAULT_TIMEOUT, "--timeout", min=0.1, help="Seconds to wait for each agent answer."),
+    timeout: float | None = typer.Option(
+        None, "--timeout", min=0.1, show_default=False,
+        help=f"Seconds to wait for each agent answer (default {DEFAULT_TIMEOUT:g}); with "
+             "--client, seconds each step may run (default: the recorded scenario's)."),
+    client: bool = typer.Option(
+        False, "--client", metavar="",
+        help="The cassette is a client's (`acp-fuzz client`): replay it against the client "
+             "after -- (docs/clients.md). One cassette, not a folder."),
+    step: list[str] = STEP_OPTION,
+    scenario_file: Path | None = SCENARIO_OPTION,
+    pass_env: list[str] = typer.Option(
+        [], "--pass-env", metavar="NAME",
+        help="With --client: pass this variable to the client (repeatable; scrubbed)."),
 ) -> None:
     """Replay recorded cassettes against your agent and say whether each bug is still there.
 
@@ -114,13 +136,31 @@ def replay_cmd(
     Verdicts: FAILED (the recorded failure came back in every run), FLAKY (in some runs),
     FIXED (in none), PASSED (nothing was recorded failing and nothing fails now), ERROR (the
     cassette or the agent could not be used). Exit status 0 when all are FIXED or PASSED, 1
-    when any is FAILED or FLAKY, 2 on errors."""
+    when any is FAILED or FLAKY, 2 on errors.
+
+    With --client, a client cassette of `acp-fuzz client` against the client after `--`
+    (docs/clients.md): FIXED (exit 0), FAILED or FLAKY (exit 1), in three runs by default."""
     argv = list(command or [])
     if argv and argv[0] == "--":  # kept by click when option parsing stopped at CASSETTE
         argv = argv[1:]
     if argv and argv[0].startswith("-"):
         fail(f"unexpected {argv[0]!r}: options go before the cassette path, and the agent "
              "command after `--` (acp-fuzz replay --runs 3 CASSETTE -- AGENT ARGS)")
+    if client:
+        _replay_client(cassette, argv, step, scenario_file, timeout, tuple(pass_env),
+                       trust=trust_recorded_command, sandbox_fs=sandbox_fs,
+                       sandbox_net=sandbox_net, runs=runs,
+                       agent_only={"--profile": profile, "--offline": offline,
+                                   "--as-agent": as_agent,
+                                   "--forward-fs-terminal": forward_fs_terminal,
+                                   "--recorded-model-replies": recorded_model_replies,
+                                   "--junit": junit})
+    for name, given in (("--step", step), ("--scenario", scenario_file),
+                        ("--pass-env", pass_env)):
+        if given:
+            fail(f"{name} goes with --client (the replay of a client cassette)")
+    timeout = DEFAULT_TIMEOUT if timeout is None else timeout
+    runs = 1 if runs is None else runs
     if as_agent:
         if (profile or trust_recorded_command or sandbox_net or sandbox_fs
                 or recorded_model_replies):
@@ -151,6 +191,8 @@ def replay_cmd(
             fail(f"no *.cassette files under {cassette}")
     else:
         paths = [cassette]
+    if not cassette.is_dir():
+        _refuse_client_cassette(cassette)
     if not (offline or argv or profile or trust_recorded_command):
         _refuse_recorded(paths)
     if sandbox_fs and not offline:
@@ -176,6 +218,41 @@ def replay_cmd(
         except OSError as e:
             fail(f"cannot write {junit}: {e.strerror or e}")
     raise typer.Exit(exit_code(results))
+
+
+def _replay_client(cassette: Path, argv: list[str], steps: list[str],
+                   scenario_file: Path | None, timeout: float | None,
+                   pass_env: tuple[str, ...], *, trust: bool, sandbox_fs: bool,
+                   sandbox_net: bool, runs: int | None, agent_only: dict[str, Any]) -> NoReturn:
+    """``--client``: refuse what only an agent replay takes, then
+    :func:`~acp_fuzz.cli.client.replay_client_cassette`."""
+    from acp_fuzz.cli.client import replay_client_cassette
+
+    given = [name for name, value in agent_only.items() if value]
+    if given:
+        fail(f"{', '.join(given)}: not with --client (a client replay starts the client you "
+             "name, against the stand-in agent)")
+    if cassette.is_dir():
+        fail(f"--client replays one cassette, not a folder: {cassette}")
+    replay_client_cassette(cassette, argv, steps, scenario_file, timeout, trust, pass_env,
+                           sandbox_fs=sandbox_fs, sandbox_net=sandbox_net,
+                           runs=3 if runs is None else runs)
+
+
+def _refuse_client_cassette(path: Path) -> None:
+    """A client cassette given without ``--client``: one line that says to add it (a
+    cassette that cannot be read is left to the replay, which says why)."""
+    from acp_fuzz.core.cassette import open_cassette
+    from acp_fuzz.engine.client_campaign import CASSETTE_KIND
+
+    try:  # the header alone: the kind is written at the start
+        with open_cassette(path) as reader:
+            kind = reader.header.kind
+    except CassetteError:
+        return
+    if kind == CASSETTE_KIND:
+        fail(f"{visible(str(path))} is a client cassette (acp-fuzz client): replay it with "
+             f"`acp-fuzz replay --client CASSETTE -- CLIENT-CMD`")
 
 
 def _refuse_recorded(paths: list[Path]) -> NoReturn:

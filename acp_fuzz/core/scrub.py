@@ -66,6 +66,7 @@ __all__ = [
     "map_leaves",
     "normalize_sandbox",
     "portable",
+    "portable_command",
     "redact_headers",
     "redact_url",
 ]
@@ -313,11 +314,10 @@ def normalize_sandbox(text: str) -> str:
     return _SANDBOX_DASHED.sub(SANDBOX_PLACEHOLDER, "".join(out))
 
 
-def portable(header: Any, events: Sequence[Event], *, roots: Iterable[str] = ()
-             ) -> tuple[Any, list[Event]]:
-    """``header`` and ``events`` without the paths of the machine that recorded them (see
-    the module docs): ``roots`` are more agents-cache folders to rewrite (a cache moved with
-    ``ACP_FUZZ_AGENT_CACHE``)."""
+def _portable_rewrites(roots: Iterable[str]
+                       ) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
+    """The rewrites of :func:`portable`: of any recorded text, and of one command-line word
+    (the text rewrite, and a virtual environment's interpreter becomes ``python``)."""
     extra = [r.rstrip("/") + "/" for r in roots if r and r.strip("/")]
 
     def text(v: Any) -> Any:
@@ -330,6 +330,23 @@ def portable(header: Any, events: Sequence[Event], *, roots: Iterable[str] = ()
     def arg(v: Any) -> Any:
         return "python" if isinstance(v, str) and _PYTHON.match(v) else text(v)
 
+    return text, arg
+
+
+def portable_command(argv: Iterable[str], *, roots: Iterable[str] = ()) -> list[str]:
+    """A recorded command line without this machine's paths, as :func:`portable` rewrites
+    a cassette's ``target``: a virtual environment's interpreter becomes ``python``, agents
+    cache and sandbox paths their placeholders."""
+    _, arg = _portable_rewrites(roots)
+    return [arg(a) for a in argv]
+
+
+def portable(header: Any, events: Sequence[Event], *, roots: Iterable[str] = ()
+             ) -> tuple[Any, list[Event]]:
+    """``header`` and ``events`` without the paths of the machine that recorded them (see
+    the module docs): ``roots`` are more agents-cache folders to rewrite (a cache moved with
+    ``ACP_FUZZ_AGENT_CACHE``)."""
+    text, arg = _portable_rewrites(roots)
     header = dataclasses.replace(
         header, target=[arg(a) for a in header.target],
         settings=map_leaves(header.settings, text),

@@ -19,13 +19,22 @@ were tried, ``max_failures`` failures were reported or nothing new fails. Runs a
 capability set within a campaign (a later round, or the shrinker, asking for a set that ran
 already reuses its run), so confirmation is what sees flakiness.
 
-:func:`replay_client` runs a cassette's capability set and scenario again (``acp-fuzz client
---replay``): ``FIXED`` when no recorded oracle fails any more.
+:func:`replay_client` runs a cassette's capability set and scenario again (``acp-fuzz replay
+--client``): ``FIXED`` when no recorded oracle fails any more.
+
+With ``sandbox_fs`` (``--sandbox-fs``) each step's client runs under bubblewrap
+(:func:`acp_fuzz.engine.sandbox.agent_command`): it sees the example's sandbox (its HOME, its
+project folder and the stand-in's folder, writable), the system folders and what it needs to
+run (read-only), and none of the user's files; the stand-in it starts runs inside the same
+confinement (its interpreter and the acp_fuzz package are among what stays readable). The
+client's ``spawn`` event records how it was confined (``"sandbox": "bwrap pid+fs"``), as an
+agent's does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shlex
@@ -41,18 +50,20 @@ from typing import Any
 from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.cassette import Cassette, Header, write_cassette_bounded
 from acp_fuzz.core.client_oracles import ClientVerdict, judge_client
-from acp_fuzz.core.errors import HarnessError
+from acp_fuzz.core.errors import HarnessError, SandboxError
 from acp_fuzz.core.findings import Finding, is_failure, is_reported
 from acp_fuzz.core.history import Event, History
-from acp_fuzz.core.scenarios import Scenario, ScenarioError
-from acp_fuzz.core.scrub import Scrubber, env_secrets
+from acp_fuzz.core.scenarios import Scenario, ScenarioError, Step
+from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
 from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.sandbox import Sandbox
+from acp_fuzz.engine.sandbox import agent_command as confined
 from acp_fuzz.engine.transport import _LIVE_GROUPS, _LIVE_LOCK
 
 __all__ = ["CASSETTE_KIND", "ClientCampaignEvent", "ClientCampaignResult", "ClientReplayResult",
            "ClientReport", "ClientRun", "ClientSettings", "Confirming", "ExampleRan",
            "FailureFound", "agent_command", "capability_sets", "client_info", "replay_client",
+           "replay_command",
            "run_client_campaign", "run_scenario"]
 
 #: ``Header.kind`` of a client finding cassette.
@@ -229,9 +240,31 @@ def _kill_group(pgid: int) -> None:
         _LIVE_GROUPS.discard(pgid)
 
 
+def _confine(argv: list[str], sb: Sandbox, cwd: str, env: dict[str, str]
+             ) -> tuple[list[str], str]:
+    """``argv`` under the file-system sandbox, and how it is confined. bubblewrap would
+    report a missing client only as its own exit status 1: keep the one-line error an
+    unconfined client gets."""
+    import shutil
+
+    exe = argv[0]
+    found = shutil.which(exe, path=env.get("PATH")) if os.sep not in exe else exe
+    if found is None or not os.path.exists(found):
+        raise HarnessError(f"cannot start the client {exe!r}: not found "
+                           f"(PATH={env.get('PATH', '')!r})")
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise HarnessError(f"cannot start the client {exe!r}: not executable")
+    try:
+        return confined(argv, root=sb.root, cwd=cwd, env=env, pid=False, fs=True)
+    except SandboxError as e:
+        raise HarnessError(str(e)) from None
+
+
 def run_scenario(scenario: Scenario, caps: CapabilitySet, *,
-                 pass_env: Sequence[str] = ()) -> ClientRun:
-    """Run one example: every step of ``scenario`` against a stand-in advertising ``caps``.
+                 pass_env: Sequence[str] = (), sandbox_fs: bool = False) -> ClientRun:
+    """Run one example: every step of ``scenario`` against a stand-in advertising ``caps``;
+    ``sandbox_fs`` confines the client (and so the stand-in) to the example's sandbox (see
+    the module docstring).
 
     Raises :class:`HarnessError` when the client cannot be started, or when it never started
     the agent (no connection in any step)."""
@@ -257,10 +290,11 @@ def run_scenario(scenario: Scenario, caps: CapabilitySet, *,
                                                  "argv": list(scenario.argv(i, "{agent}"))}})
                 out_path, err_path = Path(sb.root, f"step-{i}.out"), Path(sb.root,
                                                                           f"step-{i}.err")
+                command, how = _confine(argv, sb, cwd, env) if sandbox_fs else (argv, "none")
                 with open(out_path, "wb") as out, open(err_path, "wb") as err:
                     try:
                         proc = subprocess.Popen(
-                            argv, cwd=cwd, env=env, stdout=out, stderr=err,
+                            command, cwd=cwd, env=env, stdout=out, stderr=err,
                             stdin=subprocess.PIPE if step.stdin is not None
                             else subprocess.DEVNULL, start_new_session=True)
                     except OSError as e:
@@ -269,9 +303,12 @@ def run_scenario(scenario: Scenario, caps: CapabilitySet, *,
                 groups.append(proc.pid)
                 with _LIVE_LOCK:
                     _LIVE_GROUPS.add(proc.pid)
-                history.append("process", {"what": "spawn", "pid": proc.pid,
-                                           "argv": list(scenario.argv(i, "{agent}")),
-                                           "generation": i, "role": "client"})
+                spawn: dict[str, Any] = {"what": "spawn", "pid": proc.pid,
+                                         "argv": list(scenario.argv(i, "{agent}")),
+                                         "generation": i, "role": "client"}
+                if how != "none":
+                    spawn["sandbox"] = how
+                history.append("process", spawn)
                 rc = _wait(proc, step.stdin, scenario.timeout)
                 if rc is None:
                     timeouts += 1
@@ -370,8 +407,14 @@ class ClientSettings:
     max_failures: int = 10
     pass_env: tuple[str, ...] = ()
     exclude_oracles: tuple[str, ...] = ()
-    #: How ``acp-fuzz client --replay`` is told in each report (the cassette path is added).
+    #: The options of each report's replay command, before the cassette: the scenario as
+    #: given and the sandbox (:func:`replay_command`).
     replay_hint: str = ""
+    #: Confine the client to each example's sandbox (``--sandbox-fs``; needs bubblewrap).
+    sandbox_fs: bool = False
+    #: Write cassettes without this machine's paths (``--portable``, as ``target``'s:
+    #: :func:`acp_fuzz.core.scrub.portable`), the recorded scenario's commands included.
+    portable: bool = False
 
 
 @dataclass
@@ -475,7 +518,8 @@ class _Search:
         cached = self.cache.get(caps)
         if cached is not None:
             return cached
-        run = run_scenario(self.scenario, caps, pass_env=self.cfg.pass_env)
+        run = run_scenario(self.scenario, caps, pass_env=self.cfg.pass_env,
+                           sandbox_fs=self.cfg.sandbox_fs)
         self.cache[caps] = run
         self.result.runs += 1
         self.result.timeouts += run.timeouts
@@ -585,7 +629,8 @@ def _confirm(search: _Search, caps: CapabilitySet, run: ClientRun,
     search.on_event(Confirming(oracles, caps))
     reproduced = 0
     for _ in range(cfg.confirm_runs):
-        again = run_scenario(search.scenario, caps, pass_env=cfg.pass_env)
+        again = run_scenario(search.scenario, caps, pass_env=cfg.pass_env,
+                             sandbox_fs=cfg.sandbox_fs)
         search.result.runs += 1
         if set(oracles) <= {f.oracle for f in again.findings}:
             reproduced += 1
@@ -621,13 +666,47 @@ def _write(search: _Search, report: ClientReport, run: ClientRun) -> Path | None
         meta={"findings": [f.to_wire() for f in report.findings], "status": report.status,
               "rate": report.rate, "runs": report.runs, "reproduced": report.reproduced,
               "role": "client",
-              "replay": f"acp-fuzz client --replay {path}"
-                        + (f" {cfg.replay_hint}" if cfg.replay_hint else "")})
+              "replay": replay_command(path, cfg.replay_hint, search.scenario.command)})
     header, events, _ = scrub.cassette(header, run.events, {})
+    if cfg.portable:
+        header, events = _portable(header, events)
     try:
         return write_cassette_bounded(path, header, events)
     except OSError:
         return None
+
+
+def _portable(header: Header, events: list[Event]) -> tuple[Header, list[Event]]:
+    """:func:`~acp_fuzz.core.scrub.portable`, and the recorded scenario's command and steps
+    (in the settings and in each ``step`` event) rewritten the same way:
+    ``--trust-recorded-command`` runs them, on another machine."""
+    from acp_fuzz.engine.agents_cache import cache_root
+
+    roots = [str(cache_root())]
+    scenario = Scenario.from_wire(header.settings["scenario"])
+    header, events = portable(header, events, roots=roots)
+    for i, e in enumerate(events):
+        args = e.data.get("args") if e.kind == "step" else None
+        if isinstance(args, dict) and isinstance(args.get("argv"), list):
+            data = {**e.data, "args": {**args, "argv": portable_command(args["argv"],
+                                                                       roots=roots)}}
+            events[i] = dataclasses.replace(e, data=data)
+    steps = [Step(tuple(portable_command(s.args, roots=roots)), s.stdin)
+             for s in scenario.steps]
+    settings = {**header.settings, "scenario": Scenario(
+        tuple(portable_command(scenario.command, roots=roots)), tuple(steps),
+        scenario.timeout).to_wire()}
+    return dataclasses.replace(header, settings=settings), events
+
+
+def replay_command(cassette: Path, options: str = "", command: Sequence[str] = ()) -> str:
+    """The command line that replays a client cassette: ``acp-fuzz replay --client OPTIONS
+    CASSETTE -- COMMAND`` (``options``, :attr:`ClientSettings.replay_hint`, go before the
+    cassette: what follows it is the client's)."""
+    words = ["acp-fuzz replay --client", options, shlex.quote(str(cassette))]
+    if command:
+        words.append(f"-- {shlex.join(command)}")
+    return " ".join(w for w in words if w)
 
 
 # -- replay ------------------------------------------------------------------------------------
@@ -652,8 +731,8 @@ def recorded_client(cassette: Cassette) -> tuple[CapabilitySet, Scenario, tuple[
     :class:`HarnessError` for a cassette that is not one."""
     h = cassette.header
     if h.kind != CASSETTE_KIND:
-        raise HarnessError(f"not a client cassette (kind {h.kind!r}): replay agent cassettes "
-                           "with `acp-fuzz replay`")
+        raise HarnessError(f"not a client cassette (kind {h.kind!r}): replay an agent "
+                           "cassette without --client (`acp-fuzz replay CASSETTE -- AGENT`)")
     try:
         caps = CapabilitySet.from_wire(h.settings.get("capabilities"))
         scenario = Scenario.from_wire(h.settings.get("scenario"))
@@ -667,15 +746,16 @@ def recorded_client(cassette: Cassette) -> tuple[CapabilitySet, Scenario, tuple[
 
 
 def replay_client(cassette: Cassette, scenario: Scenario, *, runs: int = 3,
-                  pass_env: Sequence[str] = ()) -> ClientReplayResult:
+                  pass_env: Sequence[str] = (), sandbox_fs: bool = False
+                  ) -> ClientReplayResult:
     """Run the cassette's capability set with ``scenario`` (the user's client command and
     steps) ``runs`` times: FIXED when no recorded oracle failed in any, FAILED when they all
-    did each time, else FLAKY."""
+    did each time, else FLAKY. ``sandbox_fs`` as for :func:`run_scenario`."""
     caps, _, recorded = recorded_client(cassette)
     scenario.check()
     reproduced, findings = 0, []
     for _ in range(runs):
-        run = run_scenario(scenario, caps, pass_env=pass_env)
+        run = run_scenario(scenario, caps, pass_env=pass_env, sandbox_fs=sandbox_fs)
         findings = [f for f in run.findings if is_reported(f.severity)]
         if set(recorded) <= {f.oracle for f in findings} if recorded else findings:
             reproduced += 1

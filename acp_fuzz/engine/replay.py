@@ -298,7 +298,7 @@ def _valid_steps(cassette: Cassette) -> list[dict[str, Any]]:
     out = []
     if cassette.header.kind == "client-finding":  # engine/client_campaign.py CASSETTE_KIND
         raise ValueError("a client cassette (acp-fuzz client): replay it with `acp-fuzz "
-                         "client --replay CASSETTE -- CLIENT-CMD`")
+                         "replay --client CASSETTE -- CLIENT-CMD`")
     steps = [e for e in cassette.events if e.kind == "step"]
     for i, e in enumerate(steps, 1):
         if "args" not in e.data:  # what steps_of reads; the reader checked it is a map

@@ -351,7 +351,10 @@ def serve(run_dir: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
         caps = CapabilitySet.from_wire(json.load(f)["capabilities"])
     agent = StandIn(run_dir, caps)
     log = _Log(os.path.join(run_dir, f"conn-{agent.connection_number()}.jsonl"))
-    log.write({"hello": {"pid": os.getpid(), "argv": list(sys.argv)}})
+    # The command line it was started by (client_campaign.agent_command), not sys.argv,
+    # whose first word is this file's path: a portable cassette rewrites the interpreter.
+    argv = [sys.executable, "-m", "acp_fuzz.engine.stand_in", *sys.argv[1:]]
+    log.write({"hello": {"pid": os.getpid(), "argv": argv}})
 
     def send(msg: dict[str, Any]) -> None:
         log.write({"dir": "recv", "msg": msg})

@@ -47,7 +47,8 @@ Planted bugs (``--bug NAME``, repeatable)
 ``empty-content`` (``content: []`` on load, resume and fork), ``resume-ungated`` (v1: resume
 without the capability), ``new-before-initialize``, ``no-resend``, ``changed-on-reattach`` and
 ``legacy-meta-only`` (``_meta.systemPrompt`` instead of the standard field, as acpx 0.19.1
-does); ``BUGS`` says what each does and which rule it breaks.
+does) and ``string-prompt`` (``systemPrompt`` as a bare string); ``BUGS`` says what each does
+and which rule it breaks.
 """
 
 from .client import BUGS, COMMANDS, Client, ClientError, main

@@ -44,6 +44,8 @@ BUGS: dict[str, str] = {
                            "(SP-CLIENT-RESEND-SHOULD)",
     "legacy-meta-only": "sends the prompt as _meta.systemPrompt ({append: text}) instead of "
                         "the standard field, even where it is advertised",
+    "string-prompt": "sends systemPrompt as a bare string, an earlier draft's shape, instead "
+                     "of {mode, content} (ACPFUZZ-CLIENT-PROMPT-SHAPE-MUST)",
 }
 
 COMMANDS = ("session", "new", "prompt", "list")
@@ -233,7 +235,8 @@ class Client:
                       "content": [*sp["content"], {"type": "text", "text": "(resumed)"}]}
         if sp is not None and (self.prompt_capability() is not None
                                or "unadvertised-prompt" in self.bugs):
-            params["systemPrompt"] = sp
+            # BUG(string-prompt): the text alone, as an earlier draft of the RFD had it
+            params["systemPrompt"] = self.prompt_text if "string-prompt" in self.bugs else sp
         return params
 
     # -- requests ----------------------------------------------------------------------------

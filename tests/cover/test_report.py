@@ -101,3 +101,20 @@ def test_a_cassette_without_failures_says_so() -> None:
     assert "## What reached the model" not in text
     assert "(no response)" in text
     assert "acp-fuzz replay x.cassette" in text
+
+
+def test_a_client_cassette_is_reproduced_with_replay_client() -> None:
+    """A cassette of ``acp-fuzz client`` is replayed against a client, not an agent: the
+    report gives ``replay --client``, and says when the scenario's steps are needed again."""
+    def report(steps: list[dict[str, Any]]) -> str:
+        header = Header(target=["my-client"], kind="client-finding", settings={
+            "capabilities": {"protocol": 1},
+            "scenario": {"command": ["my-client"], "steps": steps}})
+        text = render_markdown(Cassette(header=header, events=[]), path="c.cassette")
+        return text.split("## Reproduce", 1)[1]
+
+    one = report([{"args": []}])
+    assert "```sh\nacp-fuzz replay --client c.cassette -- ./your-client\n```" in one
+    assert "./your-agent" not in one and "--profile" not in one and "step(s)" not in one
+    two = report([{"args": ["new"]}, {"args": ["prompt", "hi"]}])
+    assert "a scenario of 2 step(s)" in two and "--step" in two

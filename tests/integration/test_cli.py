@@ -163,7 +163,7 @@ def test_no_help_page_shows_a_bool_metavar_and_shared_options_say_one_thing() ->
                 if opt in param.opts:
                     helps.setdefault(opt, set()).add(param.help)
                     where.setdefault(opt, set()).add(path[-1])
-    assert where == {opt: {"target", "replay", "matrix"} for opt in ("--sandbox-net",
-                                                                     "--sandbox-fs")}
+    assert where == {opt: {"target", "replay", "matrix", "client"}
+                     for opt in ("--sandbox-net", "--sandbox-fs")}
     assert {opt: len(texts) for opt, texts in helps.items()} == {"--sandbox-net": 1,
                                                                  "--sandbox-fs": 1}

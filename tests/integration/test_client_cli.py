@@ -6,6 +6,7 @@ against the stand-in agent."""
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -72,17 +73,24 @@ def test_a_must_finding_exits_1_with_its_report_and_cassette(tmp_path: Path) -> 
     assert suite.get("failures") == "1"
     assert suite.find("testsuite/testcase").get("name") == "client.prompt-unadvertised"
     # The printed replay line runs it again: FAILED with the bug, FIXED without.
-    replay = run_cli(tmp_path, "client", "--replay", str(cassette), "--", *CLIENT, "--bug",
+    line = next(x for x in proc.stdout.splitlines() if "replay:" in x)
+    assert line.split("replay:")[1].split() == ["acp-fuzz", "replay", "--client", str(cassette),
+                                                "--", *CLIENT, "--bug", "unadvertised-prompt"]
+    assert read_cassette(cassette).header.meta["replay"] == line.split("replay:")[1].strip()
+    replay = run_cli(tmp_path, "replay", "--client", str(cassette), "--", *CLIENT, "--bug",
                      "unadvertised-prompt")
     assert replay.returncode == 1, replay.stderr
-    assert replay.stdout.startswith("FAILED ")
-    fixed = run_cli(tmp_path, "client", "--replay", str(cassette), "--", *CLIENT)
+    assert replay.stdout.startswith("FAILED ") and "(3/3)" in replay.stdout
+    fixed = run_cli(tmp_path, "replay", "--client", str(cassette), "--", *CLIENT)
     assert fixed.returncode == 0, fixed.stderr
     assert fixed.stdout.startswith("FIXED ")
-    # Not an agent cassette: `acp-fuzz replay` says where it belongs.
-    agent_replay = run_cli(tmp_path, "replay", str(cassette), "--", *CLIENT)
-    assert agent_replay.returncode == 2
-    assert "acp-fuzz client --replay" in agent_replay.stdout + agent_replay.stderr
+    # The older spelling runs the same replay.
+    old = run_cli(tmp_path, "client", "--replay", str(cassette), "--", *CLIENT, "--bug",
+                  "unadvertised-prompt")
+    assert old.returncode == 1 and old.stdout == replay.stdout, old.stderr
+    # Not an agent cassette: `acp-fuzz replay` without --client says to add it.
+    _one_line_error(run_cli(tmp_path, "replay", str(cassette), "--", *CLIENT),
+                    "is a client cassette", "acp-fuzz replay --client")
 
 
 def test_a_should_finding_fails_only_under_strict(tmp_path: Path) -> None:
@@ -107,11 +115,13 @@ def test_steps_share_the_sessions_across_command_lines(tmp_path: Path) -> None:
     # Its replay needs the steps again; the printed line gives them.
     cassette = f["cassette"]
     line = next(x for x in proc.stdout.splitlines() if "replay:" in x)
-    assert "--step new --step " in line and line.endswith(" ".join(CLIENT) + " --bug no-resend")
-    missing = run_cli(tmp_path, "client", "--replay", cassette, "--", *CLIENT)
+    printed = shlex.split(line.split("replay:", 1)[1])
+    assert printed == ["acp-fuzz", "replay", "--client", "--step", "new", "--step",
+                       "prompt 'hello there'", cassette, "--", *CLIENT, "--bug", "no-resend"]
+    missing = run_cli(tmp_path, "replay", "--client", cassette, "--", *CLIENT)
     _one_line_error(missing, "2 step(s)", "--step")
-    again = run_cli(tmp_path, "client", "--replay", cassette, "--step", "new", "--step",
-                    "prompt hi", "--", *CLIENT, "--bug", "no-resend")
+    # The printed line, run as printed.
+    again = run_cli(tmp_path, *printed[1:])
     assert again.returncode == 1 and again.stdout.startswith("FAILED"), again.stderr
 
 
@@ -125,7 +135,11 @@ def test_a_scenario_file_with_a_whole_command_line_per_step(tmp_path: Path) -> N
                    "--cassette-dir", str(tmp_path / "c"))
     assert proc.returncode == 1, proc.stderr
     assert "client.prompt-not-resent" in proc.stdout
-    assert "--scenario s.toml" in proc.stdout
+    line = next(x for x in proc.stdout.splitlines() if "replay:" in x)
+    printed = shlex.split(line.split("replay:", 1)[1])
+    assert printed[:5] == ["acp-fuzz", "replay", "--client", "--scenario", "s.toml"]
+    again = run_cli(tmp_path, *printed[1:])
+    assert again.returncode == 1 and again.stdout.startswith("FAILED"), again.stderr
 
 
 def test_the_agent_placeholder_is_replaced(tmp_path: Path) -> None:
@@ -168,16 +182,75 @@ def test_a_bad_scenario_file_names_its_key(tmp_path: Path) -> None:
                     "s.toml: step 1: unknown key 'cmd'")
 
 
-def test_replay_refuses_an_agent_cassette_and_a_missing_client(tmp_path: Path) -> None:
-    agent = write_cassette(tmp_path / "a.cassette", Header(target=["x"]), History())
-    _one_line_error(run_cli(tmp_path, "client", "--replay", str(agent), "--", *CLIENT),
-                    "not a client cassette")
-    client = write_cassette(tmp_path / "c.cassette", Header(
+def _client_cassette(tmp_path: Path) -> Path:
+    """A client cassette recording nothing failing: the reference client under v1."""
+    return write_cassette(tmp_path / "c.cassette", Header(
         target=[*CLIENT], kind="client-finding",
         settings={"capabilities": {"protocol": 1},
                   "scenario": {"command": [*CLIENT], "steps": [{"args": []}]}}), History())
-    _one_line_error(run_cli(tmp_path, "client", "--replay", str(client)),
+
+
+@pytest.mark.parametrize("replay", [["replay", "--client"], ["client", "--replay"]])
+def test_replay_refuses_an_agent_cassette_and_a_missing_client(tmp_path: Path,
+                                                               replay: list[str]) -> None:
+    agent = write_cassette(tmp_path / "a.cassette", Header(target=["x"]), History())
+    _one_line_error(run_cli(tmp_path, *replay, str(agent), "--", *CLIENT),
+                    "not a client cassette", "without --client")
+    client = _client_cassette(tmp_path)
+    _one_line_error(run_cli(tmp_path, *replay, str(client)),
                     "no client given", "--trust-recorded-command")
-    trusted = run_cli(tmp_path, "client", "--replay", str(client), "--trust-recorded-command")
+    trusted = run_cli(tmp_path, *replay[:1], "--trust-recorded-command", *replay[1:],
+                      str(client))
     assert trusted.returncode == 0, trusted.stderr
     assert trusted.stdout.startswith("FIXED")
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["--client", "--profile", "reference"], ["--profile: not with --client"]),
+    (["--client", "--offline", "--junit", "j.xml"], ["--offline, --junit: not with --client"]),
+    (["--client", "--as-agent"], ["--as-agent: not with --client"]),
+    (["--client", "--recorded-model-replies"], ["--recorded-model-replies: not with"]),
+    (["--step", "new"], ["--step goes with --client"]),
+    (["--pass-env", "HOME"], ["--pass-env goes with --client"]),
+    ([], ["is a client cassette", "replay --client CASSETTE"]),
+    (["--offline"], ["is a client cassette"]),
+])
+def test_replay_of_a_client_cassette_refuses_what_does_not_apply(
+        tmp_path: Path, args: list[str], needles: list[str]) -> None:
+    cassette = _client_cassette(tmp_path)
+    command = [] if "--offline" in args else ["--", *CLIENT]
+    _one_line_error(run_cli(tmp_path, "replay", *args, str(cassette), *command), *needles)
+
+
+def test_replay_client_takes_one_cassette_not_a_folder(tmp_path: Path) -> None:
+    _client_cassette(tmp_path)
+    _one_line_error(run_cli(tmp_path, "replay", "--client", str(tmp_path), "--", *CLIENT),
+                    "one cassette, not a folder")
+
+
+def test_portable_cassettes_name_no_path_of_this_machine(tmp_path: Path) -> None:
+    """``--portable``, as ``target``'s: the interpreter recorded in the client command, the
+    scenario, the steps and the stand-in's command line becomes ``python``, the sandbox
+    ``<sandbox>``; without it they are this machine's paths (the control)."""
+    if not sys.executable.endswith(("/bin/python", "/bin/python3")):
+        pytest.skip(f"the interpreter {sys.executable} is not one --portable rewrites")
+    args = ["-n", "2", "--", *CLIENT, "--bug", "unadvertised-prompt"]
+    paths = {}
+    for name, options in (("plain", []), ("portable", ["--portable"])):
+        proc = run_cli(tmp_path, "client", "--cassette-dir", name, *options, *args)
+        assert proc.returncode == 1, proc.stderr
+        (cassette,) = (tmp_path / name).glob("*.cassette")
+        c = read_cassette(cassette)
+        blob = json.dumps([c.header.target, c.header.settings,
+                           [e.data for e in c.events if e.kind in ("step", "process")]])
+        paths[name] = (sys.executable in blob, "/acp-fuzz-" in blob)
+        if name == "portable":
+            assert c.header.target == ["python", *CLIENT[1:], "--bug", "unadvertised-prompt"]
+            assert c.header.settings["scenario"]["command"] == c.header.target
+            spawns = [e.data["argv"] for e in c.events if e.kind == "process"
+                      and e.data.get("what") == "spawn" and e.data["role"] == "stand-in"]
+            assert spawns and all(a[:3] == ["python", "-m", "acp_fuzz.engine.stand_in"]
+                                  and a[3] == "<sandbox>/stand-in" for a in spawns)
+    assert paths == {"plain": (True, True), "portable": (False, False)}
+    _one_line_error(run_cli(tmp_path, "client", "--portable", "--replay", "x.cassette", "--",
+                            *CLIENT), "--portable is for a search")

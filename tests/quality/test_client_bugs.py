@@ -56,6 +56,8 @@ MINIMUM: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "changed-on-reattach": ("client.prompt-changed", 2, ()),
     # _meta.systemPrompt where systemPrompt is advertised
     "legacy-meta-only": ("client.legacy-meta-prompt", 1, ()),
+    # systemPrompt as a bare string where systemPrompt is advertised
+    "string-prompt": ("client.prompt-malformed", 1, ()),
 }
 
 

@@ -140,7 +140,7 @@ def test_sdk_client_finding_still_fails_on_replay(name: str) -> None:
     client, args = KEPT[name]
     cmd = _command(client)
     proc = subprocess.run(
-        [sys.executable, "-m", "acp_fuzz", "client", "--replay",
+        [sys.executable, "-m", "acp_fuzz", "replay", "--client",
          str(CASSETTES / f"{name}.cassette"), "--", *cmd, *args],
         capture_output=True, text=True, timeout=550, cwd=ROOT)
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
