@@ -184,6 +184,9 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     # -- reproduce --------------------------------------------------------------------------
     out.append("## Reproduce")
     out.append("")
+    if _is_client_cassette(header):
+        out.extend(_reproduce_client(header, shown_path))
+        return "\n".join(out)
     out.append("Install acp-fuzz, then replay the recorded client side against your build of "
                "the agent. It starts the agent in a fresh sandbox, sends the same requests, "
                "runs the same checks, and prints `FAILED` (exit 1) while the bug is present or "
@@ -203,6 +206,31 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+def _is_client_cassette(header: Any) -> bool:
+    from acp_fuzz.engine.client_campaign import CASSETTE_KIND
+
+    return bool(header.kind == CASSETTE_KIND)
+
+
+def _reproduce_client(header: Any, shown_path: str) -> list[str]:
+    """The "Reproduce" section of a client cassette (``acp-fuzz client``): ``replay
+    --client`` against the reader's build of the client."""
+    scenario = header.settings.get("scenario")
+    steps = scenario.get("steps") if isinstance(scenario, Mapping) else None
+    many = isinstance(steps, list) and any(
+        isinstance(s, Mapping) and (s.get("args") or s.get("stdin")) for s in steps)
+    out = ["Install acp-fuzz, then replay the recorded capability set against your build of "
+           "the client. acp-fuzz plays the agent again (a stand-in that advertises what this "
+           "cassette recorded), runs your client, judges what it sends, and prints `FAILED` "
+           "(exit 1) while the bug is present or `FIXED` (exit 0) once it is gone:", "",
+           _fence(f"acp-fuzz replay --client {shown_path} -- ./your-client", "sh"), ""]
+    if many and isinstance(steps, list):
+        out += [f"The client ran a scenario of {len(steps)} step(s): give them again with "
+                "`--step` or `--scenario FILE` (`acp-fuzz show` lists them).", ""]
+    out += ["Replay never runs the command recorded in a cassette on its own: name the client "
+            "yourself, as above (docs/clients.md).", ""]
+    return out
 
 def _known_profile(name: str | None) -> str | None:
     # Only a built-in profile name is shown: the cassette's own text never reaches the command.
