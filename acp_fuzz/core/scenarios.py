@@ -33,6 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from acp_fuzz.core.capability_sets import CapabilitySet
+
 __all__ = ["AGENT_PLACEHOLDER", "Scenario", "ScenarioError", "Step", "parse_scenario"]
 
 #: The argument replaced by the stand-in's command line.
@@ -125,6 +127,30 @@ class Scenario:
         """The scenario of ``--step`` strings (each split like a shell line)."""
         return cls(tuple(command), tuple(Step(_split(s, f"--step {s!r}")) for s in steps)
                    or (Step(),), timeout)
+
+
+@dataclass(frozen=True)
+class ClientRunSettings:
+    """The settings a client cassette records (``Header.settings`` of an ``acp-fuzz client``
+    cassette), read with their types: the capability set the stand-in advertised, the
+    scenario the client ran, and whether SHOULD findings failed the run. A cassette is data
+    from whoever wrote it: :meth:`from_wire` raises :class:`ScenarioError` or ``ValueError``
+    (one line) for settings that are not these."""
+
+    capabilities: CapabilitySet
+    scenario: Scenario
+    strict: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"capabilities": self.capabilities.to_wire(), "scenario": self.scenario.to_wire(),
+                "strict": self.strict}
+
+    @classmethod
+    def from_wire(cls, settings: Any) -> ClientRunSettings:
+        if not isinstance(settings, Mapping):
+            raise ScenarioError("a client cassette's settings must be a map")
+        return cls(CapabilitySet.from_wire(settings.get("capabilities")),
+                   Scenario.from_wire(settings.get("scenario")), settings.get("strict") is True)
 
 
 def _split(line: str, where: str) -> tuple[str, ...]:

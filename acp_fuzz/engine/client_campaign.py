@@ -53,7 +53,7 @@ from acp_fuzz.core.client_oracles import ClientVerdict, judge_client
 from acp_fuzz.core.errors import HarnessError, SandboxError
 from acp_fuzz.core.findings import Finding, is_failure, is_reported
 from acp_fuzz.core.history import Event, History
-from acp_fuzz.core.scenarios import Scenario, ScenarioError, Step
+from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
 from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
 from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.sandbox import Sandbox
@@ -660,8 +660,7 @@ def _write(search: _Search, report: ClientReport, run: ClientRun) -> Path | None
     scrub = _secrets(cfg)
     header = Header(
         target=list(search.scenario.command), kind=CASSETTE_KIND, seed=cfg.seed,
-        settings={"capabilities": report.caps.to_wire(),
-                  "scenario": search.scenario.to_wire(), "strict": cfg.strict},
+        settings=ClientRunSettings(report.caps, search.scenario, cfg.strict).to_wire(),
         initialize=run.initialize if isinstance(run.initialize, dict) else None,
         meta={"findings": [f.to_wire() for f in report.findings], "status": report.status,
               "rate": report.rate, "runs": report.runs, "reproduced": report.reproduced,
@@ -683,7 +682,8 @@ def _portable(header: Header, events: list[Event]) -> tuple[Header, list[Event]]
     from acp_fuzz.engine.agents_cache import cache_root
 
     roots = [str(cache_root())]
-    scenario = Scenario.from_wire(header.settings["scenario"])
+    recorded = ClientRunSettings.from_wire(header.settings)
+    scenario = recorded.scenario
     header, events = portable(header, events, roots=roots)
     for i, e in enumerate(events):
         args = e.data.get("args") if e.kind == "step" else None
@@ -693,10 +693,9 @@ def _portable(header: Header, events: list[Event]) -> tuple[Header, list[Event]]
             events[i] = dataclasses.replace(e, data=data)
     steps = [Step(tuple(portable_command(s.args, roots=roots)), s.stdin)
              for s in scenario.steps]
-    settings = {**header.settings, "scenario": Scenario(
-        tuple(portable_command(scenario.command, roots=roots)), tuple(steps),
-        scenario.timeout).to_wire()}
-    return dataclasses.replace(header, settings=settings), events
+    moved = dataclasses.replace(recorded, scenario=Scenario(
+        tuple(portable_command(scenario.command, roots=roots)), tuple(steps), scenario.timeout))
+    return dataclasses.replace(header, settings={**header.settings, **moved.to_wire()}), events
 
 
 def replay_command(cassette: Path, options: str = "", command: Sequence[str] = ()) -> str:
@@ -734,15 +733,14 @@ def recorded_client(cassette: Cassette) -> tuple[CapabilitySet, Scenario, tuple[
         raise HarnessError(f"not a client cassette (kind {h.kind!r}): replay an agent "
                            "cassette without --client (`acp-fuzz replay CASSETTE -- AGENT`)")
     try:
-        caps = CapabilitySet.from_wire(h.settings.get("capabilities"))
-        scenario = Scenario.from_wire(h.settings.get("scenario"))
-    except (ValueError, ScenarioError) as e:
+        recorded = ClientRunSettings.from_wire(h.settings)
+    except ValueError as e:  # ScenarioError is one
         raise HarnessError(f"the cassette's client settings are broken: {e}") from None
     found = h.meta.get("findings") or []
     oracles = tuple(sorted({f["oracle"] for f in found
                             if isinstance(f, dict) and isinstance(f.get("oracle"), str)
                             and is_reported(str(f.get("severity")))}))
-    return caps, scenario, oracles
+    return recorded.capabilities, recorded.scenario, oracles
 
 
 def replay_client(cassette: Cassette, scenario: Scenario, *, runs: int = 3,

@@ -36,6 +36,7 @@ from acp_fuzz.core.findings import CATALOG, Finding, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.payloads import Capabilities, blocks_of
 from acp_fuzz.core.protocol import agent_info, answered
+from acp_fuzz.core.scenarios import ClientRunSettings, Step
 from acp_fuzz.core.scrub import normalize_sandbox
 from acp_fuzz.core.steps import describe, will_send
 
@@ -216,21 +217,23 @@ def _is_client_cassette(header: Any) -> bool:
 def _reproduce_client(header: Any, shown_path: str) -> list[str]:
     """The "Reproduce" section of a client cassette (``acp-fuzz client``): ``replay
     --client`` against the reader's build of the client."""
-    scenario = header.settings.get("scenario")
-    steps = scenario.get("steps") if isinstance(scenario, Mapping) else None
-    many = isinstance(steps, list) and any(
-        isinstance(s, Mapping) and (s.get("args") or s.get("stdin")) for s in steps)
+    try:
+        steps: tuple[Step, ...] = ClientRunSettings.from_wire(header.settings).scenario.steps
+    except ValueError:  # broken settings: the replay itself says so, in one line
+        steps = ()
+    many = any(s.args or s.stdin for s in steps)
     out = ["Install acp-fuzz, then replay the recorded capability set against your build of "
            "the client. acp-fuzz plays the agent again (a stand-in that advertises what this "
            "cassette recorded), runs your client, judges what it sends, and prints `FAILED` "
            "(exit 1) while the bug is present or `FIXED` (exit 0) once it is gone:", "",
            _fence(f"acp-fuzz replay --client {shown_path} -- ./your-client", "sh"), ""]
-    if many and isinstance(steps, list):
+    if many:
         out += [f"The client ran a scenario of {len(steps)} step(s): give them again with "
                 "`--step` or `--scenario FILE` (`acp-fuzz show` lists them).", ""]
     out += ["Replay never runs the command recorded in a cassette on its own: name the client "
             "yourself, as above (docs/clients.md).", ""]
     return out
+
 
 def _known_profile(name: str | None) -> str | None:
     # Only a built-in profile name is shown: the cassette's own text never reaches the command.

@@ -1,0 +1,36 @@
+"""A client cassette's settings, read with their types (ClientRunSettings): what the stand-in
+advertised and what the client ran, or a one-line error for settings that are not those."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from acp_fuzz.core.capability_sets import CapabilitySet
+from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
+
+SETTINGS = ClientRunSettings(CapabilitySet(protocol=2),
+                             Scenario(("client", "{agent}"), (Step(("new",)), Step(("load",)))),
+                             strict=True)
+
+
+def test_the_settings_round_trip_through_the_wire() -> None:
+    assert ClientRunSettings.from_wire(SETTINGS.to_wire()) == SETTINGS
+    # Keys of a newer writer are ignored, and strict is only ever a real true.
+    wire = {**SETTINGS.to_wire(), "later": 1, "strict": "yes"}
+    assert ClientRunSettings.from_wire(wire).strict is False
+
+
+@pytest.mark.parametrize("settings, said", [
+    (None, "settings must be a map"),
+    ({"scenario": SETTINGS.scenario.to_wire()}, "capability set must be a map"),
+    ({"capabilities": SETTINGS.capabilities.to_wire()}, "scenario must be a map"),
+    ({**SETTINGS.to_wire(), "capabilities": {"protocol": 3}}, "protocol must be 1 or 2"),
+    ({**SETTINGS.to_wire(), "scenario": {"command": "client", "steps": []}},
+     "command must be a list of strings"),
+])
+def test_broken_settings_are_a_one_line_value_error(settings: Any, said: str) -> None:
+    with pytest.raises(ValueError, match=said) as caught:
+        ClientRunSettings.from_wire(settings)
+    assert "\n" not in str(caught.value)
