@@ -292,13 +292,19 @@ def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | N
                                    init_timeout=max(timeout, 10.0), **kw)
 
 
+def _agent_cassette(cassette: Cassette) -> None:
+    """``ValueError`` for a client cassette: what it records is a client's run, which an agent
+    replay (live or offline) cannot judge; the error says how to replay it."""
+    if cassette.header.kind == "client-finding":  # engine/client_campaign.py CASSETTE_KIND
+        raise ValueError("a client cassette (acp-fuzz client): replay it with `acp-fuzz "
+                         "replay --client CASSETTE -- CLIENT-CMD`")
+
+
 def _valid_steps(cassette: Cassette) -> list[dict[str, Any]]:
     """The cassette's steps, each one a step acp-fuzz could have drawn; else ``ValueError``
     naming the first that is not (its number and what is wrong with it)."""
     out = []
-    if cassette.header.kind == "client-finding":  # engine/client_campaign.py CASSETTE_KIND
-        raise ValueError("a client cassette (acp-fuzz client): replay it with `acp-fuzz "
-                         "replay --client CASSETTE -- CLIENT-CMD`")
+    _agent_cassette(cassette)
     steps = [e for e in cassette.events if e.kind == "step"]
     for i, e in enumerate(steps, 1):
         if "args" not in e.data:  # what steps_of reads; the reader checked it is a map
@@ -400,6 +406,7 @@ def offline_check(path: str | os.PathLike[str]) -> ReplayResult:
     p = Path(path)
     try:
         cassette = read_cassette(p)
+        _agent_cassette(cassette)
         recorded = _judgeable(recorded_failures(cassette))
         findings = _evaluate(cassette, cassette.events)
         transcript = normalize_transcript(cassette.events)

@@ -222,6 +222,16 @@ def test_replay_of_a_client_cassette_refuses_what_does_not_apply(
     _one_line_error(run_cli(tmp_path, "replay", *args, str(cassette), *command), *needles)
 
 
+def test_a_client_cassette_in_a_folder_is_an_error_line_that_says_how(tmp_path: Path) -> None:
+    # In a folder the other cassettes still run: the client one is an ERROR naming --client,
+    # live and offline (not "records findings of checks that are not loaded").
+    cassette = _client_cassette(tmp_path)
+    proc = run_cli(tmp_path, "replay", "--offline", str(cassette.parent))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if str(cassette.name) in x)
+    assert line.startswith("ERROR") and "replay --client CASSETTE" in line, line
+
+
 def test_replay_client_takes_one_cassette_not_a_folder(tmp_path: Path) -> None:
     _client_cassette(tmp_path)
     _one_line_error(run_cli(tmp_path, "replay", "--client", str(tmp_path), "--", *CLIENT),
