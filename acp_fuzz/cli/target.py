@@ -270,13 +270,28 @@ def target(
     # The replay line names the agent the way the user did: replay never runs a cassette's
     # recorded command unless told to trust it.
     def again(cassette: Path) -> str:
-        return (f"--profile {profile} {cassette}" if profile else
-                f"{cassette} -- {shlex.join(command or [])}")
+        return replay_args(cassette, profile=profile, command=command or (),
+                           sandbox_fs=sandbox_fs, sandbox_net=sandbox_net)
 
     _print_result(result, time.monotonic() - t0, again)
     for kind, path in reports:
         (_write_json if kind == "json" else _write_junit)(result, path, secrets)
     raise typer.Exit(result.exit_code)  # 130 when interrupted
+
+
+def replay_args(cassette: Path, *, profile: str | None, command: Sequence[str],
+                sandbox_fs: bool = False, sandbox_net: bool = False) -> str:
+    """What follows ``acp-fuzz replay`` to run a finding's cassette again the way it was
+    found: the agent as the user named it (the profile, and the command run the profile's
+    way when one was given after ``--``), in the same sandbox. Options go before the
+    cassette: what follows ``--`` is the agent's."""
+    words = ["--sandbox-fs"] * sandbox_fs + ["--sandbox-net"] * sandbox_net
+    if profile:
+        words.append(f"--profile {shlex.quote(profile)}")
+    words.append(shlex.quote(str(cassette)))
+    if command:
+        words.append(f"-- {shlex.join(command)}")
+    return " ".join(words)
 
 
 def _fail_with_diagnosis(e: HarnessError) -> NoReturn:

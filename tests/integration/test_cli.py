@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -167,3 +168,26 @@ def test_no_help_page_shows_a_bool_metavar_and_shared_options_say_one_thing() ->
                      for opt in ("--sandbox-net", "--sandbox-fs")}
     assert {opt: len(texts) for opt, texts in helps.items()} == {"--sandbox-net": 1,
                                                                  "--sandbox-fs": 1}
+
+
+def test_the_printed_replay_line_runs_the_agent_as_it_was_found(tmp_path: Path,
+                                                               no_orphans: object) -> None:
+    # `--profile reference -- CMD` runs CMD the profile's way: the replay line must name the
+    # command too (it named the profile alone, whose own agent has no bug: FIXED), and the
+    # sandbox the failure was found in.
+    from acp_fuzz.engine.sandbox import bwrap_works
+    from tests.security._isolation import missing
+
+    if bwrap_works() is None:
+        missing("bubblewrap", "`bwrap` is not installed or cannot create namespaces here")
+    agent = [sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "leak"]
+    proc = _cli(tmp_path, "target", "--sandbox-fs", "--profile", "reference", "-x",
+                "--max-examples", "10", "--cassette-dir", "c", "--", *agent)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("replay:"))
+    printed = shlex.split(line.split("replay:", 1)[1])
+    assert printed[:5] == ["acp-fuzz", "replay", "--sandbox-fs", "--profile", "reference"]
+    assert printed[-len(agent) - 1:] == ["--", *agent]
+    again = _cli(tmp_path, *printed[1:])
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert again.stdout.startswith("FAILED"), again.stdout
