@@ -72,11 +72,11 @@ class Evaluator:
     def feed(self, events: Iterable[Event]) -> None:
         """Judge events not seen yet: ``events`` is the new tail, or the whole history so far
         (events with a ``seq`` already judged are skipped)."""
+        registered = checks()  # what is registered cannot change within one call
         for ev in events:
             if ev.seq < self._seen:
                 continue
             self._seen = ev.seq + 1
-            registered = checks()
             change = self._tracker.plan(ev)
             # The built-in checks judge the event against the state it met; the users'
             # checks see it after the tracker applied it (as the state it left).
