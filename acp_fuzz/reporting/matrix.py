@@ -407,14 +407,23 @@ _MD_MARK = {"pass": "pass", "fail": "**FAIL**", "flaky": "**flaky**",
             "unconfirmed": "**unconfirmed**", "info": "info", "untested": "not tested"}
 
 
+def _headers(columns: Sequence[Column]) -> list[str]:
+    """Each column's heading (plain text): the agent's name and version, and its profile
+    beside it when another column has the same name and version (the reference agent under
+    ``reference`` and ``reference-compacting``)."""
+    labels = [clip(c.label, _LABEL) for c in columns]
+    return [f"{label} ({clip(c.profile, CLIP)})" if labels.count(label) > 1 else label
+            for label, c in zip(labels, columns, strict=True)]
+
+
 def matrix_markdown(columns: Sequence[Column], *, title: str = "Conformance matrix",
                     preamble: Sequence[str] = (), base: Path | None = None) -> str:
     """The matrix as a Markdown document. Cassette links are relative to ``base`` (the
     folder the document is written to), so they work in a repository browser."""
     lines = [f"# {md_text(title)}", ""]
     lines += [*preamble, ""] if preamble else []
-    lines += ["| Rule | What it asks | " + " | ".join(md_text(clip(c.label, _LABEL), table=True)
-                                                  for c in columns) + " |",
+    lines += ["| Rule | What it asks | " + " | ".join(md_text(h, table=True)
+                                                  for h in _headers(columns)) + " |",
               "|---|---|" + "---|" * len(columns)]
     for rule, summary, row in _grid(columns):
         cells = []

@@ -105,6 +105,16 @@ def test_the_compaction_rows_say_when_the_agent_cannot_be_made_to_compact() -> N
     assert (lost.cells[applies].status, lost.cells[applies].text) == ("pass", "2 checks")
 
 
+def test_columns_of_one_agent_under_two_profiles_are_told_apart() -> None:
+    plain = column_from_report(doc(), profile="reference")
+    compacting = column_from_report(doc(), profile="reference-compacting")
+    other = column_from_report(doc(agent={}), profile="o")
+    assert other.label != plain.label
+    head = matrix_markdown([plain, compacting, other]).splitlines()[2]
+    assert head.endswith(f"| demo 1.2 (reference) | demo 1.2 (reference-compacting) | "
+                         f"{other.label} |"), head
+
+
 def test_a_v2_column_says_so_and_its_replaying_resume_is_a_load() -> None:
     v2 = column_from_report(doc(
         agent={"protocolVersion": 2, "info": {"name": "demo", "version": "2.0"}},
