@@ -633,8 +633,15 @@ class Tracker:
         matched = r.matched
         assert matched is not None
         m.compacted = None
+        # A prompt the agent kept after an omitted one stays beside the defaults it could
+        # have fallen back to: the omission let it fall back (SP-LIFECYCLE-OMIT-MAY), and it
+        # may defer that change until it next rebuilds its prompt (SP-LIFECYCLE-DEFER-MAY).
+        # The defaults on a later turn (after a compaction, say) are that fallback landing,
+        # not a lost prompt. (codex-acp and claude-agent-acp do exactly this, in v2.)
+        fallback = [c for c in m.candidates if _omitted_default(c)] \
+            if matched.prompt is not None and matched.origin == "kept" else []
         if matched.label == "applied":
-            m.candidates = [matched]
+            m.candidates = [matched, *fallback]
             m.rebuilt = None
             m.old_turns = set()
         elif len(m.candidates) == 1:
@@ -645,7 +652,7 @@ class Tracker:
             # The choice is made: from now on the session's prompt is the one it showed.
             m.omit_situation = None
             m.candidates = [Candidate(matched.prompt, "applied", "MUST", LIFECYCLE_RULE,
-                                      matched.origin)]
+                                      matched.origin), *fallback]
 
     # -- frames ---------------------------------------------------------------------------------
 
@@ -686,6 +693,11 @@ class Tracker:
                 if sid is not None and m.agent_id == sid:
                     self._compacted(m, handle, "compaction_update completed")
                     return
+
+
+def _omitted_default(c: Candidate) -> bool:
+    """Whether ``c`` is the defaults an omitted prompt on a load, resume or fork allowed."""
+    return c.prompt is None and c.label == "default" and c.rule == OMIT_RULE
 
 
 def fits(p: Prompt | None, everything: str, m: SessionModel) -> bool:

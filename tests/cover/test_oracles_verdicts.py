@@ -145,13 +145,22 @@ def test_a_fork_with_a_changed_prompt_may_defer_and_must_not_lose() -> None:
     assert only(h.findings(), "prompt.lost").severity == "MUST"
 
 
-def test_a_kept_prompt_that_vanishes_on_a_later_turn_is_lost() -> None:
+def test_a_kept_prompt_that_vanishes_on_a_later_turn_is_a_late_fallback_info() -> None:
+    # The resume omitted the prompt, so falling back to the defaults is the agent's right
+    # (SP-LIFECYCLE-OMIT-MAY), and it may land late: codex-acp and claude-agent-acp keep the
+    # old prompt until their next compaction (v2 matrix, 2026-12-02). Reported as the
+    # inconsistency the rule asks to check, at info; a MUST here was a false alarm.
     h = H()
     h.new("A", sp("append", P))
     h.step("resume", "A")
     h.prompt("A", system=appended(P))  # the agent kept it (its choice)
     h.prompt("A", system=appended())  # and then, with no request in between, dropped it
-    assert only(h.findings(), "prompt.lost").severity == "MUST"
+    assert "prompt.lost" not in ids(h.findings())
+    f = only(h.findings(), "lifecycle.omitted-inconsistent")
+    assert (f.severity, f.rule) == ("info", "SP-LIFECYCLE-OMIT-MAY")
+    assert "first kept the stored prompt (from step 1), then fell back" in f.message
+    h.prompt("A", system=appended())  # the defaults from now on: settled, nothing more
+    assert len([f for f in h.findings() if f.oracle == "lifecycle.omitted-inconsistent"]) == 1
 
 
 def test_applied_then_reverted_to_the_old_prompt_is_lost() -> None:
@@ -546,6 +555,12 @@ WITHDRAWN = {
     "real/claude-agent-acp/prompt.change-ignored.cassette",
     "matrix/codex-acp/prompt.change-ignored-seed0.cassette",
     "matrix/claude-agent-acp/prompt.change-ignored-seed0.cassette",
+    # The resume omitted the prompt, the agent kept it for a turn, then fell back to its
+    # defaults at the next compaction: the late fallback SP-LIFECYCLE-OMIT-MAY allows
+    # (lifecycle.omitted-inconsistent, info), reported MUST by the first v2 matrix run with
+    # the compaction rows (2026-12-02), a false alarm caught in review.
+    "matrix-v2/codex-acp/prompt.lost-seed0.cassette",
+    "matrix-v2/claude-agent-acp/prompt.lost-seed0.cassette",
 }
 
 
@@ -553,12 +568,26 @@ def test_the_withdrawn_cold_load_findings_are_deferrals_of_an_agent_that_can_com
     from acp_fuzz.core.cassette import read_cassette
 
     root = Path(__file__).resolve().parents[2] / "cassettes"
-    for rel in sorted(WITHDRAWN):
+    for rel in sorted(r for r in WITHDRAWN if "change-ignored" in r):
         c = read_cassette(root / rel)
         found = evaluate(c.events, baseline=Baseline.from_wire(c.header.settings["baseline"]))
         assert "prompt.change-ignored" not in ids(found), rel
         f = only(found, "prompt.change-deferred")
         assert f.severity == "info" and "rebuilt_by" not in f.evidence, rel
+
+
+def test_the_withdrawn_compaction_losses_are_late_fallbacks_after_an_omitted_prompt() -> None:
+    from acp_fuzz.core.cassette import read_cassette
+
+    root = Path(__file__).resolve().parents[2] / "cassettes"
+    for rel in sorted(r for r in WITHDRAWN if "prompt.lost" in r):
+        c = read_cassette(root / rel)
+        found = evaluate(c.events, baseline=Baseline.from_wire(c.header.settings["baseline"]))
+        assert "prompt.lost" not in ids(found), rel
+        f = only(found, "lifecycle.omitted-inconsistent")
+        assert f.severity == "info" and f.evidence["compaction"].startswith(
+            "the compaction at step"), rel
+        assert [x.severity for x in found if x.severity != "info"] == [], rel
 
 
 def test_every_client_cassette_still_gives_its_recorded_findings() -> None:

@@ -123,6 +123,8 @@ def turns(j: Judge, ev: Event) -> None:
         pass  # settled, or nothing to choose between (a session made without a prompt)
     elif matched.label == "deferred":
         _report_deferred(j, mem, m, handle, c, seq)
+    elif primary.label == "applied" and primary.origin == "kept":
+        _report_late_fallback(j, m, handle, primary, seq)
     else:
         _report_choice(j, mem, m, handle, matched, seq)
     p = matched.prompt
@@ -316,6 +318,25 @@ def _report_deferred(j: Judge, mem: _Memory, m: SessionModel, handle: str, c: Mo
                       f"still in use{after}", severity="SHOULD" if j.strict else "info",
                       session=handle, **evidence)
     mem.deferred.setdefault(m.uid, []).append(key)
+
+
+def _report_late_fallback(j: Judge, m: SessionModel, handle: str, kept: Candidate,
+                          seq: int) -> None:
+    """The defaults, on a session whose turns showed the stored prompt kept after an omitted
+    one: the fallback the omission allowed, landing late (both pinned agents do it at their
+    next compaction). The result of an omitted prompt is the agent's (SP-LIFECYCLE-OMIT-MAY:
+    record, do not fail, and check it is consistent): ``lifecycle.omitted-inconsistent``,
+    info, never a lost prompt."""
+    j.judge_as("lifecycle.omitted-inconsistent")
+    assert kept.prompt is not None
+    when = f", after {m.compacted}" if m.compacted else ""
+    j.report_as("lifecycle.omitted-inconsistent",
+                f"session {handle}: with the prompt omitted, the agent first kept the stored "
+                f"prompt (from step {kept.prompt.step + 1}), then fell back to its defaults"
+                f"{when}", session=handle, model_event=seq,
+                first={"session": handle, "choice": "kept"},
+                now={"session": handle, "choice": "default"}, steps=list(m.trail),
+                **({"compaction": m.compacted} if m.compacted else {}))
 
 
 def _report_choice(j: Judge, mem: _Memory, m: SessionModel, handle: str, matched: Candidate,
