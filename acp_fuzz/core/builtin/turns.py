@@ -330,13 +330,15 @@ def _report_late_fallback(j: Judge, m: SessionModel, handle: str, kept: Candidat
     j.judge_as("lifecycle.omitted-inconsistent")
     assert kept.prompt is not None
     when = f", after {m.compacted}" if m.compacted else ""
+    evidence: dict[str, Any] = {"first": {"session": handle, "choice": "kept"},
+                                "now": {"session": handle, "choice": "default"},
+                                "steps": list(m.trail)}
+    if m.compacted:
+        evidence["compaction"] = m.compacted
     j.report_as("lifecycle.omitted-inconsistent",
                 f"session {handle}: with the prompt omitted, the agent first kept the stored "
                 f"prompt (from step {kept.prompt.step + 1}), then fell back to its defaults"
-                f"{when}", session=handle, model_event=seq,
-                first={"session": handle, "choice": "kept"},
-                now={"session": handle, "choice": "default"}, steps=list(m.trail),
-                **({"compaction": m.compacted} if m.compacted else {}))
+                f"{when}", session=handle, model_event=seq, **evidence)
 
 
 def _report_choice(j: Judge, mem: _Memory, m: SessionModel, handle: str, matched: Candidate,
