@@ -193,6 +193,25 @@ def test_the_built_in_rules_tell_side_requests_from_turns() -> None:
     assert not get_profile("reference").side_request("openai.chat", {}, turn)
 
 
+def test_claudes_summary_request_is_a_compaction_with_an_environment_update_after_it() -> None:
+    # Recorded from claude-agent-acp 0.101.0 (v2 matrix, 2026-12-02): after a resume into a
+    # moved cwd, the summarisation prompt is the last block of the *second to last* message
+    # (an "# Environment update" system message follows). Taken for turns, its requests were
+    # judged as turns of the session.
+    test = get_profile("claude-agent-acp").setup.side_test()
+    assert test is not None
+    critical = {"type": "text", "text": "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools."}
+    summary = {"tools": [{}], "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Reply with ok."}, critical]},
+        {"role": "system", "content": "# Environment update\n - Primary working directory: x"}]}
+    assert test.side_kind("anthropic.messages", "/v1/messages", {}, summary) == "compaction"
+    # The same environment update after an ordinary turn is a turn.
+    turn = {"tools": [{}], "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "Reply with ok."}]},
+        {"role": "system", "content": "# Environment update\n - Primary working directory: x"}]}
+    assert test.side_kind("anthropic.messages", "/v1/messages", {}, turn) is None
+
+
 def _facts(tmp_path: Path) -> Facts:
     (tmp_path / "home").mkdir()
     (tmp_path / "work").mkdir()
