@@ -11,6 +11,7 @@ Exit codes, for every command:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -94,8 +95,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # one must not hold the exit).
         deadline = time.monotonic() + 10.0
         for t in threading.enumerate():
-            if t is not threading.main_thread() and not t.daemon:
-                t.join(max(0.0, deadline - time.monotonic()))
+            # A thread still starting (in threading's limbo: started, not yet running) cannot
+            # be joined; it has nothing of ours to finish yet.
+            if t is not threading.main_thread() and not t.daemon and t.is_alive():
+                with contextlib.suppress(RuntimeError):
+                    t.join(max(0.0, deadline - time.monotonic()))
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(130)
