@@ -8,14 +8,13 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import run_state_machine_as_test
+from test_strategies_breadth import _examples
 
 from acp_fuzz.core.lifecycle import Lifecycle, allowed
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.replies import Pressure, build_reply, context_length_error
 from acp_fuzz.core.steps import COMPACT_BY, KEYS, OPS, describe, validate_step
-from acp_fuzz.strategies import LifecycleMachine, cover_keys, covering_examples, step_keys
+from acp_fuzz.strategies import cover_keys, covering_examples, step_keys
 
 FULL = Capabilities(system_prompt=True, override=True, load=True, resume=True, fork=True,
                     close=True, list=True, delete=True)
@@ -95,27 +94,8 @@ def test_a_fork_takes_its_sources_conversation() -> None:
 
 # -- the strategies ------------------------------------------------------------------------
 
-def _drawn(caps: Capabilities, examples: int = 40) -> list[list[dict[str, Any]]]:
-    seen: list[list[dict[str, Any]]] = []
-
-    class Recorder(LifecycleMachine):
-        def __init__(self) -> None:
-            super().__init__()
-            seen.append([])
-
-        def execute(self, step: dict[str, Any]) -> None:
-            seen[-1].append(step)
-
-    Recorder.caps = caps
-    Recorder.long_texts = False
-    run_state_machine_as_test(Recorder, settings=settings(
-        max_examples=examples, stateful_step_count=25, derandomize=True, database=None,
-        deadline=None, suppress_health_check=list(HealthCheck)))
-    return seen
-
-
 def test_compactions_are_drawn_only_for_an_agent_that_can_be_made_to_compact() -> None:
-    plain = [s for ex in _drawn(FULL) for s in ex]
+    plain = [s for ex in _examples(FULL) for s in ex]
     assert plain and not any(s["op"] == "compact" for s in plain)
     assert FULL.compactions() == ()
 
@@ -128,7 +108,7 @@ def test_the_drawn_compactions_are_the_agents_each_after_a_turn_and_before_one(
                    compact_overflow="overflow" in kinds)
     assert caps.compactions() == kinds
     by: set[str] = set()
-    for ex in _drawn(caps):
+    for ex in _examples(caps):
         assert allowed(ex), ex
         for i, s in enumerate(ex):
             validate_step(dict(s))
