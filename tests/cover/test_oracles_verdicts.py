@@ -564,25 +564,28 @@ WITHDRAWN = {
 }
 
 
-def test_the_withdrawn_cold_load_findings_are_deferrals_of_an_agent_that_can_compact() -> None:
+def _withdrawn(oracle: str) -> list[tuple[str, list[Finding]]]:
+    """Each withdrawn cassette that recorded ``oracle``, with what the oracles say of it now."""
     from acp_fuzz.core.cassette import read_cassette
 
     root = Path(__file__).resolve().parents[2] / "cassettes"
-    for rel in sorted(r for r in WITHDRAWN if "change-ignored" in r):
+    out = []
+    for rel in sorted(r for r in WITHDRAWN if oracle in r):
         c = read_cassette(root / rel)
-        found = evaluate(c.events, baseline=Baseline.from_wire(c.header.settings["baseline"]))
+        out.append((rel, evaluate(c.events,
+                                  baseline=Baseline.from_wire(c.header.settings["baseline"]))))
+    return out
+
+
+def test_the_withdrawn_cold_load_findings_are_deferrals_of_an_agent_that_can_compact() -> None:
+    for rel, found in _withdrawn("prompt.change-ignored"):
         assert "prompt.change-ignored" not in ids(found), rel
         f = only(found, "prompt.change-deferred")
         assert f.severity == "info" and "rebuilt_by" not in f.evidence, rel
 
 
 def test_the_withdrawn_compaction_losses_are_late_fallbacks_after_an_omitted_prompt() -> None:
-    from acp_fuzz.core.cassette import read_cassette
-
-    root = Path(__file__).resolve().parents[2] / "cassettes"
-    for rel in sorted(r for r in WITHDRAWN if "prompt.lost" in r):
-        c = read_cassette(root / rel)
-        found = evaluate(c.events, baseline=Baseline.from_wire(c.header.settings["baseline"]))
+    for rel, found in _withdrawn("prompt.lost"):
         assert "prompt.lost" not in ids(found), rel
         f = only(found, "lifecycle.omitted-inconsistent")
         assert f.severity == "info" and f.evidence["compaction"].startswith(
