@@ -13,18 +13,52 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 from acp_fuzz.core.errors import DatabaseError
 
-__all__ = ["AgentScoped", "DatabaseError", "check_database", "open_database"]
+__all__ = ["AgentScoped", "DatabaseError", "check_database", "open_database", "shown"]
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 def is_redis(spec: str) -> bool:
     return spec.startswith(_REDIS_SCHEMES)
+
+
+def shown(spec: str) -> str:
+    """``spec`` as acp-fuzz prints it: a Redis URL's password (``redis://user:PASSWORD@host``,
+    or a bare ``redis://:PASSWORD@host``) and secret query parameters (``?password=``) become
+    ``<redacted>``; a folder is shown as it is."""
+    from acp_fuzz.core.scrub import REDACTED, redact_url
+
+    if not is_redis(spec):
+        return spec
+    try:
+        parts = urlsplit(spec)
+    except ValueError:  # a bracket that is not an IPv6 host: show nothing of the URL
+        return spec.partition("://")[0] + "://" + REDACTED
+    userinfo, at, host = parts.netloc.rpartition("@")
+    if at:
+        user, colon, _password = userinfo.partition(":")
+        # Without a colon, redis-py takes the one word as the password.
+        userinfo = f"{user}:{REDACTED}" if colon else REDACTED
+        parts = parts._replace(netloc=f"{userinfo}@{host}")
+    return redact_url(urlunsplit(parts))
+
+
+def _said(spec: str, e: BaseException) -> str:
+    """An exception's text with the URL's password taken out, should redis-py quote it."""
+    from acp_fuzz.core.scrub import REDACTED
+
+    text = f"{type(e).__name__}: {e}"
+    try:
+        password = urlsplit(spec).password
+    except ValueError:
+        password = None
+    return text.replace(password, REDACTED) if password else text
 
 
 def check_database(spec: str) -> None:
@@ -35,8 +69,8 @@ def check_database(spec: str) -> None:
         try:
             client.ping()
         except Exception as e:  # redis raises its own ConnectionError, TimeoutError, ...
-            raise DatabaseError(f"--db {spec}: the Redis server does not answer "
-                                f"({type(e).__name__}: {e})") from None
+            raise DatabaseError(f"--db {shown(spec)}: the Redis server does not answer "
+                                f"({_said(spec, e)})") from None
         finally:
             client.close()
         return
@@ -79,9 +113,9 @@ def _redis_client(spec: str) -> Any:  # redis is an optional extra: typed loosel
     try:
         import redis
     except ImportError:
-        raise DatabaseError(f"--db {spec}: a Redis database needs the redis package "
+        raise DatabaseError(f"--db {shown(spec)}: a Redis database needs the redis package "
                             "(pip install 'acp-fuzz[redis]')") from None
     try:
         return redis.Redis.from_url(spec, socket_connect_timeout=5, socket_timeout=30)
     except ValueError as e:
-        raise DatabaseError(f"--db {spec}: {e}") from None
+        raise DatabaseError(f"--db {shown(spec)}: {_said(spec, e)}") from None

@@ -1,0 +1,50 @@
+"""The example database (``--db``) is the user's, but what is in it and what its URL holds must
+not hurt them: a FIFO among the folder's files does not hang a campaign, and a Redis password
+is never printed.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from ._hostile import run_acp_fuzz
+from .test_hostile_outputs import _one_error_line
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = "Pa55w0rd-not-for-logs"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port  # closed again: a connection is refused at once
+
+
+@pytest.mark.parametrize("url", [
+    "redis://user:{pw}@127.0.0.1:{port}/0",
+    "redis://:{pw}@127.0.0.1:{port}/0",
+    "redis://{pw}@127.0.0.1:{port}/0",
+    "redis://127.0.0.1:{port}/0?password={pw}",
+    "rediss://user:{pw}@[::1:{port}/0",
+    "redis://user:{pw}@127.0.0.1:port/0",
+])
+def test_redis_password_is_not_printed(tmp_path: Path, url: str) -> None:
+    spec = url.format(pw=PASSWORD, port=_closed_port())
+    proc = run_acp_fuzz(tmp_path, "target", "--profile", "reference", "-n", "1",
+                        "--cassette-dir", str(tmp_path / "c"), "--db", spec)
+    line = _one_error_line(proc)
+    assert PASSWORD not in proc.stderr + proc.stdout
+    assert "<redacted>" in line and line.startswith("acp-fuzz: error: --db redis"), line
+
+
+def test_shown_keeps_what_is_not_secret() -> None:
+    from acp_fuzz.engine.database import shown
+
+    assert shown("redis://alice:pw@db.example:6380/3") == "redis://alice:<redacted>@db.example:6380/3"
+    assert shown("redis://db.example:6379/0") == "redis://db.example:6379/0"
+    assert shown("./examples") == "./examples"
