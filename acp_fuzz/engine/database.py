@@ -10,6 +10,8 @@ server for machines that share nothing else (``pip install 'acp-fuzz[redis]'``).
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,8 @@ from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 
 from acp_fuzz.core.errors import DatabaseError
 
-__all__ = ["AgentScoped", "DatabaseError", "check_database", "open_database", "shown"]
+__all__ = ["AgentScoped", "DatabaseError", "FolderDatabase", "check_database", "open_database",
+           "shown"]
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 
@@ -85,7 +88,54 @@ def open_database(spec: str) -> ExampleDatabase:
         from hypothesis.extra.redis import RedisExampleDatabase
 
         return RedisExampleDatabase(_redis_client(spec))
-    return DirectoryBasedExampleDatabase(spec)
+    return FolderDatabase(spec)
+
+
+class FolderDatabase(DirectoryBasedExampleDatabase):
+    """Hypothesis' folder database, reading only what it could have written: regular files
+    of at most :attr:`max_bytes` each. Anything else in a key's folder (a FIFO, a device, a
+    socket, a symbolic link, a file too large) is skipped, so a file planted in a shared
+    folder can neither hang the campaign nor fill its memory."""
+
+    #: An example is a few kilobytes of choices; nothing Hypothesis writes comes near this.
+    max_bytes = 4 * 1024 * 1024
+
+    def fetch(self, key: bytes) -> Iterable[bytes]:
+        folder = self._key_path(key)
+        try:
+            names = os.listdir(folder)
+        except OSError:  # no such key yet (or the folder went away)
+            return
+        for name in names:
+            value = self._read(os.path.join(folder, name))
+            if value is not None:
+                yield value
+
+    def _read(self, path: str) -> bytes | None:
+        # Opened without blocking and then checked with fstat (not a stat of the path
+        # first, which could be swapped in between): opening a FIFO for reading blocks
+        # until a writer comes.
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+                         | getattr(os, "O_NOCTTY", 0))
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_size > self.max_bytes:
+                return None
+            data = bytearray()
+            # At most one byte past the bound: a file that grew since fstat is skipped too.
+            while len(data) <= self.max_bytes:
+                chunk = os.read(fd, self.max_bytes + 1 - len(data))
+                if not chunk:
+                    return bytes(data)
+                data += chunk
+            return None
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
 
 class AgentScoped(ExampleDatabase):

@@ -5,7 +5,10 @@ is never printed.
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +51,31 @@ def test_shown_keeps_what_is_not_secret() -> None:
     assert shown("redis://alice:pw@db.example:6380/3") == "redis://alice:<redacted>@db.example:6380/3"
     assert shown("redis://db.example:6379/0") == "redis://db.example:6379/0"
     assert shown("./examples") == "./examples"
+
+
+FETCH = """
+import sys
+from acp_fuzz.engine.database import open_database
+db = open_database(sys.argv[1])
+print(sorted(v.hex() for v in db.fetch(b"key")))
+"""
+
+
+def test_a_fifo_in_a_folder_database_is_skipped(tmp_path: Path) -> None:
+    from acp_fuzz.engine.database import open_database
+
+    folder = tmp_path / "db"
+    db = open_database(str(folder))
+    db.save(b"key", b"one")
+    db.save(b"key", b"two")
+    (key_dir,) = [p for p in folder.iterdir() if len(list(p.iterdir())) == 2]
+    os.mkfifo(key_dir / "a-fifo")  # no writer: opening it for reading blocks
+    os.symlink("/dev/zero", key_dir / "endless")
+    with open(key_dir / "huge", "wb") as f:
+        f.truncate(64 * 1024 * 1024)  # sparse: large to fstat, nothing on disk
+    # In a child process: the old reader blocks in open() for good, which is this
+    # test's failure (the timeout only ends it).
+    proc = subprocess.run([sys.executable, "-c", FETCH, str(folder)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(sorted([b"one".hex(), b"two".hex()]))
