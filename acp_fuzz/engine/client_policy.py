@@ -6,9 +6,12 @@ a file's text (``fs/read_text_file``), a write (``fs/write_text_file``), a termi
 real model may steer them), so the answers are the cautious ones, the same in ``target`` and
 ``replay``::
 
-    policy = ClientPolicy([session_cwd])
+    policy = ClientPolicy([session_cwd])   # opens session_cwd now: make it before the agent
     agent = AgentProcess(argv, ..., client_handler=policy)   # the transport also tells the
                                                              # policy what it sends
+    ...
+    agent.close()
+    policy.close()                         # closes the descriptor
 
 ``session/request_permission``
     Refused: the first option of kind ``reject_once`` is selected; with none, the outcome is
@@ -34,6 +37,13 @@ real model may steer them), so the answers are the cautious ones, the same in ``
 ``terminal/*`` and anything else
     ``-32601`` (method not found): the harness advertises no terminal.
 
+Each session directory is opened once, when the policy is made, and every path is walked
+from that descriptor, never from the directory's name: an agent that renames the directory
+(or a folder above it) and puts a link in its place still gets the files of the directory
+the harness made, wherever it now is. :meth:`ClientPolicy.close` closes the descriptors (they
+are closed when the policy is collected too); a directory that cannot be opened when the
+policy is made is never served.
+
 Errors: ``-32602`` for a path outside the session directories, through a link, a directory,
 a special file, or bad ``line``/``limit``; ``-32002`` for a missing file; ``-32603`` for
 other I/O errors and for reads past the caps.
@@ -46,6 +56,7 @@ import errno
 import os
 import stat
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -66,22 +77,46 @@ class ClientPolicy:
     :data:`~acp_fuzz.engine.transport.ClientHandler` that also watches what the harness sends
     (:meth:`sent`), to answer ``cancelled`` after a ``session/cancel``.
 
-    ``cwd_roots``: the session directories that ``fs/*`` requests may touch."""
+    ``cwd_roots``: the session directories that ``fs/*`` requests may touch, opened here
+    (make the policy before the agent starts); :meth:`close` it when the agent is gone."""
 
     def __init__(self, cwd_roots: Sequence[str], *, max_read_bytes: int = MAX_READ_BYTES,
                  max_scan_bytes: int = MAX_SCAN_BYTES) -> None:
-        roots: list[str] = []
+        self._held: dict[str, int] = {}  # each spelling of a root -> its descriptor
+        self._finalizer = weakref.finalize(self, _close_all, self._held)
         for r in cwd_roots:
+            fd = _open_root(r)
+            if fd is None:
+                continue
             # Both spellings: the agent got the directory as given, which may sit under a
             # symlink (/tmp on some systems); the harness made it, so it is trusted.
             for form in (os.path.normpath(os.path.abspath(r)), os.path.realpath(r)):
-                if form not in roots:
-                    roots.append(form)
-        self.roots = tuple(roots)
+                self._held.setdefault(form, fd)
+            if fd not in self._held.values():  # both spellings were another root's
+                os.close(fd)
+        self.roots = tuple(self._held)
         self.max_read_bytes = max_read_bytes
         self.max_scan_bytes = max_scan_bytes
         self._cancelled: set[str] = set()
         self._lock = threading.Lock()
+
+    def forget_sessions(self) -> None:
+        """Forget which sessions were cancelled (for a new agent process on the same
+        directories)."""
+        with self._lock:
+            self._cancelled.clear()
+
+    def close(self) -> None:
+        """Close the session directories' descriptors; ``fs/*`` requests are refused from
+        then on. Safe to call more than once (and done when the policy is collected)."""
+        with self._lock:
+            self._finalizer()
+
+    def __enter__(self) -> ClientPolicy:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- what the harness sends --------------------------------------------------------------
 
@@ -178,12 +213,13 @@ class ClientPolicy:
 
     @contextmanager
     def _open(self, path: str, flags: int, *, create_dirs: bool = False) -> Iterator[int]:
-        """``path`` opened with ``flags``, walking down from its session directory one
-        component at a time without following any link; a regular file, or an error."""
+        """``path`` opened with ``flags``, walking down from its session directory's
+        descriptor one component at a time without following any link; a regular file, or
+        an error."""
         root, parts = self._inside(path)
         if not parts:
             raise RpcError(-32602, "Invalid params: path is a directory", {"path": path})
-        fd = _io(path, os.open, root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = self._root_fd(root, path)
         try:
             for part in parts[:-1]:
                 parent, fd = fd, -1
@@ -207,6 +243,18 @@ class ClientPolicy:
         finally:
             os.close(leaf)
 
+    def _root_fd(self, root: str, path: str) -> int:
+        """A descriptor of the directory ``root`` named when the policy was made, to walk
+        from and close. Never opened by name again: the agent may have renamed the folder,
+        or one above it, and put a link in its place since."""
+        with self._lock:  # close() may run meanwhile: a dup stays valid after it
+            held = self._held.get(root)
+            if held is None:
+                raise RpcError(-32603, "Internal error: the session directories are closed",
+                               {"path": path})
+            fd: int = _io(path, os.dup, held)
+            return fd
+
     def _inside(self, path: str) -> tuple[str, list[str]]:
         """The root ``path`` lies under (lexically) and the components below it."""
         norm = os.path.normpath(path)
@@ -221,6 +269,24 @@ class ClientPolicy:
 def default_client_handler(cwd_roots: Sequence[str]) -> ClientPolicy:
     """The client policy for fuzzing and replay runs: a :class:`ClientPolicy`."""
     return ClientPolicy(cwd_roots)
+
+
+def _open_root(path: str) -> int | None:
+    """A descriptor of the directory ``path`` (``None`` if it cannot be opened: requests
+    below it are then refused as outside the session directories)."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        # The resolved name, so that O_NOFOLLOW refuses a link put there since realpath.
+        fd: int = os.open(os.path.realpath(path), flags)
+    except OSError:
+        return None
+    return fd
+
+
+def _close_all(held: dict[str, int]) -> None:
+    for fd in set(held.values()):
+        os.close(fd)
+    held.clear()
 
 
 def _path_of(params: Any) -> str:

@@ -255,6 +255,7 @@ class Run:
         self._own_gateway = self.gateway is None
         self._sandbox: Sandbox | None = None
         self._agent: AgentProcess | None = None
+        self._policy: ClientPolicy | None = None
         self._generation = 0
         self.init_result: Any = None
         self.caps = Capabilities()
@@ -298,6 +299,9 @@ class Run:
         still talks to the model; call :meth:`activate` when it takes over."""
         self._sandbox = Sandbox(keep=self.keep_sandbox)
         self._sandbox.__enter__()
+        # Opened now, before any agent can rename a folder in it, and kept across restarts
+        # (see ClientPolicy).
+        self._policy = ClientPolicy([self._sandbox.work])
         if self.gateway is None:
             self.gateway = Gateway(self.history, side_request=self.spec.side_test()).start()
         elif activate:
@@ -335,6 +339,9 @@ class Run:
         if self._agent is not None:
             self._agent.close(self.spec.shutdown_grace if grace is None else grace)
             self._agent = None
+        if self._policy is not None:  # after the agent that asks through it
+            self._policy.close()
+            self._policy = None
         self.detach()
         if self.gateway is not None and self._own_gateway:
             self.gateway.stop()
@@ -379,9 +386,10 @@ class Run:
                                          fs=self.spec.sandbox_fs, read_only=self.spec.read_only)
         except SandboxError as e:
             raise HarnessError(str(e)) from None
+        assert self._policy is not None
         agent = AgentProcess(
             list(self.spec.argv), env=env, cwd=work, history=self.history,
-            generation=self._generation, client_handler=ClientPolicy([work]),
+            generation=self._generation, client_handler=self._policy,
             max_recorded_notifications=MAX_RECORDED_NOTIFICATIONS,
             max_recorded_notification_bytes=MAX_RECORDED_NOTIFICATION_BYTES,
             command=command, sandbox=how)
@@ -815,6 +823,8 @@ class Run:
             old.close(self.spec.shutdown_grace if grace is None else grace)
         self._generation += 1
         self.history.append("process", {"what": "restart", "generation": self._generation})
+        if self._policy is not None:  # the new process starts with no cancelled session
+            self._policy.forget_sessions()
         self._spawn()
         try:
             self.initialize()

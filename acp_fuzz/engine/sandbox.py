@@ -19,7 +19,8 @@ On top of that, :func:`agent_command` confines the agent process itself, with bu
   otherwise the agent runs as before (its process group is still killed at the end).
 - **File system** (``fs=True``, ``--sandbox-fs``; needs bubblewrap): the agent sees the
   system folders (``/usr``, ``/etc``, ``/opt`` and the ``/bin``, ``/lib`` links) read-only,
-  its sandbox root (HOME and work folders) writable, a fresh ``/tmp``, ``/dev`` and
+  the folders of its sandbox root (HOME and work folders) writable but the root itself
+  read-only (so they cannot be renamed or replaced), a fresh ``/tmp``, ``/dev`` and
   ``/proc``, and read-only only what it needs to run: the Python installation running
   acp-fuzz, acp-fuzz's own package, the agent cache (``$ACP_FUZZ_AGENT_CACHE``), node, and the
   folder of each file named on its command line. Nothing else of the invoking user's files
@@ -293,6 +294,12 @@ def agent_read_only_paths(argv: Sequence[str], extra: Sequence[str] = ()) -> lis
     return out
 
 
+def _folders(root: str) -> list[str]:
+    """The directories right in ``root`` (not links to one), sorted."""
+    with os.scandir(root) as it:
+        return sorted(e.path for e in it if e.is_dir(follow_symlinks=False))
+
+
 def _bwrap_fs(exe: str, root: str, cwd: str, read_only: Sequence[str]) -> list[str]:
     args = [exe, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
@@ -303,7 +310,13 @@ def _bwrap_fs(exe: str, root: str, cwd: str, read_only: Sequence[str]) -> list[s
             args += ["--ro-bind", path, path]
     for path in read_only:
         args += ["--ro-bind", path, path]
-    args += ["--bind", root, root, "--chdir", cwd]
+    # The root read-only, each folder in it writable on top: a folder that is a mount point
+    # cannot be renamed, and nothing can be put beside it, so the harness's names for them
+    # (home, work) keep naming them.
+    args += ["--ro-bind", root, root]
+    for folder in _folders(root):
+        args += ["--bind", folder, folder]
+    args += ["--chdir", cwd]
     if os.geteuid() == 0:
         # Root with capabilities could undo the mounts (or open files by handle).
         args += ["--cap-drop", "ALL"]
@@ -316,7 +329,8 @@ def agent_command(argv: Sequence[str], *, root: str, cwd: str, env: Mapping[str,
     """The command that runs ``argv`` confined as asked, and a short description of how
     (``"bwrap pid+fs"``, ``"bwrap pid"``, ``"unshare pid"`` or ``"none"``).
 
-    ``root`` is the sandbox root (writable under ``fs``), ``cwd`` the working directory,
+    ``root`` is the sandbox root (under ``fs``, read-only but for the folders in it when the
+    command is made, which are writable), ``cwd`` the working directory,
     ``env`` the agent's environment (its ``PATH`` finds ``argv[0]``). ``pid`` is best effort;
     ``fs`` raises :class:`SandboxError` where bubblewrap is missing or cannot run."""
     argv = list(argv)

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from acp_fuzz.core.history import History
-from acp_fuzz.engine.client_policy import default_client_handler
+from acp_fuzz.engine.client_policy import ClientPolicy, default_client_handler
 from acp_fuzz.engine.runner import Run, TargetSpec
 from acp_fuzz.engine.sandbox import Sandbox
-from acp_fuzz.engine.transport import AgentProcess
+from acp_fuzz.engine.transport import AgentProcess, RpcError
 
 pytestmark = pytest.mark.integration
 
@@ -169,3 +169,63 @@ def test_a_huge_file_is_not_read_whole(client: tuple[AgentProcess, str]) -> None
     assert answers[2] == -32603  # the whole file is over the cap: an error, not 256 MiB
     assert peak < 16 * 1024 * 1024, f"the client held {peak} bytes to answer"
 
+
+
+# -- the session directory is held, not named -------------------------------------------------
+
+def test_a_swapped_session_folder_parent_still_leads_to_the_session_files(
+        client: tuple[AgentProcess, str], sandbox: Sandbox, tmp_path: Path) -> None:
+    """The folder above the session directory is renamed and a link to a host folder (a
+    canary of this test's, laid out the same) put in its place, after the policy was made:
+    reads and writes still reach the directory the harness made."""
+    agent, root = client
+    Path(root, "notes.txt").write_text("inside\n")
+    host = tmp_path / "host"
+    Path(host, "session-a").mkdir(parents=True)
+    Path(host, "session-a", "notes.txt").write_text("HOST CANARY\n")
+    os.rename(sandbox.work, sandbox.work + ".old")
+    os.symlink(host, sandbox.work)
+    assert ask(agent, read(Path(root, "notes.txt")), write(Path(root, "new.txt"), "x"),
+               ) == [{"content": "inside\n"}, {}]
+    assert sorted(p.name for p in host.rglob("*")) == ["notes.txt", "session-a"]
+    assert Path(host, "session-a", "notes.txt").read_text() == "HOST CANARY\n"
+    assert Path(sandbox.work + ".old", "session-a", "new.txt").read_text() == "x"
+
+
+def _fds_into(folder: str) -> list[str]:
+    """What this process's open descriptors under ``folder`` name."""
+    out = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target == folder or target.startswith(folder + "/"):
+                out.append(target)
+    return out
+
+
+def test_the_policy_closes_its_descriptors(sandbox: Sandbox) -> None:
+    root = sandbox.new_cwd("session-a")
+    policy = ClientPolicy([root, root])  # one descriptor, whatever the spelling
+    assert _fds_into(sandbox.root) == [root]
+    policy.close()
+    policy.close()
+    assert _fds_into(sandbox.root) == []
+    with pytest.raises(RpcError) as refused:  # and answers, once closed, with an error
+        policy("fs/read_text_file", {"path": os.path.join(root, "x")})
+    assert refused.value.code == -32603
+
+
+def test_a_run_holds_its_work_folder_across_restarts_and_closes_it(
+        no_orphans: Callable[[int | None], None], tmp_path: Path) -> None:
+    spec = TargetSpec.from_command([sys.executable, str(AGENTS / "client_calls.py")])
+    with Run(spec) as run:
+        no_orphans(run.agent.pgid)
+        root, work = run.sandbox.root, run.sandbox.work
+        assert _fds_into(root) == [work]  # held while the agent runs
+        # Swapped by the last process: the next one is not served through the link.
+        os.rename(work, work + ".old")
+        os.symlink(tmp_path, work)
+        assert run.execute({"op": "restart"}).outcome == "ok"
+        no_orphans(run.agent.pgid)
+        assert _fds_into(root) == [work + ".old"]
+    assert _fds_into(root) == []
