@@ -57,12 +57,15 @@ def show(name: str = typer.Argument(..., metavar="NAME",
 
 @profiles.command()
 def check(path: str = typer.Argument(..., metavar="FILE", help="A profile file.")) -> None:
-    """Read a profile file and say what it sets up, or what is wrong with it (exit 2)."""
+    """Read a profile file and say what it sets up, or what is wrong with it (exit 2).
+
+    Its ``[hooks]`` are listed, with the file each would be imported from, but not imported:
+    checking a profile runs none of its code."""
     from acp_fuzz.core.escaping import terminal
-    from acp_fuzz.engine.profiles import ProfileError, load_profile
+    from acp_fuzz.engine.profiles import ProfileError, hook_file, load_profile
 
     try:
-        p = load_profile(path)
+        p = load_profile(path, import_hooks=False)
     except ProfileError as e:
         fail(str(e))
     lines = [f"{p.name}: {p.description or '(no description)'}",
@@ -74,6 +77,10 @@ def check(path: str = typer.Argument(..., metavar="FILE", help="A profile file."
              f"  side requests: {'; '.join(r.reason for r in p.setup.side) or 'none'}",
              f"  timeouts: init {p.init_timeout:g} s, request {p.request_timeout:g} s, "
              f"shutdown {p.shutdown_grace:g} s",
-             f"  protocol {p.protocol}, dialect {p.dialect}"]
+             f"  protocol {p.protocol}, dialect {p.dialect}",
+             "  hooks: " + ("none" if not p.hooks else
+                            "code the profile runs when used (not imported by check):")]
+    lines += [f"    {key} = {ref} ({hook_file(ref) or 'no such file on the Python path'})"
+              for key, ref in p.hooks]
     for line in lines:
         out.print(terminal(line), markup=False)

@@ -66,6 +66,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import sys
 import tomllib
 from collections.abc import Callable, Mapping
@@ -101,6 +102,7 @@ __all__ = [
     "builtin_text",
     "get_profile",
     "header",
+    "hook_file",
     "load_profile",
     "parse_profile",
 ]
@@ -148,8 +150,11 @@ class Profile:
     restart_grace: float | None = None
     protocol: str = "1"
     dialect: str = "auto"
-    #: ``[hooks]``, imported: (gateway_url, home) -> env; (gateway_url, home) -> None;
-    #: (api, headers, body) -> bool.
+    #: ``[hooks]`` as written: (key, ``"module:function"``), in the order env, setup_home,
+    #: side_request.
+    hooks: tuple[tuple[str, str], ...] = ()
+    #: ``[hooks]``, imported (``None`` when read with ``import_hooks=False``): (gateway_url,
+    #: home) -> env; (gateway_url, home) -> None; (api, headers, body) -> bool.
     env_hook: Callable[[str, Path], Mapping[str, str]] | None = None
     setup_hook: Callable[[str, Path], None] | None = None
     side_hook: Callable[[str, Mapping[str, str], Any], bool] | None = None
@@ -318,12 +323,16 @@ def _json_templates(value: Any) -> list[str]:
     return []
 
 
-def _hook(r: _Reader, key: str) -> Any:
-    ref = r.get(key, str, what='"module:function"')
+def _hook_ref(r: _Reader, key: str) -> str | None:
+    ref: str | None = r.get(key, str, what='"module:function"')
+    if ref is not None and not _HOOK.fullmatch(ref):
+        raise r.fail(key, f'must be "module:function", not {_shown(ref)}')
+    return ref
+
+
+def _import_hook(r: _Reader, key: str, ref: str | None) -> Any:
     if ref is None:
         return None
-    if not _HOOK.fullmatch(ref):
-        raise r.fail(key, f'must be "module:function", not {_shown(ref)}')
     module, _, qualname = ref.partition(":")
     try:
         obj: Any = importlib.import_module(module)
@@ -398,12 +407,21 @@ def _compaction(r: _Reader) -> Compaction:
     return Compaction(by=tuple(by), usage_tokens=usage, context_window=window)
 
 
-def parse_profile(text: str, where: str) -> Profile:
-    """The profile that the TOML ``text`` describes; ``where`` names it in errors."""
+def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profile:
+    """The profile that the TOML ``text`` describes; ``where`` names it in errors.
+
+    ``import_hooks=False`` checks the ``[hooks]`` references without importing them (so
+    without running any of their code): :attr:`Profile.hooks` lists them, the hook
+    attributes stay ``None``."""
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ProfileError(f"{where}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib parses arrays and inline tables recursively
+        raise ProfileError(f"{where}: nests too deeply (more than {_MAX_DEPTH} levels)"
+                           ) from None
+    if _depth(data) > _MAX_DEPTH:
+        raise ProfileError(f"{where}: nests too deeply (more than {_MAX_DEPTH} levels)")
     r = _Reader(where, data)
     name = r.get("name", str, required=True)
     if not _NAME.fullmatch(name):
@@ -511,9 +529,12 @@ def parse_profile(text: str, where: str) -> Profile:
     pr.done()
 
     hooks = r.sub("hooks")
-    env_hook, setup_hook, side_hook = (_hook(hooks, k) for k in ("env", "setup_home",
-                                                                  "side_request"))
+    refs = [(k, _hook_ref(hooks, k)) for k in ("env", "setup_home", "side_request")]
     hooks.done()
+    # Importing runs the module's code: only a profile that is used is imported, never one
+    # that is only checked (``acp-fuzz profiles check``).
+    env_hook, setup_hook, side_hook = (_import_hook(hooks, k, ref) if import_hooks else None
+                                       for k, ref in refs)
     r.done()
     assert init_t is not None and request_t is not None and shutdown is not None
     return Profile(
@@ -523,24 +544,66 @@ def parse_profile(text: str, where: str) -> Profile:
                          side=tuple(side), compaction=compaction),
         info=tuple(info), init_timeout=init_t, request_timeout=request_t,
         shutdown_grace=shutdown, restart_grace=restart, protocol=protocol, dialect=dialect,
-        env_hook=env_hook, setup_hook=setup_hook, side_hook=side_hook, source=where)
+        hooks=tuple((k, ref) for k, ref in refs if ref is not None), env_hook=env_hook,
+        setup_hook=setup_hook, side_hook=side_hook, source=where)
 
 
-def load_profile(path: str | os.PathLike[str]) -> Profile:
-    """The profile in the file at ``path`` (:class:`ProfileError` if it cannot be used)."""
+#: How many arrays and tables deep a profile may nest (the built-in ones: 4).
+_MAX_DEPTH = 32
+#: The largest profile file read (the built-in ones: under 10 KiB).
+_MAX_BYTES = 1024 * 1024
+
+
+def _depth(value: Any) -> int:
+    """How many arrays and tables deep ``value`` nests, counted up to one past
+    :data:`_MAX_DEPTH` (iteratively: no recursion)."""
+    depth = 0
+    level = [value] if isinstance(value, dict | list) else []
+    while level and depth <= _MAX_DEPTH:
+        depth += 1
+        level = [v for node in level
+                 for v in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(v, dict | list)]
+    return depth
+
+
+def load_profile(path: str | os.PathLike[str], *, import_hooks: bool = True) -> Profile:
+    """The profile in the file at ``path`` (:class:`ProfileError` if it cannot be used).
+
+    Only a regular file of at most 1 MiB is read: a FIFO, a device or a folder is refused
+    at once, without waiting for a writer."""
     where = os.fspath(path)
     try:
-        with open(where, "rb") as f:
-            raw = f.read(1024 * 1024 + 1)
+        raw = _read_regular(where)
     except OSError as e:
         raise ProfileError(f"{where}: cannot read the profile: {e.strerror or e}") from None
-    if len(raw) > 1024 * 1024:
-        raise ProfileError(f"{where}: larger than 1 MiB: not a profile file")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise ProfileError(f"{where}: not UTF-8 text (byte {e.start})") from None
-    return parse_profile(text, where)
+    return parse_profile(text, where, import_hooks=import_hooks)
+
+
+def _read_regular(where: str) -> bytes:
+    # Opened without blocking and then checked with fstat, not a stat of the path first
+    # (which could be swapped in between): opening a FIFO for reading blocks until a writer
+    # comes, which hung every command given --profile x.toml.
+    fd = os.open(where, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else (
+                "a folder" if stat.S_ISDIR(st.st_mode) else "not a file")
+            raise ProfileError(f"{where}: cannot read the profile: not a regular file ({kind})")
+        if st.st_size > _MAX_BYTES:
+            raise ProfileError(f"{where}: larger than 1 MiB: not a profile file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            raw = f.read(_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > _MAX_BYTES:
+        raise ProfileError(f"{where}: larger than 1 MiB: not a profile file")
+    return raw
 
 
 # --------------------------------------------------------------------------- built-ins
@@ -573,6 +636,20 @@ def _load_builtins() -> dict[str, Profile]:
 
 #: The built-in profiles, by name.
 PROFILES: dict[str, Profile] = _load_builtins()
+
+
+def hook_file(ref: str) -> str | None:
+    """Where the module of a hook (``"module:function"``) would be imported from, found on
+    ``sys.path`` without importing anything (``importlib.util.find_spec`` imports the parent
+    packages); ``None`` when no ``.py`` file or package folder is there (it may still be
+    importable another way, such as from a zip or a compiled module)."""
+    parts = ref.partition(":")[0].split(".")
+    for entry in sys.path:
+        base = Path(entry or ".").joinpath(*parts)
+        for candidate in (base.with_name(base.name + ".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return str(candidate)
+    return None
 
 
 def is_profile_path(value: str) -> bool:
