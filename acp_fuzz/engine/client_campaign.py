@@ -37,15 +37,18 @@ import contextlib
 import dataclasses
 import json
 import os
+import secrets
 import shlex
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.cassette import Cassette, Header, write_cassette_bounded
@@ -58,7 +61,7 @@ from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_comman
 from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.sandbox import Sandbox
 from acp_fuzz.engine.sandbox import agent_command as confined
-from acp_fuzz.engine.transport import _LIVE_GROUPS, _LIVE_LOCK
+from acp_fuzz.engine.transport import _LIVE_GROUPS, _LIVE_LOCK, line_weight
 
 __all__ = ["CASSETTE_KIND", "ClientCampaignEvent", "ClientCampaignResult", "ClientReplayResult",
            "ClientReport", "ClientRun", "ClientSettings", "Confirming", "ExampleRan",
@@ -68,9 +71,17 @@ __all__ = ["CASSETTE_KIND", "ClientCampaignEvent", "ClientCampaignResult", "Clie
 
 #: ``Header.kind`` of a client finding cassette.
 CASSETTE_KIND = "client-finding"
-#: Bounds on what one connection's frames may hold in a history (a client that floods).
+#: Bounds on what one connection's frames may hold in a history (a client that floods):
+#: frames kept, and bytes of its log read.
 MAX_FRAMES_PER_CONNECTION = 20_000
 MAX_LOG_BYTES = 64 * 1024 * 1024
+#: Bounds on one example in all, whatever the number of connections: frames kept, and the
+#: log lines read, weighed by what they cost parsed (``transport.line_weight``).
+MAX_RUN_FRAMES = 40_000
+MAX_RUN_LOG_BYTES = 64 * 1024 * 1024
+#: The variable that tells this example's processes from anyone else's: set to a random word
+#: in each client's environment, inherited by what it starts (:func:`_kill_strays`).
+RUN_VARIABLE = "ACP_FUZZ_CLIENT_RUN"
 #: How much of the client's stdout and stderr each step keeps.
 OUTPUT_TAIL = 8 * 1024
 
@@ -104,55 +115,104 @@ class ClientRun:
         return init[min(init)] if init else None
 
 
-def _tail(path: Path) -> str:
+def _tail(f: IO[bytes]) -> str:
+    """The end of one step's stdout or stderr, read through the harness's own descriptor."""
     try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - OUTPUT_TAIL))
-            data = f.read()
+        size = os.fstat(f.fileno()).st_size
+        data = os.pread(f.fileno(), OUTPUT_TAIL, max(0, size - OUTPUT_TAIL))
     except OSError:
         return ""
     text = data.decode("utf-8", "replace")
     return text if size <= OUTPUT_TAIL else "..." + text
 
 
+#: How the harness opens a stand-in log, which the client can replace: never through a
+#: symlink, never as a controlling terminal, never waiting on a FIFO's writer; what it opens
+#: is then read only if it is a regular file.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC
+
+
 class _Logs:
     """Reads the stand-in logs of one example incrementally: the frames of each connection
-    since the last read, as history events."""
+    since the last read, as history events, within the bounds per connection and per run."""
 
     def __init__(self, run_dir: str, history: History) -> None:
         self.run_dir = run_dir
         self.history = history
+        # The client may write in the folder (its stand-ins log there) and swap it for a
+        # link: it is held by the descriptor opened before any client ran.
+        self.dir_fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                              | os.O_CLOEXEC)
         self.offsets: dict[int, int] = {}
         self.frames: Counter[int] = Counter()
+        self.kept_frames = 0
+        self.kept_bytes = 0
         self.pids: dict[int, int] = {}
-        self.capped: set[int] = set()
+        self.capped: set[tuple[str, int]] = set()
+        self.refused: set[int] = set()
+
+    def close(self) -> None:
+        os.close(self.dir_fd)
 
     def connections(self) -> list[int]:
+        """The connections that logged: ``conn-N.jsonl`` regular files (a link or a FIFO
+        planted among them is no connection)."""
+        return sorted(self.offsets)
+
+    def _numbers(self) -> list[int]:
         out = []
-        for name in os.listdir(self.run_dir):
+        for name in os.listdir(self.dir_fd):
             if name.startswith("conn-") and name.endswith(".jsonl"):
                 with contextlib.suppress(ValueError):
                     out.append(int(name[5:-6]))
         return sorted(out)
 
+    def _read(self, n: int) -> bytes | None:
+        """What connection ``n`` logged since the last read, up to its bound and the run's;
+        ``None`` when its log is not a regular file (recorded once, as ``log-refused``)."""
+        try:
+            fd = os.open(f"conn-{n}.jsonl", _READ_FLAGS, dir_fd=self.dir_fd)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                if n not in self.refused:
+                    self.refused.add(n)
+                    self.history.append("process", {"what": "log-refused", "generation": n,
+                                                    "role": "stand-in"})
+                return None
+            start = self.offsets.setdefault(n, 0)
+            size = min(st.st_size, MAX_LOG_BYTES) - start
+            return os.pread(fd, max(0, min(size, MAX_RUN_LOG_BYTES - self.kept_bytes)), start)
+        finally:
+            os.close(fd)
+
     def collect(self) -> None:
-        for n in self.connections():
-            path = os.path.join(self.run_dir, f"conn-{n}.jsonl")
-            start = self.offsets.get(n, 0)
-            try:
-                with open(path, "rb") as f:
-                    f.seek(start)
-                    data = f.read(max(0, MAX_LOG_BYTES - start))
-            except OSError:
+        for n in self._numbers():
+            data = self._read(n)
+            if not data:
                 continue
             end = data.rfind(b"\n") + 1  # complete lines only: the stand-in may be writing
-            self.offsets[n] = start + end
+            self.offsets[n] += end
             for line in data[:end].splitlines():
                 self.record(n, line)
 
+    def cap(self, scope: str, n: int) -> None:
+        """Record once that ``scope`` (``connection`` ``n``, or the ``run``) hit its bound."""
+        key = (scope, n if scope == "connection" else -1)
+        if key not in self.capped:
+            self.capped.add(key)
+            self.history.append("process", {"what": "frames-capped", "generation": n,
+                                            "role": "stand-in", "scope": scope})
+
     def record(self, n: int, line: bytes) -> None:
+        weight = line_weight(line)  # what it costs parsed, not its length
+        if self.kept_bytes + weight > MAX_RUN_LOG_BYTES:
+            self.cap("run", n)
+            self.kept_bytes = MAX_RUN_LOG_BYTES  # read nothing more
+            return
+        self.kept_bytes += weight
         try:
             rec = json.loads(line)
         except ValueError:
@@ -177,37 +237,59 @@ class _Logs:
         elif rec.get("dir") in ("send", "recv"):
             self.frames[n] += 1
             if self.frames[n] > MAX_FRAMES_PER_CONNECTION:
-                if n not in self.capped:
-                    self.capped.add(n)
-                    self.history.append("process", {"what": "frames-capped", "generation": n,
-                                                    "role": "stand-in"})
-                return
+                return self.cap("connection", n)
+            if self.kept_frames >= MAX_RUN_FRAMES:
+                return self.cap("run", n)
+            self.kept_frames += 1
             data: dict[str, Any] = {"dir": rec["dir"], "msg": rec.get("msg"), "conn": n}
             for key in ("raw", "error"):
                 if isinstance(rec.get(key), str):
                     data[key] = rec[key]
             self.history.append("acp", data)
+        return None
 
-    def kill_leftovers(self) -> None:
-        """SIGKILL stand-ins still alive (a client that left its agent running), checking
-        that each pid is still one of ours."""
+    def kill_leftovers(self, since: int) -> None:
+        """SIGKILL stand-ins still alive (a client that left its agent running, with an
+        environment of its own), checking that each pid, which the log says, is still one
+        of this example's: started since its first client, the folder on its command line."""
         for pid in self.pids.values():
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     cmdline = f.read()
             except OSError:
                 continue
-            if self.run_dir.encode() in cmdline:
+            if self.run_dir.encode() in cmdline and _started_since(pid, since):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
 
 
-def _kill_strays(run_dir: str) -> int:
-    """SIGKILL every process that carries this example's stand-in folder in its command line
-    or its environment (``$ACP_FUZZ_AGENT``): what a client left running in a session of
-    its own (acpx's queue owner calls ``setsid`` and outlives its process group). Returns
-    how many were killed."""
-    needle = run_dir.encode()
+def _start_ticks(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (``/proc/PID/stat``, field 22)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            line = f.read()
+    except OSError:
+        return None
+    fields = line[line.rfind(b")") + 2:].split()  # the name, in parentheses, may hold spaces
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _started_since(pid: int, since: int) -> bool:
+    start = _start_ticks(pid)
+    return start is not None and start >= since
+
+
+def _kill_strays(token: str, since: int) -> int:
+    """SIGKILL what this example's clients left running where no PID namespace took it along
+    (acpx's queue owner calls ``setsid`` and outlives its process group): each process
+    started since the example's first client whose environment has ``RUN_VARIABLE`` set to
+    this example's ``token``, a random word only the clients, and what they start, inherit.
+    A process of anyone else's is left alone, even one that has the example's folder in its
+    environment. Returns how many were killed."""
+    entry = f"{RUN_VARIABLE}={token}".encode()
     me = os.getpid()
     killed = 0
     try:
@@ -215,18 +297,12 @@ def _kill_strays(run_dir: str) -> int:
     except OSError:
         return 0
     for pid in pids:
-        if pid == me:
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:
             continue
-        found = False
-        for name in ("cmdline", "environ"):
-            try:
-                with open(f"/proc/{pid}/{name}", "rb") as f:
-                    if needle in f.read():
-                        found = True
-                        break
-            except OSError:
-                continue
-        if found:
+        if pid != me and entry in environ.split(b"\0") and _started_since(pid, since):
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
                 killed += 1
@@ -240,11 +316,12 @@ def _kill_group(pgid: int) -> None:
         _LIVE_GROUPS.discard(pgid)
 
 
-def _confine(argv: list[str], sb: Sandbox, cwd: str, env: dict[str, str]
+def _confine(argv: list[str], sb: Sandbox, cwd: str, env: dict[str, str], *, fs: bool
              ) -> tuple[list[str], str]:
-    """``argv`` under the file-system sandbox, and how it is confined. bubblewrap would
-    report a missing client only as its own exit status 1: keep the one-line error an
-    unconfined client gets."""
+    """``argv`` in a PID namespace of its own where one can be made (as an agent runs), and
+    under the file-system sandbox with ``fs``; and how it is confined. bubblewrap or
+    unshare would report a missing client only as their own exit status 1: keep the
+    one-line error an unconfined client gets."""
     import shutil
 
     exe = argv[0]
@@ -255,96 +332,124 @@ def _confine(argv: list[str], sb: Sandbox, cwd: str, env: dict[str, str]
     if os.path.isdir(found) or not os.access(found, os.X_OK):
         raise HarnessError(f"cannot start the client {exe!r}: not executable")
     try:
-        return confined(argv, root=sb.root, cwd=cwd, env=env, pid=False, fs=True)
+        return confined(argv, root=sb.root, cwd=cwd, env=env, pid=True, fs=fs)
     except SandboxError as e:
         raise HarnessError(str(e)) from None
+
+
+class _Example:
+    """One example under way: its sandbox and stand-in folder, the clients' environment,
+    what each step left, and the history so far."""
+
+    def __init__(self, sb: Sandbox, caps: CapabilitySet, pass_env: Sequence[str],
+                 sandbox_fs: bool) -> None:
+        self.sb, self.sandbox_fs = sb, sandbox_fs
+        self.run_dir = os.path.join(sb.root, "stand-in")
+        os.makedirs(self.run_dir)
+        with open(os.path.join(self.run_dir, "config.json"), "w", encoding="utf-8") as f:
+            json.dump({"capabilities": caps.to_wire()}, f)
+        self.agent = shlex.join(agent_command(self.run_dir))
+        self.token = secrets.token_hex(16)
+        self.env = sb.build_env({"ACP_FUZZ_AGENT": self.agent, RUN_VARIABLE: self.token},
+                                passthrough=pass_env)
+        self.cwd = sb.new_cwd("project")
+        self.history = History()
+        self.logs = _Logs(self.run_dir, self.history)
+        self.groups: list[int] = []
+        self.returncodes: list[int | None] = []
+        self.timeouts = 0
+        self.since: int | None = None  # when the first client started
+        self.said = ""  # the end of the last step's stderr
+
+    def step(self, scenario: Scenario, i: int) -> None:
+        step = scenario.steps[i]
+        argv, shown = scenario.argv(i, self.agent), list(scenario.argv(i, "{agent}"))
+        self.history.append("step", {"index": i, "name": "client",
+                                     "args": {"op": "client", "argv": shown}})
+        command, how = _confine(argv, self.sb, self.cwd, self.env, fs=self.sandbox_fs)
+        # Nameless files, outside the sandbox: no name for the client to plant a link or a
+        # FIFO at, and read back through the descriptor the client's output went to.
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            try:
+                proc = subprocess.Popen(
+                    command, cwd=self.cwd, env=self.env, stdout=out, stderr=err,
+                    stdin=subprocess.PIPE if step.stdin is not None else subprocess.DEVNULL,
+                    start_new_session=True)
+            except OSError as e:
+                raise HarnessError(f"cannot start the client {argv[0]!r}: "
+                                   f"{e.strerror or e}") from None
+            self.groups.append(proc.pid)
+            with _LIVE_LOCK:
+                _LIVE_GROUPS.add(proc.pid)
+            if self.since is None:
+                self.since = _start_ticks(proc.pid)
+            spawn: dict[str, Any] = {"what": "spawn", "pid": proc.pid, "argv": shown,
+                                     "generation": i, "role": "client"}
+            if how != "none":
+                spawn["sandbox"] = how
+            self.history.append("process", spawn)
+            rc = _wait(proc, step.stdin, scenario.timeout)
+            if rc is None:
+                self.timeouts += 1
+                self.history.append("verdict", {"step": i, "what": "client-timeout",
+                                                "timeout": scenario.timeout})
+                _kill_group(proc.pid)
+                rc = proc.wait()
+            self.returncodes.append(rc)
+            self.logs.collect()  # the step's frames, before the client's exit
+            self.history.append("process", {"what": "exit", "pid": proc.pid,
+                                            "returncode": rc, "generation": i,
+                                            "role": "client"})
+            for stream, f in (("client-stdout", out), ("client-stderr", err)):
+                text = _tail(f)
+                if text:
+                    self.history.append("stderr", {"text": text, "generation": i,
+                                                   "stream": stream})
+            self.said = _tail(err)
+
+    def stop(self) -> None:
+        """Kill whatever the clients left running (see :func:`_kill_strays`)."""
+        for pgid in self.groups:
+            _kill_group(pgid)
+        if self.since is not None:
+            self.logs.kill_leftovers(self.since)
+            for _ in range(3):  # what a stray started while it was being killed, too
+                if not _kill_strays(self.token, self.since):
+                    break
+        self.logs.collect()
+        self.logs.close()
 
 
 def run_scenario(scenario: Scenario, caps: CapabilitySet, *,
                  pass_env: Sequence[str] = (), sandbox_fs: bool = False) -> ClientRun:
     """Run one example: every step of ``scenario`` against a stand-in advertising ``caps``;
-    ``sandbox_fs`` confines the client (and so the stand-in) to the example's sandbox (see
-    the module docstring).
+    each step's client runs in a PID namespace of its own where one can be made (whatever it
+    leaves running dies with it), and ``sandbox_fs`` confines it (and so the stand-in) to
+    the example's sandbox (see the module docstring).
 
     Raises :class:`HarnessError` when the client cannot be started, or when it never started
     the agent (no connection in any step)."""
-    history = History()
-    groups: list[int] = []
-    returncodes: list[int | None] = []
-    timeouts = 0
     with Sandbox() as sb:
-        run_dir = os.path.join(sb.root, "stand-in")
-        os.makedirs(run_dir)
-        with open(os.path.join(run_dir, "config.json"), "w", encoding="utf-8") as f:
-            json.dump({"capabilities": caps.to_wire()}, f)
-        agent = shlex.join(agent_command(run_dir))
-        env = sb.build_env({"ACP_FUZZ_AGENT": agent}, passthrough=pass_env)
-        cwd = sb.new_cwd("project")
-        logs = _Logs(run_dir, history)
+        ex = _Example(sb, caps, pass_env, sandbox_fs)
         try:
-            for i, step in enumerate(scenario.steps):
+            for i in range(len(scenario.steps)):
                 interrupt.check()
-                argv = scenario.argv(i, agent)
-                history.append("step", {"index": i, "name": "client",
-                                        "args": {"op": "client",
-                                                 "argv": list(scenario.argv(i, "{agent}"))}})
-                out_path, err_path = Path(sb.root, f"step-{i}.out"), Path(sb.root,
-                                                                          f"step-{i}.err")
-                command, how = _confine(argv, sb, cwd, env) if sandbox_fs else (argv, "none")
-                with open(out_path, "wb") as out, open(err_path, "wb") as err:
-                    try:
-                        proc = subprocess.Popen(
-                            command, cwd=cwd, env=env, stdout=out, stderr=err,
-                            stdin=subprocess.PIPE if step.stdin is not None
-                            else subprocess.DEVNULL, start_new_session=True)
-                    except OSError as e:
-                        raise HarnessError(f"cannot start the client {argv[0]!r}: "
-                                           f"{e.strerror or e}") from None
-                groups.append(proc.pid)
-                with _LIVE_LOCK:
-                    _LIVE_GROUPS.add(proc.pid)
-                spawn: dict[str, Any] = {"what": "spawn", "pid": proc.pid,
-                                         "argv": list(scenario.argv(i, "{agent}")),
-                                         "generation": i, "role": "client"}
-                if how != "none":
-                    spawn["sandbox"] = how
-                history.append("process", spawn)
-                rc = _wait(proc, step.stdin, scenario.timeout)
-                if rc is None:
-                    timeouts += 1
-                    history.append("verdict", {"step": i, "what": "client-timeout",
-                                               "timeout": scenario.timeout})
-                    _kill_group(proc.pid)
-                    rc = proc.wait()
-                returncodes.append(rc)
-                logs.collect()  # the step's frames, before the client's exit
-                history.append("process", {"what": "exit", "pid": proc.pid, "returncode": rc,
-                                           "generation": i, "role": "client"})
-                for stream, path in (("client-stdout", out_path), ("client-stderr", err_path)):
-                    text = _tail(path)
-                    if text:
-                        history.append("stderr", {"text": text, "generation": i,
-                                                  "stream": stream})
+                ex.step(scenario, i)
         finally:
-            for pgid in groups:
-                _kill_group(pgid)
-            logs.kill_leftovers()
-            for _ in range(3):  # what a stray started while it was being killed, too
-                if not _kill_strays(run_dir):
-                    break
-        logs.collect()
-        connections = len(logs.connections())
-        if connections == 0:
-            said = " ".join(_tail(Path(sb.root, f"step-{len(returncodes) - 1}.err")).split())
-            raise HarnessError(
-                "the client never started the agent: put {agent} among its arguments, or "
-                "make it run the command in $ACP_FUZZ_AGENT"
-                + (f" (exit status {returncodes[-1]}"
-                   + (f", killed after the step timeout of {scenario.timeout:g}s"
-                      if timeouts else "")
-                   + f"; its stderr: {said[-300:] or 'nothing'})" if returncodes else ""))
-    events = history.snapshot()
-    return ClientRun(caps, events, judge_client(events), connections, returncodes, timeouts)
+            ex.stop()
+    connections = len(ex.logs.connections())
+    if connections == 0:
+        said, rcs = " ".join(ex.said.split()), ex.returncodes
+        raise HarnessError(
+            "the client never started the agent: put {agent} among its arguments, or "
+            "make it run the command in $ACP_FUZZ_AGENT"
+            + (f" (exit status {rcs[-1]}"
+               + (f", killed after the step timeout of {scenario.timeout:g}s"
+                  if ex.timeouts else "")
+               + f"; its stderr: {said[-300:] or 'nothing'})" if rcs else ""))
+    events = ex.history.snapshot()
+    return ClientRun(caps, events, judge_client(events), connections, ex.returncodes,
+                     ex.timeouts)
 
 
 def _wait(proc: subprocess.Popen[bytes], stdin: str | None, timeout: float) -> int | None:

@@ -6,7 +6,10 @@ against the stand-in agent."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import signal
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -150,12 +153,30 @@ def test_the_agent_placeholder_is_replaced(tmp_path: Path) -> None:
 
 
 def test_an_interrupt_exits_130(tmp_path: Path) -> None:
-    # The client sends acp-fuzz (its parent) SIGINT as it starts: no sleep, no race.
-    cmd = "kill -INT $PPID; exec " + " ".join(CLIENT)
-    proc = run_cli(tmp_path, "client", "-n", "3", "--", "sh", "-c", cmd)
-    assert proc.returncode == 130, (proc.stdout, proc.stderr)
-    assert "Traceback" not in proc.stderr
-    assert "interrupted" in proc.stdout + proc.stderr
+    # The client, in a PID namespace of its own, cannot signal acp-fuzz: it says it started
+    # on a FIFO, and the test sends the SIGINT. No sleep, no race: the next example's client
+    # waits on the FIFO, which nobody reads any more, until acp-fuzz is interrupted.
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    cmd = f"echo started > {shlex.quote(str(fifo))}; exec {shlex.join(CLIENT)}"
+    (tmp_path / "home").mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"),
+           "ACP_REF_QUIET": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "acp_fuzz", "client", "-n", "3", "--",
+                             "sh", "-c", cmd], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        with open(fifo, encoding="utf-8") as f:
+            assert f.read() == "started\n"
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, (stdout, stderr)
+    assert "Traceback" not in stderr
+    assert "interrupted" in stdout + stderr
 
 
 @pytest.mark.parametrize("args, needles", [

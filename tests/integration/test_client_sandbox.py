@@ -7,6 +7,7 @@ and says what happened on its stderr, which the cassette keeps."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from _support import run_cli
 
 from acp_fuzz.core.cassette import read_cassette
 from acp_fuzz.engine import netns
-from acp_fuzz.engine.sandbox import bwrap_works
+from acp_fuzz.engine.sandbox import agent_command, bwrap_works
 from tests.security._isolation import REPO, missing
 
 pytestmark = pytest.mark.integration
@@ -81,12 +82,14 @@ def test_sandbox_fs_hides_the_users_files_and_still_finds_the_bug(tmp_path: Path
 
 
 def test_without_sandbox_fs_the_same_client_reads_the_key(tmp_path: Path) -> None:
-    """The control: the same client, unconfined, reads the key."""
+    """The control: the same client, unconfined but for its PID namespace, reads the key."""
     key = _key(tmp_path)
     probe = f"cat {shlex.quote(str(key))} >&2 || echo 'probe: no key' >&2"
     _, cassette = _finding(tmp_path, client=_probing_client(probe))
     assert SECRET in _client_stderr(cassette)
-    assert [s.get("sandbox") for s in _client_spawns(cassette)] == [None]
+    pid_only = agent_command(["true"], root="/", cwd="/", env=os.environ)[1]
+    assert [s.get("sandbox") for s in _client_spawns(cassette)] == [
+        None if pid_only == "none" else pid_only]
 
 
 def test_sandbox_net_gives_the_client_only_loopback(tmp_path: Path) -> None:
