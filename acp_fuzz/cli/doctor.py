@@ -17,7 +17,15 @@ from collections.abc import Mapping
 import typer
 
 from acp_fuzz.cli.app import app, err, fail, hide, install_interrupt_handlers, out
+from acp_fuzz.cli.options import (
+    PASS_ENV_OPTION,
+    SANDBOX_FS_OPTION,
+    SANDBOX_NET_OPTION,
+    enter_sandbox_net,
+    require_bwrap,
+)
 from acp_fuzz.cli.target import AGENT_ARGUMENT, PROFILE_OPTION, build_spec, print_agent
+from acp_fuzz.core.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.core.escaping import clip, terminal
 from acp_fuzz.core.history import ModelExchange
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
@@ -41,13 +49,31 @@ def doctor(
     protocol: str | None = typer.Option(
         None, "--protocol", metavar="1|2|auto",
         help="ACP version to offer in initialize (default: the profile's, else 1)."),
+    dialect: str = typer.Option(
+        "auto", "--dialect",
+        help="How a system prompt is sent, as in `acp-fuzz target --dialect`."),
+    sandbox_net: bool = SANDBOX_NET_OPTION,
+    sandbox_fs: bool = SANDBOX_FS_OPTION,
+    pass_env: list[str] = PASS_ENV_OPTION,
 ) -> None:
-    """Run one turn and say whether the agent reaches the fake model; fuzzes nothing."""
+    """Run one turn and say whether the agent reaches the fake model; fuzzes nothing.
+
+    The turn runs the way ``acp-fuzz target`` would run it with the same options (the same
+    sandbox, variables and dialect), so an agent that doctor passes under ``--sandbox-fs``
+    or ``--sandbox-net`` can be fuzzed under them."""
     if protocol is not None and protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
+    if dialect not in DIALECT_CHOICES:
+        fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
+    enter_sandbox_net(sandbox_net)
     spec = build_spec(command or [], profile, timeout)
-    if protocol is not None:
-        spec = dataclasses.replace(spec, protocol=protocol)
+    if sandbox_fs:
+        require_bwrap()
+    spec = dataclasses.replace(
+        spec, sandbox_fs=sandbox_fs or spec.sandbox_fs,
+        passthrough_env=(*spec.passthrough_env, *pass_env),
+        dialect=spec.dialect if dialect == "auto" else dialect,
+        protocol=spec.protocol if protocol is None else protocol)
     hide(sorted(env_secrets({n: os.environ[n] for n in spec.passthrough_env
                              if n in os.environ}, spec.passthrough_env)))
     restore = install_interrupt_handlers()

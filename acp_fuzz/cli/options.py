@@ -9,8 +9,8 @@ import typer
 
 from acp_fuzz.cli.app import fail
 
-__all__ = ["SANDBOX_FS_OPTION", "SANDBOX_NET_OPTION", "SCENARIO_OPTION", "STEP_OPTION",
-           "enter_sandbox_net", "require_bwrap"]
+__all__ = ["PASS_ENV_OPTION", "SANDBOX_FS_OPTION", "SANDBOX_NET_OPTION", "SCENARIO_OPTION",
+           "STEP_OPTION", "enter_sandbox_net", "require_bwrap"]
 
 SANDBOX_NET_OPTION: Any = typer.Option(
     False, "--sandbox-net", metavar="",
@@ -19,6 +19,12 @@ SANDBOX_FS_OPTION: Any = typer.Option(
     False, "--sandbox-fs", metavar="",
     help="Agents see only their sandbox (writable), system folders and what they need to "
          "run (read-only); not your files. Needs bubblewrap (bwrap).")
+
+#: ``--pass-env`` for the commands that run one agent turn and write no file (``doctor``).
+PASS_ENV_OPTION: Any = typer.Option(
+    [], "--pass-env", metavar="NAME",
+    help="Pass this variable from your environment to the agent (repeatable). Its value, "
+         "whatever the name, is a secret: it is never printed.")
 
 #: A client's scenario (``acp-fuzz client`` and ``acp-fuzz replay --client``).
 STEP_OPTION: Any = typer.Option(
