@@ -36,6 +36,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import secrets
 import shlex
@@ -82,6 +83,9 @@ MAX_RUN_LOG_BYTES = 64 * 1024 * 1024
 #: The variable that tells this example's processes from anyone else's: set to a random word
 #: in each client's environment, inherited by what it starts (:func:`_kill_strays`).
 RUN_VARIABLE = "ACP_FUZZ_CLIENT_RUN"
+#: The longest step timeout a client cassette may choose, in seconds (``--timeout`` may
+#: give more).
+MAX_RECORDED_TIMEOUT = 600.0
 #: How much of the client's stdout and stderr each step keeps.
 OUTPUT_TAIL = 8 * 1024
 
@@ -832,7 +836,9 @@ class ClientReplayResult:
 
 def recorded_client(cassette: Cassette) -> tuple[CapabilitySet, Scenario, tuple[str, ...]]:
     """The capability set, the scenario and the failing oracles a client cassette recorded;
-    :class:`HarnessError` for a cassette that is not one."""
+    :class:`HarnessError` for a cassette that is not one. The scenario's step timeout, which
+    whoever made the cassette chose, is at most :data:`MAX_RECORDED_TIMEOUT` seconds (a
+    longer one is cut to it; not a positive finite number: :class:`HarnessError`)."""
     h = cassette.header
     if h.kind != CASSETTE_KIND:
         raise HarnessError(f"not a client cassette (kind {h.kind!r}): replay an agent "
@@ -841,6 +847,13 @@ def recorded_client(cassette: Cassette) -> tuple[CapabilitySet, Scenario, tuple[
         recorded = ClientRunSettings.from_wire(h.settings)
     except ValueError as e:  # ScenarioError is one
         raise HarnessError(f"the cassette's client settings are broken: {e}") from None
+    sc = recorded.scenario
+    if not math.isfinite(sc.timeout):
+        raise HarnessError(f"the cassette's client settings are broken: the step timeout "
+                           f"must be a finite number of seconds, not {sc.timeout}")
+    if sc.timeout > MAX_RECORDED_TIMEOUT:
+        recorded = dataclasses.replace(recorded, scenario=Scenario(
+            sc.command, sc.steps, MAX_RECORDED_TIMEOUT))
     found = h.meta.get("findings") or []
     oracles = tuple(sorted({f["oracle"] for f in found
                             if isinstance(f, dict) and isinstance(f.get("oracle"), str)
