@@ -31,12 +31,14 @@ from __future__ import annotations
 import contextlib
 import hmac
 import http.client
+import io
 import json
 import re
 import secrets
+import socket
 import sys
 import threading
-import zlib
+import time
 from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -46,12 +48,14 @@ from urllib.parse import parse_qsl
 from acp_fuzz.core import replies
 from acp_fuzz.core.history import History, ModelExchange, Segment
 from acp_fuzz.core.slots import detect_api, split_request, user_turn_is_tool_result
+from acp_fuzz.engine.gateway.body import MAX_BODY, MAX_TEXT_BODY, BodyError, parse_body, read_body
 from acp_fuzz.engine.gateway.redact import redact_headers, redact_path
 from acp_fuzz.engine.gateway.upstream import UpstreamError, UpstreamRecorder, forward
 
-__all__ = ["IDLE_TIMEOUT", "KEY_VARIABLES", "MAX_BODY", "MAX_CONNECTIONS", "MAX_HEADERS",
-           "MAX_HEADER_BYTES", "MAX_HEADER_LINE", "MAX_RECORDED_REFUSALS", "NONCE_RE", "Gateway",
-           "is_side_request", "recorded_body", "recorded_segments"]
+__all__ = ["HEADER_TIMEOUT", "IDLE_TIMEOUT", "KEY_VARIABLES", "MAX_BODY", "MAX_CONNECTIONS",
+           "MAX_HEADERS", "MAX_HEADER_BYTES", "MAX_HEADER_LINE", "MAX_RECORDED_REFUSALS",
+           "MAX_TEXT_BODY", "NONCE_RE", "REQUEST_TIMEOUT", "Gateway", "is_side_request",
+           "recorded_body", "recorded_segments"]
 
 #: The harness nonce the runner puts into each ``session/prompt`` text.
 NONCE_RE = re.compile(r"acpfuzz-[0-9a-f]{12}")
@@ -60,10 +64,6 @@ KEY_VARIABLES = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGL
                  "ACP_FUZZ_MODEL_TOKEN")
 #: Where the APIs the gateway speaks carry their key (besides ``Authorization: Bearer``).
 KEY_HEADERS = ("x-api-key", "x-goog-api-key", "api-key")
-#: Largest request body accepted (after decompression); bigger bodies get a 413.
-MAX_BODY = 64 * 1024 * 1024
-#: Longest non-JSON body text kept in a recorded exchange.
-MAX_TEXT_BODY = 1024 * 1024
 #: Largest request body recorded as it came (parsed). A bigger one is recorded as its first
 #: :data:`BODY_PREVIEW` bytes of text and a marker: the oracles judge the segments, not the
 #: body, and a body of up to :data:`MAX_BODY` would otherwise be stored twice per request.
@@ -99,6 +99,15 @@ IDLE_TIMEOUT = 120.0
 #: handful of keep-alive connections (a campaign's pre-spawned agents do not call the model
 #: before their example starts); the bound keeps threads and buffers from piling up.
 MAX_CONNECTIONS = 64
+#: Seconds a request's header block may take to arrive, from its first byte (a new
+#: connection's, from its accept), and its headers and body together. A total, not a
+#: per-read timeout: one byte per :data:`IDLE_TIMEOUT` would otherwise hold a connection
+#: (and one of the :data:`MAX_CONNECTIONS`) for ever. SDKs write a request's headers at once
+#: and its body right after, in milliseconds on loopback (64 MiB takes under a second), so
+#: both are generous; only the body's deadline applies to requests that carry the token, as
+#: a request without it is answered before its body is read.
+HEADER_TIMEOUT = 30.0
+REQUEST_TIMEOUT = 300.0
 
 #: The APIs whose requests are model turns (counted in :attr:`Gateway.counts`).
 _MODEL_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages", "gemini"})
@@ -127,12 +136,6 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else f"{text[:n]}... [acp-fuzz: {len(text)} characters]"
 
 
-class _BodyError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
@@ -158,10 +161,15 @@ class _Server(ThreadingHTTPServer):
             raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
+        # ThreadingMixIn's, with the slot freed before the socket is closed: a client that
+        # has seen the close may connect again at once and must find the slot free.
         try:
-            super().process_request_thread(request, client_address)
+            self.finish_request(request, client_address)
+        except Exception:
+            self.handle_error(request, client_address)
         finally:
             self._release()
+            self.shutdown_request(request)
 
     def _release(self) -> None:
         with self._active_lock:
@@ -217,6 +225,56 @@ class _HeaderReader:
                                   f"the header block is too large ({why})")
 
 
+class _Deadline:
+    """When the request being read must have arrived (see :data:`HEADER_TIMEOUT`): its
+    header block within ``header`` seconds of its first byte, headers and body within
+    ``request``. Between requests a connection waits up to ``idle`` seconds for the next
+    one's first byte, which starts the clock again."""
+
+    def __init__(self, idle: float, header: float, request: float) -> None:
+        self.idle, self.header, self.request = idle, header, request
+        self.phase = "headers"  # a new connection's clock starts at its accept
+        self.start = time.monotonic()
+
+    def timeout(self) -> float:
+        """The socket timeout for the next read: what is left, at most ``idle``."""
+        if self.phase == "idle":
+            return self.idle
+        limit = self.header if self.phase == "headers" else self.request
+        left = self.start + limit - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the request did not arrive within {limit} s")
+        return min(self.idle, left)
+
+    def received(self) -> None:
+        if self.phase == "idle":
+            self.phase = "headers"
+            self.start = time.monotonic()
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The connection's raw input: each receive waits only until the request's deadline, so
+    a request sent one byte at a time is cut off there, however steadily the bytes come."""
+
+    def __init__(self, sock: socket.socket, deadline: _Deadline) -> None:
+        super().__init__()
+        self._sock = sock
+        self._deadline = deadline
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        self._sock.settimeout(self._deadline.timeout())
+        try:
+            n = self._sock.recv_into(buffer)
+        finally:
+            self._sock.settimeout(self._deadline.idle)  # replies are written with this one
+        if n:
+            self._deadline.received()
+        return n
+
+
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
@@ -226,78 +284,39 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        # A socket timeout (the per-server value of the stdlib's ``timeout`` attribute): an
-        # idle keep-alive connection, or a stalled read or write, ends the connection (the
-        # stdlib catches the TimeoutError and closes it).
-        self.connection.settimeout(self.server.gateway.idle_timeout)
+        # A stalled read past the deadline, or an idle keep-alive connection, raises
+        # TimeoutError, which the stdlib catches and closes the connection on.
+        gw = self.server.gateway
+        self.deadline = _Deadline(gw.idle_timeout, gw.header_timeout, gw.request_timeout)
+        self.connection.settimeout(gw.idle_timeout)
+        self.rfile.close()  # the stdlib's file of the socket; the socket stays open
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self.deadline))
+
+    def handle_one_request(self) -> None:
+        super().handle_one_request()
+        self.deadline.phase = "idle"  # the next request's clock starts with its first byte
 
     def parse_request(self) -> bool:
         real = self.rfile
         self.rfile = _HeaderReader(self)  # type: ignore[assignment]
         try:
-            return super().parse_request()
+            parsed = super().parse_request()
         finally:
             self.rfile = real
-
-    def _read_chunked(self) -> bytes:
-        out = bytearray()
-        while True:
-            line = self.rfile.readline(1026)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _BodyError(400, "bad chunk size") from None
-            if size == 0:
-                # Trailers end with an empty line.
-                while self.rfile.readline(65537).strip():
-                    pass
-                return bytes(out)
-            if len(out) + size > MAX_BODY:
-                raise _BodyError(413, "request body too large")
-            out += self.rfile.read(size)
-            self.rfile.readline(3)
+        self.deadline.phase = "body"
+        return parsed
 
     def _read_body(self) -> bytes:
-        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
-            raw = self._read_chunked()
-        else:
-            try:
-                length = int(self.headers.get("Content-Length") or 0)
-            except ValueError:
-                raise _BodyError(400, "bad Content-Length") from None
-            if length > MAX_BODY:
-                raise _BodyError(413, "request body too large")
-            raw = self.rfile.read(length) if length > 0 else b""
-        encoding = self.headers.get("Content-Encoding", "").strip().lower()
-        if encoding in ("", "identity"):
-            return raw
-        if encoding not in ("gzip", "x-gzip", "deflate"):
-            raise _BodyError(415, f"unsupported Content-Encoding {encoding!r}")
-        # Bounded decompression: a tiny gzip body must not become gigabytes in memory.
-        wbits = 47 if encoding != "deflate" else 15
         try:
-            inflater = zlib.decompressobj(wbits)
-            data = inflater.decompress(raw, MAX_BODY + 1)
-        except zlib.error:
-            raise _BodyError(400, "body does not match its Content-Encoding") from None
-        if len(data) > MAX_BODY or inflater.unconsumed_tail:
-            raise _BodyError(413, "request body too large")
-        return data
+            return read_body(self.rfile, self.headers)
+        except TimeoutError:
+            limit = self.deadline.request
+            raise BodyError(408, f"the request body did not arrive within {limit} s") from None
 
     def _handle(self) -> None:
         self.server.gateway._serve(self)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
-
-
-def _parse_body(raw: bytes) -> Any:
-    if not raw:
-        return None
-    try:
-        return json.loads(raw)
-    except (ValueError, RecursionError):
-        # Not JSON, or nested deeper than the parser goes (a hostile agent): kept as text.
-        return raw[:MAX_TEXT_BODY].decode("utf-8", errors="replace")
 
 
 def recorded_body(body: Any, raw: bytes) -> Any:
@@ -364,19 +383,23 @@ class Gateway:
     :meth:`allow_key`; others get a 401. ``require_token=False`` turns the check off, for a
     gateway that stands in for a provider behind another gateway.
 
-    ``idle_timeout`` and ``max_connections`` (:data:`IDLE_TIMEOUT`, :data:`MAX_CONNECTIONS`)
-    bound the connections (see the module docs).
+    ``idle_timeout``, ``header_timeout``, ``request_timeout`` and ``max_connections``
+    (:data:`IDLE_TIMEOUT`, :data:`HEADER_TIMEOUT`, :data:`REQUEST_TIMEOUT`,
+    :data:`MAX_CONNECTIONS`) bound the connections (see the module docs).
     """
 
     def __init__(self, history: History | None = None, *, reply_text: str = "ok",
                  side_request: SidePredicate | None = None, upstream: str | None = None,
                  upstream_recorder: UpstreamRecorder | None = None, token: str | None = None,
                  require_token: bool = True, idle_timeout: float = IDLE_TIMEOUT,
-                 max_connections: int = MAX_CONNECTIONS) -> None:
+                 max_connections: int = MAX_CONNECTIONS, header_timeout: float = HEADER_TIMEOUT,
+                 request_timeout: float = REQUEST_TIMEOUT) -> None:
         self._lock = threading.Lock()
         self._refusals = 0  # refused requests seen since the history was last set
         self.history = history
         self.idle_timeout = idle_timeout
+        self.header_timeout = header_timeout
+        self.request_timeout = request_timeout
         self.max_connections = max_connections
         #: The per-gateway secret the agent gets as its API keys (see :meth:`agent_env`).
         self.token = token if token is not None else "acpfuzz-token-" + secrets.token_hex(16)
@@ -591,10 +614,10 @@ class Gateway:
         headers = redact_headers(header_pairs)
         try:
             raw = handler._read_body()
-        except _BodyError as exc:
+            body = parse_body(raw)
+        except BodyError as exc:
             self._refuse(handler, header_pairs, exc.status, str(exc))
             return
-        body = _parse_body(raw)
         segments = split_request(api, body)
         kind = self._side_kind(api, path, headers, body)
         side = kind is not None
