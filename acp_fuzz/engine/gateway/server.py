@@ -16,9 +16,13 @@ body or header block over the limits, a request target that is not a path) is re
 brief (method, clipped path, a few clipped headers, the reason as its ``reply_text``), at most
 :data:`MAX_RECORDED_REFUSALS` per history, the rest counted (``counts["unrecorded"]``); a
 request's header block is bounded (:data:`MAX_HEADERS`, :data:`MAX_HEADER_LINE`,
-:data:`MAX_HEADER_BYTES`: past them, a 431); a connection idle for :data:`IDLE_TIMEOUT`
-seconds is closed, and past :data:`MAX_CONNECTIONS` open at once a new one is answered 503
-and closed (``counts["connections_refused"]``).
+:data:`MAX_HEADER_BYTES`: past them, a 431), and so is its body, on the wire, inflated and
+in JSON values (:mod:`acp_fuzz.engine.gateway.body`: past them, a 413 or 400). A request's
+header block must arrive within :data:`HEADER_TIMEOUT` seconds of its first byte and its body
+within :data:`REQUEST_TIMEOUT` (deadlines, not per-read timeouts: past the body's, a 408); a
+connection idle for :data:`IDLE_TIMEOUT` seconds between requests is closed, and past
+:data:`MAX_CONNECTIONS` open at once a new one is answered 503 and closed
+(``counts["connections_refused"]``).
 
 The request target must be a path (origin-form, ``/v1/messages?x=y``): any other form
 (``http://host/x``, ``@host/x``, ``*``) is refused with a 400, so that with ``--model-upstream``
