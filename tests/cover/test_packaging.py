@@ -1,0 +1,81 @@
+"""What the wheel holds is what the tree holds.
+
+The package list in ``pyproject.toml`` is written out by hand (``strategies/`` is installed as
+``acp_fuzz.strategies``, which ``packages.find`` cannot express), so a new sub-package that is
+not added there is missing from every wheel and sdist while the editable install, which CI and
+every developer use, still works. That happened twice (``acp_fuzz.reporting``, then
+``acp_fuzz.core.builtin``: every command, ``--version`` included, failed on import). These
+tests read the tree and the file and fail on the first package or data file the wheel would
+leave behind. ``.ci/run`` also builds the wheel and installs it into a clean venv.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _pyproject() -> dict[str, Any]:
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _tree_packages() -> set[str]:
+    """Every folder with an ``__init__.py``, named as it is installed (``package-dir``)."""
+    dirs: dict[str, str] = _pyproject()["tool"]["setuptools"]["package-dir"]
+    found: set[str] = set()
+    for name, folder in dirs.items():
+        base = ROOT / folder
+        for init in base.rglob("__init__.py"):
+            if "__pycache__" in init.parts:
+                continue
+            rel = init.parent.relative_to(base).parts
+            found.add(".".join((name, *rel)))
+    return found
+
+
+def test_every_package_of_the_tree_is_listed() -> None:
+    listed = set(_pyproject()["tool"]["setuptools"]["packages"])
+    tree = _tree_packages()
+    assert tree - listed == set(), "add these to [tool.setuptools] packages in pyproject.toml"
+    assert listed - tree == set(), "these listed packages have no __init__.py in the tree"
+
+
+def test_every_data_file_is_package_data() -> None:
+    """A non-Python file under ``acp_fuzz/`` (profiles, ``py.typed``) reaches the wheel only
+    through ``package-data``; ``.pyi`` stubs next to modules are picked up as package files."""
+    patterns: list[str] = _pyproject()["tool"]["setuptools"]["package-data"]["acp_fuzz"]
+    base = ROOT / "acp_fuzz"
+    missing = [
+        str(p.relative_to(base)) for p in base.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".py", ".pyi")
+        and not any(fnmatch.fnmatch(str(p.relative_to(base)), pat) for pat in patterns)
+    ]
+    assert missing == []
+
+
+def test_console_scripts_name_callables() -> None:
+    """Each ``[project.scripts]`` entry imports and names a function: a typo there is a
+    command that fails only once installed."""
+    scripts: dict[str, str] = _pyproject()["project"]["scripts"]
+    assert {"acp-fuzz", "acp-fuzz-reference-agent", "acp-fuzz-reference-client"} <= set(scripts)
+    for target in scripts.values():
+        module, _, attr = target.partition(":")
+        assert callable(getattr(importlib.import_module(module), attr)), target
+
+
+def test_build_backend_can_build_the_license_expression() -> None:
+    """``license = "Apache-2.0"`` (PEP 639) needs setuptools 77; an older floor lets pip pick a
+    setuptools that refuses the metadata."""
+    project = _pyproject()
+    assert isinstance(project["project"]["license"], str)
+    (req,) = [r for r in project["build-system"]["requires"] if r.startswith("setuptools")]
+    floor = re.fullmatch(r"setuptools>=(\d+)(?:\.\d+)*", req)
+    assert floor is not None and int(floor.group(1)) >= 77
+    for name in project["project"]["license-files"]:
+        assert (ROOT / name).is_file()
