@@ -22,6 +22,14 @@ already reuses its run), so confirmation is what sees flakiness.
 :func:`replay_client` runs a cassette's capability set and scenario again (``acp-fuzz replay
 --client``): ``FIXED`` when no recorded oracle fails any more.
 
+Each step's client runs in a PID namespace of its own where one can be made, as an agent does
+(:func:`acp_fuzz.engine.sandbox.agent_command`): whatever it leaves running, a ``setsid``
+daemon included, dies with it. Where none can be made, what the example's clients left
+running is killed at its end, found by :data:`RUN_VARIABLE` in its environment. The client
+cannot reach the files the harness reads and writes for it: its stdout and stderr go to
+nameless files outside the sandbox, and the stand-in logs are read as regular files only,
+never through a link (``docs/security.md``, "The client under test").
+
 With ``sandbox_fs`` (``--sandbox-fs``) each step's client runs under bubblewrap
 (:func:`acp_fuzz.engine.sandbox.agent_command`): it sees the example's sandbox (its HOME, its
 project folder and the stand-in's folder, writable), the system folders and what it needs to

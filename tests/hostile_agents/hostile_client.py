@@ -12,8 +12,8 @@ last word of ``$ACP_FUZZ_AGENT``.
   harness that follows the link writes it into ``CANARY``.
 * ``fifo``: plant FIFOs where the harness reads: a stand-in log ``conn-99.jsonl`` and the
   next step's logs. A harness that opens them blocks for good.
-* ``flood N``: start the stand-in ``N`` times, sending it 50 prompts without a session
-  each time, so every connection logs about 100 frames.
+* ``flood N [PROMPTS]``: start the stand-in ``N`` times, sending it ``PROMPTS`` (50)
+  prompts without a session each time, so every connection logs ``2 * PROMPTS + 2`` frames.
 * ``setsid TAG``: first start a daemon (``python -c SLEEP TAG``, in a session of its own,
   its stdio on /dev/null) that outlives this client unless something kills it, and print
   ``daemon PID``.
@@ -93,7 +93,7 @@ def main(args: list[str]) -> int:
         print(f"daemon {daemon.pid}", flush=True)  # Popen returns once it runs SLEEP
     if trick == "flood":
         for _ in range(int(args[1])):
-            talk(50)
+            talk(int(args[2]) if len(args) > 2 else 50)
     else:
         talk()
     return 0
