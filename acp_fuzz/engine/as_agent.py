@@ -44,6 +44,7 @@ problems and ``0`` otherwise. The agent's capabilities are those of the recorded
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections import Counter
@@ -161,6 +162,9 @@ class AgentReplayer:
             msg = json.loads(line)
         except ValueError:
             self._problem(ORDER, "the client sent a line that is not JSON")
+            return []
+        except RecursionError:  # json nests by recursion: a line of 200,000 "["
+            self._problem(ORDER, "the client sent a line nested too deeply to read")
             return []
         if not isinstance(msg, dict):
             self._problem(ORDER, "the client sent a JSON value that is not an object")
@@ -299,6 +303,31 @@ def _map_strings(v: Any, paths: Sequence[tuple[str, str]]) -> Any:
     return v
 
 
+def _encode(msg: Mapping[str, Any]) -> bytes:
+    """One message as a line of JSON. A cassette is msgpack, so a recorded message may hold
+    what JSON has not (bytes, an infinite float): those are sent as strings (bytes decoded as
+    UTF-8, a float by its repr) rather than ending the replay."""
+    try:
+        text = json.dumps(msg, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    except (TypeError, ValueError):
+        text = json.dumps(_jsonable(msg), separators=(",", ":"), ensure_ascii=True)
+    return text.encode("ascii")
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", errors="replace")
+    if isinstance(v, float) and not math.isfinite(v):
+        return repr(v)
+    if isinstance(v, Mapping):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x) for x in v]
+    if v is None or isinstance(v, str | int | float):
+        return v
+    return repr(v)
+
+
 def serve(cassette: Cassette, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[str], *,
           forward_fs_terminal: bool = False) -> int:
     """Serve ``cassette`` as an agent over the given streams until ``stdin`` ends.
@@ -311,8 +340,7 @@ def serve(cassette: Cassette, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[st
         text = raw.decode("utf-8", errors="replace")
         for msg in replayer.handle(text):
             try:
-                stdout.write(json.dumps(msg, separators=(",", ":"), ensure_ascii=True)
-                             .encode("ascii") + b"\n")
+                stdout.write(_encode(msg) + b"\n")
                 stdout.flush()
             except BrokenPipeError:
                 break
