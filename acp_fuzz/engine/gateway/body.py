@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from itertools import accumulate
 from typing import Any, Protocol
 
 __all__ = ["MAX_BODY", "MAX_CHUNK_LINE", "MAX_JSON_DEPTH", "MAX_JSON_VALUES", "MAX_TEXT_BODY",
@@ -50,10 +51,11 @@ _PIECE = 1024 * 1024
 #: whitespace and ``;extensions`` (ignored), then the line end.
 _CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r?\n")
 _LINE_END = (b"\r\n", b"\n")
-#: What the value scan stops at: a whole string (its brackets and commas are text), or a
-#: structural character. An unterminated string runs to the end.
-_SCAN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{},]', re.DOTALL)
-_QUOTE, _COMMA, _OPENS = ord('"'), ord(","), frozenset(b"[{")
+#: A JSON string (its brackets and commas are text); an unterminated one runs to the end.
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"?', re.DOTALL)
+#: Every byte but brackets, and what each bracket does to the depth, for :func:`_fits`.
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = [1 if b in b"[{" else -1 for b in range(256)]
 
 
 class BodyError(Exception):
@@ -193,23 +195,15 @@ def _fits(text: bytes) -> bool:
     opens = text.count(b"[") + text.count(b"{")
     if opens <= MAX_JSON_DEPTH and opens + text.count(b",") <= MAX_JSON_VALUES:
         return True  # what is inside strings can only lower the counts
-    values = depth = 0
-    for match in _SCAN.finditer(text):
-        char = text[match.start()]
-        if char == _QUOTE:
-            continue
-        if char in _OPENS:
-            values += 1
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                return False
-        elif char == _COMMA:
-            values += 1
-        else:
-            depth -= 1
-        if values > MAX_JSON_VALUES:
-            raise BodyError(413, f"request body holds more than {MAX_JSON_VALUES} JSON values")
-    return True
+    # Without the strings, in C: a loop over the tokens took four times as long as the parse.
+    structure = _STRING.sub(b"", text)
+    opens = structure.count(b"[") + structure.count(b"{")
+    if opens + structure.count(b",") > MAX_JSON_VALUES:
+        raise BodyError(413, f"request body holds more than {MAX_JSON_VALUES} JSON values")
+    if opens <= MAX_JSON_DEPTH:
+        return True
+    brackets = structure.translate(None, _NOT_BRACKETS)
+    return max(accumulate(map(_STEP.__getitem__, brackets)), default=0) <= MAX_JSON_DEPTH
 
 
 def parse_body(raw: bytes) -> Any:
