@@ -112,6 +112,13 @@ class Limits:
     in ``show`` and ``report``, the interpreter included, while the largest cassette
     committed under ``cassettes/`` holds under 8,000 values: a margin of 190 times.
 
+    ``max_total_bytes``: the most bytes the header and the events may take together,
+    encoded. It bounds the strings and bytes they decode to (each takes about its encoded
+    size in memory, and ``show --full`` renders it several times over: a 240 MB cassette of
+    strings peaked at 2.3 GB), which ``max_total_values`` does not, since a string is one
+    value whatever its length. 64 MiB: the largest cassette committed under ``cassettes/``
+    is under 1 MB.
+
     The writer checks events against the default limits too, so that it never produces a
     cassette that a default reader would refuse.
     """
@@ -123,6 +130,7 @@ class Limits:
     max_attachment_bytes: int = 256 * _MiB
     max_values: int = 4_000_000
     max_total_values: int = 1_500_000
+    max_total_bytes: int = 64 * _MiB
 
 
 _DEFAULT_LIMITS = Limits()
@@ -303,6 +311,7 @@ class CassetteWriter:
         self._values = _walk(header_wire, _DEFAULT_LIMITS, "the header")
         packed = self._pack(header_wire, "the header")
         _check_size(len(packed), _DEFAULT_LIMITS.max_event_bytes, "the header")
+        self._bytes = len(packed)
         self._tmp = self._create_temp()
         try:
             self._file: BinaryIO = os.fdopen(self._fd, "wb", buffering=_FLUSH_BYTES)
@@ -334,7 +343,10 @@ class CassetteWriter:
             _check_values(self._values + values, f"event {self._count}")
             packed = self._pack(wire, f"event {self._count}")
             _check_size(len(packed), _DEFAULT_LIMITS.max_event_bytes, f"event {self._count}")
+            _check_bytes(self._bytes + len(packed), _DEFAULT_LIMITS.max_total_bytes,
+                         f"event {self._count}")
             self._emit(packed)
+            self._bytes += len(packed)
             self._count += 1
             self._values += values
 
@@ -524,8 +536,9 @@ def write_cassette_bounded(
     ``meta["clipped"]`` saying what was changed. A field of an event's data that is not of
     the type the format gives it (see ``docs/cassette-format.md``) is dropped, its ``repr``
     kept under ``acp_fuzz_dropped``. When the events together decode to more values than
-    ``Limits.max_total_values`` (an agent that floods notifications of tiny values), the
-    events past that budget keep only their small top-level fields, and any that still do
+    ``Limits.max_total_values`` (an agent that floods notifications of tiny values), or take
+    more than ``Limits.max_total_bytes``, the events past that budget keep only their small
+    top-level fields, and any that still do
     not fit are dropped from the end (``meta["clipped"]["events_dropped"]`` says how many).
     I/O errors (``OSError``) are raised as they are; the write is atomic either way."""
     try:
@@ -546,20 +559,25 @@ def write_cassette_bounded(
     # note leave of Limits.max_total_values.
     used = _walk(fields, _DEFAULT_LIMITS, "the header") + len(header.target) + 2 * len(kept) \
         + _FIT_RESERVE
+    # The same for the bytes: what the header takes, with room for the clipping note.
+    used_bytes = len(_PACKER_CHECK({**fields, "target": header.target})) + _FIT_RESERVE_BYTES
     clipped: list[int] = []
     fitted: list[Event] = []
     for event in events:
         fit = _fit_event(event)
-        values = _walk(fit.to_wire(), _DEFAULT_LIMITS, "event")
-        if used + values > _DEFAULT_LIMITS.max_total_values:
-            fit = _stub_event(fit, f"{values} values, over the cassette's budget")
-            values = _walk(fit.to_wire(), _DEFAULT_LIMITS, "event")
-            if used + values > _DEFAULT_LIMITS.max_total_values:
+        values, size = _cost(fit)
+        if used + values > _DEFAULT_LIMITS.max_total_values \
+                or used_bytes + size > _DEFAULT_LIMITS.max_total_bytes:
+            fit = _stub_event(fit, f"{values} values, {size} bytes, over the cassette's budget")
+            values, size = _cost(fit)
+            if used + values > _DEFAULT_LIMITS.max_total_values \
+                    or used_bytes + size > _DEFAULT_LIMITS.max_total_bytes:
                 break  # not even the stubs fit: the rest is dropped
         if fit is not event:
             clipped.append(event.seq)
         fitted.append(fit)
         used += values
+        used_bytes += size
     meta = fields.get("meta") if isinstance(fields.get("meta"), dict) else {}
     note: dict[str, Any] = {"events": clipped[:1000], "events_clipped": len(clipped),
                             "attachments_dropped": dropped,
@@ -572,8 +590,15 @@ def write_cassette_bounded(
 
 
 # Values write_cassette_bounded keeps free for the footer and meta["clipped"] (at most 1000
-# seq numbers and a few fields).
+# seq numbers and a few fields), and bytes (1000 seq numbers of up to 9 bytes, and the rest).
 _FIT_RESERVE = 2_100
+_FIT_RESERVE_BYTES = 16 * 1024
+
+
+def _cost(event: Event) -> tuple[int, int]:
+    """The values and the encoded bytes the reader counts for ``event``."""
+    wire = event.to_wire()
+    return _walk(wire, _DEFAULT_LIMITS, "event"), len(_PACKER_CHECK(wire))
 
 
 def _fit_event(event: Event) -> Event:
@@ -752,6 +777,7 @@ class CassetteReader:
                 raise _Reject("not an acp-fuzz cassette (bad magic)")
             _check_header(obj)
             _check_size(size, limits.max_event_bytes, "the header", _Reject)
+            self._total_bytes = size
             self._checked(obj, "the header")
             self._header_wire: dict[str, Any] = obj
             self.header = Header.from_wire(obj)
@@ -811,6 +837,8 @@ class CassetteReader:
                     raise _Reject(f"too large: more than {limits.max_events} events")
                 what = f"event {count}"
                 _check_size(size, limits.max_event_bytes, what, _Reject)
+                self._total_bytes += size
+                _check_bytes(self._total_bytes, limits.max_total_bytes, what, _Reject)
                 if type(obj) is not dict:
                     raise _Reject(f"corrupt: {what} is {_kind_of(obj)}, not a map")
                 _check_event(obj, count, _Reject)
@@ -1160,6 +1188,13 @@ def _file_type(mode: int) -> str:
 def _check_size(n: int, limit: int, what: str, exc: type[Exception] = ValueError) -> None:
     if n > limit:
         raise exc(f"too large: {what} is {_size(n)} > limit {_size(limit)}")
+
+
+def _check_bytes(total: int, limit: int, what: str, exc: type[Exception] = ValueError
+                 ) -> None:
+    if total > limit:
+        raise exc(f"too large: with {what} the header and events take more than "
+                  f"{_size(limit)}")
 
 
 def _check_values(total: int, what: str) -> None:
