@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import select
+import shutil
 import sys
 import urllib.error
 import urllib.request
@@ -145,6 +146,9 @@ VARIANTS: dict[str, str] = {
     "compacting": "the agent compacts a session's conversation into a summary: on the /compact "
     "command it advertises, before the turn after a reply reports 90 % of its context "
     "window used, and when a request gets the context-length error (then it retries once)",
+    "forgets-on-restart": "sessions live as long as the agent process: a new process starts "
+    "with none, so a load or resume after a restart is refused (-32002) and so is a turn of a "
+    "session it does not know (as claude-agent-acp does)",
     "defer-until-compaction": "compacting, and a changed prompt on a load or resume is held "
     "back until the session's next compaction, even across a restart (SP-LIFECYCLE-DEFER-MAY)",
 }
@@ -1449,8 +1453,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.config is not None:
         base_url, api_key = _read_config(os.path.expanduser(args.config), log)
     reader = LineReader(sys.stdin.fileno())
+    store = Store(Path.home() / ".acp-fuzz-reference-agent")
+    if "forgets-on-restart" in args.variant:
+        # What an earlier process stored is gone; the counter stays, so no id is used twice.
+        shutil.rmtree(store.sessions_dir, ignore_errors=True)
     agent = Agent(
-        store=Store(Path.home() / ".acp-fuzz-reference-agent"),
+        store=store,
         # A compacting agent reads the usage of its replies; the others, the text alone.
         model=(lambda messages, model: chat_request(base_url, api_key, messages, model))
         if {"compacting", "defer-until-compaction"} & set(args.variant)

@@ -117,6 +117,28 @@ def test_a_refused_load_after_a_restart_may_leave_the_session_closed() -> None:
     assert "reject.side-effect" not in ids(h.findings())
 
 
+def test_a_turn_of_a_session_not_open_in_this_process_is_not_judged() -> None:
+    # Seen on claude-agent-acp 0.101.0 at seeds 2 and 3 (issue #31 §3b): new A with a prompt;
+    # restart; the load or resume of A refused (-32002); the prompt of A answered -32002. A is
+    # not open in the new process, so the error is right and no accepted prompt was unusable:
+    # the refused reattach is session.reattach-failed's to judge, never session.turn-failed's.
+    for op in ("load", "resume"):
+        h = H()
+        h.new("B")
+        h.prompt("B", system=appended())
+        h.new("A", sp("append", P))
+        h.step("restart")
+        h.step(op, "A", outcome="error", error={"code": -32002, "message": "not found"},
+               systemPrompt=sp("append", P))
+        failing_turn(h, "A")
+        found = ids(h.findings())
+        assert "session.turn-failed" not in found, op
+        assert "reject.side-effect" not in found, op
+        judge = Evaluator(baseline=BASE)
+        judge.feed(h.h.snapshot())
+        assert ("session.turn-failed", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST") not in judge.judged()
+
+
 # -- leaks in session/list titles (§4) --------------------------------------------------------
 
 def listing(h: H, titles: dict[str, str], rid: int = 90) -> None:

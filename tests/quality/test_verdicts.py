@@ -197,3 +197,29 @@ def test_a_two_line_baseline_kept_under_override_gives_no_must(tmp_path: Path,
     result = campaign(spec, tmp_path, seed=0, max_examples=60)
     assert [f for r in result.reports for f in r.findings if f.severity == "MUST"] == []
     assert result.exit_code == 0
+
+
+# -- a refused reattach after a restart, then a turn of that session (issue #31 §3b) ----------
+
+FORGOTTEN = [
+    {"op": "new", "session": "B"},
+    {"op": "prompt", "session": "B"},
+    {"op": "new", "session": "A", "systemPrompt": sp("append", P)},
+    {"op": "restart"},
+    {"op": "load", "session": "A", "systemPrompt": sp("append", P)},
+    {"op": "prompt", "session": "A"},
+]
+
+
+def test_a_turn_of_a_session_the_new_process_does_not_know_is_no_must(
+        no_orphans: Track) -> None:
+    # claude-agent-acp 0.101.0 at seeds 2 and 3 got a false MUST session.turn-failed for this
+    # shape: its sessions do not outlive the process, so the load after the restart and the
+    # turn after it are both refused (-32002). The turn's error is the right answer; what the
+    # agent owes is judged at the load (nothing to judge there for a session without a turn).
+    findings = steps_findings(reference("--variant", "forgets-on-restart"), FORGOTTEN)
+    assert [f for f in findings if f.severity == "MUST"] == []
+    # With a completed turn, the same refusal of an advertised load is the harness's SHOULD.
+    talked = [*FORGOTTEN[:3], {"op": "prompt", "session": "A"}, *FORGOTTEN[3:]]
+    found = serious(steps_findings(reference("--variant", "forgets-on-restart"), talked))
+    assert [(f.oracle, f.severity) for f in found] == [("session.reattach-failed", "SHOULD")]

@@ -70,11 +70,16 @@ def _turn_answered(j: Judge, r: Reply) -> None:
 
     ``reject.side-effect`` (MUST, the same rule): a load or resume refused on a session this
     process had open changes nothing, so the session's next turn, after turns of its own
-    that completed, must not fail either."""
+    that completed, must not fail either.
+
+    Neither is judged for a session that is not open in this agent process (after a restart
+    with no load or resume it accepted since, or after a close): there an error is the right
+    answer to the turn, and a refused reattach is ``session.reattach-failed``'s to judge. A
+    refused load after a restart, then a failing turn, was once a false MUST here."""
     t = j.tracker
     handle = r.args.get("session")
     m = t.sessions.get(handle) if isinstance(handle, str) else None
-    if m is None:
+    if m is None or not r.live:
         return
     failed = r.turn_failed
     err = r.verdict.get("error")
