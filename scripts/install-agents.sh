@@ -3,7 +3,7 @@
 #   scripts/install-agents.sh                 # every npm profile (codex-acp, claude-agent-acp, gemini-cli)
 #   scripts/install-agents.sh codex-acp       # just one
 #   ACP_FUZZ_AGENT_CACHE=/some/dir scripts/install-agents.sh
-# Default cache: ./.cache/agents/<name>@<version>/ (relative to the current directory).
+# Default cache: ~/.cache/acp-fuzz/agents/<name>@<version>/ (or under $XDG_CACHE_HOME).
 set -eu
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"

@@ -18,7 +18,6 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
-from pathlib import Path
 
 import typer
 
@@ -26,6 +25,7 @@ from acp_fuzz.cli import agents, client, doctor, gateway, matrix, profiles, repl
 from acp_fuzz.cli.app import app, quiet_help_flags
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.engine import interrupt
+from acp_fuzz.engine.agents_cache import user_cache
 
 __all__ = ["app", "main"]
 
@@ -59,9 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-fuzz`` console script."""
     # Hypothesis keeps caches under its storage directory, by default ./.hypothesis in
     # whatever directory the user runs acp-fuzz from: keep them in the user's cache instead.
-    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "acp-fuzz"
-        / "hypothesis"))
+    os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(user_cache() / "hypothesis"))
     # The engine reports what it could not do (a cassette it could not write) as warnings:
     # one line each, not Python's file:line and source excerpt.
     warnings.formatwarning = _one_line_warning

@@ -68,7 +68,7 @@ def install(
                                                  help="Reinstall even if present."),
 ) -> None:
     """Install pinned agents (npm or PyPI packages) into the cache ($ACP_FUZZ_AGENT_CACHE,
-    else ./.cache/agents).
+    else ~/.cache/acp-fuzz/agents).
 
     Idempotent, and an interrupted install leaves no directory that looks complete."""
     from acp_fuzz.engine import agents_cache

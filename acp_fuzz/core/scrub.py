@@ -25,12 +25,13 @@ one of :data:`SECRET_NAME_PARTS` (``api_key``, ``access_token``, ``client_secret
 **Machine paths** (on request: :func:`portable`, which ``acp-fuzz matrix`` and the corpus
 script use for cassettes meant to be committed): the Python interpreter of a virtual
 environment in a recorded command becomes ``python``, and the path of an installed agent
-(``.../.cache/agents/<package>@<version>/...``, or an agents cache root given) becomes
-``<agents>/<package>@<version>/...`` wherever it appears: an agent may quote its own install
-path to the model (gemini-cli lists its skill files), and the learned baseline then holds it
-too. The run's throw-away sandbox (``/tmp/acp-fuzz-XXXXXXXX``, with whatever absolute path
-leads to it: a ``TMPDIR`` under a home directory names its user) becomes ``<sandbox>``, and so
-does the form with dashes for slashes that claude-agent-acp names its project folders by
+(``.../.cache/acp-fuzz/agents/<package>@<version>/...``, the older ``.cache/agents``, or an
+agents cache root given) becomes ``<agents>/<package>@<version>/...`` wherever it appears: an
+agent may quote its own install path to the model (gemini-cli lists its skill files), and the
+learned baseline then holds it too. The run's throw-away sandbox (``/tmp/acp-fuzz-XXXXXXXX``,
+with whatever absolute path leads to it: a ``TMPDIR`` under a home directory names its user)
+becomes ``<sandbox>``, and so does the form with dashes for slashes that claude-agent-acp
+names its project folders by
 (``-tmp-acp-fuzz-XXXXXXXX-work-A``). All are rewritten alike everywhere, so the oracles judge
 the portable cassette as the original.
 
@@ -263,7 +264,8 @@ class Scrubber:
 
 
 _PYTHON = re.compile(r"^/\S*/bin/python3?(\.\d+)?$")
-_AGENTS = re.compile(r"(?:/[^\s/<>\"'`]+)+/\.cache/agents/")
+# The default cache (``.cache/acp-fuzz/agents``) and the older one (``.cache/agents``).
+_AGENTS = re.compile(r"(?:/[^\s/<>\"'`]+)+/\.cache/(?:acp-fuzz/)?agents/")
 #: What an agent's install path becomes in a portable cassette.
 AGENTS_PLACEHOLDER = "<agents>/"
 #: What a run's sandbox root becomes in a portable cassette (and in reports and comparisons).

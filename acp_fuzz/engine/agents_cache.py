@@ -13,8 +13,10 @@ says ``[install] scripts = "scrubbed"``: npm then runs them with a scrubbed envi
 (:func:`scrubbed_env`: ``PATH``, a temporary ``HOME`` and cache, your non-secret
 ``npm_config_*`` settings; no token, key or password). The marker records which.
 
-The cache root is ``$ACP_FUZZ_AGENT_CACHE`` when set, else ``.cache/agents`` under the current
-directory. Installing is idempotent: a directory that already holds the pinned version (and the
+The cache root is ``$ACP_FUZZ_AGENT_CACHE`` when set, else ``agents`` in the platform's user
+cache folder (``platformdirs.user_cache_dir("acp-fuzz")``: ``$XDG_CACHE_HOME/acp-fuzz/agents``,
+by default ``~/.cache/acp-fuzz/agents`` on Linux), so every folder you run acp-fuzz from shares
+one cache. Installing is idempotent: a directory that already holds the pinned version (and the
 marker file written after a successful install) is left alone. A fresh install is built in a
 sibling temporary directory and renamed into place, so an interrupted install never leaves a
 half-filled directory that looks complete.
@@ -35,6 +37,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import platformdirs
 
 __all__ = [
     "CACHE_ENV",
@@ -75,13 +79,20 @@ class InstallResult:
 
 
 def cache_root(override: str | os.PathLike[str] | None = None) -> Path:
-    """The cache root: ``override``, else ``$ACP_FUZZ_AGENT_CACHE``, else ``./.cache/agents``."""
+    """The cache root: ``override``, else ``$ACP_FUZZ_AGENT_CACHE``, else ``agents`` in the
+    user cache folder (:func:`user_cache`)."""
     if override is not None:
         return Path(override).absolute()
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).absolute()
-    return (Path.cwd() / ".cache" / "agents").absolute()
+    return user_cache() / "agents"
+
+
+def user_cache() -> Path:
+    """acp-fuzz's folder in the platform's user cache (platformdirs: it knows each system's
+    convention and ``$XDG_CACHE_HOME``, which a hand-written path would get wrong on one)."""
+    return Path(platformdirs.user_cache_dir("acp-fuzz", appauthor=False)).absolute()
 
 
 def agent_dir(name: str, version: str, root: Path | None = None) -> Path:

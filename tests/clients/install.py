@@ -13,9 +13,9 @@ Two small clients live beside this file, each pinned to one SDK release:
 
 Both are installed the way the pinned agents are (:func:`acp_fuzz.engine.agents_cache.
 install_package`: idempotent, a marker written last), under the same cache root
-(``$ACP_FUZZ_AGENT_CACHE``, else ``./.cache/agents``). Each client script is copied into its
-install directory, so that Node resolves the SDK from there; :func:`command` copies it again
-when the script in git changed.
+(``$ACP_FUZZ_AGENT_CACHE``, else ``~/.cache/acp-fuzz/agents``). Each client script is copied
+into its install directory, so that Node resolves the SDK from there; :func:`command` copies it
+again when the script in git changed.
 
     python -m tests.clients.install                 # install both (CI: .ci/run)
     python -m tests.clients.install --command ts-sdk # print the command line that runs one

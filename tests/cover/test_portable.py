@@ -52,6 +52,26 @@ def test_agent_paths_leave_every_part_and_the_verdict_stays(tmp_path: Path) -> N
     assert _judged(portable) == before
 
 
+def test_the_default_cache_folder_is_rewritten_too() -> None:
+    # The agents cache moved to the user cache folder (~/.cache/acp-fuzz/agents); a path
+    # there names the user as the old ./.cache/agents under a checkout did.
+    from acp_fuzz.core.scrub import portable_command
+
+    argv = ["/home/alice/.cache/acp-fuzz/agents/a@1/node_modules/.bin/a", "--acp"]
+    assert portable_command(argv) == ["<agents>/a@1/node_modules/.bin/a", "--acp"]
+
+
+def test_the_agents_cache_is_the_user_cache_folder(monkeypatch: Any, tmp_path: Path) -> None:
+    from acp_fuzz.engine import agents_cache
+
+    monkeypatch.delenv(agents_cache.CACHE_ENV, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.chdir(tmp_path)  # not under the folder it is run from any more
+    assert agents_cache.cache_root() == tmp_path / "xdg" / "acp-fuzz" / "agents"
+    monkeypatch.setenv(agents_cache.CACHE_ENV, str(tmp_path / "mine"))
+    assert agents_cache.cache_root() == tmp_path / "mine"
+
+
 def test_no_committed_cassette_holds_an_agent_install_path() -> None:
     kept = sorted((ROOT / "cassettes").rglob("*.cassette"))
     assert kept
