@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import typer
 
 from acp_fuzz.cli import agents, client, doctor, gateway, matrix, profiles, replay, show, target
-from acp_fuzz.cli.app import app, quiet_help_flags
+from acp_fuzz.cli.app import app, note_misplaced, quiet_help_flags
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.agents_cache import user_cache
@@ -72,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as e:
         sys.stderr.write(f"acp-fuzz: error: {terminal(str(e))}\n")
         return 2
+    note_misplaced(list(argv) if argv is not None else sys.argv[1:])
     try:
         # Not standalone: a usage error comes back here, to be said in one line.
         rv = app(args=list(argv) if argv is not None else None, prog_name="acp-fuzz",

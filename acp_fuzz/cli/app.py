@@ -10,11 +10,12 @@ import contextlib
 import os
 import signal
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+import typer.main
 from rich.console import Console
 from rich.text import Text
 from typer.core import TyperCommand, TyperGroup
@@ -108,9 +109,43 @@ def error(message: str) -> None:
     err.print(f"acp-fuzz: error: {terminal(message)}", markup=False)
 
 
+#: acp-fuzz's own long options that the command line put after ``--`` (so they went to the
+#: agent or client, not to acp-fuzz): set by :func:`note_misplaced` before a command runs.
+_misplaced: list[str] = []
+
+
+def note_misplaced(args: Sequence[str]) -> None:
+    """Remember which words after the first ``--`` of ``args`` are long options of the
+    command before it (``acp-fuzz client -- ./client --strict``: ``--strict`` reaches the
+    client, which then fails on it). Said only if the program then exits at once."""
+    _misplaced.clear()
+    if "--" not in args or not args:
+        return
+    cut = list(args).index("--")
+    command = typer.main.get_command(app)
+    sub = getattr(command, "commands", {}).get(args[0]) if cut > 0 else None
+    if sub is None:
+        return
+    ours = {o for p in sub.params for o in getattr(p, "opts", ()) if o.startswith("--")}
+    _misplaced.extend(dict.fromkeys(a.split("=", 1)[0] for a in args[cut + 1:]
+                                    if a.split("=", 1)[0] in ours))
+
+
+def _misplaced_hint(message: str) -> str:
+    # Only when the program ended at once: an agent may well take a --seed of its own.
+    if not _misplaced or not ("exited" in message or "exit status" in message):
+        return ""
+    names = ", ".join(_misplaced)
+    it = "it" if len(_misplaced) == 1 else "they"
+    return (f" (note: {names} came after '--', so {it} went to the program under test, not "
+            "to acp-fuzz: put acp-fuzz's options before '--')")
+
+
 def fail(message: str, code: int = 2) -> NoReturn:
-    """Print a one-line error and exit; the single exit path for user-facing errors."""
-    error(message)
+    """Print a one-line error and exit; the single exit path for user-facing errors. A
+    program under test that exited at once, with an acp-fuzz option after ``--`` (the
+    ``--`` trap), gets that said in the same line."""
+    error(message + _misplaced_hint(message))
     raise typer.Exit(code)
 
 

@@ -191,3 +191,29 @@ def test_the_printed_replay_line_runs_the_agent_as_it_was_found(tmp_path: Path,
     again = _cli(tmp_path, *printed[1:])
     assert again.returncode == 1, again.stdout + again.stderr
     assert again.stdout.startswith("FAILED"), again.stdout
+
+
+def test_an_option_of_ours_after_the_double_dash_is_named_when_the_agent_exits(
+        tmp_path: Path) -> None:
+    # The `--` trap: `--max-examples 3` after `--` reaches the agent, which refuses it and
+    # exits; the one error line says which option went astray and where it belongs.
+    proc = _cli(tmp_path, "target", "--", sys.executable, "-m", "acp_fuzz.reference_agent",
+                "--max-examples", "3", "--seed=1")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "the agent exited" in lines[0]
+    assert "--max-examples, --seed came after '--'" in lines[0]
+    assert "put acp-fuzz's options before '--'" in lines[0]
+
+
+def test_no_such_note_when_the_agent_runs(tmp_path: Path) -> None:
+    # An agent may take options named like ours: while it runs, nothing is said of them.
+    agent = tmp_path / "agent.py"
+    agent.write_text("import sys, runpy\n"
+                     "sys.argv = [sys.argv[0]] + [a for a in sys.argv[1:] if a != '--strict']\n"
+                     "runpy.run_module('acp_fuzz.reference_agent', run_name='__main__')\n")
+    proc = _cli(tmp_path, "target", "--max-examples", "1", "--cassette-dir",
+                str(tmp_path / "c"), "--", sys.executable, str(agent), "--strict")
+    assert proc.returncode == 0, proc.stderr
+    assert "came after '--'" not in proc.stderr + proc.stdout
