@@ -94,7 +94,9 @@ def client(
     timeout: float | None = typer.Option(None, "--timeout", min=0.1,
                                          help=f"Seconds each step may run (default: the "
                                               f"scenario's, else {DEFAULT_TIMEOUT:g})."),
-    cassette_dir: Path = typer.Option(Path("cassettes"), "--cassette-dir",
+    # Not target's ./cassettes: a folder of agent cassettes replays against an agent, and a
+    # client cassette there would be one that cannot.
+    cassette_dir: Path = typer.Option(Path("client-cassettes"), "--cassette-dir",
                                       help="Where finding cassettes are written."),
     report: list[str] = typer.Option([], "--report",
                                      help="json:PATH or junit:PATH (repeatable)."),

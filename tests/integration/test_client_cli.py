@@ -53,6 +53,15 @@ def test_a_correct_client_exits_0_with_a_passing_report(tmp_path: Path) -> None:
     assert not (tmp_path / ".hypothesis").exists()
 
 
+def test_client_cassettes_have_a_default_folder_of_their_own(tmp_path: Path) -> None:
+    # target writes ./cassettes, which `replay cassettes/ -- AGENT` takes whole: a client
+    # cassette there is one that no agent can replay.
+    proc = run_cli(tmp_path, "client", "-n", "5", "--", *CLIENT, "--bug", "unadvertised-prompt")
+    assert proc.returncode == 1, proc.stderr
+    assert [p.parent.name for p in tmp_path.rglob("*.cassette")] == ["client-cassettes"]
+    assert "client-cassettes/client." in proc.stdout
+
+
 def test_a_must_finding_exits_1_with_its_report_and_cassette(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "client", "-n", "5", "--cassette-dir", str(tmp_path / "c"),
                    "--report", f"json:{tmp_path}/r.json", "--report",
