@@ -25,6 +25,17 @@ into one). ``--acp-sandbox-fs`` runs each agent under the file-system sandbox
 (``--sandbox-fs``: it sees its sandbox and the system folders, not your files).
 ``--acp-recorded-model-replies`` serves the model replies a cassette recorded from a
 real model (``--model-upstream``) instead of the fake model's; see ``acp-fuzz replay --help``.
+
+Every option is also an ini option, named with ``_`` (the command line wins)::
+
+    [tool.pytest.ini_options]
+    acp_agent = "node dist/index.js"
+    acp_cassettes = "cassettes/"
+    acp_max_examples = "50"
+
+Each cassette test is named by its path under the corpus folder
+(``acp-fuzz-replay[real/leak.cassette]``), so ids are unique and ``--lf`` reruns just the
+cassettes that failed.
 """
 
 from __future__ import annotations
@@ -45,36 +56,97 @@ NO_AGENT = ("no --acp-agent or --acp-profile given: acp-fuzz replays cassettes o
             "the agent you name, never the command a cassette records")
 
 
+#: Every option: (flag, kind, default, metavar, help). Each is also an ini option of the
+#: same name with ``_`` for ``-`` (``acp_agent = ...`` under ``[tool.pytest.ini_options]`` or
+#: ``[pytest]``); the command line wins. ``kind``: ``str``, ``int``, ``bool`` (a flag) or
+#: ``list`` (repeatable; the ini form is one value a line, added to the command line's).
+OPTIONS: tuple[tuple[str, str, Any, str | None, str], ...] = (
+    ("--acp-agent", "str", None, "CMD",
+     "agent command to fuzz and to replay cassettes against (a shell-style string)"),
+    ("--acp-profile", "str", None, "NAME|FILE",
+     "a known agent or a profile file (docs/profiles.md): how to run the agent; with "
+     "--acp-agent too, that command run the profile's way"),
+    ("--acp-max-examples", "int", 50, "N", "examples in the campaign (default 50; 0: no "
+     "campaign)"),
+    ("--acp-seed", "int", 0, "N", "campaign seed"),
+    ("--acp-strict", "bool", False, None, "fail on SHOULD findings too"),
+    ("--acp-protocol", "str", None, "1|2|auto",
+     "ACP version the campaign offers: 1, 2 or auto (default: the profile's, else 1)"),
+    ("--acp-cassette-dir", "str", None, "DIR",
+     "where finding cassettes go (default: pytest's tmp dir)"),
+    ("--acp-cassettes", "str", None, "PATH",
+     "a cassette or a folder of cassettes to replay against --acp-agent"),
+    ("--acp-sandbox-net", "bool", False, None,
+     "run the agent in a network namespace with only loopback"),
+    ("--acp-sandbox-fs", "bool", False, None,
+     "the agent sees its sandbox and system folders, not your files (needs bubblewrap)"),
+    ("--acp-plugin", "list", [], "MODULE|PATH",
+     "load your checks from this module or .py file (repeatable; also $ACP_FUZZ_PLUGINS and "
+     "acp_fuzz entry points; docs/extending.md)"),
+    ("--acp-recorded-model-replies", "bool", False, None,
+     "serve a cassette's recorded real-model replies during its replay (default: the fake "
+     "model answers)"),
+)
+
+
+def _ini_name(flag: str) -> str:
+    return flag.lstrip("-").replace("-", "_")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("acp-fuzz", "acp-fuzz: fuzz and replay ACP agents")
-    group.addoption("--acp-agent", default=None, metavar="CMD",
-                    help="agent command to fuzz and to replay cassettes against (a shell-style "
-                         "string)")
-    group.addoption("--acp-profile", default=None, metavar="NAME|FILE",
-                    help="a known agent or a profile file (docs/profiles.md): how to run the "
-                         "agent; with --acp-agent too, that command run the profile's way")
-    group.addoption("--acp-max-examples", type=int, default=50, metavar="N",
-                    help="examples in the campaign (default 50; 0: no campaign)")
-    group.addoption("--acp-seed", type=int, default=0, metavar="N", help="campaign seed")
-    group.addoption("--acp-strict", action="store_true", help="fail on SHOULD findings too")
-    group.addoption("--acp-protocol", default=None, choices=("1", "2", "auto"),
-                    help="ACP version the campaign offers: 1, 2 or auto (default: the "
-                         "profile's, else 1)")
-    group.addoption("--acp-cassette-dir", default=None, metavar="DIR",
-                    help="where finding cassettes go (default: pytest's tmp dir)")
-    group.addoption("--acp-cassettes", default=None, metavar="PATH",
-                    help="a cassette or a folder of cassettes to replay against --acp-agent")
-    group.addoption("--acp-sandbox-net", action="store_true",
-                    help="run the agent in a network namespace with only loopback")
-    group.addoption("--acp-sandbox-fs", action="store_true",
-                    help="the agent sees its sandbox and system folders, not your files "
-                         "(needs bubblewrap)")
-    group.addoption("--acp-plugin", action="append", default=[], metavar="MODULE|PATH",
-                    help="load your checks from this module or .py file (repeatable; also "
-                         "$ACP_FUZZ_PLUGINS and acp_fuzz entry points; docs/extending.md)")
-    group.addoption("--acp-recorded-model-replies", action="store_true",
-                    help="serve a cassette's recorded real-model replies during its replay "
-                         "(default: the fake model answers)")
+    for flag, kind, _default, metavar, text in OPTIONS:
+        # No default here: an option not given on the command line is then taken from the
+        # ini file, and only then from OPTIONS (pytest_configure).
+        if kind == "bool":
+            group.addoption(flag, action="store_true", default=None, help=text)
+        elif kind == "list":
+            group.addoption(flag, action="append", default=None, metavar=metavar, help=text)
+        else:
+            group.addoption(flag, default=None, metavar=metavar, help=text)
+        if kind == "list":
+            parser.addini(_ini_name(flag), f"{text} (the ini form of {flag})", type="linelist")
+        else:
+            parser.addini(_ini_name(flag), f"{text} (the ini form of {flag})", type="string")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Each option's value: the command line's, else the ini file's, else the default; a
+    bad value is a usage error in one line."""
+    for flag, kind, default, _metavar, _text in OPTIONS:
+        dest = _ini_name(flag)
+        given = getattr(config.option, dest, None)
+        raw = config.getini(_ini_name(flag))
+        if kind == "list":
+            value: Any = [*(raw or []), *(given or [])]
+        elif given is not None:
+            value = given
+        elif raw not in ("", None):
+            value = _from_ini(flag, kind, str(raw))
+        else:
+            value = default
+        if kind == "int":
+            value = _as_int(flag, value)
+        if flag == "--acp-protocol" and value not in (None, "1", "2", "auto"):
+            raise pytest.UsageError(f"{flag}: must be 1, 2 or auto, not {value!r}")
+        setattr(config.option, dest, value)
+
+
+def _from_ini(flag: str, kind: str, raw: str) -> Any:
+    if kind != "bool":
+        return raw.strip()
+    word = raw.strip().lower()
+    if word not in ("true", "false", "1", "0", "yes", "no"):
+        raise pytest.UsageError(f"{_ini_name(flag)}: must be true or false, not {raw!r}")
+    return word in ("true", "1", "yes")
+
+
+def _as_int(flag: str, value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise pytest.UsageError(f"{flag}: must be a whole number, not {value!r}") from None
 
 
 def _load_plugins(config: pytest.Config) -> None:
@@ -210,11 +282,14 @@ def _run_cli(args: list[str]) -> None:
                          + (proc.stdout + proc.stderr).strip())
 
 
-def _cassettes(path: Path) -> Iterator[Path]:
+def _cassettes(path: Path) -> Iterator[tuple[Path, str]]:
+    """Each cassette and its id: the path under the corpus folder (``real/a.cassette``), so
+    two cassettes of one name in two folders are two tests (the file name alone collided)."""
     if path.is_dir():
-        yield from sorted(path.rglob("*.cassette"))
+        for c in sorted(path.rglob("*.cassette")):
+            yield c, c.relative_to(path).as_posix()
     else:
-        yield path
+        yield path, path.name
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
@@ -229,11 +304,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if corpus:
         from acp_fuzz.core.escaping import terminal
 
-        for c in _cassettes(Path(corpus)):
+        for c, cid in _cassettes(Path(corpus)):
             # The item's name is its id, which pytest prints as it is: a file name chosen by
             # whoever added the cassette is shown escaped (ESC, newlines), never interpreted.
-            item = AcpReplayItem.from_parent(session,
-                                             name=f"acp-fuzz-replay[{terminal(c.name)}]",
+            name = f"acp-fuzz-replay[{terminal(cid)}]"
+            # The id given as the string pytest's cache writes (`::name[params]`), so that
+            # `--lf` and `--ff` find the item again: built from the name alone, the bracket
+            # stays part of the name, and pytest 9's parsed ids then never match.
+            item = AcpReplayItem.from_parent(session, name=name, nodeid=f"::{name}",
                                              cassette=c, argv=argv)
             if not named:
                 item.add_marker(pytest.mark.skip(reason=NO_AGENT))

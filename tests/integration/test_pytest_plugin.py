@@ -50,3 +50,64 @@ def test_acp_protocol_reaches_the_campaign_and_a_harness_error_is_one_line(
     # The same agent under auto: v1, and a clean pass.
     proc = _pytest(tmp_path, agent, "--acp-protocol", "auto", "--acp-max-examples", "3")
     assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout + proc.stderr
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "cassettes" / "reference"
+
+
+def _corpus(tmp_path: Path) -> Path:
+    """Two cassettes of one name in two folders (the leak: FAILED against --bug leak) and one
+    other (the user-turn bug, which that agent does not have: FIXED)."""
+    corpus = tmp_path / "corpus"
+    for sub in ("a", "b"):
+        (corpus / sub).mkdir(parents=True)
+        (corpus / sub / "leak.cassette").write_bytes((CORPUS / "leak.cassette").read_bytes())
+    (corpus / "user-turn.cassette").write_bytes((CORPUS / "user-turn.cassette").read_bytes())
+    return corpus
+
+
+def _replay(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "acp_fuzz", "-q", "-rA", "--rootdir",
+         str(tmp_path), str(tmp_path / "tests"), *extra],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={"PATH": "/usr/bin:/bin", "ACP_REF_QUIET": "1"})
+
+
+def test_cassette_ids_are_unique_and_lf_reruns_only_the_failed(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path)
+    (tmp_path / "tests").mkdir()
+    agent = f"{sys.executable} -m acp_fuzz.reference_agent --bug leak"
+    args = ("--acp-agent", agent, "--acp-max-examples", "0", "--acp-cassettes", str(corpus))
+    first = _replay(tmp_path, *args)
+    out = first.stdout
+    assert first.returncode == 1, out + first.stderr
+    assert "FAILED ::acp-fuzz-replay[a/leak.cassette]" in out
+    assert "FAILED ::acp-fuzz-replay[b/leak.cassette]" in out
+    assert "PASSED ::acp-fuzz-replay[user-turn.cassette]" in out
+    again = _replay(tmp_path, *args, "--lf")
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "2 failed" in again.stdout and "1 deselected" in again.stdout, again.stdout
+    assert "user-turn.cassette" not in again.stdout.replace("deselected", "")
+
+
+def test_options_can_live_in_the_ini_file_and_the_command_line_wins(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path)
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.pytest.ini_options]\n"
+        f"acp_agent = \"{sys.executable} -m acp_fuzz.reference_agent --bug leak\"\n"
+        "acp_max_examples = \"0\"\n"
+        f"acp_cassettes = \"{corpus / 'user-turn.cassette'}\"\n")
+    proc = _replay(tmp_path, "-p", "no:cacheprovider")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "PASSED ::acp-fuzz-replay[user-turn.cassette]" in proc.stdout
+    # The command line's --acp-cassettes replaces the ini file's.
+    proc = _replay(tmp_path, "-p", "no:cacheprovider", "--acp-cassettes",
+                   str(corpus / "a" / "leak.cassette"))
+    assert proc.returncode == 1 and "FAILED ::acp-fuzz-replay[leak.cassette]" in proc.stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.pytest.ini_options]\n"
+                                             "acp_max_examples = \"many\"\n")
+    bad = _replay(tmp_path, "-p", "no:cacheprovider")
+    assert bad.returncode == 4, bad.stdout + bad.stderr
+    assert "--acp-max-examples: must be a whole number, not 'many'" in bad.stderr
