@@ -210,7 +210,7 @@ def check(oracle: str, *, severity: str, rule: str, summary: str
     """Register the decorated function as the check ``oracle`` (a stable id such as
     ``myorg.prompt-in-user-turn``; give it a prefix of your own), with its default
     ``severity`` (MUST, SHOULD or info), the ``rule`` id it rests on (from
-    ``docs/acp-reference.md``, or one of your own) and a one-line ``summary``. Registering
+    ``docs/rules.md``, or one of your own) and a one-line ``summary``. Registering
     the same function again is a no-op (a module imported twice); another check under a
     taken id is a ``ValueError``, as is a built-in oracle's id."""
     if severity not in SEVERITIES:

@@ -1,7 +1,7 @@
 """Findings and the oracle catalog (pure).
 
 Every finding names its oracle (a stable id), its severity (``MUST``, ``SHOULD`` or ``info``),
-the rule id it rests on (from the ACP reference), the step that exposed it, and its evidence.
+the rule id it rests on (docs/rules.md), the step that exposed it, and its evidence.
 ``docs/oracles.md`` is the user-facing catalog of the same table.
 """
 
@@ -25,8 +25,8 @@ class OracleInfo:
     summary: str
 
 
-#: Rules of acp-fuzz's own, for oracles that no rule of the ACP reference states (each is
-#: argued in docs/oracles.md, "Rules of acp-fuzz's own"). The prefix marks them as the
+#: Rules of acp-fuzz's own, for oracles that no rule of the RFD or the schema states (each is
+#: argued from the RFD's words in docs/rules.md). The prefix marks them as the
 #: harness's, never the spec's.
 HARNESS_RULES: dict[str, str] = {
     "ACPFUZZ-SESSION-ISOLATION-MUST":
@@ -49,11 +49,16 @@ HARNESS_RULES: dict[str, str] = {
         "rebuilt one is still the session's, SP-AGENT-APPLY-NEW-MUST)",
     "ACPFUZZ-COMPACTION-APPLIES-SHOULD":
         "a changed prompt that the agent deferred is in use after the session's next "
-        "compaction (SP-LIFECYCLE-DEFER-MAY: a change never applied, even after a rebuild, is "
-        "a SHOULD-level finding)",
+        "compaction (SP-LIFECYCLE-DEFER-MAY lets it wait for the next rebuild, \"for example, "
+        "after compaction\"; acp-fuzz's reading: a change still not applied after it breaks "
+        "the SHOULD it deferred, SP-LIFECYCLE-CHANGE-SHOULD)",
+    "ACPFUZZ-KEPT-WHOLE-SHOULD":
+        "a stored prompt the agent keeps for a load, resume or fork that omitted it reaches "
+        "the model whole (SP-LIFECYCLE-OMIT-MAY allows keeping it or the defaults; part of "
+        "it is neither)",
     "ACPFUZZ-SCHEMA-SHAPE-SHOULD":
         "an advertising agent rejects a systemPrompt that is not an object (the earlier "
-        "drafts' string and array, acp-reference.md §7.4)",
+        "drafts' string and array, docs/rules.md)",
 }
 
 #: The oracles, with their *default* severity and rule. Some oracles take the severity of the

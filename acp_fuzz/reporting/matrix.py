@@ -1,10 +1,10 @@
 """The conformance matrix (``acp-fuzz matrix``): which agent follows which rule, as one table
 in Markdown and as a self-contained HTML page (pure: builds text, writes nothing).
 
-Rows are the rules the oracles judge (the RFD's and ACP's rule ids from
-``docs/acp-reference.md``, and acp-fuzz's own ``ACPFUZZ-*`` ones, argued in
-``docs/oracles.md``). Columns are agents at their versions. A cell is built from one
-campaign's JSON document (``target --report json:PATH``, the same data ``matrix`` keeps):
+Rows are the rules the oracles judge (the RFD's and ACP's rule ids, and acp-fuzz's own
+``ACPFUZZ-*`` ones, each with its level and the words it rests on in ``docs/rules.md``).
+Columns are agents at their versions. A cell is built from one campaign's JSON document
+(``target --report json:PATH``, the same data ``matrix`` keeps):
 
 * **fail**: a confirmed MUST or SHOULD finding under that rule, linked to its cassette
   (**flaky** when the confirm runs reproduced it only sometimes, **unconfirmed** when the
@@ -524,8 +524,8 @@ def matrix_preamble(command: str, *, version: str, interrupted: bool = False,
            f"Each cell: {bold('FAIL')} (a confirmed finding; the cassette reproduces it with "
            f"{code('acp-fuzz replay')}), flaky, info (a choice the RFD leaves to the agent), "
            "pass (the rule's oracles judged that many cases and none failed), or not "
-           "tested (why). Rule ids are those of docs/acp-reference.md; ACPFUZZ-* rules "
-           "are argued in docs/oracles.md."]
+           "tested (why). Rule ids, their levels and the words they rest on are in "
+           "docs/rules.md (ACPFUZZ-* rules are acp-fuzz's own)."]
     if corpus_root is not None:
         folder = code(clip(corpus_root.rstrip("/") + "/<profile>/", CLIP))
         out.append(

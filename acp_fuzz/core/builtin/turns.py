@@ -66,13 +66,22 @@ class _Memory:
 #: apply: their own rows in the matrix (docs/oracles.md, "Rules of acp-fuzz's own").
 KEEPS_RULE = "ACPFUZZ-COMPACTION-KEEPS-MUST"
 APPLIES_RULE = "ACPFUZZ-COMPACTION-APPLIES-SHOULD"
+#: The rule of a stored prompt kept for a request that omitted it, and not delivered whole:
+#: the omission allows keeping it or the defaults (SP-LIFECYCLE-OMIT-MAY, a MAY a SHOULD
+#: finding cannot cite), part of it is neither (docs/rules.md).
+KEPT_RULE = "ACPFUZZ-KEPT-WHOLE-SHOULD"
+#: The rule of a change still not applied when ``--strict`` reports a deferral: the SHOULD
+#: that the deferral (SP-LIFECYCLE-DEFER-MAY) is the exception to.
+CHANGE_RULE = "SP-LIFECYCLE-CHANGE-SHOULD"
 
 
 def _rule_after(m: SessionModel, primary: Candidate) -> str:
     """The rule a missing prompt breaks: the candidate's own, or, while no turn has shown the
     prompt since a compaction of the session, the compaction's (for a prompt owed as a MUST:
-    a kept prompt after an omitted one stays the SHOULD of its own rule)."""
-    return KEEPS_RULE if m.compacted and primary.severity == "MUST" else primary.rule
+    a kept prompt after an omitted one stays a SHOULD, :data:`KEPT_RULE`)."""
+    if m.compacted and primary.severity == "MUST":
+        return KEEPS_RULE
+    return {"kept": KEPT_RULE, "deferred": CHANGE_RULE}.get(primary.label, primary.rule)
 
 
 def _ignored_rule(m: SessionModel) -> str:
@@ -316,7 +325,7 @@ def _report_deferred(j: Judge, mem: _Memory, m: SessionModel, handle: str, c: Mo
     key = j.report_as("prompt.change-deferred",
                       f"session {handle}: the changed prompt was accepted but the old one is "
                       f"still in use{after}", severity="SHOULD" if j.strict else "info",
-                      session=handle, **evidence)
+                      rule=CHANGE_RULE if j.strict else None, session=handle, **evidence)
     mem.deferred.setdefault(m.uid, []).append(key)
 
 

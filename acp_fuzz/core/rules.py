@@ -1,0 +1,390 @@
+"""The rules acp-fuzz cites, with the words they rest on (pure data; docs/rules.md is made
+from it: ``python -m acp_fuzz.core.rules > docs/rules.md``).
+
+Each :class:`Rule` gives its level, where its words stand and the words themselves, quoted
+verbatim from the RFD (a copy: ``tests/fixtures/rfd-system-prompt.txt``) or from a schema
+description (``tests/fixtures/acp-schema``); ``ACPFUZZ-*`` rules quote the RFD or schema text
+they argue from. ``reading`` is acp-fuzz's, never the spec's. ``oracles`` pairs each oracle
+that cites the rule with what proves it fires: ``bug:NAME`` (``acp_fuzz.reference_agent
+--bug NAME``), ``client-bug:NAME`` (the reference client's), ``variant:NAME`` (a correct
+agent the RFD allows) or ``none: why``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["LEVELS", "RULES", "Rule", "by_id", "render"]
+
+#: The levels, by the suffix of a rule id.
+LEVELS = {"MUST": "MUST", "MUSTNOT": "MUST NOT", "SHOULD": "SHOULD", "MAY": "MAY",
+          "DEF": "DEF"}
+RFD = "RFD"
+SCHEMA = "schema"
+DOCS = "ACP docs"
+_INFO = "none: an info finding records what the agent chose; there is nothing to get wrong"
+_HAND = "none planted: the reference agent has no such defect; hand-built histories in tests/cover"
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    source: str
+    where: str
+    quote: str
+    reading: str
+    oracles: tuple[tuple[str, str], ...] = ()
+    #: Words of the ACP prose docs (not vendored, so not checked by the tests), where the
+    #: level or the rule itself comes from them.
+    docs: str = ""
+
+    @property
+    def level(self) -> str:
+        return self.id.rsplit("-", 1)[1]
+
+
+def _r(id: str, source: str, where: str, quote: str, reading: str,
+       *oracles: tuple[str, str], docs: str = "") -> Rule:
+    return Rule(id, source, where, quote, reading, tuple(oracles), docs)
+
+
+_NEW = "Agent behavior"
+_LIFE = "Session lifecycle"
+_MODES = "Delivery modes: append and override"
+_CLIENT = "Client behavior"
+_DEFER = ("An agent MAY defer the change until it next rebuilds its prompt (for example, after "
+          "compaction) when applying it immediately would discard prompt caches or preserved "
+          "reasoning.")
+_OMIT = ("When a lifecycle request omits systemPrompt, the resulting prompt is "
+         "implementation-defined: the agent MAY keep using a prompt it stored with the session, "
+         "or fall back to its default.")
+_META = ("But the spec states implementations “MUST NOT make assumptions about values at these "
+         "keys,” making _meta unsuitable for instruction delivery that agents are expected to "
+         "act on.")
+
+RULES: tuple[Rule, ...] = (
+    # -- systemPrompt: the agent -------------------------------------------------------------
+    _r("SP-AGENT-APPLY-NEW-MUST", RFD, _NEW,
+       "MUST apply a systemPrompt supplied on session/new in the requested mode, or return an "
+       "error as described above",
+       "a prompt accepted on session/new is in every model request of the session, whole",
+       ("prompt.lost", "bug:mode-drops-prompt"), ("prompt.altered", "bug:truncate-64k")),
+    _r("SP-AGENT-ERROR-NOSIDEEFFECT-MUST", SCHEMA, "SystemPrompt",
+       "Agents that cannot apply it, for example because of an unadvertised mode or an "
+       "unsupported content block type, MUST return an error instead of creating, loading, "
+       "resuming, or forking the session.",
+       "a rejected request changes no session; accepting a prompt on load, resume or fork "
+       "claims it can be applied, so the prompt must then reach the model (or the old one, "
+       "deferred); the first turn after it must work",
+       ("reject.side-effect", "bug:side-effect-before-validation"),
+       ("prompt.lost", "bug:lost-override-after-restart"),
+       ("payload.invalid-accepted", _HAND + " (text-missing, content-not-array)"),
+       ("session.turn-failed", _HAND + " (test_oracles.py)")),
+    _r("SP-AGENT-UNKNOWN-MODE-MUST", SCHEMA, "SystemPrompt.mode",
+       "Agents MUST return an error for a mode they do not support rather than treating it as "
+       "`append` or `override`.",
+       "a success for an unknown, missing or unadvertised mode",
+       ("payload.invalid-accepted", "bug:accept-unknown-mode")),
+    _r("SP-AGENT-UNSUPPORTED-BLOCK-MUST", SCHEMA, "SystemPrompt.content",
+       "Agents MUST return an error for content blocks they do not support.",
+       "a success for a block that is not text, or not an object",
+       ("payload.invalid-accepted", _HAND + " (block-not-text)")),
+    _r("SP-AGENT-EMPTY-MAY", SCHEMA, "SystemPrompt.content",
+       "Agents MAY reject one with `-32602` without creating, loading, resuming, or forking "
+       "the session.",
+       "either answer to content [] is right: recorded at info",
+       ("payload.invalid-accepted", _INFO)),
+    _r("SP-AGENT-APPEND-MUST", RFD, _NEW,
+       "MUST support append mode, and MUST support override mode if they advertise the "
+       "mode.override sub-capability",
+       "an error for a valid append prompt on session/new",
+       ("payload.valid-rejected", _HAND)),
+    _r("SP-AGENT-OVERRIDE-MUST", RFD, _NEW,
+       "MUST support append mode, and MUST support override mode if they advertise the "
+       "mode.override sub-capability",
+       "an error for a valid override prompt on session/new, override advertised",
+       ("payload.valid-rejected", _HAND)),
+    _r("SP-AGENT-APPEND-ADDITIVE-DEF", RFD, _MODES,
+       "the client content is added to the agent’s own instructions rather than replacing them.",
+       "under append the learned default instructions stay; the finding is MUST because "
+       "supporting append (SP-AGENT-APPEND-MUST) is doing what this defines",
+       ("append.replaced-default", _HAND)),
+    _r("SP-AGENT-OVERRIDE-REPLACES-DEF", RFD, _MODES,
+       "the client content replaces the agent’s built-in default instructions. This mode only "
+       "changes the instructions the agent itself authors",
+       "under override the learned default instructions are gone; MUST for the reason "
+       "SP-AGENT-APPEND-ADDITIVE-DEF gives (SP-AGENT-OVERRIDE-MUST)",
+       ("override.not-applied", "bug:override-keeps-default"),
+       ("defaults.too-small", "bug:tiny-baseline")),
+    _r("SP-AGENT-APPEND-PLACEMENT-SHOULD", RFD, _MODES,
+       "Agents SHOULD give it system-level precedence — for example, in the model’s system "
+       "prompt or developer instructions rather than in user-turn content",
+       "the prompt in a user or history segment instead of the system slot",
+       ("prompt.misplaced", "bug:user-turn")),
+    _r("SP-AGENT-APPEND-FORMAT-DEF", RFD, _MODES,
+       "but where it is placed, in what order, and how it is formatted is implementation-defined.",
+       "other whitespace, or one block split in two, is formatting: info, never MUST",
+       ("prompt.altered", _INFO)),
+    _r("SP-AGENT-OVERRIDE-CONTEXT-MAY", RFD, _MODES,
+       "Context the agent supplies from the workspace or environment — project instruction "
+       "files such as AGENTS.md, environment details, skill listings — MAY still be included",
+       "lines that name the working directory are left out of the learned defaults, so "
+       "keeping them under override is no finding"),
+    _r("SP-AGENT-OVERRIDE-DOC-SHOULD", RFD, _MODES,
+       "agents SHOULD document what they keep.",
+       "not judged (documentation is not on the wire); the reference agent keeps nothing"),
+    _r("SP-NEW-OMIT-DEFAULT-DEF", SCHEMA, "NewSessionRequest.systemPrompt",
+       "Optional. Omitted and `null` are equivalent and mean the Agent uses its own default "
+       "instructions.",
+       "a session made without a prompt is owed the defaults (what prompt.leak compares with)"),
+    # -- systemPrompt: the lifecycle -----------------------------------------------------------
+    _r("SP-LIFECYCLE-NULL-EQUIV-DEF", SCHEMA, "LoadSessionRequest, ResumeSessionRequest, "
+       "ForkSessionRequest .systemPrompt", "Optional. Omitted and `null` are equivalent.",
+       "null on load, resume or fork is judged as omitted"),
+    _r("SP-LIFECYCLE-OMIT-MAY", RFD, _LIFE, _OMIT,
+       "record which the agent chose, and whether it chose the same in the same situation",
+       ("lifecycle.omitted-fallback", _INFO), ("lifecycle.omitted-inconsistent", _INFO)),
+    _r("ACPFUZZ-KEPT-WHOLE-SHOULD", RFD, _LIFE, _OMIT,
+       "acp-fuzz's reading: the omission leaves two prompts the agent may use, the stored one "
+       "or its default; a kept prompt with a block missing or cut is neither. SHOULD, not "
+       "MUST: keeping it at all was the agent's choice",
+       ("prompt.altered", _HAND + " (test_rules.py)"), ("prompt.lost", _HAND)),
+    _r("SP-LIFECYCLE-CHANGE-SHOULD", RFD, _LIFE,
+       "When a lifecycle request supplies a systemPrompt that differs from the one the session "
+       "was using, the agent SHOULD apply it.",
+       "a changed prompt still not applied two turns after a cold load (for an agent that "
+       "cannot be made to compact); an error for a changed prompt; with --strict, a deferral",
+       ("prompt.change-ignored", _HAND + " (test_oracles_verdicts.py)"),
+       ("payload.valid-rejected", _HAND),
+       ("prompt.change-deferred", "variant:defer-then-apply (with --strict)")),
+    _r("SP-LIFECYCLE-DEFER-MAY", RFD, _LIFE, _DEFER,
+       "the old prompt right after a change is a deferral, at info; the RFD names compaction "
+       "as a rebuild, and acp-fuzz's reading adds a cold load where an agent cannot compact",
+       ("prompt.change-deferred", "variant:defer-then-apply")),
+    _r("ACPFUZZ-COMPACTION-KEEPS-MUST", RFD, _LIFE, _DEFER,
+       "acp-fuzz's reading: a compaction rebuilds the prompt, and the rebuilt prompt is still "
+       "the session's (SP-AGENT-APPLY-NEW-MUST): a prompt owed as a MUST and gone after it "
+       "is lost",
+       ("prompt.lost", "bug:compaction-drops-prompt")),
+    _r("ACPFUZZ-COMPACTION-APPLIES-SHOULD", RFD, _LIFE, _DEFER,
+       "acp-fuzz's reading: the deferral lasts until the rebuild; a change still not applied "
+       "two turns after the compaction breaks the SHOULD it deferred "
+       "(SP-LIFECYCLE-CHANGE-SHOULD)",
+       ("prompt.change-ignored", "bug:compaction-keeps-stale")),
+    _r("SP-V2-NOLOAD-DEF", RFD, "Schema changes",
+       "The same optional field is added to LoadSessionRequest (v1 only),",
+       "in v2 a load is a resume that replays from the start, and owes what a load owes"),
+    _r("SP-META-MUSTNOT", SCHEMA, "SessionSystemPromptCapabilities._meta (and every _meta)",
+       "Implementations MUST NOT make assumptions about values at these keys.",
+       "a vendor _meta text that replaces the standard prompt is reported as prompt.lost "
+       "(the prompt's own rule), the field named in the evidence"),
+    # -- acp-fuzz's own, about the prompt --------------------------------------------------------
+    _r("ACPFUZZ-SESSION-ISOLATION-MUST", SCHEMA, "SessionId",
+       "Each session has its own context, conversation history, and state, so one agent can "
+       "run several independent sessions.",
+       "acp-fuzz's reading: a session's prompt is its own state, so another session's client "
+       "text in its model request (forks excepted) is a MUST",
+       ("prompt.leak", "bug:leak")),
+    _r("ACPFUZZ-PROMPT-ONCE-SHOULD", RFD, _MODES,
+       "the client content is added to the agent’s own instructions rather than replacing them.",
+       "acp-fuzz's reading: added once; a block more often than the prompt holds it",
+       ("prompt.duplicated", "bug:duplicate-on-resume")),
+    _r("ACPFUZZ-VERBATIM-SHOULD", RFD, _MODES,
+       "but where it is placed, in what order, and how it is formatted is implementation-defined.",
+       "acp-fuzz's reading: formatting is around the text, not in it; HTML entities, JSON "
+       "quoting or Unicode normalisation of the client's characters is a SHOULD",
+       ("prompt.altered", _HAND + " (test_oracles_verdicts.py)")),
+    _r("ACPFUZZ-STANDARD-ONLY-SHOULD", RFD, "Status quo", _META,
+       "acp-fuzz's reading: the field replaces the _meta carriers, so a legacy _meta prompt "
+       "used beside the standard one is a SHOULD",
+       ("prompt.altered", _HAND + " (bug:vendor-meta-wins replaces instead: prompt.lost)")),
+    _r("ACPFUZZ-SCHEMA-SHAPE-SHOULD", RFD, "Revision history",
+       "Replaced the bare array and systemPromptMode with a systemPrompt object",
+       "acp-fuzz's reading: an advertising agent rejects the earlier drafts' string and array "
+       "(and any non-object); accepting one is a SHOULD",
+       ("payload.invalid-accepted", _HAND)),
+    _r("ACPFUZZ-REATTACH-ADVERTISED-SHOULD", SCHEMA, "SessionResumeCapabilities",
+       "Supplying `{}` means the agent supports resuming sessions.",
+       "acp-fuzz's reading: an advertised load or resume works for a session the agent made "
+       "and holds a conversation for, when the request gives nothing to refuse",
+       ("session.reattach-failed", "bug:load-erases-session")),
+    # -- systemPrompt: the client ----------------------------------------------------------------
+    _r("SP-CLIENT-GATE-MUSTNOT", RFD, _CLIENT,
+       "Clients MUST NOT include systemPrompt in any request unless the agent advertised the "
+       "systemPrompt capability",
+       "a client sending it unadvertised is MUST; acp-fuzz's own probes of agents that do not "
+       "advertise it are info (robustness, not scored)",
+       ("client.prompt-unadvertised", "client-bug:unadvertised-prompt"),
+       ("payload.probe", _INFO)),
+    _r("SP-CLIENT-OVERRIDE-GATE-MUSTNOT", RFD, _CLIENT,
+       "Clients MUST NOT use \"mode\": \"override\" unless the agent advertised the "
+       "mode.override sub-capability",
+       "override sent where mode.override is not advertised",
+       ("client.override-unadvertised", "client-bug:override-unadvertised")),
+    _r("SP-CLIENT-CONTENT-TEXT-MUSTNOT", RFD, _CLIENT,
+       "Clients MUST NOT include content block types other than text unless a future "
+       "sub-capability allows them",
+       "a non-text block in the client's systemPrompt",
+       ("client.prompt-non-text", "client-bug:image-block")),
+    _r("SP-CLIENT-CONTENT-EMPTY-MUSTNOT", SCHEMA, "SystemPrompt.content",
+       "Clients MUST NOT send an empty array.",
+       "content [] from the client",
+       ("client.prompt-empty", "client-bug:empty-content")),
+    _r("SP-CLIENT-RESEND-SHOULD", RFD, _CLIENT,
+       "Clients SHOULD re-send the session’s systemPrompt on session/load, session/resume, and "
+       "session/fork",
+       "a reattach or fork without the session's prompt, or with another",
+       ("client.prompt-not-resent", "client-bug:no-resend"),
+       ("client.prompt-changed", "client-bug:changed-on-reattach")),
+    _r("ACPFUZZ-CLIENT-PROMPT-SHAPE-MUST", RFD, "Revision history",
+       "Replaced the bare array and systemPromptMode with a systemPrompt object",
+       "acp-fuzz's reading: a client sending a draft shape to an advertising agent sends no "
+       "SystemPrompt at all; MUST, as the client rules are",
+       ("client.prompt-malformed", "client-bug:string-prompt")),
+    _r("ACPFUZZ-CLIENT-STANDARD-FIELD-SHOULD", RFD, "Status quo", _META,
+       "acp-fuzz's reading: where the field is advertised, a vendor _meta prompt is a SHOULD "
+       "(info beside the standard field)",
+       ("client.legacy-meta-prompt", "client-bug:legacy-meta-only")),
+    # -- the rest of ACP -----------------------------------------------------------------------
+    _r("SES-AGENT-BASELINE-MUST", SCHEMA, "SessionCapabilities",
+       "As a baseline, all Agents **MUST** support `session/new`, `session/prompt`, "
+       "`session/cancel`, and `session/update`.",
+       "the agent answers every request and stays alive",
+       ("agent.crash", "bug:crash-on-image"), ("agent.hang", "bug:hang-on-empty-content")),
+    _r("FR-WIRE-NDJSON-MUST", SCHEMA, "the root message schema",
+       "A message (request, response, or notification) with `\"jsonrpc\": \"2.0\"` specified as",
+       "a line that is not one JSON-RPC message, or a message that breaks the schema; the "
+       "one-message-per-line framing is the ACP docs' (transports), not the schema's",
+       ("protocol.malformed", "none planted in the reference agent: tests/hostile_agents "
+        "(non_json.py, half_line.py) with tests/integration/test_hostile_target.py")),
+    _r("CANCEL-AGENT-STOPREASON-MUST", SCHEMA, "StopReason \"cancelled\"",
+       "This stop reason MUST be returned when the client sends a `session/cancel` "
+       "notification, even if the cancellation causes exceptions in underlying operations.",
+       "a prompt cancelled mid-turn answered with an error",
+       ("cancel.error", "none planted in the reference agent: tests/hostile_agents with "
+        "tests/integration/test_hostile_target.py")),
+    _r("CANCEL-CLIENT-PERMISSION-MUST", SCHEMA, "RequestPermissionOutcome \"cancelled\"",
+       "When a client sends a `session/cancel` notification to cancel an ongoing prompt turn, "
+       "it MUST respond to all pending `session/request_permission` requests with this "
+       "`cancelled` outcome.",
+       "acp-fuzz keeps it as a client (engine/client_policy.py); not an oracle"),
+    _r("SES-AGENT-LOAD-REPLAY-MUST", SCHEMA, "session/load (ClientRequest)",
+       "Stream the entire conversation history back to the client via notifications",
+       "after an accepted load, the session's next model request holds its last completed turn",
+       ("session.history-lost", "bug:history-lost-after-restart"),
+       docs="session-setup: “The Agent **MUST** replay the entire conversation to the Client "
+       "in the form of `session/update` notifications (like `session/prompt`).” (the "
+       "schema's own list says “The agent should:”)"),
+    _r("SES-AGENT-RESUME-NOREPLAY-MUST", SCHEMA, "session/resume (ClientRequest)",
+       "The agent should resume the session context, allowing the conversation to continue "
+       "without replaying the message history (unlike `session/load`).",
+       "after an accepted resume, the conversation continues: the next model request holds "
+       "the last completed turn; the schema says “should”, and MUST is acp-fuzz's reading, "
+       "that a resume owes the conversation as a load does",
+       ("session.history-lost", "bug:history-lost-after-restart")),
+    _r("SES-AGENT-DELETE-IDEMPOTENT-SHOULD", DOCS, "session-delete",
+       "",
+       "not an oracle: the reference agent answers {} for a session already gone"),
+    _r("SES-CLIENT-CWD-ABS-MUST", SCHEMA, "NewSessionRequest.cwd",
+       "The working directory for this session. Must be an absolute path.",
+       "acp-fuzz sends absolute paths; the reference agent rejects a relative one"),
+    _r("SES-FORK-DEF", SCHEMA, "ForkSessionRequest",
+       "Creates a new session based on the context of an existing one, allowing operations "
+       "like generating summaries without affecting the original session's history.",
+       "a fork starts from its source's prompt; what its source carries is the agent's choice"),
+    _r("PROMPT-AGENT-BASELINE-MUST", SCHEMA, "PromptRequest.prompt",
+       "As a baseline, the Agent MUST support `text` and `resource_link` content blocks, while "
+       "other variants are optionally enabled via `PromptCapabilities`.",
+       "acp-fuzz's turns send text only; the reference agent accepts both"),
+    _r("PROMPT-CLIENT-CAP-MUSTNOT", SCHEMA, "ContentBlock image",
+       "Requires the `image` prompt capability when included in prompts.",
+       "a client's prompt block (image, audio, resource) without its prompt capability",
+       ("client.capability-unadvertised", "none planted: the reference client sends text "
+        "prompts only; hand-built frames in tests/cover/test_client_oracles.py")),
+    _r("CAP-CLIENT-GATE-MUSTNOT", SCHEMA, "session/resume (ClientRequest)",
+       "This method is only available if the agent advertises the `sessionCapabilities.resume` "
+       "capability.",
+       "a client calling a gated method or sending a gated field without its capability",
+       ("client.capability-unadvertised", "client-bug:resume-ungated")),
+    _r("CAP-OMITTED-UNSUPPORTED-DEF", RFD, "Backward compatibility",
+       "all capabilities omitted in the initialize response are treated as unsupported",
+       "an omitted capability is read as unsupported when a payload is classified"),
+    _r("INIT-CLIENT-FIRST-MUST", SCHEMA, "initialize (ClientRequest)",
+       "This method is called once at the beginning of the connection to:",
+       "a client request before initialize",
+       ("client.before-initialize", "client-bug:new-before-initialize"),
+       docs="session-setup: “Before creating a session, Clients **MUST** first complete the "
+       "[initialization](./initialization) phase to establish protocol compatibility and "
+       "capabilities.”"),
+    _r("INIT-VERSION-NEGOTIATE-DEF", SCHEMA, "InitializeResponse.protocolVersion",
+       "The protocol version the client specified if supported by the agent, or the latest "
+       "protocol version supported by the agent.",
+       "not an oracle: acp-fuzz closes the connection on a version above its offer "
+       "(bug:version-above-offer shows it, tests/integration/test_protocol_v2.py)"),
+    _r("EXT-META-MUSTNOT", SCHEMA, "every _meta property",
+       "Implementations MUST NOT make assumptions about values at these keys.",
+       "a prompt sent only in _meta to an agent that does not advertise the field is "
+       "classified as a probe (info), never judged as a prompt owed"),
+    _r("EXT-METHOD-UNDERSCORE-SHOULD", SCHEMA, "ErrorCode -32601",
+       "**Method not found**: The method does not exist or is not available.",
+       "not an oracle: the reference agent answers unknown `_` requests with -32601"),
+    _r("FR-AGENT-STDOUT-MUSTNOT", DOCS, "transports", "",
+       "not an oracle: anything on stdout that is not a message is protocol.malformed "
+       "(FR-WIRE-NDJSON-MUST); the reference agent logs to stderr only"),
+    _r("FR-BATCH-DEF", DOCS, "transports (v1 says nothing; v2 drafts allowed batches)", "",
+       "batches are not required: the reference agent answers an array with -32600"),
+    _r("FR-NOTIF-NOREPLY-DEF", SCHEMA, "ClientNotification, AgentNotification",
+       "Notifications do not expect a response.",
+       "not an oracle: the reference agent never answers a message without an id"),
+)
+
+
+def by_id() -> dict[str, Rule]:
+    return {r.id: r for r in RULES}
+
+
+def _row(r: Rule) -> list[str]:
+    out = [f"### `{r.id}` — {LEVELS[r.level]}", ""]
+    if r.quote:
+        at = (f"The RFD, section “{r.where}”" if r.source == RFD
+              else f"The schema (v1/v2 `schema.unstable.json`), the description of {r.where}")
+        out += [f"{at}:", "", f"> {r.quote}", ""]
+    else:
+        out += [f"No words of the RFD or the schema: the ACP docs page `{r.where}`.", ""]
+    if r.docs:
+        out += [f"ACP docs (not vendored, not checked): {r.docs}", ""]
+    out += [f"**Judged:** {r.reading}.", ""]
+    if r.oracles:
+        out += ["| oracle | proved by |", "|---|---|"]
+        out += [f"| `{o}` | {proof} |" for o, proof in r.oracles]
+        out.append("")
+    return out
+
+
+def render() -> str:
+    """docs/rules.md."""
+    out = [
+        "# The rules acp-fuzz cites", "",
+        "Generated from `acp_fuzz/core/rules.py` (`python -m acp_fuzz.core.rules > "
+        "docs/rules.md`); `tests/cover/test_rules.py` checks it is current, that every quote "
+        "is verbatim in the RFD copy (`tests/fixtures/rfd-system-prompt.txt`, the RFD "
+        "\"Client-Provided System Prompt\", revision of 2026-10-09) or in a description of "
+        "the schemas (`tests/fixtures/acp-schema`), and that no finding cites a rule of "
+        "another level (every corpus cassette, with and without `--strict`, and the cases "
+        "of #31).", "",
+        "A rule id is `AREA-ROLE-TOPIC-LEVEL`. `ACPFUZZ-*` rules are acp-fuzz's own: each "
+        "quotes the words it argues from, and says where the reading is ours. **Judged** is "
+        "always acp-fuzz's reading. Levels: a MUST (MUST NOT) rule is cited by MUST findings "
+        "(and by info ones that record a case acp-fuzz does not score); a SHOULD rule by "
+        "SHOULD findings; a MAY rule only at info; a DEF rule (a definition) at info, or at "
+        "MUST where it spells out what a MUST rule asks (it says which). Proofs: `bug:NAME` "
+        "is `python -m acp_fuzz.reference_agent --bug NAME` (found by tests/quality), "
+        "`client-bug:NAME` the reference client's, `variant:NAME` a correct agent the RFD "
+        "allows.", ""]
+    for r in RULES:
+        out += _row(r)
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
