@@ -113,7 +113,11 @@ def replay_cmd(
              "seen in only some runs is FLAKY."),
     junit: Path | None = typer.Option(
         None, "--junit", metavar="PATH", help="Also write a JUnit XML file (one test case "
-                                              "per cassette)."),
+                                              "per cassette): --report junit:PATH."),
+    report: list[str] = typer.Option(
+        [], "--report", metavar="KIND:PATH",
+        help="json:PATH (each cassette's verdict, runs, divergence and findings) or "
+             "junit:PATH (one test case per cassette); repeatable."),
     timeout: float | None = typer.Option(
         None, "--timeout", min=0.1, show_default=False,
         help=f"Seconds to wait for each agent answer (default {DEFAULT_TIMEOUT:g}); with "
@@ -154,20 +158,21 @@ def replay_cmd(
                                    "--as-agent": as_agent,
                                    "--forward-fs-terminal": forward_fs_terminal,
                                    "--recorded-model-replies": recorded_model_replies,
-                                   "--junit": junit})
+                                   "--junit": junit, "--report": report})
     for name, given in (("--step", step), ("--scenario", scenario_file),
                         ("--pass-env", pass_env)):
         if given:
             fail(f"{name} goes with --client (the replay of a client cassette)")
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     runs = 1 if runs is None else runs
+    reports = _reports(report, junit)
     if as_agent:
         if (profile or trust_recorded_command or sandbox_net or sandbox_fs
                 or recorded_model_replies):
             fail("--as-agent starts no agent: do not give --profile, "
                  "--trust-recorded-command, --sandbox-net, --sandbox-fs or "
                  "--recorded-model-replies")
-        _serve_as_agent(cassette, argv, offline, runs, junit, forward_fs_terminal)
+        _serve_as_agent(cassette, argv, offline, runs, bool(reports), forward_fs_terminal)
     if forward_fs_terminal:
         fail("--forward-fs-terminal goes with --as-agent only")
     if offline and (argv or profile or trust_recorded_command or recorded_model_replies):
@@ -212,12 +217,22 @@ def replay_cmd(
         if result.divergence is not None:
             for line in result.divergence.lines():
                 typer.echo(terminal(f"    {line}"))
-    if junit is not None:
+    for kind, path in reports:
         try:
-            write_junit(junit, results)
+            if kind == "junit":
+                write_junit(path, results)
+            else:
+                write_json(path, results)
         except OSError as e:
-            fail(f"cannot write {junit}: {e.strerror or e}")
+            fail(f"cannot write {path}: {e.strerror or e}")
     raise typer.Exit(exit_code(results))
+
+
+def _reports(values: list[str], junit: Path | None) -> list[tuple[str, Path]]:
+    """``--report KIND:PATH`` (json, junit) and ``--junit PATH``, each folder checked."""
+    from acp_fuzz.cli.target import parse_reports
+
+    return parse_reports(values) + ([("junit", junit)] if junit is not None else [])
 
 
 def _replay_client(cassette: Path, argv: list[str], steps: list[str],
@@ -304,12 +319,12 @@ def exit_code(results: list[ReplayResult]) -> int:
 
 
 def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
-                    junit: Path | None, forward_fs_terminal: bool) -> NoReturn:
+                    reports: bool, forward_fs_terminal: bool) -> NoReturn:
     from acp_fuzz.engine.as_agent import serve
 
-    if argv or offline or junit is not None or runs != 1:
-        fail("--as-agent takes one cassette and no agent command, --offline, --runs or "
-             "--junit")
+    if argv or offline or reports or runs != 1:
+        fail("--as-agent takes one cassette and no agent command, --offline, --runs, "
+             "--report or --junit")
     if cassette.is_dir():
         fail("--as-agent serves one cassette, not a folder")
     try:
@@ -327,6 +342,18 @@ def write_junit(path: Path, results: list[ReplayResult]) -> None:
     from acp_fuzz.reporting import write_junit as write
 
     write(path, "acp-fuzz replay", replay_cases(results))
+
+
+def write_json(path: Path, results: list[ReplayResult]) -> None:
+    """Write ``results`` as the JSON document of
+    :func:`acp_fuzz.reporting.replay.replay_to_json`."""
+    import json
+
+    from acp_fuzz.reporting.files import write_atomic
+    from acp_fuzz.reporting.replay import replay_to_json
+
+    write_atomic(path, json.dumps(replay_to_json(results, exit_code(results)), indent=2,
+                                  ensure_ascii=False, default=repr))
 
 
 @app.command("report")

@@ -46,7 +46,10 @@ from acp_fuzz.core.scrub import env_secrets
 from acp_fuzz.engine.runner import HarnessError, TargetSpec
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.campaign import CampaignResult
+    from acp_fuzz.engine.campaign import CampaignEvent, CampaignResult, CampaignSettings
+
+#: What ``target --report KIND:PATH`` writes.
+REPORT_KINDS = ("json", "junit", "html")
 
 __all__ = ["AGENT_ARGUMENT", "PROFILE_OPTION", "build_spec", "parse_reports", "print_agent",
            "target"]
@@ -79,13 +82,16 @@ def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> T
         fail(str(e))
 
 
-def parse_reports(values: Sequence[str]) -> list[tuple[str, Path]]:
-    """``--report KIND:PATH`` values (json, junit), each folder checked; exit 2 otherwise."""
+def parse_reports(values: Sequence[str], kinds: Sequence[str] = ("json", "junit")
+                  ) -> list[tuple[str, Path]]:
+    """``--report KIND:PATH`` values (``kinds``: json and junit by default; ``target`` also
+    takes html), each folder checked; exit 2 otherwise."""
     reports = []
     for v in values:
         kind, _, path = v.partition(":")
-        if kind not in ("json", "junit") or not path:
-            fail(f"--report takes json:PATH or junit:PATH, got {v!r}")
+        if kind not in kinds or not path:
+            forms = [f"{k}:PATH" for k in kinds]
+            fail(f"--report takes {', '.join(forms[:-1])} or {forms[-1]}, got {v!r}")
         p = Path(path)
         if p.parent and not p.parent.exists():
             fail(f"--report: folder does not exist: {p.parent}")
@@ -108,8 +114,11 @@ def target(
     max_steps: int = typer.Option(12, "--max-steps", min=1, help="Most steps per sequence."),
     cassette_dir: Path = typer.Option(Path("cassettes"), "--cassette-dir",
                                       help="Where finding cassettes are written."),
-    report: list[str] = typer.Option([], "--report",
-                                     help="json:PATH or junit:PATH (repeatable)."),
+    report: list[str] = typer.Option(
+        [], "--report", metavar="KIND:PATH",
+        help="json:PATH, junit:PATH (one test case per rule checked) or html:PATH (one "
+             "self-contained page: the findings, their steps and what reached the model); "
+             "repeatable."),
     dialect: str = typer.Option(
         "auto", "--dialect",
         help="How the prompt is sent: auto (from initialize: the standard field wherever it "
@@ -166,10 +175,7 @@ def target(
     # --offline never need (tests/cover/test_public_api.py keeps them free of it).
     from acp_fuzz.engine.campaign import (
         Calibrated,
-        CampaignEvent,
         CampaignSettings,
-        Confirming,
-        ExampleDone,
         FailureFound,
         ShrankToKnown,
         Started,
@@ -180,7 +186,7 @@ def target(
         fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
     if protocol is not None and protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
-    reports = parse_reports(report)
+    reports = parse_reports(report, REPORT_KINDS)
     load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
     excluded = _check_oracles(exclude_oracle)
     enter_sandbox_net(sandbox_net)
@@ -211,12 +217,8 @@ def target(
                            max_failures=1 if exitfirst else max_failures,
                            exclude_oracles=excluded, keep_info=keep_info, portable=portable)
     t0 = time.monotonic()
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                        TextColumn("{task.completed}/{task.total} examples"),
-                        TextColumn("{task.fields[steps]} steps"),
-                        TextColumn("{task.fields[findings]}"), TimeElapsedColumn(),
-                        console=err, transient=True)
-    task = progress.add_task("fuzzing", total=max_examples, steps=0, findings="")
+    view = _Progress(spec, cfg, database is not None)
+    progress = view.bar
 
     def on_event(ev: CampaignEvent) -> None:
         if isinstance(ev, Started):
@@ -227,24 +229,18 @@ def target(
             if why is not None:
                 err.print(terminal(f"warning: --dialect {spec.dialect}: {why}"),
                           style="yellow", markup=False)
-            progress.start()
         elif isinstance(ev, Calibrated):
             b = ev.baseline
             out.print(f"baseline: {b.size_lines} default-instruction line(s), {b.size_chars} "
                       "characters learned" + ("" if b.substantial else
                                               " (too small to judge override and append)")
                       if b.known else "baseline: no default instructions seen (default checks off)")
-        elif isinstance(ev, ExampleDone):
-            progress.update(task, completed=min(ev.examples, max_examples), steps=ev.steps,
-                            findings="[red]failure found, shrinking[/]" if ev.failing else "",
-                            description="shrinking" if ev.failing else "fuzzing")
         elif isinstance(ev, FailureFound):
             err.print(f"found a failure ({', '.join(ev.oracles)}); shrinking it", markup=False)
         elif isinstance(ev, ShrankToKnown):
             err.print(f"  same bug as the {', '.join(ev.known)} failure already found; "
                       "searching on", markup=False)
-        elif isinstance(ev, Confirming):
-            progress.update(task, description=f"confirming ({ev.steps} steps)")
+        view.on_event(ev)
 
     restore = install_interrupt_handlers()
     try:
@@ -273,10 +269,101 @@ def target(
         return replay_args(cassette, profile=profile, command=command or (),
                            sandbox_fs=sandbox_fs, sandbox_net=sandbox_net)
 
-    _print_result(result, time.monotonic() - t0, again)
+    elapsed = time.monotonic() - t0
+    _print_result(result, elapsed, again)
     for kind, path in reports:
-        (_write_json if kind == "json" else _write_junit)(result, path, secrets)
+        if kind == "html":
+            _write_html(result, path, secrets, elapsed)
+        else:
+            (_write_json if kind == "json" else _write_junit)(result, path, secrets)
+    _print_summary(result, elapsed)
     raise typer.Exit(result.exit_code)  # 130 when interrupted
+
+
+class _Progress:
+    """The campaign's progress bar (stderr, gone when the run ends) and what it says.
+
+    It starts at the first example, after the lines about the agent and its baseline, so that
+    its first frame is never glued to one of them on a terminal. It counts the drawn examples
+    (those ``--max-examples`` counts) against the budget, and apart from them the runs
+    Hypothesis makes to shrink a failure, and names what the campaign is doing: the covering
+    examples (the fixed ones every campaign runs first, as many as :func:`covering_examples`
+    plans for the agent), the search, shrinking (Hypothesis, then the campaign's own passes)
+    and confirming the minimal steps."""
+
+    def __init__(self, spec: TargetSpec, cfg: CampaignSettings, database: bool) -> None:
+        self.spec, self.cfg = spec, cfg
+        self.database = database  # examples from the database come before the covering ones
+        self.bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                            TextColumn("{task.completed}/{task.total} examples"),
+                            TextColumn("{task.fields[extra]}"),
+                            TextColumn("{task.fields[steps]} steps"),
+                            TextColumn("{task.fields[found]}"), TimeElapsedColumn(),
+                            console=err, transient=True)
+        self.task = self.bar.add_task("starting", total=cfg.max_examples, steps=0, extra="",
+                                      found="")
+        self.drawn = self.shrink_runs = self.failures = 0
+        self.cover = 0  # the covering examples planned (known at Started)
+        self.failing = False  # an example failed; the examples that follow shrink it
+        self.started = False
+
+    def on_event(self, ev: CampaignEvent) -> None:
+        """Follow one campaign event."""
+        from acp_fuzz.engine.campaign import (
+            Confirming,
+            ExampleDone,
+            ShrankToKnown,
+            Shrinking,
+            Started,
+        )
+
+        if isinstance(ev, Started):
+            self.cover = self._planned(ev)
+        elif isinstance(ev, ExampleDone):
+            if ev.failing and self.failing:
+                self.shrink_runs += 1
+            else:
+                self.drawn += 1
+                self.failing = ev.failing
+            self._show(ev.steps)
+        elif isinstance(ev, Shrinking):
+            self._show(None, f"shrinking ({ev.steps} steps: deleting and simplifying)")
+        elif isinstance(ev, Confirming):
+            self.failures += 1
+            self._show(None, f"confirming ({ev.steps} steps, on fresh agents)")
+        elif isinstance(ev, ShrankToKnown):
+            self.failing = False
+            self._show(None)
+
+    def _planned(self, ev: Any) -> int:
+        if self.database or not self.cfg.cover:
+            return 0
+        from acp_fuzz.core.dialects import resolve
+        from acp_fuzz.strategies import covering_examples
+
+        resend = resolve(self.spec.dialect, ev.initialize) == "standard"
+        return len(covering_examples(ev.caps, resend_on_lifecycle=resend,
+                                     max_steps=self.cfg.max_steps))
+
+    def _phase(self) -> str:
+        if self.failing:
+            return "shrinking (Hypothesis)"
+        if self.drawn <= self.cover and self.drawn < self.cfg.max_examples:
+            return f"covering examples ({self.drawn}/{self.cover})"
+        return "searching"
+
+    def _show(self, steps: int | None, phase: str | None = None) -> None:
+        if not self.started:
+            self.started = True
+            self.bar.start()
+        fields: dict[str, Any] = {
+            "description": phase or self._phase(),
+            "completed": min(self.drawn, self.cfg.max_examples),
+            "extra": f"+{self.shrink_runs} shrinking" if self.shrink_runs else "",
+            "found": f"[red]{self.failures} failure(s)[/]" if self.failures else ""}
+        if steps is not None:
+            fields["steps"] = steps
+        self.bar.update(self.task, **fields)
 
 
 def replay_args(cassette: Path, *, profile: str | None, command: Sequence[str],
@@ -344,8 +431,6 @@ def _print_result(result: CampaignResult, elapsed: float,
                   again: Callable[[Path], str] = str) -> None:
     from acp_fuzz.reporting.text import campaign_lines
 
-    out.print(f"ran {result.examples_run} example(s), {result.steps_run} step(s) in "
-              f"{elapsed:.1f}s (seed {result.settings.seed})")
     mr = result.model_requests
     if mr:
         # What each kind was judged by: a turn by every oracle, the others for leaks only.
@@ -362,6 +447,14 @@ def _print_result(result: CampaignResult, elapsed: float,
         out.print(text)
 
 
+def _print_summary(result: CampaignResult, elapsed: float) -> None:
+    """The closing line (:func:`acp_fuzz.reporting.text.summary_line`), last on stdout."""
+    from acp_fuzz.reporting.text import summary_line
+
+    line = summary_line(result, elapsed)
+    out.print(Text(line.text, style=line.style))
+
+
 def _write_json(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:
     from acp_fuzz.reporting import result_to_json
 
@@ -376,3 +469,20 @@ def _write_junit(result: CampaignResult, path: Path, secrets: Sequence[str] = ()
         write_junit(path, "acp-fuzz target", campaign_cases(result, secrets))
     except OSError as e:
         fail(f"cannot write {path}: {e.strerror or e}")
+
+
+def _write_html(result: CampaignResult, path: Path, secrets: Sequence[str] = (),
+                elapsed: float = 0.0) -> None:
+    """The HTML page, with the per-turn view of each finding's cassette (one that cannot be
+    read again is left out of the page)."""
+    from acp_fuzz.core.cassette import CassetteError, read_cassette
+    from acp_fuzz.reporting.html import campaign_html
+
+    cassettes = {}
+    for rep in result.reports:
+        if rep.cassette is not None:
+            try:
+                cassettes[rep.cassette] = read_cassette(rep.cassette)
+            except CassetteError:
+                continue
+    atomic_write(path, campaign_html(result, secrets, cassettes, elapsed))

@@ -47,18 +47,37 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[
 
 
 def campaign_cases(result: CampaignResult, secrets: Sequence[str] = ()) -> list[Case]:
-    """The ``--report junit:PATH`` test cases: one per reported finding (a failure when it
-    fails the run, see :func:`acp_fuzz.core.findings.is_failure`), or one passing ``campaign``."""
+    """The ``--report junit:PATH`` test cases: one per rule checked, named by the rule, in
+    the class ``acp-fuzz.<oracle>``, as CI dashboards list tests. Each (oracle, rule) the
+    examples gave something to judge (``result.judged``) or that a finding names is a case:
+    a failure when one of its findings fails the run (see
+    :func:`acp_fuzz.core.findings.is_failure`), otherwise a pass whose output says how many
+    cases were judged and what was reported (a SHOULD without ``--strict``, an info choice).
+    A campaign that judged nothing at all (interrupted at once) is one passing ``campaign``."""
     scrub = Scrubber(secrets).text
-    cases = []
+    strict = result.settings.strict
+    found: dict[tuple[str, str], list[str]] = {}
+    failing: dict[tuple[str, str], list[str]] = {}
     for rep in result.reports:
         for f in rep.findings:
             if not is_reported(f.severity):
                 continue
-            failing = is_failure(f, strict=result.settings.strict)
-            body = scrub(f"{f.message}\nrule: {f.rule}\nstatus: {rep.status} ({rep.rate})\n"
-                         f"cassette: {rep.cassette or 'not written'}")
-            cases.append(Case(name=f.oracle, classname="acp-fuzz",
-                              outcome="failure" if failing else "pass",
-                              message=f.oracle, type=f.severity, text=body))
+            key = (f.oracle, f.rule)
+            found.setdefault(key, []).append(
+                f"{f.severity}: {f.message}\nstatus: {rep.status} ({rep.rate})\n"
+                f"cassette: {rep.cassette or 'not written'}")
+            if is_failure(f, strict=strict):
+                failing.setdefault(key, []).append(f.severity)
+    for f in result.info:
+        found.setdefault((f.oracle, f.rule), []).append(f"info: {f.message}")
+    cases = []
+    for key in sorted(set(result.judged) | set(found)):
+        oracle, rule = key
+        checks = result.judged.get(key, 0)
+        text = scrub("\n\n".join([f"{checks} case(s) judged", *found.get(key, [])]))
+        if key in failing:
+            cases.append(Case(name=rule, classname=f"acp-fuzz.{oracle}", outcome="failure",
+                              message=f"{oracle}: {rule}", type=failing[key][0], text=text))
+        else:
+            cases.append(Case(name=rule, classname=f"acp-fuzz.{oracle}", text=text))
     return cases or [Case(name="campaign", classname="acp-fuzz")]

@@ -40,7 +40,8 @@ from acp_fuzz.core.scenarios import ClientRunSettings, Step
 from acp_fuzz.core.scrub import normalize_sandbox
 from acp_fuzz.core.steps import describe, will_send
 
-__all__ = ["CLIP", "render_markdown"]
+__all__ = ["CLIP", "cassette_agent", "cassette_findings", "client_prompt", "initialize_result",
+           "model_of", "prompt_given", "render_markdown"]
 
 #: Strings in the transcript longer than this are clipped, and so are the agent's name and
 #: version and the other words a cassette chooses; a finding's message at twice this.
@@ -61,12 +62,12 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     shown_path = _shell_path(path) if path else "<cassette>"
     header = cassette.header
     events = cassette.events
-    findings = _findings(cassette)
+    findings = cassette_findings(cassette)
     failing = [f for f in findings if is_reported(f.severity)]
     failing.sort(key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), f.step, f.oracle))
     info = [f for f in findings if f not in failing]
-    agent_name, agent_version = _agent(cassette)
-    init = _initialize_result(cassette)
+    agent_name, agent_version = cassette_agent(cassette)
+    init = initialize_result(cassette)
 
     out: list[str] = []
     title = _word(failing[0].oracle) if failing else "no failure"
@@ -242,7 +243,9 @@ def _known_profile(name: str | None) -> str | None:
     return name if name is not None and name in PROFILES else None
 
 
-def _findings(cassette: Cassette) -> list[Finding]:
+def cassette_findings(cassette: Cassette) -> list[Finding]:
+    """The findings a cassette recorded (``meta["findings"]``, malformed ones skipped), or,
+    for a cassette without that list, the current oracles' findings over its events."""
     meta = cassette.header.meta.get("findings")
     if isinstance(meta, list):
         out = []
@@ -259,7 +262,8 @@ def _findings(cassette: Cassette) -> list[Finding]:
                     strict=settings.strict)
 
 
-def _initialize_result(cassette: Cassette) -> Any:
+def initialize_result(cassette: Cassette) -> Any:
+    """The agent's ``initialize`` result: the header's, else the recorded response."""
     if isinstance(cassette.header.initialize, Mapping):
         return cassette.header.initialize
     ids = {json.dumps(e.data["msg"].get("id"), default=repr) for e in cassette.events
@@ -275,8 +279,9 @@ def _initialize_result(cassette: Cassette) -> Any:
     return None
 
 
-def _agent(cassette: Cassette) -> tuple[str, str]:
-    init = _initialize_result(cassette)
+def cassette_agent(cassette: Cassette) -> tuple[str, str]:
+    """The agent's name and version (``""`` when unknown), clipped."""
+    init = initialize_result(cassette)
     info = agent_info(init)
     if info:
         name = info.get("name") or info.get("title")
@@ -318,7 +323,7 @@ def _requests(events: Sequence[Event]) -> list[tuple[dict[str, Any], dict[str, A
 
 
 def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
-    x = _model_of(f, events)
+    x = model_of(f, events)
     if x is None:
         return []
     out = ["## What reached the model", ""]
@@ -332,7 +337,7 @@ def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
     out.append(_fence(_clip(normalize_sandbox(system), SYSTEM_CLIP) if system
                       else "(empty: the request had no system instructions)", "text"))
     out.append("")
-    expected = _client_prompt(events, session, f.step)
+    expected = client_prompt(events, session, f.step)
     if expected is not None:
         mode, blocks = expected
         where = ("after the agent's own default instructions" if mode == "append"
@@ -344,7 +349,7 @@ def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
         out.append("")
     foreign = f.evidence.get("foreign_session")
     if f.oracle == "prompt.leak" and isinstance(foreign, str):
-        other = _client_prompt(events, foreign, f.step)
+        other = client_prompt(events, foreign, f.step)
         if other is not None:
             out.append(f"Instead, the request carries session {md_code(_word(foreign))}'s text, "
                        f"which was given only to session {md_code(_word(foreign))}:")
@@ -354,7 +359,9 @@ def _model_section(f: Finding, events: Sequence[Event]) -> list[str]:
     return out
 
 
-def _model_of(f: Finding, events: Sequence[Event]) -> ModelExchange | None:
+def model_of(f: Finding, events: Sequence[Event]) -> ModelExchange | None:
+    """The model request a finding rests on (its ``model_event``), else the first turn of
+    its session."""
     seq = f.evidence.get("model_event")
     if isinstance(seq, int) and 0 <= seq < len(events) and events[seq].kind == "model":
         return ModelExchange.from_wire(events[seq].data)
@@ -366,8 +373,8 @@ def _model_of(f: Finding, events: Sequence[Event]) -> ModelExchange | None:
     return None
 
 
-def _client_prompt(events: Sequence[Event], session: str | None, until: int
-                   ) -> tuple[str, tuple[str, ...]] | None:
+def client_prompt(events: Sequence[Event], session: str | None, until: int
+                  ) -> tuple[str, tuple[str, ...]] | None:
     """The last systemPrompt the client gave ``session`` at or before step ``until``."""
     found: tuple[str, tuple[str, ...]] | None = None
     for e in events:
@@ -376,14 +383,23 @@ def _client_prompt(events: Sequence[Event], session: str | None, until: int
         index = e.data.get("index", -1)
         if until >= 0 and isinstance(index, int) and index > until:
             break
-        args = e.data.get("args") or {}
-        op = args.get("op")
-        owner = args.get("new") if op == "fork" else args.get("session")
-        sp = args.get("systemPrompt")
-        if owner == session and op in ("new", "load", "resume", "fork") \
-                and isinstance(sp, Mapping) and blocks_of(sp):
-            found = (str(sp.get("mode")), blocks_of(sp))
+        given = prompt_given(e.data.get("args"))
+        if given is not None and given[0] == session:
+            found = given[1:]
     return found
+
+
+def prompt_given(args: Any) -> tuple[Any, str, tuple[str, ...]] | None:
+    """The session a step's arguments give a systemPrompt to (the new one for a fork), the
+    prompt's mode and its blocks; ``None`` for a step that gives none."""
+    if not isinstance(args, Mapping):
+        return None
+    op = args.get("op")
+    owner = args.get("new") if op == "fork" else args.get("session")
+    sp = args.get("systemPrompt")
+    if op in ("new", "load", "resume", "fork") and isinstance(sp, Mapping) and blocks_of(sp):
+        return (owner, str(sp.get("mode")), blocks_of(sp))
+    return None
 
 
 def _body(msg: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,13 +15,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from acp_fuzz.core.escaping import terminal
-from acp_fuzz.core.findings import Finding
+from acp_fuzz.core.findings import Finding, is_reported
 from acp_fuzz.core.steps import describe
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign import CampaignResult
 
-__all__ = ["Line", "campaign_lines", "finding_lines", "model_request_lines"]
+__all__ = ["Line", "campaign_lines", "finding_lines", "model_request_lines", "summary_line"]
 
 _LABEL = {"failed": "FAILED", "unconfirmed": "UNCONFIRMED (interrupted before the re-runs)"}
 _COLOUR = {"MUST": "red", "SHOULD": "yellow"}
@@ -95,3 +95,32 @@ def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -
         lines.append(Line(terminal(f"cassette: {rep.cassette}")))
         lines.append(Line(terminal(f"replay:   acp-fuzz replay {again(rep.cassette)}")))
     return lines
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def summary_line(result: CampaignResult, elapsed: float) -> Line:
+    """The closing line of every campaign: ``N examples, M steps, K findings (a MUST, b
+    SHOULD), T s (seed S)``, red when the run fails, yellow when it only has SHOULD findings (or was
+    interrupted), green otherwise. ``K`` counts the reported findings of all the distinct
+    failures. When more examples ran than ``--max-examples``, it says why: Hypothesis'
+    shrinking runs and the draws it discarded are examples too (the agent ran them), but
+    only drawn examples count against the budget."""
+    severities = [f.severity for r in result.reports for f in r.findings
+                  if is_reported(f.severity)]
+    must, should = severities.count("MUST"), severities.count("SHOULD")
+    examples = _count(result.examples_run, "example")
+    budget = result.settings.max_examples
+    if result.examples_run > budget:
+        examples += (f" (--max-examples {budget} counts the drawn ones; the other "
+                     f"{result.examples_run - budget} were Hypothesis' shrinking runs and "
+                     "discarded draws)")
+    text = (f"{examples}, {_count(result.steps_run, 'step')}, "
+            f"{_count(len(severities), 'finding')} ({must} MUST, {should} SHOULD), "
+            f"{elapsed:.1f} s (seed {result.settings.seed})"
+            + (", interrupted" if result.interrupted else ""))
+    style = "bold red" if result.failing() else \
+        "bold yellow" if severities or result.interrupted else "bold green"
+    return Line(text, style)
