@@ -128,8 +128,8 @@ RULES: tuple[Rule, ...] = (
     _r("SP-AGENT-OVERRIDE-CONTEXT-MAY", RFD, _MODES,
        "Context the agent supplies from the workspace or environment — project instruction "
        "files such as AGENTS.md, environment details, skill listings — MAY still be included",
-       "lines that name the working directory are left out of the learned defaults, so "
-       "keeping them under override is no finding"),
+       "system-slot texts that name the session's working directory are environment "
+       "context, left out of the defaults override.not-applied looks for"),
     _r("SP-AGENT-OVERRIDE-DOC-SHOULD", RFD, _MODES,
        "agents SHOULD document what they keep.",
        "not judged (documentation is not on the wire); the reference agent keeps nothing"),
@@ -255,14 +255,15 @@ RULES: tuple[Rule, ...] = (
        "A message (request, response, or notification) with `\"jsonrpc\": \"2.0\"` specified as",
        "a line that is not one JSON-RPC message, or a message that breaks the schema; the "
        "one-message-per-line framing is the ACP docs' (transports), not the schema's",
-       ("protocol.malformed", "none planted in the reference agent: tests/hostile_agents "
-        "(non_json.py, half_line.py) with tests/integration/test_hostile_target.py")),
+       ("protocol.malformed", "none planted in the reference agent: the hostile agent "
+        "tests/hostile_agents/later.py (non-json, invalid-utf8, huge-line, wrong-ids) in "
+        "tests/integration/test_hostile_target.py")),
     _r("CANCEL-AGENT-STOPREASON-MUST", SCHEMA, "StopReason \"cancelled\"",
        "This stop reason MUST be returned when the client sends a `session/cancel` "
        "notification, even if the cancellation causes exceptions in underlying operations.",
        "a prompt cancelled mid-turn answered with an error",
-       ("cancel.error", "none planted in the reference agent: tests/hostile_agents with "
-        "tests/integration/test_hostile_target.py")),
+       ("cancel.error", "none planted: the reference agent has no cancel defect, and no "
+        "hostile agent either; hand-built histories in tests/cover/test_oracles.py")),
     _r("CANCEL-CLIENT-PERMISSION-MUST", SCHEMA, "RequestPermissionOutcome \"cancelled\"",
        "When a client sends a `session/cancel` notification to cancel an ongoing prompt turn, "
        "it MUST respond to all pending `session/request_permission` requests with this "
@@ -291,7 +292,8 @@ RULES: tuple[Rule, ...] = (
     _r("SES-FORK-DEF", SCHEMA, "ForkSessionRequest",
        "Creates a new session based on the context of an existing one, allowing operations "
        "like generating summaries without affecting the original session's history.",
-       "a fork starts from its source's prompt; what its source carries is the agent's choice"),
+       "how much of its source's conversation a fork carries is the agent's choice: only the "
+       "fork's own turns are owed to it (session.history-lost)"),
     _r("PROMPT-AGENT-BASELINE-MUST", SCHEMA, "PromptRequest.prompt",
        "As a baseline, the Agent MUST support `text` and `resource_link` content blocks, while "
        "other variants are optionally enabled via `PromptCapabilities`.",
