@@ -125,6 +125,17 @@ RULES: tuple[Rule, ...] = (
        "but where it is placed, in what order, and how it is formatted is implementation-defined.",
        "other whitespace, or one block split in two, is formatting: info, never MUST",
        ("prompt.altered", _INFO)),
+    _r("SP-AGENT-OVERRIDE-SCOPE-DEF", RFD, _MODES,
+       "This mode only changes the instructions the agent itself authors: it does not change "
+       "tool availability, MCP servers, permissions, or session configuration.",
+       "not an oracle: with SP-AGENT-OVERRIDE-CONTEXT-MAY, why environment and tool "
+       "listings an agent keeps under override are not counted as default instructions "
+       "(docs/findings.md)"),
+    _r("SP-ERROR-CODE-DEF", RFD, _NEW,
+       "MUST apply a systemPrompt supplied on session/new in the requested mode, or return an "
+       "error as described above",
+       "no error code is fixed: any JSON-RPC error is a rejection (payload.invalid-accepted "
+       "reports only a success); the code is recorded"),
     _r("SP-AGENT-OVERRIDE-CONTEXT-MAY", RFD, _MODES,
        "Context the agent supplies from the workspace or environment — project instruction "
        "files such as AGENTS.md, environment details, skill listings — MAY still be included",
