@@ -7,7 +7,7 @@ version towards 1), and the stand-in answers ``initialize`` with exactly that se
 from the recorded ``initialize`` answer, never from the drawn set, so a cassette is judged by
 what crossed the wire.
 
-The flags (acp-reference.md §2, §7.2 and §8):
+The flags (docs/rules.md):
 
 ``protocol``
     The newest ACP version the stand-in speaks, 1 or 2. It answers the client's offer when it

@@ -27,7 +27,7 @@ The oracles (:data:`CLIENT_CATALOG`; ``docs/oracles.md``, "Client oracles"):
     ``content: []``.
 ``client.prompt-malformed`` (MUST, ACPFUZZ-CLIENT-PROMPT-SHAPE-MUST)
     an advertised ``systemPrompt`` that is not ``{mode, content: [...]}`` (an earlier draft's
-    string or array, acp-reference.md §7.4).
+    string or array, docs/rules.md).
 ``client.capability-unadvertised`` (MUST, CAP-CLIENT-GATE-MUSTNOT)
     a gated method (``session/load``, ``resume``, ``fork``, ``close``, ``list``, ``delete``,
     ``set_title``, ``set_mode``, ``set_config_option``, ``authenticate``, ``logout``; in v2
@@ -113,7 +113,7 @@ _GATES: dict[str, tuple[str, str]] = {
 _V2_GATE_NAMES = {"session/fork": "capabilities.session.fork",
                   "session/delete": "capabilities.session.delete",
                   "session/set_title": "capabilities.session.title"}
-#: Methods v2 removed (acp-reference.md §8): never advertised there.
+#: Methods v2 removed (docs/rules.md): never advertised there.
 _V2_REMOVED = {"session/load": "v2 has no session/load (a load is session/resume with "
                                "replayFrom, SP-V2-NOLOAD-DEF)",
                "session/set_mode": "v2 has no session/set_mode",
@@ -529,7 +529,7 @@ def _clip(text: str) -> str:
 
 
 def _legacy_keys(meta: Any) -> list[str]:
-    """The vendor prompt keys (acp-reference.md §7.5) present in a request's ``_meta``."""
+    """The vendor prompt keys (docs/rules.md) present in a request's ``_meta``."""
     if not isinstance(meta, Mapping):
         return []
     found = []

@@ -4,10 +4,10 @@ Steps, strategies and oracles always speak the *standard* form (``{"mode", "cont
 the harness's statement of intent. A dialect only changes the encoding on the wire:
 
 ``standard``
-    ``params.systemPrompt`` on new, load, resume and fork (the RFD; acp-reference.md §7.2).
+    ``params.systemPrompt`` on new, load, resume and fork (the RFD; docs/rules.md).
 ``claude-meta``
     ``params._meta.systemPrompt`` on ``session/new``: a string replaces the preset (override),
-    ``{"append": text}`` appends (claude-agent-acp since v0.6.0; acp-reference.md §7.5).
+    ``{"append": text}`` appends (claude-agent-acp since v0.6.0; docs/rules.md).
 ``pi-meta``
     The same shapes, advertised as ``agentCapabilities._meta.piAcp.systemPrompt``
     (``{"replace", "append", "persisted"}``; pi-acp PR #124).

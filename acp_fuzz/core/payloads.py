@@ -2,7 +2,7 @@
 
 acp-fuzz never trusts the strategy that generated a payload to say whether it is valid: the
 classification is recomputed from the payload itself, the schema's shape and the capabilities
-the agent advertised (acp-reference.md §7.7). The result says what the agent must, should or
+the agent advertised (docs/rules.md). The result says what the agent must, should or
 may do with it, and which rule says so.
 """
 
@@ -120,7 +120,7 @@ class Capabilities:
 
     @classmethod
     def _from_v2(cls, result: Mapping[str, Any]) -> Capabilities:
-        # v2 (acp-reference.md §8): a ``session`` object commits the agent to new, list,
+        # v2 (docs/rules.md): a ``session`` object commits the agent to new, list,
         # resume (with replayFrom), close, prompt and cancel; the rest are object markers.
         # There is no session/load in v2 (SP-V2-NOLOAD-DEF).
         caps = result.get("capabilities")
@@ -179,7 +179,7 @@ INVALID_REASONS: dict[str, tuple[str, str]] = {
     "content-not-array": ("MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST"),
     # The RFD lets the agent accept or reject an empty array.
     "content-empty": ("info", "SP-AGENT-EMPTY-MAY"),
-    # Earlier drafts (acp-reference.md §7.4): invalid now; an advertising agent *should*
+    # Earlier drafts (docs/rules.md): invalid now; an advertising agent *should*
     # reject. Not MUST: these are not prompts the agent "cannot apply", they are not prompts
     # at all, and one read as absent changes nothing. So the rule is a SHOULD of acp-fuzz's
     # own (findings.HARNESS_RULES), not a MUST of the spec with a SHOULD beside it.

@@ -1,6 +1,6 @@
 """Protocol versions: what acp-fuzz offers in ``initialize`` and what it accepts back (pure).
 
-ACP has two major versions that differ on the wire (acp-reference.md §8): v1 is current, v2
+ACP has two major versions that differ on the wire (docs/rules.md): v1 is current, v2
 moves the capabilities under ``capabilities.session``, drops ``session/load`` for
 ``session/resume`` with ``replayFrom``, and splits a turn in two (``session/prompt`` answers
 with a ``messageId`` once the message is inserted; ``state_update`` notifications report it

@@ -340,7 +340,7 @@ class Tracker:
 
     def _classify(self, op: Any, args: Mapping[str, Any]) -> dict[str, str]:
         """The payload's classification, computed here from the payload as sent and the
-        capabilities recorded at ``initialize`` (acp-reference.md §7.7), never read back
+        capabilities recorded at ``initialize`` (docs/rules.md), never read back
         from the ``class`` the runner wrote into the step: so ``replay --offline`` judges an
         old cassette with today's classifier. A legacy dialect's invalid payload is a probe
         (no RFD rule governs a vendor extension); a cassette from before the dialect was

@@ -667,7 +667,7 @@ class Run:
         """Send the turn's ``session/prompt`` (with ``text``: that text, a command, instead of
         the harness's turn, and no nonce). In v1 its answer ends the turn; in v2 the
         answer only says the message was inserted, and the turn ends with the session's
-        ``idle`` ``state_update`` (acp-reference.md §8), which is watched for before the
+        ``idle`` ``state_update`` (docs/rules.md), which is watched for before the
         request is written, since it may overtake the answer."""
         if text is None:
             params = self._turn(handle, ann)

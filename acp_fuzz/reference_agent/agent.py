@@ -846,7 +846,7 @@ class Agent:
             caps["sessionCapabilities"]["additionalDirectories"] = {}
         name = AGENT_NAME
         if self.dialect != "standard":
-            # A legacy dialect instead of the standard field (acp-reference.md §7.5).
+            # A legacy dialect instead of the standard field (docs/rules.md).
             del caps["sessionCapabilities"]["systemPrompt"]
             if self.dialect == "pi-meta":
                 caps["_meta"] = {"piAcp": {"systemPrompt": {

@@ -27,7 +27,7 @@ Commands
 ``list``
     ``session/list`` where advertised.
 
-What makes it correct (acp-reference.md §2 and §7.3)
+What makes it correct (docs/rules.md)
 ====================================================
 
 * ``initialize`` first (INIT-CLIENT-FIRST-MUST), and no method the agent did not advertise

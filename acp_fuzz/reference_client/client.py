@@ -23,7 +23,7 @@ CLIENT_NAME = "acp-fuzz-reference-client"
 CLIENT_VERSION = "1.0.0"
 DEFAULT_PROMPT = "You are a careful assistant. Answer in one short sentence."
 
-#: Planted defects, each against one client rule of the RFD (acp-reference.md §2, §7.3).
+#: Planted defects, each against one client rule of the RFD (docs/rules.md).
 BUGS: dict[str, str] = {
     "unadvertised-prompt": "sends systemPrompt whether or not the agent advertised it "
                            "(SP-CLIENT-GATE-MUSTNOT)",

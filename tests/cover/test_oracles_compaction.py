@@ -1,7 +1,7 @@
 """The oracles around a compaction, on hand-built histories (issue #22 §1 and §2).
 
 A compaction is the rebuild the RFD names (SP-LIFECYCLE-DEFER-MAY: an agent may defer a
-changed prompt "until it next rebuilds its prompt (for example at compaction)"). The oracles
+changed prompt "until it next rebuilds its prompt (for example, after compaction)"). The oracles
 learn of one from a ``compact`` step sent as the agent's command, from a side request that
 the profile marks as a compaction's summary (``side_kind: "compaction"``), or from a
 ``compaction_update`` the agent reports completed. After it:

@@ -53,7 +53,7 @@ _RESULTS = {
                                         "properties": {"protocolVersion": {"type": "integer"}}}),
 }
 #: v2 answers a prompt once its message is inserted, with the message's id; the stop reason
-#: comes later, in the idle ``state_update`` (acp-reference.md §8).
+#: comes later, in the idle ``state_update`` (docs/rules.md).
 _RESULTS_V2 = {**_RESULTS, "session/prompt": Draft202012Validator({
     "type": "object", "required": ["messageId"],
     "properties": {"messageId": {"type": "string"}}})}
