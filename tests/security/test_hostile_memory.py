@@ -10,7 +10,8 @@ asserts the child's peak resident set (the kernel's ``VmHWM``, read by the child
 the end: it only grows) and what the history kept.
 
 Gateway: refused requests are recorded in brief and only so many per history; a request's
-header block is bounded; idle connections are closed and concurrent ones capped; and with
+header block is bounded; idle connections are closed and concurrent ones capped (a newcomer
+past the cap evicts the oldest connection that has not shown the token); and with
 ``--model-upstream`` the request target cannot change where a request is forwarded.
 """
 
@@ -324,21 +325,32 @@ def test_real_agents_header_blocks_pass(gateway: Gateway) -> None:
 
 
 def test_connections_past_the_cap_are_refused_and_idle_ones_closed() -> None:
+    body = b'{"model": "m", "max_tokens": 8, "messages": []}'
+    request = (b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " + SECRET.encode() +
+               b"\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
     with Gateway(History(), token=SECRET, idle_timeout=600) as gw:
         held = [socket.create_connection(("127.0.0.1", _port(gw)), timeout=30)
                 for _ in range(MAX_CONNECTIONS)]
         try:
-            # One more than the cap: answered 503 and closed, not parked with the others.
+            # One more than the cap: not parked with the others. None of them has shown the
+            # token, so the newcomer takes the oldest one's slot, which is closed.
             extra = socket.create_connection(("127.0.0.1", _port(gw)), timeout=30)
-            with extra:
-                assert extra.makefile("rb").read().startswith(b"HTTP/1.1 503")
+            held.append(extra)
+            assert held[0].recv(100) == b""  # EOF: evicted
+            assert gw.counts["connections_evicted"] == 1
+            assert gw.connections == MAX_CONNECTIONS
+            # The others are served: an agent's keep-alive connections are unaffected.
+            for sock in (held[1], extra):
+                sock.sendall(request)
+                assert sock.makefile("rb").readline().startswith(b"HTTP/1.1 200")
+            # Once every slot has shown the token, one more is answered 503 and closed.
+            for sock in held[2:-1]:
+                sock.sendall(request)
+                assert sock.makefile("rb").readline().startswith(b"HTTP/1.1 200")
+            with socket.create_connection(("127.0.0.1", _port(gw)), timeout=30) as refused:
+                assert refused.makefile("rb").read().startswith(b"HTTP/1.1 503")
             assert gw.counts["connections_refused"] == 1
-            # The held ones are served: an agent's keep-alive connections are unaffected.
-            body = b'{"model": "m", "max_tokens": 8, "messages": []}'
-            held[0].sendall(b"POST /v1/messages HTTP/1.1\r\nHost: x\r\nx-api-key: " +
-                            SECRET.encode() + b"\r\nContent-Length: %d\r\n\r\n%s"
-                            % (len(body), body))
-            assert held[0].makefile("rb").readline().startswith(b"HTTP/1.1 200")
+            assert gw.connections == MAX_CONNECTIONS
         finally:
             for s in held:
                 s.close()

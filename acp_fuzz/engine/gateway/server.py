@@ -20,9 +20,12 @@ request's header block is bounded (:data:`MAX_HEADERS`, :data:`MAX_HEADER_LINE`,
 in JSON values (:mod:`acp_fuzz.engine.gateway.body`: past them, a 413 or 400). A request's
 header block must arrive within :data:`HEADER_TIMEOUT` seconds of its first byte and its body
 within :data:`REQUEST_TIMEOUT` (deadlines, not per-read timeouts: past the body's, a 408); a
-connection idle for :data:`IDLE_TIMEOUT` seconds between requests is closed, and past
-:data:`MAX_CONNECTIONS` open at once a new one is answered 503 and closed
-(``counts["connections_refused"]``).
+connection idle for :data:`IDLE_TIMEOUT` seconds between requests is closed. At most
+:data:`MAX_CONNECTIONS` are served at once, and the slots belong to connections that have
+shown the token (a request that carries it *proves* its connection, for as long as it is
+kept alive): when they are full, a new connection takes the slot of the oldest one not yet
+proven, which is closed unanswered (``counts["connections_evicted"]``); only when every slot
+is proven is a new one answered 503 and closed (``counts["connections_refused"]``).
 
 The request target must be a path (origin-form, ``/v1/messages?x=y``): any other form
 (``http://host/x``, ``@host/x``, ``*``) is refused with a 400, so that with ``--model-upstream``
@@ -99,7 +102,8 @@ _BRIEF_PATH = 512
 #: than any SDK keeps an idle keep-alive connection (httpx 5 s, undici 4 s, reqwest 90 s), so
 #: the client always lets go first and never races a close; replies are written whole here.
 IDLE_TIMEOUT = 120.0
-#: Connections open at once; a new one past it gets a 503 and is closed. An agent keeps a
+#: Connections open at once; past it a new one takes the slot of the oldest connection that
+#: has not shown the token yet, or with none such gets a 503 and is closed. An agent keeps a
 #: handful of keep-alive connections (a campaign's pre-spawned agents do not call the model
 #: before their example starts); the bound keeps threads and buffers from piling up.
 MAX_CONNECTIONS = 64
@@ -141,28 +145,78 @@ def _clip(text: str, n: int) -> str:
 
 
 class _Server(ThreadingHTTPServer):
+    """Serves each connection in a thread of its own, at most ``gateway.max_connections`` at
+    once. A slot belongs to a connection that has shown the run's token (*proven*, then for
+    as long as it is kept alive); one that has not (still reading its first header block, or
+    idle before its first request) is *unproven*, and when the slots are full a newcomer
+    takes the oldest unproven one's, which is closed (:meth:`_evict`). Only when every slot
+    is proven is a newcomer refused (503)."""
+
     daemon_threads = True
     block_on_close = False
+    #: The listen backlog (socketserver's default is 5): past it the kernel drops a new
+    #: connection's SYN and the client tries again only a second later, then 3, 7 s... A
+    #: flood of connections kept it full, so the agent's connect waited there.
+    request_queue_size = 1024
     gateway: Gateway
 
     def __init__(self, address: tuple[str, int], handler: type[_Handler]) -> None:
         super().__init__(address, handler)
-        self.active = 0  # connections being served
-        self._active_lock = threading.Lock()
+        # The connections being served, each in one of the two, the unproven in the order
+        # they came (the oldest first); an evicted one is in neither. Under the lock, so
+        # is closing one's socket: an evicted socket is shut down only while still open.
+        self._unproven: dict[Any, None] = {}
+        self._proven: set[Any] = set()
+        self._slots_lock = threading.Lock()
+
+    @property
+    def active(self) -> int:
+        """Connections holding a slot now."""
+        with self._slots_lock:
+            return len(self._unproven) + len(self._proven)
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        with self._active_lock:
-            full = self.active >= self.gateway.max_connections
-            if not full:
-                self.active += 1
-        if full:
+        with self._slots_lock:
+            full = len(self._unproven) + len(self._proven) >= self.gateway.max_connections
+            evicted = full and self._evict()
+            if not full or evicted:
+                self._unproven[request] = None
+        if evicted:
+            with self.gateway._lock:
+                self.gateway.counts["connections_evicted"] += 1
+        elif full:
             self._refuse(request)
             return
         try:
             super().process_request(request, client_address)
         except BaseException:
-            self._release()  # no thread was started for it
+            self._release(request)  # no thread was started for it
             raise
+
+    def _evict(self) -> bool:
+        """Close the oldest unproven connection (the lock held); whether there was one. Its
+        blocked read returns at once and its handler ends without a word (see
+        :meth:`holds`)."""
+        if not self._unproven:
+            return False
+        victim = next(iter(self._unproven))
+        del self._unproven[victim]
+        with contextlib.suppress(OSError):
+            victim.shutdown(socket.SHUT_RDWR)
+        return True
+
+    def holds(self, request: Any, *, proven: bool) -> bool:
+        """Does ``request`` (a connection's socket) still hold its slot? ``proven``: its
+        request carries the token, so it keeps the slot from now on. ``False``: evicted."""
+        with self._slots_lock:
+            if request in self._proven:
+                return True
+            if request not in self._unproven:
+                return False
+            if proven:
+                del self._unproven[request]
+                self._proven.add(request)
+            return True
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         # ThreadingMixIn's, with the slot freed before the socket is closed: a client that
@@ -172,12 +226,13 @@ class _Server(ThreadingHTTPServer):
         except Exception:
             self.handle_error(request, client_address)
         finally:
-            self._release()
-            self.shutdown_request(request)
+            self._release(request)
 
-    def _release(self) -> None:
-        with self._active_lock:
-            self.active -= 1
+    def _release(self, request: Any) -> None:
+        with self._slots_lock:
+            self._unproven.pop(request, None)
+            self._proven.discard(request)
+            self.shutdown_request(request)
 
     def _refuse(self, request: Any) -> None:
         with self.gateway._lock:
@@ -192,8 +247,11 @@ class _Server(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
         # An agent killed mid-request (a restart, a timeout, the end of an example) resets
         # its connection: expected, and no reason for a traceback on the user's terminal
-        # (socketserver's default prints one to stderr). Anything else still shows.
+        # (socketserver's default prints one to stderr). Nor is an evicted connection's end
+        # (its socket shut down under it). Anything else still shows.
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        if not self.holds(request, proven=False):
             return
         super().handle_error(request, client_address)
 
@@ -308,7 +366,14 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.rfile = real
         self.deadline.phase = "body"
-        return parsed
+        if not parsed:
+            return False
+        # A request with the token proves its connection, which keeps its slot. An evicted
+        # one (its read cut short, so perhaps a header block cut in two) ends here unanswered.
+        if not self.server.holds(self.connection, proven=self.server.gateway._authorized(self)):
+            self.close_connection = True
+            return False
+        return True
 
     def _read_body(self) -> bytes:
         try:
@@ -424,9 +489,12 @@ class Gateway:
         #: it: recorded as a side request, so no oracle judges it). A correct profile on a
         #: well-behaved agent keeps ``untied`` at 0. ``refused``: requests without the token.
         #: ``unrecorded``: refused requests (for any reason) past :data:`MAX_RECORDED_REFUSALS`
-        #: in a history, counted only; ``connections_refused``: past :data:`MAX_CONNECTIONS`.
+        #: in a history, counted only; ``connections_refused``: past :data:`MAX_CONNECTIONS`
+        #: with every slot proven; ``connections_evicted``: connections without the token yet
+        #: closed to make room for a newcomer (see the module docs).
         self.counts: dict[str, int] = {"turn": 0, "side": 0, "untied": 0, "refused": 0,
-                                       "unrecorded": 0, "connections_refused": 0}
+                                       "unrecorded": 0, "connections_refused": 0,
+                                       "connections_evicted": 0}
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
