@@ -191,13 +191,10 @@ def replay_cmd(
     if not cassette.exists():
         fail(f"no such file or folder: {cassette}")
     if cassette.is_dir():
-        paths = cassettes_in(cassette)
-        if not paths:
-            fail(f"no *.cassette files under {cassette}")
+        paths = _agent_cassettes(cassette, cassettes_in(cassette))
     else:
-        paths = [cassette]
-    if not cassette.is_dir():
         _refuse_client_cassette(cassette)
+        paths = [cassette]
     if not (offline or argv or profile or trust_recorded_command):
         _refuse_recorded(paths)
     if sandbox_fs and not offline:
@@ -254,18 +251,40 @@ def _replay_client(cassette: Path, argv: list[str], steps: list[str],
                            runs=3 if runs is None else runs)
 
 
-def _refuse_client_cassette(path: Path) -> None:
-    """A client cassette given without ``--client``: one line that says to add it (a
-    cassette that cannot be read is left to the replay, which says why)."""
+def _is_client_cassette(path: Path) -> bool:
+    """Whether ``path``'s header says ``acp-fuzz client`` wrote it (a cassette that cannot be
+    read is left to the replay, which says why)."""
     from acp_fuzz.core.cassette import open_cassette
     from acp_fuzz.engine.client_campaign import CASSETTE_KIND
 
+    if not path.is_file():
+        return False  # a FIFO or a device: never opened here; the replay refuses it
     try:  # the header alone: the kind is written at the start
         with open_cassette(path) as reader:
-            kind = reader.header.kind
+            return bool(reader.header.kind == CASSETTE_KIND)
     except CassetteError:
-        return
-    if kind == CASSETTE_KIND:
+        return False
+
+
+def _agent_cassettes(folder: Path, paths: list[Path]) -> list[Path]:
+    """The agent cassettes of a folder: its client cassettes (``acp-fuzz client``'s, which
+    no agent can replay) are left out, and one note on stderr says how many and how to
+    replay them; a folder with none of either kind is a one-line error."""
+    clients = [p for p in paths if _is_client_cassette(p)]
+    agents = [p for p in paths if p not in clients]
+    how = "replay each with `acp-fuzz replay --client CASSETTE -- CLIENT-CMD`"
+    if not agents:
+        fail(f"no agent cassettes under {folder}"
+             + (f" ({len(clients)} client cassette(s): {how})" if clients else ""))
+    if clients:
+        typer.echo(f"note: {len(clients)} client cassette(s) under {visible(str(folder))} left "
+                   f"out ({how})", err=True)
+    return agents
+
+
+def _refuse_client_cassette(path: Path) -> None:
+    """A client cassette given without ``--client``: one line that says to add it."""
+    if _is_client_cassette(path):
         fail(f"{visible(str(path))} is a client cassette (acp-fuzz client): replay it with "
              f"`acp-fuzz replay --client CASSETTE -- CLIENT-CMD`")
 

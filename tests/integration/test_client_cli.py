@@ -23,6 +23,7 @@ from acp_fuzz.core.history import History
 pytestmark = pytest.mark.integration
 
 CLIENT = [sys.executable, "-m", "acp_fuzz.reference_client"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _one_line_error(proc: object, *needles: str) -> None:
@@ -252,14 +253,24 @@ def test_replay_of_a_client_cassette_refuses_what_does_not_apply(
     _one_line_error(run_cli(tmp_path, "replay", *args, str(cassette), *command), *needles)
 
 
-def test_a_client_cassette_in_a_folder_is_an_error_line_that_says_how(tmp_path: Path) -> None:
-    # In a folder the other cassettes still run: the client one is an ERROR naming --client,
-    # live and offline (not "records findings of checks that are not loaded").
+def test_a_client_cassette_in_a_folder_is_left_out_with_a_note(tmp_path: Path) -> None:
+    # A folder that holds both kinds replays its agent cassettes; the client one, which no
+    # agent can replay, is left out with one note that says how to replay it (it was an
+    # ERROR, so `replay cassettes/ -- AGENT` exited 2 on a folder both commands wrote to).
     cassette = _client_cassette(tmp_path)
+    agent_one = cassette.parent / "leak.cassette"
+    agent_one.write_bytes((ROOT / "cassettes" / "reference" / "leak.cassette").read_bytes())
     proc = run_cli(tmp_path, "replay", "--offline", str(cassette.parent))
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    line = next(x for x in proc.stdout.splitlines() if str(cassette.name) in x)
-    assert line.startswith("ERROR") and "replay --client CASSETTE" in line, line
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # the leak, re-judged: FAILED
+    assert cassette.name not in proc.stdout
+    assert "FAILED" in next(x for x in proc.stdout.splitlines() if "leak.cassette" in x)
+    assert "1 client cassette(s)" in proc.stderr and "replay --client CASSETTE" in proc.stderr
+    live = run_cli(tmp_path, "replay", str(cassette.parent), "--", sys.executable, "-m",
+                   "acp_fuzz.reference_agent")
+    assert live.returncode == 0, live.stdout + live.stderr  # the leak is FIXED there
+    agent_one.unlink()
+    _one_line_error(run_cli(tmp_path, "replay", "--offline", str(cassette.parent)),
+                    "no agent cassettes under", "(1 client cassette(s): replay each with")
 
 
 def test_replay_client_takes_one_cassette_not_a_folder(tmp_path: Path) -> None:
