@@ -51,6 +51,10 @@ import pytest
 
 __all__ = ["pytest_addoption", "pytest_collection_modifyitems"]
 
+#: Why a client cassette (``acp-fuzz client``'s) in the corpus is skipped: no agent replays it.
+CLIENT_CASSETTE = ("a client cassette (acp-fuzz client): no agent can replay it; replay it with "
+                   "`acp-fuzz replay --client CASSETTE -- CLIENT-CMD`")
+
 #: Why a cassette test is skipped when no agent is named.
 NO_AGENT = ("no --acp-agent or --acp-profile given: acp-fuzz replays cassettes only against "
             "the agent you name, never the command a cassette records")
@@ -303,6 +307,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     corpus = config.getoption("--acp-cassettes")
     if corpus:
         from acp_fuzz.core.escaping import terminal
+        from acp_fuzz.engine.replay import is_client_cassette
 
         for c, cid in _cassettes(Path(corpus)):
             # The item's name is its id, which pytest prints as it is: a file name chosen by
@@ -315,4 +320,6 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
                                              cassette=c, argv=argv)
             if not named:
                 item.add_marker(pytest.mark.skip(reason=NO_AGENT))
+            elif is_client_cassette(c):
+                item.add_marker(pytest.mark.skip(reason=CLIENT_CASSETTE))
             items.append(item)

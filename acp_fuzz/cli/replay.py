@@ -58,6 +58,7 @@ from acp_fuzz.engine.replay import (
     DEFAULT_TIMEOUT,
     ReplayResult,
     cassettes_in,
+    is_client_cassette,
     offline_check,
     recorded_agent,
     replay_cassette,
@@ -251,26 +252,11 @@ def _replay_client(cassette: Path, argv: list[str], steps: list[str],
                            runs=3 if runs is None else runs)
 
 
-def _is_client_cassette(path: Path) -> bool:
-    """Whether ``path``'s header says ``acp-fuzz client`` wrote it (a cassette that cannot be
-    read is left to the replay, which says why)."""
-    from acp_fuzz.core.cassette import open_cassette
-    from acp_fuzz.engine.client_campaign import CASSETTE_KIND
-
-    if not path.is_file():
-        return False  # a FIFO or a device: never opened here; the replay refuses it
-    try:  # the header alone: the kind is written at the start
-        with open_cassette(path) as reader:
-            return bool(reader.header.kind == CASSETTE_KIND)
-    except CassetteError:
-        return False
-
-
 def _agent_cassettes(folder: Path, paths: list[Path]) -> list[Path]:
     """The agent cassettes of a folder: its client cassettes (``acp-fuzz client``'s, which
     no agent can replay) are left out, and one note on stderr says how many and how to
     replay them; a folder with none of either kind is a one-line error."""
-    clients = [p for p in paths if _is_client_cassette(p)]
+    clients = [p for p in paths if is_client_cassette(p)]
     agents = [p for p in paths if p not in clients]
     how = "replay each with `acp-fuzz replay --client CASSETTE -- CLIENT-CMD`"
     if not agents:
@@ -284,7 +270,7 @@ def _agent_cassettes(folder: Path, paths: list[Path]) -> list[Path]:
 
 def _refuse_client_cassette(path: Path) -> None:
     """A client cassette given without ``--client``: one line that says to add it."""
-    if _is_client_cassette(path):
+    if is_client_cassette(path):
         fail(f"{visible(str(path))} is a client cassette (acp-fuzz client): replay it with "
              f"`acp-fuzz replay --client CASSETTE -- CLIENT-CMD`")
 

@@ -421,6 +421,21 @@ def offline_check(path: str | os.PathLike[str]) -> ReplayResult:
                         transcripts=[transcript], mode="offline")
 
 
+def is_client_cassette(path: Path) -> bool:
+    """Whether ``path``'s header says ``acp-fuzz client`` wrote it: no agent can replay it
+    (``replay --client`` does). A cassette that cannot be read is left to the replay, which
+    says why; what is not a regular file (a FIFO, a device) is never opened here."""
+    from acp_fuzz.core.cassette import open_cassette
+
+    if not path.is_file():
+        return False
+    try:  # the header alone: the kind is written at the start
+        with open_cassette(path) as reader:
+            return bool(reader.header.kind == "client-finding")  # client_campaign's kind
+    except CassetteError:
+        return False
+
+
 def cassettes_in(directory: str | os.PathLike[str]) -> list[Path]:
     """Every ``*.cassette`` under ``directory`` (recursively) that is not a folder, sorted by
     path. Whatever is not a regular file (a FIFO, a symlink to one, a device, a dangling

@@ -111,3 +111,20 @@ def test_options_can_live_in_the_ini_file_and_the_command_line_wins(tmp_path: Pa
     bad = _replay(tmp_path, "-p", "no:cacheprovider")
     assert bad.returncode == 4, bad.stdout + bad.stderr
     assert "--acp-max-examples: must be a whole number, not 'many'" in bad.stderr
+
+
+def test_a_client_cassette_in_the_corpus_is_skipped_with_the_way_to_replay_it(
+        tmp_path: Path) -> None:
+    from acp_fuzz.core.cassette import Header, write_cassette
+    from acp_fuzz.core.history import History
+
+    corpus = _corpus(tmp_path)
+    write_cassette(corpus / "client.cassette", Header(target=["client"], kind="client-finding"),
+                   History())
+    (tmp_path / "tests").mkdir()
+    proc = _replay(tmp_path, "-p", "no:cacheprovider", "--acp-agent",
+                   f"{sys.executable} -m acp_fuzz.reference_agent", "--acp-max-examples", "0",
+                   "--acp-cassettes", str(corpus))
+    assert proc.returncode == 0, proc.stdout + proc.stderr  # every leak FIXED, client skipped
+    assert "3 passed, 1 skipped" in proc.stdout
+    assert "SKIPPED" in proc.stdout and "replay --client CASSETTE" in proc.stdout
