@@ -111,6 +111,8 @@ BUGS: dict[str, str] = {
     "compaction-keeps-stale": "a changed prompt is held back until the next compaction, as "
     "under --variant defer-until-compaction, but the compaction keeps the old prompt: the "
     "change is never applied",
+    "refuse-override": "a valid override systemPrompt is refused with -32602, though the agent "
+    "advertises mode.override",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -628,6 +630,9 @@ class Agent:
                 mode = "append"  # BUG(accept-unknown-mode): never guess what a mode means
             else:
                 raise invalid_params(f"unsupported systemPrompt.mode {short(mode)}")
+        if mode == "override" and "refuse-override" in self.bugs:
+            # BUG(refuse-override): what is advertised must be accepted (SP-AGENT-OVERRIDE-MUST)
+            raise invalid_params("systemPrompt.mode override is not supported")
         content = raw.get("content")
         if not isinstance(content, list):
             raise invalid_params("systemPrompt.content must be an array")

@@ -1,0 +1,48 @@
+"""A planted bug for every report path that can fire (issue #31 §4): each ``--bug`` below
+drives one ``report_as`` call site of an oracle in ``acp_fuzz/core/builtin/`` that no other
+planted bug reaches, and a default campaign (``-x``, seed 0) finds it, confirms it 3/3 and
+shrinks it to its known minimal length, naming the oracle, the rule and the severity.
+
+Slow like ``test_planted_bugs.py`` (a fresh agent per example); seeds come from
+``ACP_FUZZ_QUALITY_SEEDS`` as there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.quality.test_planted_bugs import SEEDS, Track, first_failure, reference
+
+pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
+
+
+#: bug -> (oracle, severity, rule, shortest step sequence that shows it). The comment above
+#: each names the report path it drives and the minimal steps (each checked by running
+#: exactly those steps).
+PATHS: dict[str, tuple[str, str, str, int]] = {
+    # payload.py, payload.valid-rejected: new A (override P) is refused with -32602 (seed 0:
+    # a covering example, the 6th example)
+    "refuse-override": ("payload.valid-rejected", "MUST", "SP-AGENT-OVERRIDE-MUST", 1),
+}
+
+
+def _cases() -> list[object]:
+    return [pytest.param(bug, seed, id=f"{bug}-seed{seed}") for seed in SEEDS for bug in PATHS]
+
+
+@pytest.mark.parametrize("bug, seed", _cases())
+def test_every_report_path_has_a_planted_bug_found_and_shrunk(bug: str, seed: int,
+                                                              tmp_path: Path,
+                                                              no_orphans: Track) -> None:
+    oracle, severity, rule, minimum = PATHS[bug]
+    result = first_failure(reference(bug), tmp_path, seed=seed)
+    assert result.reports, f"{bug} not found in {result.examples_run} examples"
+    report = result.reports[0]
+    assert report.status == "failed" and report.reproduced == report.runs == 3
+    found = [f for f in report.findings if f.oracle == oracle]
+    assert found, report.oracles
+    assert (found[0].severity, found[0].rule) == (severity, rule)
+    assert result.exit_code == (1 if severity == "MUST" else 0)
+    assert len(report.steps) == minimum, report.steps
