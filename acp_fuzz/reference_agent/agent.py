@@ -113,6 +113,8 @@ BUGS: dict[str, str] = {
     "change is never applied",
     "refuse-override": "a valid override systemPrompt is refused with -32602, though the agent "
     "advertises mode.override",
+    "append-drops-defaults": "append behaves like override: the client text alone is the "
+    "system message",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -692,6 +694,8 @@ class Agent:
             return defaults, f"[System]\n{client_text}\n\n{user_text}"
         if prompt.mode == "override" and "override-keeps-default" not in self.bugs:
             return client_text, user_text
+        if "append-drops-defaults" in self.bugs:
+            return client_text, user_text  # BUG(append-drops-defaults): append adds to them
         return f"{defaults}\n\n{client_text}", user_text
 
     def _set_prompt(self, session: Session, prompt: SystemPrompt | None) -> None:

@@ -25,6 +25,10 @@ PATHS: dict[str, tuple[str, str, str, int]] = {
     # payload.py, payload.valid-rejected: new A (override P) is refused with -32602 (seed 0:
     # a covering example, the 6th example)
     "refuse-override": ("payload.valid-rejected", "MUST", "SP-AGENT-OVERRIDE-MUST", 1),
+    # turns.py, append.replaced-default: new A (append P); prompt A -> P alone, no defaults
+    # (seed 0: the 1st example)
+    "append-drops-defaults": ("append.replaced-default", "MUST", "SP-AGENT-APPEND-ADDITIVE-DEF",
+                              2),
 }
 
 
