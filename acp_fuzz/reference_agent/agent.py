@@ -115,6 +115,8 @@ BUGS: dict[str, str] = {
     "advertises mode.override",
     "append-drops-defaults": "append behaves like override: the client text alone is the "
     "system message",
+    "cancel-errors": "a prompt whose session/cancel the agent sees is answered with -32603 "
+    "instead of the stop reason cancelled",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -1146,7 +1148,7 @@ class Agent:
         session_id = session.session_id
         # CANCEL-AGENT-STOPREASON-MUST: a cancelled turn answers "cancelled", not an error.
         if self.cancelled(session_id):
-            return "cancelled"
+            return self._cancelled()
         if self.compacting and user_text.strip() == f"/{COMPACT_COMMAND}":
             self._compact(session, "its /compact command")
             self._say(session, COMPACTED, message_id)
@@ -1170,7 +1172,7 @@ class Agent:
         if self.reattaching(session_id):  # it arrived while the model was answering
             self.busy.add(session_id)
         if self.cancelled(session_id):  # the cancel arrived while the model was answering
-            return "cancelled"
+            return self._cancelled()
         asked = {"role": "user", "content": user_text}
         answered = {"role": "assistant", "content": reply}
         reply_id = self._say(session, reply, message_id)
@@ -1180,6 +1182,13 @@ class Agent:
         session.history.append(answered)
         self.store.save(session)
         return "end_turn"
+
+    def _cancelled(self) -> str:
+        """The stop reason of a cancelled turn."""
+        if "cancel-errors" in self.bugs:
+            # BUG(cancel-errors): the aborted turn's exception escapes as an error answer.
+            raise RpcError(INTERNAL_ERROR, "turn aborted")
+        return "cancelled"
 
     def _messages(self, session: Session, user_text: str
                   ) -> tuple[list[dict[str, str]], str]:

@@ -29,6 +29,9 @@ PATHS: dict[str, tuple[str, str, str, int]] = {
     # (seed 0: the 1st example)
     "append-drops-defaults": ("append.replaced-default", "MUST", "SP-AGENT-APPEND-ADDITIVE-DEF",
                               2),
+    # protocol.py, cancel.error (v1: the error answer): new A; cancel A -> -32603, not
+    # "cancelled" (seed 0: the 1st example)
+    "cancel-errors": ("cancel.error", "MUST", "CANCEL-AGENT-STOPREASON-MUST", 2),
 }
 
 
