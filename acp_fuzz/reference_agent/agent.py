@@ -117,6 +117,8 @@ BUGS: dict[str, str] = {
     "system message",
     "cancel-errors": "a prompt whose session/cancel the agent sees is answered with -32603 "
     "instead of the stop reason cancelled",
+    "turn-fails-on-64k": "a client text over 65536 characters is accepted, and every turn of "
+    "the session then fails with -32603",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -690,6 +692,9 @@ class Agent:
         client_text = prompt.client_text()
         if "truncate-64k" in self.bugs:
             client_text = client_text[:TRUNCATE_AT]  # BUG(truncate-64k)
+        if "turn-fails-on-64k" in self.bugs and len(client_text) > TRUNCATE_AT:
+            # BUG(turn-fails-on-64k): a prompt it cannot use must be refused when it is sent.
+            raise RpcError(INTERNAL_ERROR, "Internal error: the system prompt is too long")
         if "user-turn" in self.bugs:
             # BUG(user-turn): the "[System]" workaround of pre-RFD clients; the text has user-turn
             # precedence only (violates SP-AGENT-APPEND-PLACEMENT-SHOULD).

@@ -32,6 +32,9 @@ PATHS: dict[str, tuple[str, str, str, int]] = {
     # protocol.py, cancel.error (v1: the error answer): new A; cancel A -> -32603, not
     # "cancelled" (seed 0: the 1st example)
     "cancel-errors": ("cancel.error", "MUST", "CANCEL-AGENT-STOPREASON-MUST", 2),
+    # lifecycle.py, session.turn-failed: new A (P); prompt A (a turn works); new B (a
+    # 65537+ character text), accepted; prompt B -> -32603 (seed 0: the 8th example)
+    "turn-fails-on-64k": ("session.turn-failed", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST", 4),
 }
 
 
