@@ -18,11 +18,25 @@ import threading
 import time
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import typer
+import typer.main
 
-from acp_fuzz.cli import agents, client, doctor, gateway, matrix, profiles, replay, show, target
+from acp_fuzz.cli import (
+    agents,
+    client,
+    config,
+    doctor,
+    gateway,
+    matrix,
+    profiles,
+    replay,
+    show,
+    target,
+)
 from acp_fuzz.cli.app import app, note_misplaced, quiet_help_flags
+from acp_fuzz.cli.config import ConfigError
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.agents_cache import user_cache
@@ -55,6 +69,35 @@ def _usage_error(e: typer.TyperException) -> int:
     return int(e.exit_code)
 
 
+def project_defaults(args: list[str]) -> dict[str, Any]:
+    """The project's settings file (:mod:`acp_fuzz.cli.config`) as click's ``default_map``;
+    the command line wins over it. ``--help`` and ``--version`` read no file."""
+    if not args or any(a in ("--help", "-h", "--version") for a in args):
+        return {}
+    found = config.find_config()
+    if found is None:
+        return {}
+    commands, kinds = config_commands()
+    return config.for_args(config.default_map(commands, kinds, config.load(found), found), args)
+
+
+def config_commands() -> tuple[dict[str, Any], dict[str, dict[str, str]]]:
+    """The click commands a settings file may set, and the kind of each of their
+    parameters, from the commands' own signatures."""
+    import typing
+
+    group = typer.main.get_command(app)
+    commands = dict(getattr(group, "commands", {}))
+    kinds: dict[str, dict[str, str]] = {}
+    for info in app.registered_commands:
+        if info.callback is None:
+            continue
+        name = info.name or info.callback.__name__.replace("_", "-")
+        hints = typing.get_type_hints(info.callback)
+        kinds[name] = {k: config.kind_of(v) for k, v in hints.items() if k != "return"}
+    return commands, kinds
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``acp-fuzz`` console script."""
     # Hypothesis keeps caches under its storage directory, by default ./.hypothesis in
@@ -72,11 +115,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PluginError as e:
         sys.stderr.write(f"acp-fuzz: error: {terminal(str(e))}\n")
         return 2
-    note_misplaced(list(argv) if argv is not None else sys.argv[1:])
+    args = list(argv) if argv is not None else sys.argv[1:]
+    note_misplaced(args)
+    try:
+        defaults = project_defaults(args)
+    except ConfigError as e:
+        sys.stderr.write(f"acp-fuzz: error: {terminal(str(e))}\n")
+        return 2
     try:
         # Not standalone: a usage error comes back here, to be said in one line.
         rv = app(args=list(argv) if argv is not None else None, prog_name="acp-fuzz",
-                 standalone_mode=False)
+                 standalone_mode=False, default_map=defaults)
     except SystemExit as e:
         code = int(e.code or 0) if not isinstance(e.code, str) else 2
     except typer.Abort:
