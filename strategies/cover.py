@@ -34,12 +34,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from acp_fuzz.core.lifecycle import HANDLES, allowed, handle_name
+from acp_fuzz.core.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.steps import invalid_params
 
 from .lifecycle import TITLES
-from .payloads import invalid_payload, invalid_variant, invalid_variants
+from .payloads import (
+    VALID_CLASSES,
+    VENDOR_CARRIERS,
+    invalid_payload,
+    invalid_variant,
+    invalid_variants,
+    valid_classes,
+    valid_payload,
+    vendor_carrier,
+    vendor_meta_of,
+)
 
 __all__ = ["Cover", "cover_keys", "covering_examples", "prompt_requests", "step_keys"]
 
@@ -98,6 +108,7 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
     keys += [f"compact:{by}" for by in caps.compactions()]
     if _deferral_before_compaction(caps, resend_on_lifecycle):
         keys.append("compact:after-change")
+    keys += _payload_keys(caps, resend_on_lifecycle) + _pair_keys(caps, resend_on_lifecycle)
     variants = invalid_variants(override=caps.override)
     return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
                                                         resend_on_lifecycle) for v in variants]
@@ -136,7 +147,15 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         variant = invalid_variant(step["systemPrompt"], override=caps.override)
         if variant is not None:
             keys.append(f"{op}:{variant}")
-    return keys
+        else:
+            keys += [f"valid:{c}" for c in valid_classes(step["systemPrompt"])]
+            carrier = vendor_carrier(step.get("_meta"))
+            if carrier is not None:
+                keys.append(f"vendor:{carrier}")
+            if op in ("load", "resume") and _last_prompt(step.get("session"), before) \
+                    not in (None, step["systemPrompt"]):
+                keys.append(f"change:{op}")
+    return keys + _pairs_of(step, before)
 
 
 class _Example:
@@ -170,6 +189,15 @@ class _Example:
     def same(self, handle: str) -> dict[str, Any]:
         """``handle``'s own prompt again, as a client re-sends it on a load or resume."""
         return self.own.get(handle, {}) if self.resend else {}
+
+    def valid(self, handle: str, cls: str, carrier: str | None = None) -> dict[str, Any]:
+        """``handle``'s own prompt, a valid payload of class ``cls``, with the vendor
+        ``carrier``'s other text beside it in the request's ``_meta`` (when given)."""
+        canary = self._canary(handle)
+        self.own[handle] = {"systemPrompt": valid_payload(cls, canary)}
+        if carrier is None:
+            return self.own[handle]
+        return {**self.own[handle], "_meta": vendor_meta_of(carrier, canary)}
 
     def invalid(self, handle: str, variant: str) -> dict[str, Any]:
         return {"systemPrompt": invalid_payload(variant, self._canary(handle))}
@@ -324,6 +352,7 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
                    {"op": "compact", "session": a, "by": caps.compactions()[0]},
                    {"op": "prompt", "session": a}, {"op": "prompt", "session": a})
         groups.append(_Group(_new_and_turn, (deferred,)))
+    groups += _payload_groups(caps, resend) + _pair_groups(caps, resend)
     # The invalid payloads: each one a rejected request, packed.
     requests = prompt_requests(caps, resend_on_lifecycle=resend)
     variants = invalid_variants(override=caps.override)
@@ -349,6 +378,202 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     if reopened:
         groups.append(_Group(_new_session, tuple(reopened), _turn))
     return groups
+
+
+#: The ops whose ordered pairs the covering examples send, each pair on one session: the
+#: ones that change a session's place in the lifecycle or what it holds (a turn, a switch
+#: or a list changes neither; a list is sent after a delete, where it shows what the delete
+#: left). ``restart`` acts on every session.
+PAIR_OPS = ("cancel", "close", "load", "resume", "fork", "delete", "restart", "compact")
+#: The ops that close a session, after which a second op that needs it open goes out
+#: behind a reopen (``close; load; fork`` is the pair ``close+fork``).
+_CLOSING = ("close", "restart")
+
+
+def _pair_ops(caps: Capabilities) -> list[str]:
+    ok = {"cancel": True, "close": caps.close, "load": caps.load or caps.replay,
+          "resume": caps.resume, "fork": caps.fork, "delete": caps.delete, "restart": True,
+          "compact": bool(caps.compactions())}
+    return [op for op in PAIR_OPS if ok[op]]
+
+
+def _pairs(caps: Capabilities) -> list[tuple[str, str]]:
+    """The ordered pairs of :data:`PAIR_OPS` this agent supports, that can follow each other
+    on one session (nothing but a restart or a list follows its delete; an op that needs an
+    open session follows a close or a restart only where a load or resume can reopen it).
+
+    A reattach is not the first op of a pair of its own: ``close; load; X`` and ``restart;
+    load; X``, sent for every ``X`` that needs the session open, already put it there, and
+    the pairs stay few enough (41 units, 17 examples, for an agent with every op)."""
+    ops = _pair_ops(caps)
+    reopen = caps.load or caps.replay or caps.resume
+    out: list[tuple[str, str]] = []
+    for x in (op for op in ops if op not in ("load", "resume")):
+        out += [(x, y) for y in ops if y != x and (x != "delete" or y == "restart") and (
+            reopen or x not in _CLOSING or NEEDS[y] != "open")]
+        if x == "delete" and caps.list:
+            out.append((x, "list"))
+    return out
+
+
+def _omits(caps: Capabilities, resend: bool) -> list[tuple[str, str]]:
+    """The pairs a reattach ends that go out a second time with the prompt omitted: after a
+    close or a restart, where the agent must rebuild the session from what it stored."""
+    if not (caps.system_prompt and resend):
+        return []
+    return [(x, y) for x, y in _pairs(caps) if x in _CLOSING and y in ("load", "resume")]
+
+
+def _pair_keys(caps: Capabilities, resend: bool) -> list[str]:
+    return [f"pair:{x}+{y}" for x, y in _pairs(caps)] + [
+        f"pair:{x}+{y}:omitted" for x, y in _omits(caps, resend)]
+
+
+def _pairs_of(step: Mapping[str, Any], before: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The pairs ``step`` covers, given the steps sent ``before`` it: ``pair:<x>+<op>``,
+    where ``x`` is the last op of :data:`PAIR_OPS` on its session since it was made (turns
+    and switches in between do not count; a restart or a list pairs with the last such op of
+    any session), also past a reopen right behind a close or a restart for an op that needs
+    the session open, and ``pair:<x>+<op>:omitted`` for a reattach after a close or restart
+    that omits the prompt (or sends ``null``)."""
+    op = step.get("op")
+    if op in ("restart", "list"):
+        prev = next((s.get("op") for s in reversed(before) if s.get("op") in PAIR_OPS), None)
+        return [f"pair:{prev}+{op}"] if prev is not None else []
+    if op not in PAIR_OPS:
+        return []
+    h, seen = step.get("session"), []
+    for s in before:
+        o = s.get("op")
+        if o in ("new", "fork") and (s.get("new") if o == "fork" else s.get("session")) == h:
+            seen = ["fork"] if o == "fork" else []
+        elif o == "restart" or (o in PAIR_OPS and s.get("session") == h):
+            seen.append(o)
+    if not seen:
+        return []
+    out = [f"pair:{seen[-1]}+{op}"]
+    if len(seen) > 1 and seen[-1] in ("load", "resume") and seen[-2] in _CLOSING \
+            and NEEDS[op] == "open":
+        out.append(f"pair:{seen[-2]}+{op}")
+    if op in ("load", "resume") and seen[-1] in _CLOSING and step.get("systemPrompt") is None:
+        out.append(f"pair:{seen[-1]}+{op}:omitted")
+    return out
+
+
+def _last_prompt(handle: Any, before: Sequence[Mapping[str, Any]]) -> Any:
+    """The last ``systemPrompt`` sent for ``handle`` in ``before``, or None: none was, or
+    the session has had a turn (``change:<op>`` is a change before the first turn)."""
+    out = None
+    for s in before:
+        mine = s.get("new") == handle if s.get("op") == "fork" else s.get("session") == handle
+        if mine and s.get("op") in ("prompt", "cancel"):
+            return None
+        if mine and s.get("op") in PROMPT_REQUESTS and s.get("systemPrompt") is not None:
+            out = s["systemPrompt"]
+    return out
+
+
+def _changes(caps: Capabilities, resend: bool) -> list[str]:
+    """The reattaches that carry a changed prompt in a covering example of their own."""
+    if not (caps.system_prompt and resend):
+        return []
+    return [op for op, ok in (("load", caps.load or caps.replay), ("resume", caps.resume)) if ok]
+
+
+def _payload_keys(caps: Capabilities, resend: bool) -> list[str]:
+    """Each vendor carrier beside the standard field (where the standard field is what the
+    run sends), each valid payload class the agent may be sent, then a changed prompt on
+    each reattach."""
+    if not caps.system_prompt:
+        return []
+    vendor = [f"vendor:{c}" for c in VENDOR_CARRIERS] if resend else []
+    return vendor + [f"valid:{c}" for c in VALID_CLASSES if c != "override" or caps.override] \
+        + [f"change:{op}" for op in _changes(caps, resend)]
+
+
+def _payload_groups(caps: Capabilities, resend: bool) -> list[_Group]:
+    """The valid payloads: each vendor carrier with another text beside a valid standard
+    prompt, then each valid payload class, each on a ``session/new`` of its own and a turn
+    (where which prompt won, and whether it arrived whole, shows)."""
+    if not caps.system_prompt:
+        return []
+
+    def sent(cls: str, carrier: str | None = None) -> Unit:
+        def unit(ex: _Example, _: str) -> None:
+            a = ex.handle()
+            ex.add({"op": "new", "session": a, "cwd": "distinct", **ex.valid(a, cls, carrier)},
+                   {"op": "prompt", "session": a})
+        return unit
+    def changed(op: str) -> Unit:
+        # Before any turn: an agent that stores a session only with its first turn has
+        # nothing yet to apply the change to (codex-acp 2.6.0 refuses it).
+        def unit(ex: _Example, _: str) -> None:
+            a = ex.handle()
+            ex.add({"op": "new", "session": a, "cwd": "distinct", **ex.prompt(a)},
+                   {"op": op, "session": a, **ex.prompt(a, _Q, lifecycle=True)},
+                   {"op": "prompt", "session": a})
+        return unit
+    units = [sent("one-block", c) for c in VENDOR_CARRIERS] if resend else []
+    units += [sent(c) for c in VALID_CLASSES if c != "override" or caps.override]
+    units += [changed(op) for op in _changes(caps, resend)]
+    return [_Group(_nothing, tuple(units))]
+
+
+def _pair_groups(caps: Capabilities, resend: bool) -> list[_Group]:
+    """Every pair of :func:`_pairs`, each on a session of its own: ``new A (P)``, the two
+    ops (a turn first where a compaction needs one, a reopen where the second needs the
+    session open), then a turn on each session they left open (after a restart, a reopen
+    and a turn), where the prompt after them shows."""
+    units = [_pair_unit(caps, x, y) for x, y in _pairs(caps)]
+    units += [_pair_unit(caps, x, y, omit=True) for x, y in _omits(caps, resend)]
+    return [_Group(_nothing, tuple(units))] if units else []
+
+
+def _pair_unit(caps: Capabilities, x: str, y: str, *, omit: bool = False) -> Unit:
+    reopen = "load" if caps.load or caps.replay else "resume"
+
+    def life(ex: _Example) -> Lifecycle:
+        model = Lifecycle()
+        for s in ex.steps:
+            model.apply(s)
+        return model
+
+    def send(ex: _Example, op: str, a: str, touched: list[str]) -> None:
+        if op in ("restart", "list"):
+            ex.add({"op": op})
+            return
+        if op == "delete":
+            # As the machine deletes: a new session where the deleted one lived, and a turn.
+            b = ex.handle()
+            ex.add({"op": "delete", "session": a}, {"op": "new", "session": b, "cwd": "shared"})
+            touched.append(b)
+            return
+        if NEEDS[op] == "open" and not life(ex).is_open(a):
+            ex.add({"op": reopen, "session": a, **ex.same(a)})
+        if op == "compact" and not life(ex).talked(a):
+            ex.add({"op": "prompt", "session": a})
+        if op == "fork":
+            b = ex.handle()
+            ex.add({"op": "fork", "session": a, "new": b, **ex.prompt(b, _Q, lifecycle=True)})
+            touched.append(b)
+        elif op in ("load", "resume"):
+            ex.add({"op": op, "session": a, **({} if omit and op == y else ex.same(a))})
+        else:
+            ex.add({"op": op, "session": a,
+                    **({"by": caps.compactions()[0]} if op == "compact" else {})})
+
+    def unit(ex: _Example, _: str) -> None:
+        a = ex.handle()
+        ex.add({"op": "new", "session": a, "cwd": "shared" if "delete" in (x, y) else "distinct",
+                **ex.prompt(a)})
+        touched = [a]
+        for op in (x, y):
+            send(ex, op, a, touched)
+        if y == "restart" and life(ex).exists(a) and (caps.load or caps.replay or caps.resume):
+            ex.add({"op": reopen, "session": a, **ex.same(a)})
+        now = life(ex)
+        ex.add(*({"op": "prompt", "session": h} for h in touched if now.is_open(h)))
+    return unit
 
 
 def _changed_live(handle: Any, before: Sequence[Mapping[str, Any]]) -> bool:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 __all__ = [
     "INVALID_KINDS",
     "MODE_SPELLINGS",
+    "VALID_CLASSES",
     "VENDOR_CARRIERS",
     "block_texts",
     "decorated",
@@ -31,8 +32,12 @@ __all__ = [
     "invalid_system_prompts",
     "invalid_variant",
     "invalid_variants",
+    "valid_classes",
+    "valid_payload",
     "valid_system_prompts",
+    "vendor_carrier",
     "vendor_meta",
+    "vendor_meta_of",
 ]
 
 _PROSE = [
@@ -139,20 +144,95 @@ def decorated(sp: dict[str, Any], canary: str) -> st.SearchStrategy[dict[str, An
 VENDOR_CARRIERS = ("systemPrompt", "systemPrompt.append", "claudeCode.options.systemPrompt")
 
 
+def vendor_meta_of(carrier: str, canary: str) -> dict[str, Any]:
+    """The request ``_meta`` of ``carrier`` (:data:`VENDOR_CARRIERS`) that :func:`vendor_meta`
+    draws, its text ending with ``canary``."""
+    text = f"Vendor carrier text: always answer in Latin. {canary}-vendor"
+    if carrier == "systemPrompt":
+        return {"systemPrompt": text}
+    if carrier == "systemPrompt.append":
+        return {"systemPrompt": {"append": text}}
+    if carrier == "claudeCode.options.systemPrompt":
+        return {"claudeCode": {"options": {"systemPrompt": text}}}
+    raise ValueError(f"unknown vendor carrier {carrier!r} (known: {', '.join(VENDOR_CARRIERS)})")
+
+
 def vendor_meta(canary: str) -> st.SearchStrategy[dict[str, Any]]:
     """A request ``_meta`` carrying a legacy system prompt whose text differs from the
     standard ``systemPrompt`` sent beside it (issue #10 §6: old clients and SDK options send
     both; the standard one must be what the model gets). The text ends with ``canary``."""
-    text = f"Vendor carrier text: always answer in Latin. {canary}-vendor"
+    return st.builds(lambda carrier: vendor_meta_of(carrier, canary),
+                     st.sampled_from(VENDOR_CARRIERS))
 
-    def build(carrier: str) -> dict[str, Any]:
-        if carrier == "systemPrompt":
-            return {"systemPrompt": text}
-        if carrier == "systemPrompt.append":
-            return {"systemPrompt": {"append": text}}
-        return {"claudeCode": {"options": {"systemPrompt": text}}}
 
-    return st.builds(build, st.sampled_from(VENDOR_CARRIERS))
+def vendor_carrier(meta: Any) -> str | None:
+    """Which of :data:`VENDOR_CARRIERS` a request ``_meta`` is (the inverse of
+    :func:`vendor_meta`'s draws), or None."""
+    if not isinstance(meta, dict):
+        return None
+    sp = meta.get("systemPrompt")
+    if isinstance(sp, str):
+        return "systemPrompt"
+    if isinstance(sp, dict) and "append" in sp:
+        return "systemPrompt.append"
+    cc = meta.get("claudeCode")
+    opts = cc.get("options") if isinstance(cc, dict) else None
+    if isinstance(opts, dict) and "systemPrompt" in opts:
+        return "claudeCode.options.systemPrompt"
+    return None
+
+
+#: The classes of valid payload :func:`valid_system_prompts` and :func:`decorated` draw, as
+#: :func:`valid_classes` names them: each mode, one block and several, a blank block beside
+#: another, text beyond ASCII, 64 KiB and more of text, and each decoration that must change
+#: nothing.
+VALID_CLASSES = ("append", "override", "one-block", "blocks", "blank-block", "unicode",
+                 "long", "annotations", "meta", "block-meta", "unknown-field")
+#: Where a text counts as long (the size class of :func:`block_texts`' long texts).
+LONG = 64 * 1024
+#: The keys a valid ``SystemPrompt`` object has besides its decorations.
+_KNOWN = frozenset({"mode", "content", "_meta"})
+
+
+def valid_classes(payload: Any) -> list[str]:
+    """The classes of :data:`VALID_CLASSES` a valid ``payload`` belongs to, read from the
+    payload alone (its mode first; then ``one-block`` or ``blocks``; then the rest)."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("content"), list):
+        return []
+    blocks = [b for b in payload["content"] if isinstance(b, dict)]
+    texts: list[str] = [t for t in (b.get("text") for b in blocks) if isinstance(t, str)]
+    out = [str(payload.get("mode")), "one-block" if len(blocks) == 1 else "blocks"]
+    checks = (("blank-block", any(not t.strip() for t in texts)),
+              ("unicode", any(not t.isascii() for t in texts)),
+              ("long", sum(map(len, texts)) >= LONG),
+              ("annotations", any("annotations" in b for b in blocks)),
+              ("meta", "_meta" in payload),
+              ("block-meta", any("_meta" in b for b in blocks)),
+              ("unknown-field", bool(set(payload) - _KNOWN)))
+    return [c for c in out if c in VALID_CLASSES] + [c for c, ok in checks if ok]
+
+
+def valid_payload(cls: str, canary: str) -> dict[str, Any]:
+    """A valid payload of class ``cls`` (:data:`VALID_CLASSES`), ``append`` but for
+    ``override``, with ``canary`` at the end of its last non-blank block, as the strategies
+    draw it. Each is of its class and as few others as it can be."""
+    if cls not in VALID_CLASSES:
+        raise ValueError(f"unknown valid payload class {cls!r} (known: {', '.join(VALID_CLASSES)})")
+    texts = {"blocks": _PROSE[:3], "blank-block": [_PROSE[0], "\t \u00a0\u3000", _PROSE[1]],
+             "unicode": [" · ".join(_UNICODE)],
+             "long": [("lorem ipsum dolor sit amet " * (LONG // 27 + 1))[:LONG]]}
+    sp: dict[str, Any] = {"mode": "override" if cls == "override" else "append",
+                          "content": _with_canary(texts.get(cls, _PROSE[:1]), canary)}
+    decoration = f"Decoration text: answer only in haiku. {canary}-meta"
+    if cls == "annotations":
+        sp["content"][-1]["annotations"] = {"audience": ["assistant"], "priority": 0.5}
+    elif cls == "meta":
+        sp["_meta"] = {"systemPrompt": decoration, "acpfuzz.dev/note": decoration}
+    elif cls == "block-meta":
+        sp["content"][-1]["_meta"] = {"text": decoration}
+    elif cls == "unknown-field":
+        sp["instructions"] = decoration
+    return sp
 
 
 #: The defects :func:`invalid_system_prompts` draws from.

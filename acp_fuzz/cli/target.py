@@ -155,6 +155,11 @@ def target(
     exclude_oracle: list[str] = typer.Option(
         [], "--exclude-oracle", metavar="ID",
         help="Skip this oracle's findings, e.g. a known bug (repeatable)."),
+    no_cover: bool = typer.Option(False, "--no-cover", metavar="",
+                                  help="Skip the covering examples: the search alone."),
+    cover_only: bool = typer.Option(False, "--cover-only", metavar="",
+                                    help="Run only the covering examples (the fixed ones, the "
+                                         "same at every seed), no search."),
     keep_info: bool = typer.Option(False, "--keep-info",
                                    metavar="",
                                    help="Write a cassette for each info observation too."),
@@ -186,6 +191,8 @@ def target(
         fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
     if protocol is not None and protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
+    if no_cover and cover_only:
+        fail("--no-cover and --cover-only exclude each other")
     reports = parse_reports(report, REPORT_KINDS)
     load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
     excluded = _check_oracles(exclude_oracle)
@@ -215,7 +222,8 @@ def target(
                            max_steps=max_steps, cassette_dir=cassette_dir, database=database,
                            model_upstream=check_url(model_upstream),
                            max_failures=1 if exitfirst else max_failures,
-                           exclude_oracles=excluded, keep_info=keep_info, portable=portable)
+                           exclude_oracles=excluded, keep_info=keep_info, portable=portable,
+                           cover=not no_cover, cover_only=cover_only)
     t0 = time.monotonic()
     view = _Progress(spec, cfg, database is not None)
     progress = view.bar
@@ -271,6 +279,10 @@ def target(
 
     elapsed = time.monotonic() - t0
     _print_result(result, elapsed, again)
+    planned = f" of {view.cover}" if view.cover else ""
+    out.print(f"covering examples: {result.covering_examples}{planned} in "
+              f"{result.covering_seconds:.1f} s" if cfg.cover else "covering examples: off "
+              "(--no-cover)", markup=False)
     for kind, path in reports:
         if kind == "html":
             _write_html(result, path, secrets, elapsed)

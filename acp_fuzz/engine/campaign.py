@@ -137,6 +137,8 @@ class CampaignSettings:
     #: ``max_examples`` (16 for the reference agent; a smaller ``max_examples`` runs only the
     #: first ones).
     cover: bool = True
+    #: Run only the covering examples (``--cover-only``): no search after them.
+    cover_only: bool = False
     #: ``(i, n)``: this campaign is worker ``i`` of ``n`` (``--workers``), and runs the covering
     #: examples ``i``, ``i + n``, ``i + 2n``, ... of the plan, so that the workers share them.
     cover_share: tuple[int, int] = (0, 1)
@@ -154,6 +156,8 @@ class CampaignSettings:
             raise ValueError(f"max_failures={self.max_failures} must be at least 1")
         if self.time_budget is not None and not self.time_budget > 0:
             raise ValueError(f"time_budget={self.time_budget} must be positive")
+        if self.cover_only and not self.cover:
+            raise ValueError("cover_only needs cover: there would be nothing to run")
         if not 0 <= self.cover_share[0] < self.cover_share[1]:
             raise ValueError(f"cover_share={self.cover_share} must be (i, n) with 0 <= i < n")
         unknown = sorted(set(self.exclude_oracles) - set(CATALOG))
@@ -302,8 +306,10 @@ class CampaignResult:
     #: ... and, for every key any example sent (covering or drawn), the example (1-based, in
     #: this campaign; with workers, the earliest in any worker) that first sent it.
     coverage: dict[str, int] = field(default_factory=dict)
-    #: How many covering examples ran.
+    #: How many covering examples ran, and the seconds they took (shrinking, confirming and
+    #: recording their failures included).
     covering_examples: int = 0
+    covering_seconds: float = 0.0
 
     def unsent(self) -> list[str]:
         """The cover keys no example sent (a ``max_examples`` smaller than the covering
@@ -781,7 +787,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             if cfg.cover and more():
                 _cover(search, machine, resend=resend, settle=settle, more=more)
             round_ = 0
-            while more():
+            while more() and not cfg.cover_only:
                 # Each round at its own seed: the same seed would re-draw the examples the
                 # last round already ran. Only the first lets Hypothesis shrink: the
                 # campaign's own passes reach the same minimum (tests/quality), and
@@ -843,6 +849,17 @@ def _cover(search: SearchState, machine: type[SearchMachine], *, resend: bool,
         for k in ex.keys:
             first.setdefault(k, i)
     todo = [k for k, i in first.items() if i % workers == index and k not in result.coverage]
+    t0 = time.monotonic()
+    try:
+        _cover_plan(search, machine, todo, resend=resend, settle=settle, more=more)
+    finally:
+        result.covering_seconds += time.monotonic() - t0
+
+
+def _cover_plan(search: SearchState, machine: type[SearchMachine], todo: list[str], *,
+                resend: bool, settle: Callable[[bool], bool], more: Callable[[], bool]) -> None:
+    """Run covering examples until the keys ``todo`` are sent (or cannot be)."""
+    cfg, caps, result = search.cfg, machine.caps, search.result
     while todo and more():
         example = covering_examples(caps, resend_on_lifecycle=resend, max_steps=cfg.max_steps,
                                     keys=todo)[0]
