@@ -130,6 +130,11 @@ def turns(j: Judge, ev: Event) -> None:
             j.withdraw(key)
     if matched.label == "applied" or len(candidates) == 1:
         pass  # settled, or nothing to choose between (a session made without a prompt)
+    elif matched.label == "deferred" and _altered_change(c):
+        # The new prompt is in use, altered: what happened to it is the finding, not an old
+        # prompt still in use (that sends the maintainer looking for the wrong bug).
+        _report_missing(j, m, handle, primary, x, seq, everything)
+        return
     elif matched.label == "deferred":
         _report_deferred(j, mem, m, handle, c, seq)
     elif primary.label == "applied" and primary.origin == "kept":
@@ -296,6 +301,24 @@ def _report_missing(j: Judge, m: SessionModel, handle: str, primary: Candidate,
                + note, severity=sev, rule=rule, session=handle, model_event=seq,
                expected=clip(sig[0]), system_slot=clip(SEP.join(x.texts("system"))),
                steps=list(m.trail), **extra)
+
+
+def _altered_change(c: ModelRequest) -> bool:
+    """Whether a turn that fits an older candidate shows the changed prompt (NEW) after all,
+    altered: a block of NEW that no older candidate holds is not in the request verbatim,
+    yet a block of NEW's own arrived, verbatim, in another form (:func:`_loose_find`) or cut
+    short (:func:`_truncated`). An older candidate can fit such a request when it holds
+    no text of its own there (the defaults alone) or only text NEW shares with it."""
+    new = c.candidates[0]
+    if new.label != "applied" or new.prompt is None:
+        return False
+    older = [b for o in c.candidates[1:] if o.prompt is not None for b in o.prompt.blocks]
+    fresh = [b for b in new.prompt.significant if not any(b in o for o in older)]
+    missing = [b for b in fresh if b not in c.everything]
+    if not missing:
+        return False
+    return len(missing) < len(fresh) or any(
+        _loose_find(b, c.x) is not None or _truncated(b, c.everything) for b in missing)
 
 
 def _report_deferred(j: Judge, mem: _Memory, m: SessionModel, handle: str, c: ModelRequest,
