@@ -121,6 +121,11 @@ class ModelExchange:
     ``pressure`` says what the gateway did to force a compaction (a ``compact`` step armed
     it for the session): ``"usage"`` (the reply reported a context near its limit) or
     ``"overflow"`` (it answered with the API's context-length error); ``None`` otherwise.
+    ``fault`` names the failure the gateway answered with instead of a reply (a ``prompt``
+    step's ``fault``, ``acp_fuzz.core.steps.FAULTS``): ``status`` is then what it sent (0
+    for a connection closed before any answer) and ``reply_text`` empty unless the agent got
+    the whole reply (``slow-first-byte``). ``held`` says how a request the harness held
+    (``Gateway.hold_next``) was let go: ``"released"`` or ``"expired"`` (its bound passed).
     """
 
     api: str
@@ -137,6 +142,8 @@ class ModelExchange:
     upstream: bool = False
     side_kind: str | None = None
     pressure: str | None = None
+    fault: str | None = None
+    held: str | None = None
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -154,6 +161,8 @@ class ModelExchange:
             "upstream": self.upstream,
             "side_kind": self.side_kind,
             "pressure": self.pressure,
+            "fault": self.fault,
+            "held": self.held,
         }
 
     @classmethod
@@ -175,6 +184,8 @@ class ModelExchange:
             upstream=bool(obj.get("upstream", False)),
             side_kind=obj.get("side_kind"),
             pressure=obj.get("pressure"),
+            fault=obj.get("fault"),
+            held=obj.get("held"),
         )
 
     def texts(self, slot: str) -> list[str]:

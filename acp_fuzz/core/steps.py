@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPACT_BY",
     "COMPACT_COMMAND",
+    "FAULTS",
     "INVALID_METHODS",
     "OPS",
     "advertises_compact",
@@ -64,6 +65,16 @@ OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "set_mode",
 #: sends an ordinary turn; ``overflow`` has the fake model answer H's next model request
 #: with its API's context-length error, once, and then sends an ordinary turn.
 COMPACT_BY = ("command", "usage", "overflow")
+#: The failures a ``prompt`` step's ``fault`` has the fake model answer that turn's first
+#: model request with, in the API the agent speaks (``acp_fuzz.engine.gateway.faults``):
+#: ``server-error`` (HTTP 500), ``rate-limited`` (429, ``Retry-After: 0``), ``overloaded``
+#: (Anthropic's 529 ``overloaded_error``, a 503 elsewhere), ``connection-closed`` (the
+#: connection closed before any answer), ``stream-cut`` (the answer cut after its first
+#: event or half its body), ``not-json`` (a 200 whose body is an HTML page) and
+#: ``slow-first-byte`` (the normal answer, after a delay). Once: a retry gets the normal
+#: answer.
+FAULTS = ("server-error", "rate-limited", "overloaded", "connection-closed", "stream-cut",
+          "not-json", "slow-first-byte")
 #: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
 #: advertises it (claude-agent-acp, codex-acp and the reference agent name it so).
 COMPACT_COMMAND = "compact"
@@ -89,7 +100,7 @@ _PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra"})
 _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
     "new": frozenset({"session", "cwd"}) | _PROMPT_KEYS,
-    "prompt": frozenset({"session"}),
+    "prompt": frozenset({"session", "fault"}),
     "load": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "resume": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "fork": frozenset({"session", "new"}) | _PROMPT_KEYS | _DIR_KEYS,
@@ -206,6 +217,9 @@ def validate_step(step: Any) -> dict[str, Any]:
     if op == "compact" and step.get("by") not in COMPACT_BY:
         raise ValueError(f"step 'compact': 'by' must be one of {', '.join(COMPACT_BY)}, "
                          f"got {_short(step.get('by'))}")
+    if "fault" in step and step["fault"] not in FAULTS:
+        raise ValueError(f"step 'prompt': 'fault' must be one of {', '.join(FAULTS)}, "
+                         f"got {_short(step['fault'])}")
     if "systemPrompt" in step:
         _check_prompt(op, step["systemPrompt"], 0)
     if "_meta" in step:
@@ -391,6 +405,9 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
         return f"session/fork {step['session']} -> {step['new']}{sp}"
     if op in ("load", "resume"):
         return f"session/{op} {step['session']}{sp}"
+    if op == "prompt" and "fault" in step:
+        return (f"session/prompt {step['session']} (its first model request fails once: "
+                f"{step['fault']})")
     if op == "prompt":
         return f"session/prompt {step['session']}"
     if op in ("close", "delete"):

@@ -14,15 +14,21 @@ runner put in the prompt. With ``upstream=`` it forwards to a real model instead
         env = gw.agent_env()          # OPENAI_BASE_URL, ANTHROPIC_BASE_URL, ...
         gw.register_nonce("acpfuzz-0123456789ab", session="A", turn=1)
         ...                           # run the agent with env
+        gw.fail_next("rate-limited", session="A")   # A's next model turn gets a 429
+        hold = gw.hold_next(session="A")            # and the one after it waits
+        hold.wait_arrived(10); ...; hold.release()
 """
 
 from acp_fuzz.core.slots import detect_api, split_request
+from acp_fuzz.engine.gateway.faults import Fault, Hold
 from acp_fuzz.engine.gateway.server import NONCE_RE, Gateway, is_side_request
 from acp_fuzz.engine.gateway.upstream import UpstreamRecorder
 
 __all__ = [
     "NONCE_RE",
+    "Fault",
     "Gateway",
+    "Hold",
     "UpstreamRecorder",
     "detect_api",
     "is_side_request",

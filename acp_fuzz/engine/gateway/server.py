@@ -56,6 +56,15 @@ from acp_fuzz.core import replies
 from acp_fuzz.core.history import History, ModelExchange, Segment
 from acp_fuzz.core.slots import detect_api, split_request, user_turn_is_tool_result
 from acp_fuzz.engine.gateway.body import MAX_BODY, MAX_TEXT_BODY, BodyError, parse_body, read_body
+from acp_fuzz.engine.gateway.faults import (
+    HOLD_BOUND,
+    SLOW_SECONDS,
+    Fault,
+    Hold,
+    Plan,
+    error_reply,
+    not_json,
+)
 from acp_fuzz.engine.gateway.redact import redact_headers, redact_path
 from acp_fuzz.engine.gateway.upstream import UpstreamError, UpstreamRecorder, forward
 
@@ -483,6 +492,15 @@ class Gateway:
         #: a request has used since.
         self._pressure: dict[str, replies.Pressure] = {}
         self._pressed: set[str] = set()
+        #: Faults and holds armed for the next matching requests (:meth:`fail_next`,
+        #: :meth:`hold_next`), in the order they were armed.
+        self._plans: list[Plan] = []
+        self._holds: list[Hold] = []  # every hold since the plans were last dropped
+        self._faulted: dict[str | None, int] = {}  # requests failed, per session, since disarm
+        #: Seconds a ``slow-first-byte`` fault waits before its reply; set when stopping, so
+        #: that no such wait (nor a hold) outlives the gateway.
+        self.slow_seconds = SLOW_SECONDS
+        self._stopping = threading.Event()
         #: Model requests served, by kind: ``turn`` (tied to a harness turn, not a side
         #: request), ``side`` (a side request by the built-in or the profile's predicate)
         #: and ``untied`` (not a side request by any predicate, yet no registered nonce in
@@ -504,6 +522,7 @@ class Gateway:
         """Bind and serve in a background thread. Returns ``self``."""
         if self._server is not None:
             return self
+        self._stopping.clear()
         server = _Server(("127.0.0.1", 0), _Handler)
         server.gateway = self
         self._server = server
@@ -517,6 +536,8 @@ class Gateway:
         server, self._server = self._server, None
         if server is None:
             return
+        self._stopping.set()
+        self._drop_plans()  # a held request must not keep the shutdown waiting
         server.shutdown()
         server.server_close()
         if self._thread is not None:
@@ -602,11 +623,14 @@ class Gateway:
             self._nonces[nonce] = (session, turn)
 
     def forget_nonces(self) -> None:
-        """Drop every registered nonce, and any pressure still armed (:meth:`press`)."""
+        """Drop every registered nonce, any pressure still armed (:meth:`press`), and every
+        fault and hold still armed (:meth:`fail_next`, :meth:`hold_next`; a held request
+        is let go)."""
         with self._lock:
             self._nonces.clear()
             self._pressure.clear()
             self._pressed.clear()
+        self._drop_plans()
 
     # -- forcing a compaction ------------------------------------------------------------------
 
@@ -644,6 +668,70 @@ class Gateway:
             if pressure is not None:
                 self._pressed.add(tie[0])
             return pressure
+
+    # -- faults and holds ----------------------------------------------------------------------
+
+    def fail_next(self, kind: Fault | str, count: int = 1, session: str | None = None) -> None:
+        """Answer the next ``count`` model turns of ``session`` (a logical handle: requests
+        of a generating endpoint tied to it by their nonce, not side requests) with the
+        failure ``kind`` (:class:`~acp_fuzz.engine.gateway.faults.Fault`) instead of a reply;
+        the requests after them are answered as usual. ``session`` ``None``: the next
+        ``count`` requests of a generating endpoint, tied or not. Each exchange is recorded
+        with ``fault`` set. A forwarding gateway (``upstream``) applies none."""
+        fault = Fault(kind)
+        if count < 1:
+            raise ValueError(f"count must be at least 1, not {count}")
+        with self._lock:
+            self._plans.append(Plan(session, fault=fault, count=count))
+
+    def hold_next(self, session: str | None = None, bound: float = HOLD_BOUND) -> Hold:
+        """Hold the next model turn of ``session`` (as :meth:`fail_next` matches it) open,
+        unanswered, until the returned :class:`~acp_fuzz.engine.gateway.faults.Hold` is
+        released or ``bound`` seconds pass; then it is answered as usual, and recorded with
+        ``held`` ``"released"`` or ``"expired"``. The gateway's stop, and
+        :meth:`forget_nonces`, let every hold go."""
+        hold = Hold(session, bound)
+        with self._lock:
+            self._plans.append(Plan(session, hold=hold))
+            self._holds.append(hold)
+        return hold
+
+    def disarm(self, session: str | None = None) -> int:
+        """Drop the faults and holds still armed for ``session`` (a held request is let go);
+        how many requests faults armed for it failed since its last disarm."""
+        with self._lock:
+            mine = [p for p in self._plans if p.session == session]
+            self._plans = [p for p in self._plans if p.session != session]
+            used = self._faulted.pop(session, 0)
+        for p in mine:
+            if p.hold is not None:
+                p.hold.release()
+        return used
+
+    def _drop_plans(self) -> None:
+        with self._lock:
+            holds, self._holds = self._holds, []
+            self._plans = []
+            self._faulted.clear()
+        for hold in holds:  # armed, or holding a request now
+            hold.release()
+
+    def _take_plan(self, api: str, path: str, tie: tuple[str, int] | None,
+                   side: bool) -> Plan | None:
+        """The first armed plan this request matches (used once more, dropped when spent)."""
+        if api not in replies.PRESSED_APIS or ":countTokens" in path.partition("?")[0]:
+            return None
+        with self._lock:
+            for plan in self._plans:
+                if plan.session is None or (tie is not None and not side
+                                            and tie[0] == plan.session):
+                    plan.used += 1
+                    if plan.used >= plan.count:
+                        self._plans.remove(plan)
+                    if plan.fault is not None:
+                        self._faulted[plan.session] = self._faulted.get(plan.session, 0) + 1
+                    return plan
+        return None
 
     def _find_tie(self, segments: list[Segment], fallback: bool) -> tuple[str, int] | None:
         with self._lock:
@@ -706,11 +794,70 @@ class Gateway:
                           kind)
             return
         pressure = self._take_pressure(api, path, tie, side)
+        plan = self._take_plan(api, path, tie, side)
+        # A hold waits here, in this request's own thread, for its release or its bound.
+        held = plan.hold._hold() if plan is not None and plan.hold is not None else None
+        fault = plan.fault if plan is not None else None
         reply = replies.build_reply(api, method, path, body, raw, self.reply_text, pressure)
-        self._record(api, method, path, headers, recorded_body(body, raw),
-                     recorded_segments(segments), tie, reply.status, reply.text, side,
-                     side_kind=kind, pressure=pressure.kind if pressure is not None else None)
+        kept = recorded_body(body, raw), recorded_segments(segments)
+
+        def record(status: int, text: str) -> None:
+            self._record(api, method, path, headers, kept[0], kept[1], tie, status, text, side,
+                         side_kind=kind, pressure=pressure.kind if pressure is not None
+                         else None, fault=fault, held=held)
+
+        if fault is not None and fault is not Fault.SLOW_FIRST_BYTE:
+            self._serve_fault(handler, fault, api, reply, record)
+            return
+        if fault is Fault.SLOW_FIRST_BYTE:
+            self._stopping.wait(self.slow_seconds)  # the gateway's stop cuts it short
+        record(reply.status, reply.text)
         self._write(handler, reply.status, reply.content_type, dict(reply.headers), reply.body)
+
+    def _serve_fault(self, handler: _Handler, fault: Fault, api: str, reply: replies.Reply,
+                     record: Callable[[int, str], None]) -> None:
+        """Answer with ``fault`` instead of ``reply`` (recorded first, like every answer)."""
+        if fault is Fault.CONNECTION_CLOSED:
+            record(0, "")
+            handler.close_connection = True  # the request was read whole: nothing is left
+            return
+        if fault is Fault.STREAM_CUT:
+            record(reply.status, "")
+            self._write_cut(handler, reply)
+            return
+        failed = not_json() if fault is Fault.NOT_JSON else error_reply(api, fault)
+        record(failed.status, "")
+        self._write(handler, failed.status, failed.content_type, dict(failed.headers),
+                    failed.body)
+
+    @staticmethod
+    def _write_cut(handler: _Handler, reply: replies.Reply) -> None:
+        """``reply``, cut short and the connection closed: a stream after its first event
+        (chunked, so the missing last chunk shows), any other body after its first half
+        (its ``Content-Length`` says the whole)."""
+        handler.close_connection = True
+        body = reply.body
+        stream = reply.content_type == "text/event-stream"
+        try:
+            handler.send_response(reply.status)
+            handler.send_header("Content-Type", reply.content_type)
+            for name, value in reply.headers.items():
+                handler.send_header(name, value)
+            if stream:
+                handler.send_header("Transfer-Encoding", "chunked")
+            else:
+                handler.send_header("Content-Length", str(len(body)))
+            handler.send_header("Connection", "close")
+            handler.end_headers()
+            if stream:
+                sep = b"\r\n\r\n" if b"\r\n\r\n" in body else b"\n\n"
+                first = body.split(sep, 1)[0] + sep
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(first), first))
+            else:
+                handler.wfile.write(body[:len(body) // 2])
+            handler.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the agent went away; the connection closes either way
 
     def _side_kind(self, api: str, path: str, headers: Mapping[str, str],
                    body: Any) -> str | None:
@@ -798,7 +945,8 @@ class Gateway:
     def _record(self, api: str, method: str, path: str, headers: Mapping[str, str], body: Any,
                 segments: list[Segment], tie: tuple[str, int] | None, status: int, text: str,
                 side: bool, *, upstream: bool = False, side_kind: str | None = None,
-                pressure: str | None = None) -> None:
+                pressure: str | None = None, fault: str | None = None,
+                held: str | None = None) -> None:
         history = self.history
         if history is None:
             return
@@ -806,7 +954,7 @@ class Gateway:
             api=api, method=method, path=redact_path(path), headers=headers, body=body,
             segments=tuple(segments), session=tie[0] if tie else None,
             turn=tie[1] if tie else None, side=side, status=status, reply_text=text,
-            upstream=upstream, side_kind=side_kind, pressure=pressure)
+            upstream=upstream, side_kind=side_kind, pressure=pressure, fault=fault, held=held)
         history.append("model", exchange.to_wire())
 
     @staticmethod
