@@ -119,6 +119,8 @@ BUGS: dict[str, str] = {
     "instead of the stop reason cancelled",
     "turn-fails-on-64k": "a client text over 65536 characters is accepted, and every turn of "
     "the session then fails with -32603",
+    "cold-load-keeps-old": "after a restart, a load or resume that changes the prompt is "
+    "accepted, and the stored prompt stays in use",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -721,6 +723,8 @@ class Agent:
             # BUG(lost-override-after-restart): accepted, then the built-in defaults are sent.
             session.system_prompt = None
             return
+        if "cold-load-keeps-old" in self.bugs and session.session_id not in self.seen_here:
+            return  # BUG(cold-load-keeps-old): accepted, and the stored prompt stays in use
         if prompt is None:
             return
         old = session.system_prompt

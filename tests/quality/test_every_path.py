@@ -1,10 +1,12 @@
 """A planted bug for every report path that can fire (issue #31 §4): each ``--bug`` below
 drives one ``report_as`` call site of an oracle in ``acp_fuzz/core/builtin/`` that no other
 planted bug reaches, and a default campaign (``-x``, seed 0) finds it, confirms it 3/3 and
-shrinks it to its known minimal length, naming the oracle, the rule and the severity.
+shrinks it to its known minimal length, naming the oracle, the rule and the severity (and
+the message names the path).
 
 Slow like ``test_planted_bugs.py`` (a fresh agent per example); seeds come from
-``ACP_FUZZ_QUALITY_SEEDS`` as there.
+``ACP_FUZZ_QUALITY_SEEDS`` as there. Beside each bug: the example at which seed 0 found it
+(a change to the covering examples or the strategy moves that number, not the minimum).
 """
 
 from __future__ import annotations
@@ -18,23 +20,31 @@ from tests.quality.test_planted_bugs import SEEDS, Track, first_failure, referen
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
 
 
-#: bug -> (oracle, severity, rule, shortest step sequence that shows it). The comment above
-#: each names the report path it drives and the minimal steps (each checked by running
-#: exactly those steps).
-PATHS: dict[str, tuple[str, str, str, int]] = {
+#: bug -> (oracle, severity, rule, shortest step sequence that shows it, a piece of the
+#: finding's message that names the path). The comment above each names the report path it
+#: drives and the minimal steps (each checked by running exactly those steps).
+PATHS: dict[str, tuple[str, str, str, int, str]] = {
     # payload.py, payload.valid-rejected: new A (override P) is refused with -32602 (seed 0:
     # a covering example, the 6th example)
-    "refuse-override": ("payload.valid-rejected", "MUST", "SP-AGENT-OVERRIDE-MUST", 1),
-    # turns.py, append.replaced-default: new A (append P); prompt A -> P alone, no defaults
-    # (seed 0: the 1st example)
+    "refuse-override": ("payload.valid-rejected", "MUST", "SP-AGENT-OVERRIDE-MUST", 1,
+                        "got error -32602"),
+    # turns.py _judge_defaults, append.replaced-default: new A (append P); prompt A -> P
+    # alone, no defaults (seed 0: the 1st example)
     "append-drops-defaults": ("append.replaced-default", "MUST", "SP-AGENT-APPEND-ADDITIVE-DEF",
-                              2),
-    # protocol.py, cancel.error (v1: the error answer): new A; cancel A -> -32603, not
-    # "cancelled" (seed 0: the 1st example)
-    "cancel-errors": ("cancel.error", "MUST", "CANCEL-AGENT-STOPREASON-MUST", 2),
-    # lifecycle.py, session.turn-failed: new A (P); prompt A (a turn works); new B (a
-    # 65537+ character text), accepted; prompt B -> -32603 (seed 0: the 8th example)
-    "turn-fails-on-64k": ("session.turn-failed", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST", 4),
+                              2, "append mode, yet only"),
+    # protocol.py _answer, cancel.error (v1: the error answer): new A; cancel A -> -32603,
+    # not "cancelled" (seed 0: the 1st example)
+    "cancel-errors": ("cancel.error", "MUST", "CANCEL-AGENT-STOPREASON-MUST", 2,
+                      "got an error instead of a stop reason"),
+    # lifecycle.py _turn_answered, session.turn-failed: new A (P); prompt A (a turn works);
+    # new B (a 65537+ character text), accepted; prompt B -> -32603 (seed 0: the 8th example)
+    "turn-fails-on-64k": ("session.turn-failed", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST", 4,
+                          "the first turn after the accepted prompt"),
+    # turns.py _report_deferred, prompt.change-ignored after a cold load (an agent that
+    # cannot be made to compact): new A (P); restart; resume A (Q); prompt A; prompt A -> P
+    # (seed 0: the 122nd example)
+    "cold-load-keeps-old": ("prompt.change-ignored", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD", 5,
+                            "after the cold load"),
 }
 
 
@@ -46,13 +56,13 @@ def _cases() -> list[object]:
 def test_every_report_path_has_a_planted_bug_found_and_shrunk(bug: str, seed: int,
                                                               tmp_path: Path,
                                                               no_orphans: Track) -> None:
-    oracle, severity, rule, minimum = PATHS[bug]
+    oracle, severity, rule, minimum, names = PATHS[bug]
     result = first_failure(reference(bug), tmp_path, seed=seed)
     assert result.reports, f"{bug} not found in {result.examples_run} examples"
     report = result.reports[0]
     assert report.status == "failed" and report.reproduced == report.runs == 3
-    found = [f for f in report.findings if f.oracle == oracle]
-    assert found, report.oracles
+    found = [f for f in report.findings if f.oracle == oracle and names in f.message]
+    assert found, [(f.oracle, f.message) for f in report.findings]
     assert (found[0].severity, found[0].rule) == (severity, rule)
     assert result.exit_code == (1 if severity == "MUST" else 0)
     assert len(report.steps) == minimum, report.steps
