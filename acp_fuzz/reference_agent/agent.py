@@ -10,6 +10,7 @@ Rule ids such as ``SP-AGENT-ERROR-NOSIDEEFFECT-MUST`` refer to the acp-fuzz prot
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
 import select
@@ -121,6 +122,8 @@ BUGS: dict[str, str] = {
     "the session then fails with -32603",
     "cold-load-keeps-old": "after a restart, a load or resume that changes the prompt is "
     "accepted, and the stored prompt stays in use",
+    "html-escapes-prompt": "the client text is HTML-escaped (&, <, >, quotes) on its way into "
+    "the system message",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -697,6 +700,8 @@ class Agent:
         if "turn-fails-on-64k" in self.bugs and len(client_text) > TRUNCATE_AT:
             # BUG(turn-fails-on-64k): a prompt it cannot use must be refused when it is sent.
             raise RpcError(INTERNAL_ERROR, "Internal error: the system prompt is too long")
+        if "html-escapes-prompt" in self.bugs:
+            client_text = html.escape(client_text)  # BUG(html-escapes-prompt): autoescaped
         if "user-turn" in self.bugs:
             # BUG(user-turn): the "[System]" workaround of pre-RFD clients; the text has user-turn
             # precedence only (violates SP-AGENT-APPEND-PLACEMENT-SHOULD).

@@ -45,6 +45,10 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
     # (seed 0: the 122nd example)
     "cold-load-keeps-old": ("prompt.change-ignored", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD", 5,
                             "after the cold load"),
+    # turns.py _report_missing, prompt.altered at SHOULD (escaped): new A (append a text
+    # with <, > or "); prompt A (seed 0: the 57th example)
+    "html-escapes-prompt": ("prompt.altered", "SHOULD", "ACPFUZZ-VERBATIM-SHOULD", 2,
+                            "not in the request verbatim"),
 }
 
 
