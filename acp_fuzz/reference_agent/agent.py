@@ -124,6 +124,8 @@ BUGS: dict[str, str] = {
     "accepted, and the stored prompt stays in use",
     "html-escapes-prompt": "the client text is HTML-escaped (&, <, >, quotes) on its way into "
     "the system message",
+    "vendor-meta-also": "a vendor _meta.systemPrompt next to the standard systemPrompt is "
+    "appended to it",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -625,7 +627,15 @@ class Agent:
             if vendor is not None:
                 self.parse_standard_prompt(raw)  # still validated, then silently replaced
                 return vendor  # BUG(vendor-meta-wins): _meta must change nothing (SP-META-MUSTNOT)
-        return self.parse_standard_prompt(raw)
+        standard = self.parse_standard_prompt(raw)
+        if "vendor-meta-also" in self.bugs:
+            try:
+                vendor = self.parse_legacy_prompt(params)
+            except RpcError:
+                vendor = None
+            if vendor is not None:  # BUG(vendor-meta-also): the standard field replaces _meta
+                return SystemPrompt(standard.mode, standard.texts + vendor.texts)
+        return standard
 
     def parse_standard_prompt(self, raw: Any) -> SystemPrompt:
         """Validate a non-null ``systemPrompt`` value (see :meth:`parse_system_prompt`)."""

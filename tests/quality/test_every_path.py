@@ -49,6 +49,10 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
     # with <, > or "); prompt A (seed 0: the 57th example)
     "html-escapes-prompt": ("prompt.altered", "SHOULD", "ACPFUZZ-VERBATIM-SHOULD", 2,
                             "not in the request verbatim"),
+    # turns.py _judge_vendor_also, prompt.altered at SHOULD (standard only): new A (append
+    # P, _meta.systemPrompt V); prompt A -> P and V (seed 0: the 8th example)
+    "vendor-meta-also": ("prompt.altered", "SHOULD", "ACPFUZZ-STANDARD-ONLY-SHOULD", 2,
+                         "and so did the text of the vendor field"),
 }
 
 
