@@ -126,6 +126,8 @@ BUGS: dict[str, str] = {
     "the system message",
     "vendor-meta-also": "a vendor _meta.systemPrompt next to the standard systemPrompt is "
     "appended to it",
+    "skip-unsupported-blocks": "non-text blocks (image, audio, resource, ...) in systemPrompt "
+    "are accepted and skipped",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -669,6 +671,8 @@ class Agent:
             if kind == "image" and "crash-on-image" in self.bugs:
                 self.log("BUG(crash-on-image): exiting")
                 sys.exit(1)  # BUG(crash-on-image): an unsupported block must be an error answer
+            if kind != "text" and "skip-unsupported-blocks" in self.bugs:
+                continue  # BUG(skip-unsupported-blocks): a block it cannot apply is an error
             if kind != "text":
                 raise invalid_params(
                     f"systemPrompt.content[{i}]: unsupported block type {short(kind)}"

@@ -53,6 +53,10 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
     # P, _meta.systemPrompt V); prompt A -> P and V (seed 0: the 8th example)
     "vendor-meta-also": ("prompt.altered", "SHOULD", "ACPFUZZ-STANDARD-ONLY-SHOULD", 2,
                          "and so did the text of the vendor field"),
+    # payload.py, payload.invalid-accepted, the block class: new A ([text, image]) accepted
+    # (seed 0: a covering example, the 25th)
+    "skip-unsupported-blocks": ("payload.invalid-accepted", "MUST",
+                                "SP-AGENT-UNSUPPORTED-BLOCK-MUST", 1, "(block-not-text)"),
 }
 
 
