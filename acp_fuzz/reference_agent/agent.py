@@ -128,6 +128,8 @@ BUGS: dict[str, str] = {
     "appended to it",
     "skip-unsupported-blocks": "non-text blocks (image, audio, resource, ...) in systemPrompt "
     "are accepted and skipped",
+    "accept-draft-string": "a bare string systemPrompt (an earlier draft's shape) is accepted "
+    "as append",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -641,6 +643,8 @@ class Agent:
 
     def parse_standard_prompt(self, raw: Any) -> SystemPrompt:
         """Validate a non-null ``systemPrompt`` value (see :meth:`parse_system_prompt`)."""
+        if isinstance(raw, str) and "accept-draft-string" in self.bugs:
+            return SystemPrompt("append", (raw,))  # BUG(accept-draft-string): not a SystemPrompt
         if not isinstance(raw, dict):
             raise invalid_params("systemPrompt must be an object or null")
         mode = raw.get("mode")

@@ -57,6 +57,10 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
     # (seed 0: a covering example, the 25th)
     "skip-unsupported-blocks": ("payload.invalid-accepted", "MUST",
                                 "SP-AGENT-UNSUPPORTED-BLOCK-MUST", 1, "(block-not-text)"),
+    # payload.py, payload.invalid-accepted, the shape class: new A (a bare string) accepted
+    # (seed 0: a covering example, the 25th)
+    "accept-draft-string": ("payload.invalid-accepted", "SHOULD", "ACPFUZZ-SCHEMA-SHAPE-SHOULD",
+                            1, "(draft-string)"),
 }
 
 
