@@ -130,6 +130,8 @@ BUGS: dict[str, str] = {
     "are accepted and skipped",
     "accept-draft-string": "a bare string systemPrompt (an earlier draft's shape) is accepted "
     "as append",
+    "rejected-text-applied": "a load or resume refused for its systemPrompt has already "
+    "added the prompt's text blocks to the session's prompt",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -981,7 +983,7 @@ class Agent:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=self.protocol == 1)
         self.check_roots(params)
-        prompt = self.parse_system_prompt(params)
+        prompt = self._reattach_prompt(session_id, params)
         session = self._find(session_id)
         self._refuse_busy(session_id, busy)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
@@ -1013,6 +1015,22 @@ class Agent:
         self._advertise(session)
         return self.options_of(session)
 
+    def _reattach_prompt(self, session_id: str, params: dict[str, Any]) -> SystemPrompt | None:
+        """The validated prompt of a load or resume (:meth:`parse_system_prompt`)."""
+        try:
+            return self.parse_system_prompt(params)
+        except RpcError:
+            session = self.live.get(session_id)
+            raw = params.get("systemPrompt")
+            content = raw.get("content") if isinstance(raw, dict) else None
+            texts = tuple(b["text"] for b in content if isinstance(b, dict)
+                          and isinstance(b.get("text"), str)) if isinstance(content, list) else ()
+            if "rejected-text-applied" in self.bugs and session is not None and texts:
+                # BUG(rejected-text-applied): a refused request must change nothing.
+                old = session.system_prompt or SystemPrompt("append", ())
+                session.system_prompt = SystemPrompt(old.mode, old.texts + texts)
+            raise
+
     def _state_snapshot(self, session: Session) -> None:
         """v2: "Resume MUST send a current-state snapshot after any replay and before its
         response" (the schema's ``StateUpdate``). Turns run to completion here, so a session
@@ -1035,7 +1053,7 @@ class Agent:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
         self.check_roots(params)
-        prompt = self.parse_system_prompt(params)
+        prompt = self._reattach_prompt(session_id, params)
         session = self._find(session_id)
         self._refuse_busy(session_id, busy)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:

@@ -61,6 +61,10 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
     # (seed 0: a covering example, the 25th)
     "accept-draft-string": ("payload.invalid-accepted", "SHOULD", "ACPFUZZ-SCHEMA-SHAPE-SHOULD",
                             1, "(draft-string)"),
+    # lifecycle.py _rejected_text, reject.side-effect on rejected text: new A (P); load A
+    # (invalid, with text T), refused; prompt A -> T (seed 0: a covering example, the 26th)
+    "rejected-text-applied": ("reject.side-effect", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
+                              3, "reached the model"),
 }
 
 
