@@ -132,6 +132,8 @@ BUGS: dict[str, str] = {
     "as append",
     "rejected-text-applied": "a load or resume refused for its systemPrompt has already "
     "added the prompt's text blocks to the session's prompt",
+    "refused-reattach-unloads": "a load or resume unloads the session before it validates "
+    "the request: refused, it leaves the session unknown to the next turn (-32002)",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -980,6 +982,8 @@ class Agent:
         this same code (``mcpServers`` optional there)."""
         session_id = require_session_id(params)
         busy = self._took_busy(session_id)
+        if "refused-reattach-unloads" in self.bugs:
+            self.live.pop(session_id, None)  # BUG(refused-reattach-unloads): validate first
         cwd = require_cwd(params)
         check_mcp_servers(params, required=self.protocol == 1)
         self.check_roots(params)
@@ -1050,6 +1054,8 @@ class Agent:
                 return self.session_load(params)
         session_id = require_session_id(params)
         busy = self._took_busy(session_id)
+        if "refused-reattach-unloads" in self.bugs:
+            self.live.pop(session_id, None)  # BUG(refused-reattach-unloads): validate first
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
         self.check_roots(params)

@@ -65,6 +65,10 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
     # (invalid, with text T), refused; prompt A -> T (seed 0: a covering example, the 26th)
     "rejected-text-applied": ("reject.side-effect", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
                               3, "reached the model"),
+    # lifecycle.py _turn_answered, reject.side-effect on a refused reattach: new A; prompt
+    # A; load A (invalid), refused; prompt A -> -32002 (seed 0: the 62nd example)
+    "refused-reattach-unloads": ("reject.side-effect", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
+                                 4, "its turn fails after the refused request"),
 }
 
 
