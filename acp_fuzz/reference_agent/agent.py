@@ -10,6 +10,7 @@ Rule ids such as ``SP-AGENT-ERROR-NOSIDEEFFECT-MUST`` refer to the acp-fuzz prot
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import json
 import os
@@ -134,6 +135,8 @@ BUGS: dict[str, str] = {
     "added the prompt's text blocks to the session's prompt",
     "refused-reattach-unloads": "a load or resume unloads the session before it validates "
     "the request: refused, it leaves the session unknown to the next turn (-32002)",
+    "untied-digest": "each session/new with a prompt sends the model a digest request, tied "
+    "to no turn, that holds the client prompt of every session of the process",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -974,8 +977,19 @@ class Agent:
             self._activate(session)
         if session.system_prompt is not None:
             self.last_client_prompt = session.system_prompt
+            if "untied-digest" in self.bugs:
+                self._digest()
         self._advertise(session)
         return {"sessionId": session.session_id, **self.options_of(session)}
+
+    def _digest(self) -> None:
+        """BUG(untied-digest): one model request, tied to no turn, that holds every live
+        session's client prompt (each session's prompt is its own state)."""
+        texts = [s.system_prompt.client_text() for s in self.live.values()
+                 if s.system_prompt is not None]
+        with contextlib.suppress(RpcError):  # only a digest: the session is made either way
+            self.model([{"role": "system", "content": "Summarise this workspace's sessions."},
+                        {"role": "user", "content": "\n\n".join(texts)}], MODEL)
 
     def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """v1 ``session/load``; in v2, ``session/resume`` with ``replayFrom`` ``start`` runs

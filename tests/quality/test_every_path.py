@@ -69,6 +69,10 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
     # A; load A (invalid), refused; prompt A -> -32002 (seed 0: the 62nd example)
     "refused-reattach-unloads": ("reject.side-effect", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
                                  4, "its turn fails after the refused request"),
+    # isolation.py _mixed, prompt.leak through a request tied to no session: new A (P);
+    # new B (Q) -> the digest request holds P and Q (seed 0: the 8th example)
+    "untied-digest": ("prompt.leak", "MUST", "ACPFUZZ-SESSION-ISOLATION-MUST", 2,
+                      "tied to no session"),
 }
 
 
