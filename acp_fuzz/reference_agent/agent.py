@@ -137,6 +137,8 @@ BUGS: dict[str, str] = {
     "the request: refused, it leaves the session unknown to the next turn (-32002)",
     "untied-digest": "each session/new with a prompt sends the model a digest request, tied "
     "to no turn, that holds the client prompt of every session of the process",
+    "omit-falls-back-when-talked": "a load or resume that omits the prompt keeps the stored "
+    "one for a session without a conversation, and falls back to the defaults for one with",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -755,6 +757,9 @@ class Agent:
             return
         if "cold-load-keeps-old" in self.bugs and session.session_id not in self.seen_here:
             return  # BUG(cold-load-keeps-old): accepted, and the stored prompt stays in use
+        if prompt is None and session.history and "omit-falls-back-when-talked" in self.bugs:
+            session.system_prompt = None  # BUG(omit-falls-back-when-talked): choose once
+            return
         if prompt is None:
             return
         old = session.system_prompt

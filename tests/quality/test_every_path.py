@@ -4,6 +4,10 @@ planted bug reaches, and a default campaign (``-x``, seed 0) finds it, confirms 
 shrinks it to its known minimal length, naming the oracle, the rule and the severity (and
 the message names the path).
 
+``lifecycle.omitted-inconsistent`` is info (the agent's choice is recorded, never failed): a
+campaign reports no info finding, so its bug is shown by its fixed minimal steps through
+``run_steps``.
+
 Slow like ``test_planted_bugs.py`` (a fresh agent per example); seeds come from
 ``ACP_FUZZ_QUALITY_SEEDS`` as there. Beside each bug: the example at which seed 0 found it
 (a change to the covering examples or the strategy moves that number, not the minimum).
@@ -15,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from acp_fuzz.engine.campaign import calibrate, run_steps
 from tests.quality.test_planted_bugs import SEEDS, Track, first_failure, reference
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
@@ -94,3 +99,28 @@ def test_every_report_path_has_a_planted_bug_found_and_shrunk(bug: str, seed: in
     assert (found[0].severity, found[0].rule) == (severity, rule)
     assert result.exit_code == (1 if severity == "MUST" else 0)
     assert len(report.steps) == minimum, report.steps
+
+
+#: A prompt of the fixed sequences below.
+P = {"mode": "append", "content": [{"type": "text", "text": "You are a code review specialist. "
+                                    "Focus on security vulnerabilities."}]}
+#: --bug omit-falls-back-when-talked: the first omitted resume of A keeps P (A has no
+#: conversation yet), the second falls back to the defaults (A has one). Five steps: each
+#: choice needs a turn to show it.
+OMITTED = [{"op": "new", "session": "A", "cwd": "distinct", "systemPrompt": P},
+           {"op": "resume", "session": "A"}, {"op": "prompt", "session": "A"},
+           {"op": "resume", "session": "A"}, {"op": "prompt", "session": "A"}]
+
+
+def test_an_inconsistent_choice_for_an_omitted_prompt_is_recorded(no_orphans: Track) -> None:
+    """turns.py _report_choice, ``lifecycle.omitted-inconsistent``: info, so a campaign,
+    which confirms and shrinks failures, never reports it; its fixed minimal steps show it."""
+    spec = reference("omit-falls-back-when-talked")
+    _, _, baseline = calibrate(spec)
+    _, found = run_steps(spec, OMITTED, baseline=baseline)
+    (f,) = [f for f in found if f.oracle == "lifecycle.omitted-inconsistent"]
+    assert (f.severity, f.rule) == ("info", "SP-LIFECYCLE-OMIT-MAY")
+    assert (f.evidence["first"]["choice"], f.evidence["now"]["choice"]) == ("kept", "default")
+    assert [x for x in found if x.severity != "info"] == []
+    _, clean = run_steps(reference(), OMITTED, baseline=baseline)
+    assert "lifecycle.omitted-inconsistent" not in {x.oracle for x in clean}
