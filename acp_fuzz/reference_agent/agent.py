@@ -139,6 +139,8 @@ BUGS: dict[str, str] = {
     "to no turn, that holds the client prompt of every session of the process",
     "omit-falls-back-when-talked": "a load or resume that omits the prompt keeps the stored "
     "one for a session without a conversation, and falls back to the defaults for one with",
+    "camelcase-stop-reason": "session/prompt answers the stop reason endTurn (not in the "
+    "schema) instead of end_turn",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -1208,7 +1210,10 @@ class Agent:
         user_text = render_prompt(params)
         session = self._live(session_id)
         if self.protocol == 1:
-            return {"stopReason": self._turn(session, user_text)}
+            reason = self._turn(session, user_text)
+            if reason == "end_turn" and "camelcase-stop-reason" in self.bugs:
+                reason = "endTurn"  # BUG(camelcase-stop-reason): the schema's enum is snake_case
+            return {"stopReason": reason}
         # v2: the answer says the user message is inserted (its id); the turn runs after the
         # answer and is reported through session/update (see _turn_v2).
         message_id = self._message_id(session, 0)

@@ -78,6 +78,11 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
     # new B (Q) -> the digest request holds P and Q (seed 0: the 8th example)
     "untied-digest": ("prompt.leak", "MUST", "ACPFUZZ-SESSION-ISOLATION-MUST", 2,
                       "tied to no session"),
+    # protocol.py _frame, protocol.malformed: new A; prompt A -> stopReason "endTurn"
+    # (seed 0: the 1st example; tests/integration/test_malformed_in_the_quick_loop.py shows
+    # it in the quick loop)
+    "camelcase-stop-reason": ("protocol.malformed", "MUST", "FR-WIRE-NDJSON-MUST", 2,
+                              "breaks the schema"),
 }
 
 
