@@ -176,6 +176,8 @@ class _Server(ThreadingHTTPServer):
         # is closing one's socket: an evicted socket is shut down only while still open.
         self._unproven: dict[Any, None] = {}
         self._proven: set[Any] = set()
+        # Evicted and not yet released: only their errors are expected, and kept quiet.
+        self._evicted: set[Any] = set()
         self._slots_lock = threading.Lock()
 
     @property
@@ -210,6 +212,7 @@ class _Server(ThreadingHTTPServer):
             return False
         victim = next(iter(self._unproven))
         del self._unproven[victim]
+        self._evicted.add(victim)
         with contextlib.suppress(OSError):
             victim.shutdown(socket.SHUT_RDWR)
         return True
@@ -241,6 +244,7 @@ class _Server(ThreadingHTTPServer):
         with self._slots_lock:
             self._unproven.pop(request, None)
             self._proven.discard(request)
+            self._evicted.discard(request)
             self.shutdown_request(request)
 
     def _refuse(self, request: Any) -> None:
@@ -260,8 +264,9 @@ class _Server(ThreadingHTTPServer):
         # (its socket shut down under it). Anything else still shows.
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
             return
-        if not self.holds(request, proven=False):
-            return
+        with self._slots_lock:
+            if request in self._evicted:
+                return
         super().handle_error(request, client_address)
 
 
