@@ -36,7 +36,7 @@ from typing import Any
 
 from acp_fuzz.core.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.core.steps import invalid_params
+from acp_fuzz.core.steps import FAULTS, invalid_params
 
 from .lifecycle import TITLES
 from .payloads import (
@@ -108,10 +108,21 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
     keys += [f"compact:{by}" for by in caps.compactions()]
     if _deferral_before_compaction(caps, resend_on_lifecycle):
         keys.append("compact:after-change")
+    keys += [f"fault:{kind}" for kind in FAULTS]
     keys += _payload_keys(caps, resend_on_lifecycle) + _pair_keys(caps, resend_on_lifecycle)
     variants = invalid_variants(override=caps.override)
     return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
                                                         resend_on_lifecycle) for v in variants]
+
+
+def _fault_group() -> _Group:
+    """``fault:<kind>`` for each of ``steps.FAULTS``, in one example: ``new A (P)``, a turn
+    of ``A`` per kind whose first model request the fake model fails that way, and a turn
+    after them. Each turn after a fault shows whether the prompt survived it (its retries
+    are judged as turns too), so one plain turn at the end is enough."""
+    def unit(kind: str) -> Unit:
+        return lambda ex, a: ex.add({"op": "prompt", "session": a, "fault": kind})
+    return _Group(_new_session, tuple(unit(kind) for kind in FAULTS), _turn)
 
 
 def _deferral_before_compaction(caps: Capabilities, resend: bool) -> bool:
@@ -132,6 +143,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
     keys = [f"op:{op}"]
     if op == "invalid":
         keys.append(f"invalid:{step.get('method')}")
+    if op == "prompt" and "fault" in step:
+        keys.append(f"fault:{step['fault']}")
     if op == "compact":
         keys.append(f"compact:{step.get('by')}")
         if _changed_live(step.get("session"), before):
@@ -352,6 +365,7 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
                    {"op": "compact", "session": a, "by": caps.compactions()[0]},
                    {"op": "prompt", "session": a}, {"op": "prompt", "session": a})
         groups.append(_Group(_new_and_turn, (deferred,)))
+    groups.append(_fault_group())
     groups += _payload_groups(caps, resend) + _pair_groups(caps, resend)
     # The invalid payloads: each one a rejected request, packed.
     requests = prompt_requests(caps, resend_on_lifecycle=resend)

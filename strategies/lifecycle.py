@@ -3,8 +3,9 @@
 :class:`LifecycleMachine` draws sequences of lifecycle steps: new sessions (with or without a
 prompt, with a shared or a distinct cwd), prompt turns, load, resume and fork (each with the
 same, a different, an omitted, a ``null`` or an invalid prompt), close, delete, list, cancel,
-restarts of the agent process, invalid lifecycle requests and (for an agent that can be made
-to compact) compactions, each followed by a turn. A load, resume or fork that
+restarts of the agent process, invalid lifecycle requests, turns whose model request the
+fake model fails, and (for an agent that can be made to compact) compactions, each followed
+by a turn. A load, resume or fork that
 succeeds is followed by a turn on that session, where its effect on the prompt shows, and by a
 turn on a session it could have changed by mistake: a fork's source, and a loaded session that
 shares the reopened session's directory. A delete is followed by a new session where the
@@ -27,7 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from acp_fuzz.core.lifecycle import Lifecycle, handle_name
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.core.steps import invalid_params
+from acp_fuzz.core.steps import FAULTS, invalid_params
 
 from .payloads import decorated, invalid_system_prompts, valid_system_prompts, vendor_meta
 
@@ -48,6 +49,11 @@ MAX_RESTARTS = 2
 #: it. A choice inside the ``prompt`` rule, not a rule of its own, so that every other agent
 #: draws exactly as before compaction existed.
 COMPACT_EVERY = 3
+#: One turn in this many is a turn whose first model request the fake model fails (a drawn
+#: kind of ``steps.FAULTS``), and a turn after it: the failed turn must end visibly, every
+#: retry must carry the session's prompt, and the next turn must still have it. The
+#: covering examples send each kind at every seed (``strategies.cover``).
+FAULT_EVERY = 10
 #: The titles a retitle sends: plain, padded (an agent may trim it), and beyond ASCII.
 TITLES = ("Renamed by acp-fuzz", "  Release checklist  ", "Überprüfung – ✓ 検証")
 
@@ -86,6 +92,9 @@ class LifecycleMachine(RuleBasedStateMachine):
     #: Whether load, resume and fork may carry a prompt (the standard field re-sends; the
     #: legacy ``_meta`` dialects set a prompt on ``session/new`` only).
     resend_on_lifecycle: ClassVar[bool] = True
+    #: Whether turns may have the fake model fail their first model request (``fault``):
+    #: off for a harness whose model is not acp-fuzz's gateway.
+    model_faults: ClassVar[bool] = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -251,6 +260,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         if bool(self._switches()) and data.draw(st.integers(0, PROMPT_SWITCH_EVERY - 1),
                                                 label="switch first") == 0:
             self._switch(data, handle)
+        if self.model_faults and data.draw(st.integers(0, FAULT_EVERY - 1), label="fault") == 0:
+            fault = data.draw(st.sampled_from(FAULTS), label="fault kind")
+            self._send({"op": "prompt", "session": handle, "fault": fault})
+            self._turn_after(handle)  # whether the prompt survived the failure shows here
+            return
         self._send({"op": "prompt", "session": handle})
 
     @precondition(lambda self: bool(self._loaded()))

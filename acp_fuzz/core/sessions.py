@@ -243,8 +243,9 @@ class Tracker:
     can_compact: bool = False
     #: Turns that completed in the run (any session): the agent can run turns at all.
     turns_ok: int = 0
-    #: Sessions whose model request got an error status during the current step (the fake
-    #: model's own error, e.g. a forced context overflow, explains a failing turn).
+    #: Sessions whose model request got an error status or a fault during the current step
+    #: (the fake model's own failure, e.g. a forced context overflow or a prompt step's
+    #: fault, explains a failing turn).
     model_failed: set[str] = field(default_factory=set)
     _models: int = 0
 
@@ -610,7 +611,7 @@ class Tracker:
 
     def _on_model(self, r: ModelRequest) -> None:
         x, m = r.x, r.session
-        if x.session is not None and x.status >= 400:
+        if x.session is not None and (x.status >= 400 or x.fault is not None):
             self.model_failed.add(x.session)
         if r.route == "untied":
             if r.compacts is not None:

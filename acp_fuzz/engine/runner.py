@@ -682,9 +682,25 @@ class Run:
         return _TurnWait(ends.request, idle)
 
     def _do_prompt(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        pending = self._send_turn(step["session"], ann)
-        return self._reply_outcome(self._await(pending, "session/prompt",
-                                               self.spec.request_timeout))
+        """A turn. With a ``fault``, the gateway fails the turn's first model request once
+        (:meth:`Gateway.fail_next`: a retry gets the normal answer); a ``fault`` verdict
+        says how many requests it failed (``faulted``: 0 when the turn never asked)."""
+        fault = step.get("fault")
+        if fault is not None:
+            assert self.gateway is not None
+            self.gateway.fail_next(fault, session=step["session"])
+        try:
+            pending = self._send_turn(step["session"], ann)
+            out = self._reply_outcome(self._await(pending, "session/prompt",
+                                                  self.spec.request_timeout))
+        finally:
+            faulted = self.gateway.disarm(step["session"]) \
+                if fault is not None and self.gateway is not None else 0
+        if fault is not None:
+            self.history.append("verdict", {"step": self._step_index - 1, "what": "fault",
+                                            "outcome": out.outcome, "fault": fault,
+                                            "faulted": faulted})
+        return out
 
     def _do_compact(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """Make the agent compact session ``H``, and wait for the turn that does it.

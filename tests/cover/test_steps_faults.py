@@ -1,0 +1,74 @@
+"""A turn whose model request fails (issue #32 §1): the ``fault`` of a ``prompt`` step, what
+a cassette may ask for, and how the strategies and the covering examples draw it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from test_strategies_breadth import _examples
+
+from acp_fuzz.core.lifecycle import allowed
+from acp_fuzz.core.payloads import Capabilities
+from acp_fuzz.core.steps import FAULTS, KEYS, describe, validate_step
+from acp_fuzz.strategies import cover_keys, covering_examples, step_keys
+
+FULL = Capabilities(system_prompt=True, override=True, load=True, resume=True, fork=True,
+                    close=True, list=True, delete=True)
+
+
+def test_a_prompt_may_carry_one_of_the_faults() -> None:
+    assert KEYS["prompt"] == {"session", "fault"}
+    assert FAULTS == ("server-error", "rate-limited", "overloaded", "connection-closed",
+                      "stream-cut", "not-json", "slow-first-byte")
+    for kind in FAULTS:
+        step = {"op": "prompt", "session": "A", "fault": kind}
+        assert validate_step(json.loads(json.dumps(step))) == step
+        assert kind in describe(step) and "fails once" in describe(step)
+    assert describe({"op": "prompt", "session": "A"}) == "session/prompt A"
+
+
+@pytest.mark.parametrize("step, match", [
+    ({"op": "prompt", "session": "A", "fault": "teapot"}, "'fault' must be one of"),
+    ({"op": "prompt", "session": "A", "fault": ["server-error"]}, "'fault' must be one of"),
+    ({"op": "prompt", "session": "A", "fault": None}, "'fault' must be one of"),
+    ({"op": "cancel", "session": "A", "fault": "server-error"}, "unknown key"),
+    ({"op": "compact", "session": "A", "by": "usage", "fault": "stream-cut"}, "unknown key"),
+])
+def test_a_cassette_cannot_ask_for_another_fault_or_one_elsewhere(step: dict[str, Any],
+                                                                  match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        validate_step(step)
+
+
+def test_the_machine_draws_faulted_turns_each_followed_by_a_turn() -> None:
+    kinds: set[str] = set()
+    for ex in _examples(FULL):
+        assert allowed(ex), ex
+        for i, s in enumerate(ex):
+            validate_step(dict(s))
+            if "fault" in s:
+                kinds.add(s["fault"])
+                assert ex[i + 1] == {"op": "prompt", "session": s["session"]}, ex[i:i + 2]
+    assert len(kinds) >= 3, kinds  # 40 examples at FAULT_EVERY = 10: several kinds
+
+
+def test_the_covering_examples_send_each_fault_then_a_turn() -> None:
+    for caps in (FULL, Capabilities(), replace(FULL, system_prompt=False)):
+        keys = cover_keys(caps)
+        assert {f"fault:{kind}" for kind in FAULTS} <= set(keys)
+        faulted = [c for c in covering_examples(caps) if any("fault" in s for s in c.steps)]
+        assert len(faulted) == 1  # one example: 9 steps
+        steps = list(faulted[0].steps)
+        assert allowed(steps)
+        assert steps[0]["op"] == "new" and steps[-1] == {"op": "prompt", "session": "A"}
+        assert [s.get("fault") for s in steps[1:-1]] == list(FAULTS)  # each, at every seed
+        assert {f"fault:{kind}" for kind in FAULTS} <= set(faulted[0].keys)
+
+
+def test_a_faulted_turn_covers_its_kind_and_a_plain_turn_none() -> None:
+    assert step_keys({"op": "prompt", "session": "A", "fault": "not-json"}, FULL) == [
+        "op:prompt", "fault:not-json"]
+    assert step_keys({"op": "prompt", "session": "A"}, FULL) == ["op:prompt"]
