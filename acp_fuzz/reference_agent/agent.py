@@ -141,6 +141,8 @@ BUGS: dict[str, str] = {
     "one for a session without a conversation, and falls back to the defaults for one with",
     "camelcase-stop-reason": "session/prompt answers the stop reason endTurn (not in the "
     "schema) instead of end_turn",
+    "escape-changed-prompt": "a prompt that a load or resume changes is HTML-escaped on the "
+    "way in (the change path's template autoescapes it)",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -774,6 +776,9 @@ class Agent:
             self._defer(session.session_id, old)
         if "duplicate-on-resume" in self.bugs and old is not None:
             prompt = SystemPrompt(prompt.mode, old.texts + prompt.texts)  # BUG(duplicate-on-resume)
+        if "escape-changed-prompt" in self.bugs and prompt != old:
+            # BUG(escape-changed-prompt): the change path's template autoescapes the text.
+            prompt = SystemPrompt(prompt.mode, tuple(html.escape(t) for t in prompt.texts))
         session.system_prompt = prompt
         self.last_client_prompt = prompt
 

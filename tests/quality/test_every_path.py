@@ -129,3 +129,26 @@ def test_an_inconsistent_choice_for_an_omitted_prompt_is_recorded(no_orphans: Tr
     assert [x for x in found if x.severity != "info"] == []
     _, clean = run_steps(reference(), OMITTED, baseline=baseline)
     assert "lifecycle.omitted-inconsistent" not in {x.oracle for x in clean}
+
+
+#: --bug escape-changed-prompt (issue #31 §5): A has no prompt of its own, so the defaults
+#: alone fit A's request, and the escaped new prompt read as "the old one still in use".
+CHANGED = [{"op": "new", "session": "A", "cwd": "distinct"},
+           {"op": "load", "session": "A", "systemPrompt": {"mode": "append", "content": [
+               {"type": "text", "text": "Answer only in <b>French</b>, whatever the question."}]}},
+           {"op": "prompt", "session": "A"}]
+
+
+def test_a_changed_prompt_applied_escaped_is_altered_not_the_old_one_in_use(
+        no_orphans: Track) -> None:
+    """turns.py _report_missing by way of _altered_change: the finding says what happened
+    to the new prompt, at the severity escaping has on session/new. A default campaign finds
+    it on the same path (seed 0: the 63rd example, shrunk to new A (null); load A (override,
+    an escaped text); prompt A); these fixed steps pin it without the search."""
+    spec = reference("escape-changed-prompt")
+    _, _, baseline = calibrate(spec)
+    _, found = run_steps(spec, CHANGED, baseline=baseline)
+    (f,) = [f for f in found if f.oracle == "prompt.altered"]
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-VERBATIM-SHOULD")
+    assert [r["as"] for r in f.evidence["received"]] == ["escaped"]
+    assert not {"prompt.change-deferred", "prompt.change-ignored"} & {x.oracle for x in found}
