@@ -56,6 +56,9 @@ HARNESS_RULES: dict[str, str] = {
         "a stored prompt the agent keeps for a load, resume or fork that omitted it reaches "
         "the model whole (SP-LIFECYCLE-OMIT-MAY allows keeping it or the defaults; part of "
         "it is neither)",
+    "ACPFUZZ-FAILURE-VISIBLE-SHOULD":
+        "a turn whose model request failed, and that got no answer from the model, ends in a "
+        "way the client can see: an error answer, or a message; not end_turn with nothing",
     "ACPFUZZ-SCHEMA-SHAPE-SHOULD":
         "an advertising agent rejects a systemPrompt that is not an object (the earlier "
         "drafts' string and array, docs/rules.md)",
@@ -118,6 +121,9 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
                "small to tell kept from replaced"),
     OracleInfo("cancel.error", "MUST", "CANCEL-AGENT-STOPREASON-MUST",
                "a prompt cancelled mid-turn was answered with an error, not a stop reason"),
+    OracleInfo("turn.silent-failure", "SHOULD", "ACPFUZZ-FAILURE-VISIBLE-SHOULD",
+               "a turn whose model request failed, and that never got an answer, ended with "
+               "end_turn and nothing said"),
     OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
                "how an agent that does not advertise systemPrompt answered one (robustness)"),
 ]}

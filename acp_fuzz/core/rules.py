@@ -219,6 +219,13 @@ RULES: tuple[Rule, ...] = (
        "acp-fuzz's reading: an advertised load or resume works for a session the agent made "
        "and holds a conversation for, when the request gives nothing to refuse",
        ("session.reattach-failed", "bug:load-erases-session")),
+    _r("ACPFUZZ-FAILURE-VISIBLE-SHOULD", SCHEMA, "StopReason",
+       "The turn ended successfully.",
+       "acp-fuzz's reading: end_turn says the turn succeeded; a turn whose model request "
+       "failed and got no answer did not, and the client cannot tell it from an empty "
+       "success. The schema names no stop reason for a failure and no MUST for this, so "
+       "answering the prompt with an error (or saying what failed) is a SHOULD",
+       ("turn.silent-failure", "bug:fault-ends-silently")),
     # -- systemPrompt: the client ----------------------------------------------------------------
     _r("SP-CLIENT-GATE-MUSTNOT", RFD, _CLIENT,
        "Clients MUST NOT include systemPrompt in any request unless the agent advertised the "

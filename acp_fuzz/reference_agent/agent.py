@@ -12,11 +12,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import html
+import http.client
 import json
 import os
 import select
 import shutil
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
@@ -68,6 +70,10 @@ def default_instructions(cwd: str) -> str:
 # The defects ``--bug`` can plant (repeat it to plant several; each is its own branch). The
 # package docstring describes each one with its minimal reproduction.
 BUGS: dict[str, str] = {
+    "retry-drops-prompt": "a model request retried after a failure (5xx, 429, a connection "
+    "lost, an answer cut or not JSON) is rebuilt without the system message",
+    "fault-ends-silently": "a failed model request ends the turn with end_turn and nothing "
+    "said, instead of a retry or an error",
     "leak": "the most recently set client prompt is used for every session",
     "lost-after-restart": "after a restart, load/resume ignore both the re-sent and stored prompt",
     "duplicate-on-resume": "a prompt re-sent on load/resume is appended to the stored one",
@@ -359,6 +365,22 @@ class ContextTooLong(RpcError):
                          "long for the model)")
 
 
+class ModelUnavailable(RpcError):
+    """A model request that failed in a way worth trying again: an HTTP 5xx or 429, a
+    connection lost, an answer cut short or not JSON. ``retry_after``: the seconds its
+    ``Retry-After`` asked for (0 when it did not)."""
+
+    def __init__(self, why: str, retry_after: float = 0.0) -> None:
+        super().__init__(INTERNAL_ERROR, f"model request failed: {why}")
+        self.retry_after = retry_after
+
+
+#: Retries of a model request that failed with :class:`ModelUnavailable`, and the longest
+#: ``Retry-After`` the agent honours (a longer one is cut to it: the turn must go on).
+MODEL_RETRIES = 2
+MAX_RETRY_AFTER_S = 2.0
+
+
 def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str, str]],
                     model: str = MODEL) -> str:
     """POST ``messages`` to ``<base_url>/chat/completions`` and return the assistant's text.
@@ -389,13 +411,24 @@ def chat_request(base_url: str | None, api_key: str, messages: list[dict[str, st
     except urllib.error.HTTPError as e:  # non-2xx status
         if e.code == 400 and _error_code(e) == "context_length_exceeded":
             raise ContextTooLong() from e
+        if e.code == 429 or e.code >= 500:
+            raise ModelUnavailable(f"HTTP {e.code}", _retry_after(e)) from e
         raise RpcError(INTERNAL_ERROR, f"model request failed: HTTP {e.code}") from e
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-        raise RpcError(INTERNAL_ERROR, f"model request failed: {short(e)}") from e
+    except (OSError, ValueError, KeyError, IndexError, TypeError,
+            http.client.HTTPException) as e:  # lost, cut short (IncompleteRead), not JSON
+        raise ModelUnavailable(short(e)) from e
     usage = answer.get("usage") if isinstance(answer, dict) else None
     tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     return Answer(content if isinstance(content, str) else "",
                   tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None)
+
+
+def _retry_after(e: urllib.error.HTTPError) -> float:
+    """The seconds an error's ``Retry-After`` asks for (0 when absent or not a number)."""
+    try:
+        return max(0.0, float(e.headers.get("Retry-After", "0")))
+    except ValueError:
+        return 0.0
 
 
 def _error_code(e: urllib.error.HTTPError) -> Any:
@@ -1246,7 +1279,7 @@ class Agent:
             self.busy.add(session_id)
         # Raises RpcError -32603; the history stays unchanged.
         try:
-            reply = self._ask(session, messages)
+            reply = self._ask_retrying(session, messages)
         except ContextTooLong:
             if not self.compacting:
                 raise
@@ -1254,6 +1287,8 @@ class Agent:
             self._compact(session, "the context-length error")
             messages, user_text = self._messages(session, asked_text)
             reply = self._ask(session, messages)
+        if reply is None:
+            return "end_turn"  # BUG(fault-ends-silently): a failed turn must say so
         if self.reattaching(session_id):  # it arrived while the model was answering
             self.busy.add(session_id)
         if self.cancelled(session_id):  # the cancel arrived while the model was answering
@@ -1312,6 +1347,25 @@ class Agent:
                 and answer.prompt_tokens >= COMPACT_AT * CONTEXT_WINDOW:
             session.compact_due = True
         return answer.text
+
+    def _ask_retrying(self, session: Session, messages: list[dict[str, str]]) -> str | None:
+        """:meth:`_ask`, tried again up to :data:`MODEL_RETRIES` times after a
+        :class:`ModelUnavailable` (waiting what its ``Retry-After`` asks, at most
+        :data:`MAX_RETRY_AFTER_S`), with the same messages: the session's prompt and all. The
+        last failure raises. ``None`` only under ``--bug fault-ends-silently``."""
+        for attempt in range(MODEL_RETRIES + 1):
+            try:
+                return self._ask(session, messages)
+            except ModelUnavailable as e:
+                if "fault-ends-silently" in self.bugs:
+                    return None  # BUG(fault-ends-silently): neither retried nor reported
+                if attempt == MODEL_RETRIES:
+                    raise
+                time.sleep(min(e.retry_after, MAX_RETRY_AFTER_S))  # the provider asked it
+                if "retry-drops-prompt" in self.bugs:
+                    # BUG(retry-drops-prompt): a retry must carry the request it retries.
+                    messages = [m for m in messages if m["role"] != "system"]
+        raise AssertionError("unreachable")
 
     def _compact(self, session: Session, why: str) -> None:
         """Compact a session (``--variant compacting``): one summary request to the model

@@ -11,7 +11,8 @@ Each module judges one kind of promise, and registers its checks on import, in t
   the session's next turns (``reject.side-effect``, ``session.*``);
 - :mod:`.isolation`: one session's client text never reaches another's (``prompt.leak``);
 - :mod:`.turns`: each turn carries the prompt the session owes (``prompt.*``, ``override.*``,
-  ``append.*``, ``defaults.*``, ``lifecycle.omitted-*``).
+  ``append.*``, ``defaults.*``, ``lifecycle.omitted-*``);
+- :mod:`.faults`: a turn whose model request failed ends visibly (``turn.silent-failure``).
 
 A built-in check sees an event before the session tracker applies it
 (:class:`acp_fuzz.core.checks.Judge`): the state the event met, and the tracker's record of
@@ -28,6 +29,7 @@ from acp_fuzz.core.builtin import payload
 from acp_fuzz.core.builtin import lifecycle
 from acp_fuzz.core.builtin import isolation
 from acp_fuzz.core.builtin import turns
+from acp_fuzz.core.builtin import faults
 # isort: on
 
-__all__ = ["isolation", "lifecycle", "payload", "protocol", "turns"]
+__all__ = ["faults", "isolation", "lifecycle", "payload", "protocol", "turns"]
