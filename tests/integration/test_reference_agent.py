@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,7 @@ class ModelServer:
         self.paths: list[str] = []
         self.status = 200
         self.reply = "ok"
+        self.failures = 0  # how many of the next requests fail with 503 (a model fault)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -89,7 +91,11 @@ class ModelServer:
                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
                     }
                 ).encode()
-                self.send_response(server.status)
+                status = server.status
+                if server.failures > 0:
+                    server.failures -= 1
+                    status = 503
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -109,6 +115,7 @@ class ModelServer:
         self.paths.clear()
         self.status = 200
         self.reply = "ok"
+        self.failures = 0
 
     def system(self, index: int = -1) -> str:
         """The system message of a recorded request."""
@@ -877,203 +884,487 @@ def start(spawn: Spawner, bug: str | None) -> AgentProcess:
     return spawn(*(["--bug", bug] if bug else [])).init()
 
 
+class Trial:
+    """One run of a bug's reproduction: the agent (planted or correct), the fake model, and
+    :meth:`restart`, which starts the agent again with the same options in the same HOME."""
+
+    def __init__(self, spawn: Spawner, model: ModelServer, args: list[str]) -> None:
+        self.spawn, self.model, self.args = spawn, model, args
+        self.agent = spawn(*args).init()
+
+    def restart(self) -> AgentProcess:
+        self.agent.close()
+        self.agent = self.spawn(*self.args).init()
+        return self.agent
+
+
+Reproduction = Callable[[Trial], bool]
+#: bug -> its minimal reproduction: True when the defect shows.
+_REPRODUCTIONS: dict[str, Reproduction] = {}
+
+
+def reproduces(name: str) -> Callable[[Reproduction], Reproduction]:
+    def register(function: Reproduction) -> Reproduction:
+        assert name not in _REPRODUCTIONS, f"two reproductions for bug {name}"
+        _REPRODUCTIONS[name] = function
+        return function
+    return register
+
+
+def correct_variant(name: str) -> str | None:
+    """The ``--variant`` the correct counterpart of bug ``name`` needs (the bug plants it)."""
+    if name in COMPACTION_BUGS:
+        # The correct agent compacts too; the one that holds a change back holds it whole.
+        return "defer-until-compaction" if name == "compaction-keeps-stale" else "compacting"
+    # The switch bugs plant modes and models themselves; the correct agent offers them with
+    # --variant switches (and so for titles and directories).
+    return "switches" if name in SWITCH_BUGS else "titles" if name in TITLE_BUGS \
+        else "directories" if name in DIRECTORY_BUGS else None
+
+
 def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> bool:
     """Run bug ``name``'s minimal reproduction; return True when the defect shows.
 
     ``planted`` selects ``--bug name`` or a correct agent, so each scenario is also checked
     not to fire on the correct agent.
     """
-    bug = name if planted else None
-    # The switch bugs plant modes and models themselves; the correct agent offers them with
-    # --variant switches.
-    variant = "switches" if name in SWITCH_BUGS else "titles" if name in TITLE_BUGS \
-        else "directories" if name in DIRECTORY_BUGS else None
-    if name in COMPACTION_BUGS:
-        # The correct agent compacts too; the one that holds a change back holds it whole.
-        variant = "defer-until-compaction" if name == "compaction-keeps-stale" else "compacting"
-    agent = start(spawn, bug) if planted or variant is None else \
-        spawn("--variant", variant).init()
-    if name == "leak":
-        a = agent.new(sp("append", P))
-        agent.new(sp("append", Q))
-        agent.prompt(a)
-        return model.system() != f"{defaults()}\n\n{P}"
-    if name == "lost-after-restart":
-        session = agent.new(sp("append", P))
-        agent.close()
-        agent = start(spawn, bug)
-        agent.ok(
-            "session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": sp("append", P)}
-        )
-        agent.prompt(session)
-        return P not in model.system()
-    if name == "history-lost-after-restart":
-        session = agent.new(sp("append", P))
-        agent.prompt(session, "first words")
-        agent.close()
-        agent = start(spawn, bug)
-        agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": []})
-        agent.prompt(session, "second words")
-        texts = [m["content"] for m in model.requests[-1]["messages"]]
-        return "first words" not in texts
-    if name == "load-erases-session":
-        session = agent.new(sp("append", P))
-        agent.prompt(session, "first words")
-        _, response = agent.call("session/load",
-                                 {"sessionId": session, "cwd": CWD, "mcpServers": []})
-        return "error" in response
-    if name == "delete-leaves-prompt":
-        agent.ok("session/delete", {"sessionId": agent.new(sp("append", P))})
-        agent.prompt(agent.new())
-        return P in model.system()
-    if name == "duplicate-on-resume":
-        session = agent.new(sp("append", P))
-        agent.ok(
-            "session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": sp("append", P)}
-        )
-        agent.prompt(session)
-        return model.system().count(P) != 1
-    if name == "user-turn":
-        agent.prompt(agent.new(sp("append", P)), "question")
-        return (
-            P not in model.system() or model.requests[-1]["messages"][-1]["content"] != "question"
-        )
-    if name == "accept-unknown-mode":
-        _, response = agent.call(
-            "session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": sp("prepend", P)}
-        )
-        return "result" in response
-    if name == "replace-as-override":
-        _, response = agent.call(
-            "session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": sp("replace", P)}
-        )
-        if "result" not in response:
-            return False
-        agent.prompt(response["result"]["sessionId"])
-        return model.system() == P  # the defaults replaced: "replace" read as override
-    if name == "hang-on-empty-content":
-        # Requests are answered in order: when the list after it is answered and the empty
-        # content is not, it never will be (no wait on a clock).
-        agent.send({"jsonrpc": "2.0", "id": "empty", "method": "session/new", "params": {
-            "cwd": CWD, "mcpServers": [], "systemPrompt": {"mode": "append", "content": []}}})
-        agent.send({"jsonrpc": "2.0", "id": "after", "method": "session/list", "params": {}})
-        answered = set()
-        while "after" not in answered:
-            message = agent.receive()
-            if "id" in message and "method" not in message:
-                answered.add(message["id"])
-        return "empty" not in answered
-    if name == "side-effect-before-validation":
-        _, response = agent.call(
-            "session/new", {"cwd": CWD, "mcpServers": [], "systemPrompt": sp("prepend", P)}
-        )
-        assert response["error"]["code"] == -32602  # the answer itself is right ...
-        return agent.listed() != []  # ... but an orphan session exists
-    if name == "crash-on-image":
-        image = {
-            "mode": "append",
-            "content": [{"type": "image", "data": "AA", "mimeType": "image/png"}],
-        }
-        agent.send(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "session/new",
-                "params": {"cwd": CWD, "mcpServers": [], "systemPrompt": image},
-            }
-        )
-        if agent.inbox.get(timeout=READ_TIMEOUT_S) is None:  # stdout closed: the agent died
-            assert agent.proc.wait(timeout=READ_TIMEOUT_S) == 1
-            return True
-        return False
-    if name == "override-keeps-default":
-        agent.prompt(agent.new(sp("override", P)))
-        return model.system() != P
-    if name == "fork-drops-prompt":
-        source = agent.new(sp("append", P))
-        fork = agent.ok(
-            "session/fork", {"sessionId": source, "cwd": CWD, "systemPrompt": sp("append", P)}
-        )
-        agent.prompt(fork["sessionId"])
-        return P not in model.system()
-    if name == "fork-corrupts-source":
-        source = agent.new(sp("append", P))
-        agent.ok("session/fork", {"sessionId": source, "cwd": CWD, "systemPrompt": sp("append", Q)})
-        agent.prompt(source)
-        return model.system() != f"{defaults()}\n\n{P}"
-    if name == "drop-last-block":
-        agent.prompt(agent.new(sp("append", P, Q)))
-        return model.system() != f"{defaults()}\n\n{P}\n\n{Q}"
-    if name == "truncate-64k":
-        long_text = "x" * 65536 + "END"
-        agent.prompt(agent.new(sp("append", long_text)))
-        return not model.system().endswith(long_text)
-    if name == "lost-override-after-restart":
-        session = agent.new(sp("override", P))
-        agent.close()
-        agent = start(spawn, bug)
-        agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": [],
-                                  "systemPrompt": sp("override", P)})
-        agent.prompt(session)
-        return model.system() != P
-    if name == "vendor-meta-wins":
-        created = agent.ok("session/new", {"cwd": CWD, "mcpServers": [],
-                                           "systemPrompt": sp("append", P),
-                                           "_meta": {"systemPrompt": {"append": Q}}})
-        agent.prompt(created["sessionId"])
-        return model.system() != f"{defaults()}\n\n{P}"
-    if name == "tiny-baseline":
-        agent.prompt(agent.new(sp("override", P)))
-        return model.system() != P
-    if name == "model-switch-drops-prompt":
-        session = agent.new(sp("append", P))
-        agent.ok("session/set_config_option", {"sessionId": session, "configId": "model",
-                                               "value": "reference-model-mini"})
-        agent.prompt(session)
-        return P not in model.system()
-    if name == "moved-cwd-drops-prompt":
-        session = agent.new(sp("append", P))
-        agent.ok("session/load", {"sessionId": session, "cwd": CWD + "-moved", "mcpServers": [],
+    if name not in _REPRODUCTIONS:
+        raise AssertionError(f"no reproduction for bug {name}")
+    variant = correct_variant(name)
+    args = ["--bug", name] if planted else ["--variant", variant] if variant else []
+    return _REPRODUCTIONS[name](Trial(spawn, model, args))
+
+
+def answer_to_new(agent: AgentProcess, system_prompt: Any, **extra: Any) -> dict[str, Any]:
+    """The whole answer (result or error) to a session/new carrying ``system_prompt``."""
+    params = {"cwd": CWD, "mcpServers": [], "systemPrompt": system_prompt, **extra}
+    return agent.call("session/new", params)[1]
+
+
+def answer_to_prompt(agent: AgentProcess, session: str,
+                     words: str = "hello") -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The updates of a turn and the whole answer (result or error) to its prompt."""
+    return agent.call("session/prompt", {"sessionId": session, "prompt": [text(words)]})
+
+
+def said(notes: list[dict[str, Any]]) -> list[str]:
+    """The agent's message chunks among a turn's updates."""
+    return [n["params"]["update"]["content"]["text"] for n in notes
+            if n["params"]["update"]["sessionUpdate"] == "agent_message_chunk"]
+
+
+@reproduces("leak")
+def _leak(t: Trial) -> bool:
+    a = t.agent.new(sp("append", P))
+    t.agent.new(sp("append", Q))
+    t.agent.prompt(a)
+    return t.model.system() != f"{defaults()}\n\n{P}"
+
+
+def after_cold_resume(t: Trial, resent: dict[str, Any]) -> str:
+    """new A (append P); restart; resume A re-sending ``resent``; prompt A: the system
+    message of that turn."""
+    session = t.agent.new(sp("append", P))
+    agent = t.restart()
+    agent.ok("session/resume", {"sessionId": session, "cwd": CWD, "systemPrompt": resent})
+    agent.prompt(session)
+    return t.model.system()
+
+
+@reproduces("lost-after-restart")
+def _lost_after_restart(t: Trial) -> bool:
+    return P not in after_cold_resume(t, sp("append", P))
+
+
+@reproduces("history-lost-after-restart")
+def _history_lost_after_restart(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    t.agent.prompt(session, "first words")
+    agent = t.restart()
+    agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": []})
+    agent.prompt(session, "second words")
+    texts = [m["content"] for m in t.model.requests[-1]["messages"]]
+    return "first words" not in texts
+
+
+@reproduces("load-erases-session")
+def _load_erases_session(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    t.agent.prompt(session, "first words")
+    _, response = t.agent.call("session/load",
+                               {"sessionId": session, "cwd": CWD, "mcpServers": []})
+    return "error" in response
+
+
+@reproduces("delete-leaves-prompt")
+def _delete_leaves_prompt(t: Trial) -> bool:
+    t.agent.ok("session/delete", {"sessionId": t.agent.new(sp("append", P))})
+    t.agent.prompt(t.agent.new())
+    return P in t.model.system()
+
+
+@reproduces("duplicate-on-resume")
+def _duplicate_on_resume(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    t.agent.ok("session/resume", {"sessionId": session, "cwd": CWD,
                                   "systemPrompt": sp("append", P)})
-        agent.prompt(session)
-        return P not in model.system()
-    if name == "title-drops-prompt":
-        session = agent.new(sp("append", P))
-        agent.ok("session/set_title", {"sessionId": session, "title": "Renamed"})
-        agent.prompt(session)
-        return P not in model.system()
-    if name == "busy-resume-drops-prompt":
-        session = agent.new(sp("append", P))
-        turn, resumed = agent.busy(session, "session/resume", {
-            "sessionId": session, "cwd": CWD, "systemPrompt": sp("append", P)})
-        assert "result" in turn and "result" in resumed, (turn, resumed)
-        agent.prompt(session)
-        return P not in model.system()
-    if name == "version-above-offer":
-        # start() offers protocol version 1; the answer must not be above it.
-        return agent.init_result["protocolVersion"] != 1
-    if name == "mode-drops-prompt":
-        session = agent.new(sp("append", P))
-        agent.ok("session/set_mode", {"sessionId": session, "modeId": "ask"})
-        agent.prompt(session)
-        return P not in model.system()
-    if name == "compaction-drops-prompt":
-        session = agent.new(sp("append", P))
-        agent.prompt(session)
-        agent.prompt(session, "/compact")
-        agent.prompt(session)
-        return P not in model.system()
-    if name == "compaction-keeps-stale":
-        session = agent.new(sp("append", P))
-        agent.prompt(session)
-        agent.ok("session/resume", {"sessionId": session, "cwd": CWD,
-                                    "systemPrompt": sp("append", Q)})
-        agent.prompt(session)
-        assert P in model.system() and Q not in model.system()  # held back, correctly so
-        agent.prompt(session, "/compact")
-        agent.prompt(session)
-        return Q not in model.system()
-    raise AssertionError(f"no reproduction for bug {name}")
+    t.agent.prompt(session)
+    return t.model.system().count(P) != 1
+
+
+@reproduces("user-turn")
+def _user_turn(t: Trial) -> bool:
+    t.agent.prompt(t.agent.new(sp("append", P)), "question")
+    return (P not in t.model.system()
+            or t.model.requests[-1]["messages"][-1]["content"] != "question")
+
+
+@reproduces("accept-unknown-mode")
+def _accept_unknown_mode(t: Trial) -> bool:
+    return "result" in answer_to_new(t.agent, sp("prepend", P))
+
+
+@reproduces("replace-as-override")
+def _replace_as_override(t: Trial) -> bool:
+    response = answer_to_new(t.agent, sp("replace", P))
+    if "result" not in response:
+        return False
+    t.agent.prompt(response["result"]["sessionId"])
+    return t.model.system() == P  # the defaults replaced: "replace" read as override
+
+
+@reproduces("hang-on-empty-content")
+def _hang_on_empty_content(t: Trial) -> bool:
+    # Requests are answered in order: when the list after it is answered and the empty
+    # content is not, it never will be (no wait on a clock).
+    agent = t.agent
+    agent.send({"jsonrpc": "2.0", "id": "empty", "method": "session/new", "params": {
+        "cwd": CWD, "mcpServers": [], "systemPrompt": {"mode": "append", "content": []}}})
+    agent.send({"jsonrpc": "2.0", "id": "after", "method": "session/list", "params": {}})
+    answered = set()
+    while "after" not in answered:
+        message = agent.receive()
+        if "id" in message and "method" not in message:
+            answered.add(message["id"])
+    return "empty" not in answered
+
+
+@reproduces("side-effect-before-validation")
+def _side_effect_before_validation(t: Trial) -> bool:
+    response = answer_to_new(t.agent, sp("prepend", P))
+    assert response["error"]["code"] == -32602  # the answer itself is right ...
+    return t.agent.listed() != []  # ... but an orphan session exists
+
+
+@reproduces("crash-on-image")
+def _crash_on_image(t: Trial) -> bool:
+    agent = t.agent
+    image = {"mode": "append", "content": [{"type": "image", "data": "AA",
+                                            "mimeType": "image/png"}]}
+    agent.send({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                "params": {"cwd": CWD, "mcpServers": [], "systemPrompt": image}})
+    if agent.inbox.get(timeout=READ_TIMEOUT_S) is None:  # stdout closed: the agent died
+        assert agent.proc.wait(timeout=READ_TIMEOUT_S) == 1
+        return True
+    return False
+
+
+@reproduces("override-keeps-default")
+@reproduces("tiny-baseline")
+def _override_keeps_default(t: Trial) -> bool:
+    t.agent.prompt(t.agent.new(sp("override", P)))
+    return t.model.system() != P
+
+
+@reproduces("fork-drops-prompt")
+def _fork_drops_prompt(t: Trial) -> bool:
+    source = t.agent.new(sp("append", P))
+    fork = t.agent.ok("session/fork", {"sessionId": source, "cwd": CWD,
+                                       "systemPrompt": sp("append", P)})
+    t.agent.prompt(fork["sessionId"])
+    return P not in t.model.system()
+
+
+@reproduces("fork-corrupts-source")
+def _fork_corrupts_source(t: Trial) -> bool:
+    source = t.agent.new(sp("append", P))
+    t.agent.ok("session/fork", {"sessionId": source, "cwd": CWD,
+                                "systemPrompt": sp("append", Q)})
+    t.agent.prompt(source)
+    return t.model.system() != f"{defaults()}\n\n{P}"
+
+
+@reproduces("drop-last-block")
+def _drop_last_block(t: Trial) -> bool:
+    t.agent.prompt(t.agent.new(sp("append", P, Q)))
+    return t.model.system() != f"{defaults()}\n\n{P}\n\n{Q}"
+
+
+@reproduces("truncate-64k")
+def _truncate_64k(t: Trial) -> bool:
+    long_text = "x" * 65536 + "END"
+    t.agent.prompt(t.agent.new(sp("append", long_text)))
+    return not t.model.system().endswith(long_text)
+
+
+@reproduces("lost-override-after-restart")
+def _lost_override_after_restart(t: Trial) -> bool:
+    session = t.agent.new(sp("override", P))
+    agent = t.restart()
+    agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": [],
+                              "systemPrompt": sp("override", P)})
+    agent.prompt(session)
+    return t.model.system() != P
+
+
+@reproduces("vendor-meta-wins")
+def _vendor_meta_wins(t: Trial) -> bool:
+    created = t.agent.ok("session/new", {"cwd": CWD, "mcpServers": [],
+                                         "systemPrompt": sp("append", P),
+                                         "_meta": {"systemPrompt": {"append": Q}}})
+    t.agent.prompt(created["sessionId"])
+    return t.model.system() != f"{defaults()}\n\n{P}"
+
+
+def drops_prompt(t: Trial, method: str, **params: Any) -> bool:
+    """new A (append P); ``method`` on A, which succeeds; prompt A: True when P is gone."""
+    session = t.agent.new(sp("append", P))
+    t.agent.ok(method, {"sessionId": session, **params})
+    t.agent.prompt(session)
+    return P not in t.model.system()
+
+
+@reproduces("model-switch-drops-prompt")
+def _model_switch_drops_prompt(t: Trial) -> bool:
+    return drops_prompt(t, "session/set_config_option", configId="model",
+                        value="reference-model-mini")
+
+
+@reproduces("moved-cwd-drops-prompt")
+def _moved_cwd_drops_prompt(t: Trial) -> bool:
+    return drops_prompt(t, "session/load", cwd=CWD + "-moved", mcpServers=[],
+                        systemPrompt=sp("append", P))
+
+
+@reproduces("title-drops-prompt")
+def _title_drops_prompt(t: Trial) -> bool:
+    return drops_prompt(t, "session/set_title", title="Renamed")
+
+
+@reproduces("busy-resume-drops-prompt")
+def _busy_resume_drops_prompt(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    turn, resumed = t.agent.busy(session, "session/resume", {
+        "sessionId": session, "cwd": CWD, "systemPrompt": sp("append", P)})
+    assert "result" in turn and "result" in resumed, (turn, resumed)
+    t.agent.prompt(session)
+    return P not in t.model.system()
+
+
+@reproduces("version-above-offer")
+def _version_above_offer(t: Trial) -> bool:
+    # Trial offers protocol version 1; the answer must not be above it.
+    return bool(t.agent.init_result["protocolVersion"] != 1)
+
+
+@reproduces("mode-drops-prompt")
+def _mode_drops_prompt(t: Trial) -> bool:
+    return drops_prompt(t, "session/set_mode", modeId="ask")
+
+
+@reproduces("compaction-drops-prompt")
+def _compaction_drops_prompt(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    t.agent.prompt(session)
+    t.agent.prompt(session, "/compact")
+    t.agent.prompt(session)
+    return P not in t.model.system()
+
+
+@reproduces("compaction-keeps-stale")
+def _compaction_keeps_stale(t: Trial) -> bool:
+    agent, model = t.agent, t.model
+    session = agent.new(sp("append", P))
+    agent.prompt(session)
+    agent.ok("session/resume", {"sessionId": session, "cwd": CWD,
+                                "systemPrompt": sp("append", Q)})
+    agent.prompt(session)
+    assert P in model.system() and Q not in model.system()  # held back, correctly so
+    agent.prompt(session, "/compact")
+    agent.prompt(session)
+    return Q not in model.system()
+
+
+# The bugs of real agents' findings (tests/quality/test_known_shapes.py).
+
+
+@reproduces("sdk-options-win")
+def _sdk_options_win(t: Trial) -> bool:
+    # claude-agent-acp 0.101.0: the SDK's options field, set beside the standard one, wins.
+    created = t.agent.ok("session/new", {
+        "cwd": CWD, "mcpServers": [], "systemPrompt": sp("append", P),
+        "_meta": {"claudeCode": {"options": {"systemPrompt": Q}}}})
+    t.agent.prompt(created["sessionId"])
+    return P not in t.model.system()
+
+
+@reproduces("unstored-before-turn")
+def _unstored_before_turn(t: Trial) -> bool:
+    # codex-acp 2.6.0: a change before the session's first turn is refused.
+    session = t.agent.new(sp("append", P))
+    _, response = t.agent.call("session/resume", {"sessionId": session, "cwd": CWD,
+                                                  "systemPrompt": sp("append", Q)})
+    return "error" in response
+
+
+# One bug per report path (tests/quality/test_every_path.py).
+
+
+@reproduces("refuse-override")
+def _refuse_override(t: Trial) -> bool:
+    return "error" in answer_to_new(t.agent, sp("override", P))
+
+
+@reproduces("append-drops-defaults")
+def _append_drops_defaults(t: Trial) -> bool:
+    t.agent.prompt(t.agent.new(sp("append", P)))
+    return DEFAULT_INSTRUCTIONS not in t.model.system()
+
+
+@reproduces("cancel-errors")
+def _cancel_errors(t: Trial) -> bool:
+    session = t.agent.new()
+    # One write, so the cancel is already in the agent's pipe when the turn starts.
+    prompt = {"jsonrpc": "2.0", "id": "turn", "method": "session/prompt",
+              "params": {"sessionId": session, "prompt": [text("x")]}}
+    cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}
+    t.agent.write_raw(json.dumps(prompt).encode() + b"\n" + json.dumps(cancel).encode() + b"\n")
+    answer = t.agent.receive()
+    assert answer["id"] == "turn", answer
+    return answer.get("result") != {"stopReason": "cancelled"}
+
+
+@reproduces("turn-fails-on-64k")
+def _turn_fails_on_64k(t: Trial) -> bool:
+    session = t.agent.new(sp("append", "x" * 65536 + "END"))  # accepted, by both agents
+    _, answer = answer_to_prompt(t.agent, session)
+    return "error" in answer
+
+
+@reproduces("cold-load-keeps-old")
+def _cold_load_keeps_old(t: Trial) -> bool:
+    return Q not in after_cold_resume(t, sp("append", Q))
+
+
+ESCAPABLE = 'Answer only in <b>French</b> & say "bonjour".'
+
+
+@reproduces("html-escapes-prompt")
+def _html_escapes_prompt(t: Trial) -> bool:
+    t.agent.prompt(t.agent.new(sp("append", ESCAPABLE)))
+    return ESCAPABLE not in t.model.system()
+
+
+@reproduces("vendor-meta-also")
+def _vendor_meta_also(t: Trial) -> bool:
+    created = t.agent.ok("session/new", {"cwd": CWD, "mcpServers": [],
+                                         "systemPrompt": sp("append", P),
+                                         "_meta": {"systemPrompt": {"append": Q}}})
+    t.agent.prompt(created["sessionId"])
+    return Q in t.model.system()
+
+
+@reproduces("skip-unsupported-blocks")
+def _skip_unsupported_blocks(t: Trial) -> bool:
+    audio = {"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"}
+    return "result" in answer_to_new(t.agent, {"mode": "append", "content": [text(P), audio]})
+
+
+@reproduces("accept-draft-string")
+def _accept_draft_string(t: Trial) -> bool:
+    return "result" in answer_to_new(t.agent, P)
+
+
+#: A systemPrompt refused for its second block, with a text block first.
+REFUSED = {"mode": "append", "content": [text(Q), {"type": "audio", "data": "UklGRg==",
+                                                   "mimeType": "audio/wav"}]}
+
+
+@reproduces("rejected-text-applied")
+def _rejected_text_applied(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    refused = t.agent.error("session/load", {"sessionId": session, "cwd": CWD,
+                                             "mcpServers": [], "systemPrompt": REFUSED})
+    assert refused["code"] == -32602
+    t.agent.prompt(session)
+    return Q in t.model.system()
+
+
+@reproduces("refused-reattach-unloads")
+def _refused_reattach_unloads(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    refused = t.agent.error("session/load", {"sessionId": session, "cwd": CWD,
+                                             "mcpServers": [], "systemPrompt": REFUSED})
+    assert refused["code"] == -32602
+    _, answer = answer_to_prompt(t.agent, session)
+    return "error" in answer
+
+
+@reproduces("untied-digest")
+def _untied_digest(t: Trial) -> bool:
+    t.agent.new(sp("append", P))
+    t.agent.new(sp("append", Q))
+    # No turn ran: a request that holds both sessions' prompts is tied to neither.
+    return any(P in json.dumps(r) and Q in json.dumps(r) for r in t.model.requests)
+
+
+@reproduces("omit-falls-back-when-talked")
+def _omit_falls_back_when_talked(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    kept = []
+    for _ in range(2):  # the first resume before a conversation, the second after one
+        t.agent.ok("session/resume", {"sessionId": session, "cwd": CWD})
+        t.agent.prompt(session)
+        kept.append(P in t.model.system())
+    return kept[0] != kept[1]  # either choice is allowed, not both
+
+
+@reproduces("camelcase-stop-reason")
+def _camelcase_stop_reason(t: Trial) -> bool:
+    return bool(t.agent.prompt(t.agent.new())["stopReason"] != "end_turn")
+
+
+@reproduces("escape-changed-prompt")
+def _escape_changed_prompt(t: Trial) -> bool:
+    session = t.agent.new()
+    t.agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": [],
+                                "systemPrompt": sp("append", ESCAPABLE)})
+    t.agent.prompt(session)
+    return ESCAPABLE not in t.model.system()
+
+
+# Model faults (tests/quality/test_faults.py): the fake model fails one request.
+
+
+@reproduces("retry-drops-prompt")
+def _retry_drops_prompt(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    t.model.failures = 1
+    t.agent.prompt(session)
+    failed, retried = t.model.requests  # both agents retry once
+    return bool(retried["messages"] != failed["messages"])
+
+
+@reproduces("fault-ends-silently")
+def _fault_ends_silently(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    t.model.failures = 1
+    notes, answer = answer_to_prompt(t.agent, session)
+    return answer.get("result") == {"stopReason": "end_turn"} and not said(notes)
+
+
+def test_every_reproduction_is_of_a_planted_bug() -> None:
+    assert set(_REPRODUCTIONS) <= set(BUGS)
 
 
 @pytest.mark.parametrize("name", sorted(BUGS))
