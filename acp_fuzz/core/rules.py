@@ -273,15 +273,12 @@ RULES: tuple[Rule, ...] = (
        "A message (request, response, or notification) with `\"jsonrpc\": \"2.0\"` specified as",
        "a line that is not one JSON-RPC message, or a message that breaks the schema; the "
        "one-message-per-line framing is the ACP docs' (transports), not the schema's",
-       ("protocol.malformed", "none planted in the reference agent: the hostile agent "
-        "tests/hostile_agents/later.py (non-json, invalid-utf8, huge-line, wrong-ids) in "
-        "tests/integration/test_hostile_target.py")),
+       ("protocol.malformed", "bug:camelcase-stop-reason")),
     _r("CANCEL-AGENT-STOPREASON-MUST", SCHEMA, "StopReason \"cancelled\"",
        "This stop reason MUST be returned when the client sends a `session/cancel` "
        "notification, even if the cancellation causes exceptions in underlying operations.",
        "a prompt cancelled mid-turn answered with an error",
-       ("cancel.error", "none planted: the reference agent has no cancel defect, and no "
-        "hostile agent either; hand-built histories in tests/cover/test_oracles.py")),
+       ("cancel.error", "bug:cancel-errors")),
     _r("CANCEL-CLIENT-PERMISSION-MUST", SCHEMA, "RequestPermissionOutcome \"cancelled\"",
        "When a client sends a `session/cancel` notification to cancel an ongoing prompt turn, "
        "it MUST respond to all pending `session/request_permission` requests with this "
