@@ -92,7 +92,10 @@ client text is the ``systemPrompt`` blocks joined by ``"\\n\\n"`` verbatim, and 
   under override, not even the working-directory line (SP-AGENT-OVERRIDE-DOC-SHOULD).
 
 The reply reaches the client as one ``agent_message_chunk`` before ``{"stopReason":"end_turn"}``.
-A failed model request answers the prompt with ``-32603 model request failed: …``.
+A model request that fails in a way worth trying again (HTTP 5xx or 429, a lost connection,
+an answer cut short or not JSON) is tried again up to twice with the same messages, after
+what its ``Retry-After`` asks (2 s at most); a failed model request (the last try, or any
+other failure) answers the prompt with ``-32603 model request failed: …``.
 
 Lifecycle: a prompt re-sent on load or resume replaces the stored one; an omitted or ``null``
 prompt keeps the stored one (SP-LIFECYCLE-OMIT-MAY: this agent keeps). A fork re-sent with a
@@ -128,6 +131,12 @@ client prompt texts.
 ``accept-unknown-mode``
     A mode other than append/override (``"prepend"``, ``"_vendor"``) is accepted and treated
     as append (violates SP-AGENT-UNKNOWN-MODE-MUST). 1 step: new (mode "prepend") succeeds.
+``replace-as-override``
+    The mode spelling ``"replace"`` is accepted and read as override; every other unknown
+    mode is still rejected. 2 steps: new (mode "replace", P); prompt → P alone.
+``hang-on-empty-content``
+    A ``systemPrompt`` whose ``content`` is an empty array is never answered; the agent goes
+    on serving the other requests. 1 step: new (content ``[]``) → no answer (``agent.hang``).
 ``side-effect-before-validation``
     ``session/new`` creates and persists the session before it validates ``systemPrompt``,
     then answers ``-32602``; the orphan is listed. 2 steps: new (invalid prompt); list.
@@ -156,6 +165,11 @@ client prompt texts.
     A vendor ``_meta.systemPrompt`` (claude-agent-acp's string or ``{"append": text}``) next
     to the standard ``systemPrompt`` silently replaces it. 2 steps: new (append P, and
     ``_meta.systemPrompt {append: V}``); prompt → V, not P (``prompt.lost`` naming the field).
+``sdk-options-win``
+    What claude-agent-acp 0.101.0 does: a ``_meta.claudeCode.options.systemPrompt`` string
+    next to an accepted standard ``systemPrompt`` silently replaces it (as an override). 2
+    steps: new A (append P, and ``_meta.claudeCode.options.systemPrompt`` Q); prompt A → Q,
+    not P (``prompt.lost``, MUST).
 ``history-lost-after-restart``
     A session loaded or resumed in a new process keeps its prompt but not its conversation
     (the transcript is not persisted). 5 steps: new A (P); prompt A; restart; load A; prompt A
@@ -166,6 +180,13 @@ client prompt texts.
     its stored transcript, then answers ``-32603`` "No previous sessions found". 3 steps:
     new A; prompt A; load A → refused (``session.reattach-failed``, SHOULD). A later load
     succeeds, and the conversation is gone (``session.history-lost``).
+``unstored-before-turn``
+    What codex-acp 2.6.0 does: a session is stored with its first turn. Before it, a load or
+    resume that changes its ``systemPrompt`` is refused with ``-32602``, and after a close so
+    is one that re-sends it; one without a prompt is accepted, but the next turn is never
+    answered. 2 steps: new A (append P); load A (append Q) → ``-32602``
+    (``payload.valid-rejected``, SHOULD); 3 steps: new A (P); close A; load A (P) →
+    ``-32602`` (MUST).
 ``delete-leaves-prompt``
     ``session/delete`` keeps the deleted session's prompt as the default of its working
     directory: the next session made there without a prompt runs on it. 4 steps: new A
@@ -210,6 +231,74 @@ client prompt texts.
     The defaults are what an adapter on the Claude Agent SDK sends: a billing header line and
     the one-line SDK identity, and both stay under override. Too little to judge override by:
     the oracles must give no MUST (``defaults.too-small``, info).
+``refuse-override``
+    A valid ``override`` prompt is refused with ``-32602``, though ``mode.override`` is
+    advertised. 1 step: new (override P) → ``-32602`` (``payload.valid-rejected``, MUST).
+``append-drops-defaults``
+    ``append`` behaves like override: the client text alone is the system message. 2 steps:
+    new (append P); prompt → P alone (``append.replaced-default``, MUST).
+``cancel-errors``
+    A prompt whose ``session/cancel`` the agent sees is answered ``-32603`` instead of the
+    stop reason ``cancelled``. 2 steps: new A; prompt A with a cancel right behind it →
+    ``-32603`` (``cancel.error``, MUST).
+``turn-fails-on-64k``
+    A client text over 65536 characters is accepted, and every turn of the session then
+    fails with ``-32603``. 2 steps: new A (append a 65537+ character text); prompt A →
+    ``-32603`` (``session.turn-failed``, MUST; a campaign shows first that another
+    session's turn works).
+``cold-load-keeps-old``
+    After a restart, a load or resume that changes the prompt is accepted, and the stored
+    prompt stays in use. 3 steps + a restart: new A (append P); restart; resume A (append
+    Q); prompt A → P, not Q (``prompt.change-ignored``, SHOULD; a second turn of A tells it
+    from a deferral).
+``html-escapes-prompt``
+    The client text is HTML-escaped (``&``, ``<``, ``>``, quotes) on its way into the system
+    message. 2 steps: new (append a text with ``<b>``); prompt → ``&lt;b&gt;``
+    (``prompt.altered``, SHOULD).
+``vendor-meta-also``
+    A vendor ``_meta.systemPrompt`` next to the standard ``systemPrompt`` is appended to it.
+    2 steps: new (append P, and ``_meta.systemPrompt {append: V}``); prompt → P and V
+    (``prompt.altered``, SHOULD).
+``skip-unsupported-blocks``
+    Non-text blocks (image, audio, resource, …) in ``systemPrompt`` are accepted and skipped,
+    where SP-AGENT-UNSUPPORTED-BLOCK-MUST asks for an error. 1 step: new (content [text P,
+    audio]) succeeds (``payload.invalid-accepted``, MUST).
+``accept-draft-string``
+    A bare string ``systemPrompt`` (an earlier draft's shape) is accepted as append. 1 step:
+    new (systemPrompt ``"P"``) succeeds (``payload.invalid-accepted``, SHOULD).
+``rejected-text-applied``
+    A load or resume refused for its ``systemPrompt`` has already added that prompt's text
+    blocks to the session's prompt. 3 steps: new A (append P); load A ([text Q, audio]) →
+    ``-32602``; prompt A → Q in the system message (``reject.side-effect``, MUST).
+``refused-reattach-unloads``
+    A load or resume unloads the session before it validates the request: refused, it
+    leaves the session unknown to the next turn. 3 steps: new A; load A (an invalid prompt)
+    → ``-32602``; prompt A → ``-32002`` (``reject.side-effect``, MUST).
+``untied-digest``
+    Each ``session/new`` with a prompt sends the model a digest request, tied to no turn,
+    that holds the client prompt of every session of the process. 2 steps: new A (append
+    P); new B (append Q) → one model request holds P and Q (``prompt.leak``, MUST).
+``omit-falls-back-when-talked``
+    A load or resume that omits the prompt keeps the stored one for a session without a
+    conversation, and falls back to the defaults for one with: each choice is allowed
+    (SP-LIFECYCLE-OMIT-MAY), not both. 5 steps: new A (append P); resume A; prompt A → P;
+    resume A; prompt A → the defaults (``lifecycle.omitted-inconsistent``, info).
+``camelcase-stop-reason``
+    ``session/prompt`` answers the stop reason ``endTurn``, which the schema does not have,
+    instead of ``end_turn``. 2 steps: new; prompt (``protocol.malformed``, MUST).
+``escape-changed-prompt``
+    A prompt that a load or resume changes is HTML-escaped on the way in (the change path's
+    template autoescapes it); a prompt on ``session/new`` stays verbatim. 3 steps: new A;
+    load A (append a text with ``<b>``); prompt A → ``&lt;b&gt;`` (``prompt.altered``,
+    SHOULD).
+``retry-drops-prompt``
+    A model request tried again after a failure (5xx, 429, a lost connection, an answer cut
+    short or not JSON) is rebuilt without its system message. 2 steps: new A (append P);
+    prompt A, its first model request failed → the retry holds no P (``prompt.lost``, MUST).
+``fault-ends-silently``
+    A failed model request ends the turn ``end_turn`` with nothing said: neither tried again
+    nor reported. 2 steps: new A; prompt A, its first model request failed → ``end_turn``
+    and no message (``turn.silent-failure``, SHOULD).
 
 Correct variants (``--variant NAME``)
 =====================================
@@ -254,6 +343,10 @@ Behaviours the RFD allows, which a harness must not call bugs.
     ``--profile reference-compacting``, which has its summary rule and ``[compaction]``; its
     bugs and ``defer-until-compaction`` too: ``acp-fuzz target --profile
     reference-compacting -- python -m acp_fuzz.reference_agent --bug compaction-drops-prompt``.
+``forgets-on-restart``
+    Sessions live as long as the agent process (as claude-agent-acp's do): a new process
+    starts with none, so a load or resume after a restart is refused (``-32002``), and so is
+    a turn of a session it does not know.
 ``defer-until-compaction``
     (Plants ``compacting``.) A changed prompt on a load or resume, live or cold, is held back
     until the session's next compaction, then applied. The prompt still sent is stored with the

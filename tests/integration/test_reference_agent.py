@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import socket
 import subprocess
 import sys
@@ -22,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.reference_agent import BUGS, DEFAULT_INSTRUCTIONS
+from acp_fuzz import reference_agent
+from acp_fuzz.reference_agent import BUGS, DEFAULT_INSTRUCTIONS, VARIANTS
 from acp_fuzz.reference_agent.agent import (
     COMPACTION_BUGS,
     DIRECTORY_BUGS,
@@ -1365,6 +1367,15 @@ def _fault_ends_silently(t: Trial) -> bool:
 
 def test_every_reproduction_is_of_a_planted_bug() -> None:
     assert set(_REPRODUCTIONS) <= set(BUGS)
+
+
+def test_the_package_docstring_describes_every_bug_and_variant() -> None:
+    """acp_fuzz/reference_agent/__init__.py lists each --bug and --variant as a heading."""
+    doc = reference_agent.__doc__ or ""
+    bugs, variants = doc.split("Planted bugs (``--bug NAME``)")[1].split("Correct variants")
+    headings = [re.findall(r"^``([a-z0-9-]+)``$", part, re.MULTILINE)
+                for part in (bugs, variants)]
+    assert (sorted(headings[0]), sorted(headings[1])) == (sorted(BUGS), sorted(VARIANTS))
 
 
 @pytest.mark.parametrize("name", sorted(BUGS))
