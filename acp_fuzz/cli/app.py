@@ -64,7 +64,8 @@ app = typer.Typer(
     name="acp-fuzz",
     help="Fuzz, record and replay ACP agents: finds client systemPrompt bugs from what "
          "reaches the model.",
-    add_completion=False,
+    # `acp-fuzz --install-completion` (bash, zsh, fish, PowerShell) and --show-completion.
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -155,11 +156,34 @@ def _version(value: bool) -> None:
         raise typer.Exit(0)
 
 
+COLOR_CHOICES = ("auto", "always", "never")
+
+
+def set_color(mode: str) -> None:
+    """``--color``: ``auto`` (colour on a terminal, none under ``NO_COLOR``, which rich reads),
+    ``always`` (a CI log that renders ANSI colour) or ``never``. Both consoles are set up again
+    in place: every command module holds them by name."""
+    if mode not in COLOR_CHOICES:
+        fail(f"--color must be one of {', '.join(COLOR_CHOICES)}, not {mode!r}")
+    if mode == "auto":
+        return
+    for console, stderr in ((out, False), (err, True)):
+        scrubber = console.scrubber
+        Console.__init__(console, stderr=stderr, highlight=False, soft_wrap=True,
+                         force_terminal=mode == "always", no_color=mode == "never",
+                         color_system="standard" if mode == "always" else None)
+        console.scrubber = scrubber
+
+
 @app.callback()
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        metavar="",
-                                       help="Print the version and exit.")) -> None:
+                                       help="Print the version and exit."),
+          color: str = typer.Option("auto", "--color", metavar="auto|always|never",
+                                    help="Colour the output: auto (a terminal, unless "
+                                         "NO_COLOR is set), always, never.")) -> None:
     """acp-fuzz: fuzz, record and replay ACP agents."""
+    set_color(color)
 
 
 def check_url(url: str | None) -> str | None:

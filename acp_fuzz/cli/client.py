@@ -124,15 +124,21 @@ def client(
     exclude_oracle: list[str] = typer.Option(
         [], "--exclude-oracle", metavar="ID",
         help="Skip this client oracle's findings (repeatable)."),
+    oracle: list[str] = typer.Option(
+        [], "--oracle", metavar="ID",
+        help="Report only this client oracle's findings (repeatable)."),
 ) -> None:
     """Test an ACP client: acp-fuzz plays the agent with drawn capability sets and judges
     what the client sends (systemPrompt gating, content, re-sending, gated methods)."""
     from acp_fuzz.core.client_oracles import CLIENT_CATALOG
 
-    for oracle in exclude_oracle:
-        if oracle not in CLIENT_CATALOG:
-            fail(f"--exclude-oracle: unknown client oracle {oracle!r} (known: "
-                 f"{', '.join(sorted(CLIENT_CATALOG))})")
+    for option, ids in (("--exclude-oracle", exclude_oracle), ("--oracle", oracle)):
+        for oid in ids:
+            if oid not in CLIENT_CATALOG:
+                fail(f"{option}: unknown client oracle {oid!r} (known: "
+                     f"{', '.join(sorted(CLIENT_CATALOG))})")
+    if oracle:
+        exclude_oracle = sorted(set(exclude_oracle) | (set(CLIENT_CATALOG) - set(oracle)))
     reports = parse_reports(report)
     secrets = sorted(_passed_secrets(pass_env))
     hide(secrets)

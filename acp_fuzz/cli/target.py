@@ -155,6 +155,10 @@ def target(
     exclude_oracle: list[str] = typer.Option(
         [], "--exclude-oracle", metavar="ID",
         help="Skip this oracle's findings, e.g. a known bug (repeatable)."),
+    oracle: list[str] = typer.Option(
+        [], "--oracle", metavar="ID",
+        help="Report only this oracle's findings (repeatable; the others are skipped as "
+             "with --exclude-oracle)."),
     no_cover: bool = typer.Option(False, "--no-cover", metavar="",
                                   help="Skip the covering examples: the search alone."),
     cover_only: bool = typer.Option(False, "--cover-only", metavar="",
@@ -196,6 +200,11 @@ def target(
     reports = parse_reports(report, REPORT_KINDS)
     load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
     excluded = _check_oracles(exclude_oracle)
+    if oracle:
+        from acp_fuzz.core.findings import CATALOG
+
+        chosen = set(_check_oracles(oracle, "--oracle"))
+        excluded = tuple(sorted(set(excluded) | (set(CATALOG) - chosen)))
     enter_sandbox_net(sandbox_net)
     spec = build_spec(command or [], profile, timeout)
     if sandbox_fs:
@@ -406,12 +415,12 @@ def _fail_with_diagnosis(e: HarnessError) -> NoReturn:
     raise typer.Exit(2)
 
 
-def _check_oracles(ids: Sequence[str]) -> tuple[str, ...]:
+def _check_oracles(ids: Sequence[str], option: str = "--exclude-oracle") -> tuple[str, ...]:
     from acp_fuzz.core.findings import CATALOG
 
     for oracle in ids:
         if oracle not in CATALOG:
-            fail(f"--exclude-oracle: unknown oracle {oracle!r} (see docs/oracles.md; known: "
+            fail(f"{option}: unknown oracle {oracle!r} (see docs/oracles.md; known: "
                  f"{', '.join(sorted(CATALOG))})")
     return tuple(ids)
 

@@ -217,3 +217,21 @@ def test_no_such_note_when_the_agent_runs(tmp_path: Path) -> None:
                 str(tmp_path / "c"), "--", sys.executable, str(agent), "--strict")
     assert proc.returncode == 0, proc.stderr
     assert "came after '--'" not in proc.stderr + proc.stdout
+
+
+def test_oracle_selects_and_color_is_chosen(tmp_path: Path) -> None:
+    agent = ["--", sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "leak"]
+    # --oracle keeps only the named oracle's findings: the leak is no duplicate.
+    proc = _cli(tmp_path, "target", "-n", "5", "--cassette-dir", str(tmp_path / "c"),
+                "--oracle", "prompt.duplicated", *agent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "prompt.leak" not in proc.stdout
+    proc = _cli(tmp_path, "--color", "always", "target", "-n", "5", "--cassette-dir",
+                str(tmp_path / "c"), "--oracle", "prompt.leak", *agent)
+    assert proc.returncode == 1 and "prompt.leak" in proc.stdout
+    assert "\x1b[" in proc.stdout  # a CI log that renders colour gets it, though not a tty
+    proc = _cli(tmp_path, "target", "-n", "1", "--oracle", "no.such", *agent)
+    assert proc.returncode == 2 and "--oracle: unknown oracle 'no.such'" in proc.stderr
+    proc = _cli(tmp_path, "--color", "never", "target", "-n", "5", "--cassette-dir",
+                str(tmp_path / "c"), *agent, env={"FORCE_COLOR": "1"})
+    assert proc.returncode == 1 and "\x1b[" not in proc.stdout
