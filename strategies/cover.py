@@ -366,7 +366,8 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
                    {"op": "prompt", "session": a}, {"op": "prompt", "session": a})
         groups.append(_Group(_new_and_turn, (deferred,)))
     groups.append(_fault_group())
-    groups += _payload_groups(caps, resend) + _pair_groups(caps, resend)
+    payloads, changes = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 2
+    groups += [payloads, *_pair_groups(caps, resend), changes]
     # The invalid payloads: each one a rejected request, packed.
     requests = prompt_requests(caps, resend_on_lifecycle=resend)
     variants = invalid_variants(override=caps.override)
@@ -529,8 +530,10 @@ def _payload_groups(caps: Capabilities, resend: bool) -> list[_Group]:
         return unit
     units = [sent("one-block", c) for c in VENDOR_CARRIERS] if resend else []
     units += [sent(c) for c in VALID_CLASSES if c != "override" or caps.override]
-    units += [changed(op) for op in _changes(caps, resend)]
-    return [_Group(_nothing, tuple(units))]
+    # After the pairs (see _groups): codex-acp refuses a change and a re-sent prompt after a
+    # close alike, and the MUST one should be what a run reports.
+    return [_Group(_nothing, tuple(units)),
+            _Group(_nothing, tuple(changed(op) for op in _changes(caps, resend)))]
 
 
 def _pair_groups(caps: Capabilities, resend: bool) -> list[_Group]:

@@ -845,9 +845,11 @@ def _cover(search: SearchState, machine: type[SearchMachine], *, resend: bool,
     index, workers = cfg.cover_share
     plan = covering_examples(caps, resend_on_lifecycle=resend, max_steps=cfg.max_steps)
     first: dict[str, int] = {}  # each key, and the first example of the plan that covers it
+    wanted = set(result.cover_keys)  # not what a step covers only beside another example's
     for i, ex in enumerate(plan):
         for k in ex.keys:
-            first.setdefault(k, i)
+            if k in wanted:
+                first.setdefault(k, i)
     todo = [k for k, i in first.items() if i % workers == index and k not in result.coverage]
     t0 = time.monotonic()
     try:
@@ -861,8 +863,11 @@ def _cover_plan(search: SearchState, machine: type[SearchMachine], todo: list[st
     """Run covering examples until the keys ``todo`` are sent (or cannot be)."""
     cfg, caps, result = search.cfg, machine.caps, search.result
     while todo and more():
-        example = covering_examples(caps, resend_on_lifecycle=resend, max_steps=cfg.max_steps,
-                                    keys=todo)[0]
+        examples = covering_examples(caps, resend_on_lifecycle=resend, max_steps=cfg.max_steps,
+                                     keys=todo)
+        if not examples:
+            return  # nothing sends what is left (a key only a neighbour's step covered)
+        example = examples[0]
         search.new_round()
         m: SearchMachine | None = None
         try:

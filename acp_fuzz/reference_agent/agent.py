@@ -94,6 +94,12 @@ BUGS: dict[str, str] = {
     "prompt is accepted and the session runs on the built-in defaults",
     "vendor-meta-wins": "a vendor _meta.systemPrompt next to the standard systemPrompt silently "
     "replaces it",
+    "sdk-options-win": "a _meta.claudeCode.options.systemPrompt next to an accepted standard "
+    "systemPrompt silently replaces it (claude-agent-acp 0.101.0)",
+    "unstored-before-turn": "a session is stored with its first turn: before it, a load or "
+    "resume changing its systemPrompt is refused with -32602, after a close one re-sending it "
+    "too, and one without a prompt is accepted but its next turn never answered (codex-acp "
+    "2.6.0)",
     "tiny-baseline": "the defaults are a billing header and a one-line SDK identity, both kept "
     "under override (a quirk the oracles must not call MUST)",
     "history-lost-after-restart": "a session loaded or resumed in a new process keeps its "
@@ -277,6 +283,13 @@ def invalid_params(why: str) -> RpcError:
 
 def session_not_found(session_id: str) -> RpcError:
     return RpcError(RESOURCE_NOT_FOUND, "Session not found", {"sessionId": session_id})
+
+
+def _get_path(obj: Any, *path: str) -> Any:
+    """``obj[path[0]][path[1]]...``, or None where a step is not a mapping."""
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj
 
 
 def short(value: object) -> str:
@@ -518,6 +531,7 @@ class Agent:
         self.seen_here: set[str] = set()  # ids created, forked, loaded or resumed by this process
         self.last_client_prompt: SystemPrompt | None = None  # only read by BUG(leak)
         self.left_behind: dict[str, SystemPrompt] = {}  # only by BUG(delete-leaves-prompt)
+        self.unstored: set[str] = set()  # only by BUG(unstored-before-turn)
         self.methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "initialize": self.initialize,
             "session/new": self.session_new,
@@ -669,6 +683,10 @@ class Agent:
         raw = params.get("systemPrompt")
         if raw is None:  # omitted and null are equivalent (SP-NEW-OMIT-DEFAULT-DEF)
             return None
+        options = _get_path(params, "_meta", "claudeCode", "options", "systemPrompt")
+        if "sdk-options-win" in self.bugs and isinstance(options, str):
+            self.parse_standard_prompt(raw)  # BUG(sdk-options-win): _meta must change nothing
+            return SystemPrompt("override", (options,))
         if "vendor-meta-wins" in self.bugs:
             try:
                 vendor = self.parse_legacy_prompt(params)
@@ -1047,6 +1065,7 @@ class Agent:
         check_mcp_servers(params, required=self.protocol == 1)
         self.check_roots(params)
         prompt = self._reattach_prompt(session_id, params)
+        self._check_stored(session_id, prompt)
         session = self._find(session_id)
         self._refuse_busy(session_id, busy)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
@@ -1119,6 +1138,7 @@ class Agent:
         check_mcp_servers(params, required=False)
         self.check_roots(params)
         prompt = self._reattach_prompt(session_id, params)
+        self._check_stored(session_id, prompt)
         session = self._find(session_id)
         self._refuse_busy(session_id, busy)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
@@ -1158,8 +1178,11 @@ class Agent:
     def session_close(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
         # Closing frees memory only; the session stays on disk, listable and loadable.
-        if self.live.pop(session_id, None) is None and self.store.load(session_id) is None:
+        live = self.live.pop(session_id, None)
+        if live is None and self.store.load(session_id) is None:
             raise session_not_found(session_id)
+        if "unstored-before-turn" in self.bugs and live is not None and not live.history:
+            self.unstored.add(session_id)  # BUG(unstored-before-turn): it is stored at new
         return {}
 
     def session_delete(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -1243,10 +1266,21 @@ class Agent:
             ]
         }
 
+    def _check_stored(self, session_id: str, prompt: SystemPrompt | None) -> None:
+        """BUG(unstored-before-turn): a reattach of a session before its first turn."""
+        live = self.live.get(session_id)
+        changed = live is not None and not live.history and prompt != live.system_prompt
+        if "unstored-before-turn" in self.bugs and prompt is not None and (
+                session_id in self.unstored or changed):
+            raise invalid_params("Changing systemPrompt requires a persisted session; create "
+                                 "a new session instead")
+
     def session_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
         user_text = render_prompt(params)
         session = self._live(session_id)
+        if session_id in self.unstored:
+            raise NoAnswer  # BUG(unstored-before-turn): the turn must be answered
         if self.protocol == 1:
             reason = self._turn(session, user_text)
             if reason == "end_turn" and "camelcase-stop-reason" in self.bugs:
