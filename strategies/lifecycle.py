@@ -257,10 +257,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         if kinds and data.draw(st.integers(0, COMPACT_EVERY - 1), label="compact") == 0:
             self._compact(data, handle, kinds)
             return
-        if bool(self._switches()) and data.draw(st.integers(0, PROMPT_SWITCH_EVERY - 1),
-                                                label="switch first") == 0:
+        switched = bool(self._switches()) and data.draw(
+            st.integers(0, PROMPT_SWITCH_EVERY - 1), label="switch first") == 0
+        if switched:
             self._switch(data, handle)
-        if self.model_faults and data.draw(st.integers(0, FAULT_EVERY - 1), label="fault") == 0:
+        # A turn right after a switch shows what the switch did to the prompt: never faulted.
+        if not switched and self.model_faults and data.draw(
+                st.integers(0, FAULT_EVERY - 1), label="fault") == 0:
             fault = data.draw(st.sampled_from(FAULTS), label="fault kind")
             self._send({"op": "prompt", "session": handle, "fault": fault})
             self._turn_after(handle)  # whether the prompt survived the failure shows here
