@@ -112,6 +112,10 @@ def target(
     timeout: float = typer.Option(30.0, "--timeout", min=0.1,
                                   help="Seconds to wait for each agent answer."),
     max_steps: int = typer.Option(12, "--max-steps", min=1, help="Most steps per sequence."),
+    time_budget: float | None = typer.Option(
+        None, "--time-budget", min=1.0, metavar="SECONDS",
+        help="Draw no new example after this long (a failure found by then is still shrunk "
+             "and confirmed); the summary says when it stopped the search."),
     cassette_dir: Path = typer.Option(Path("cassettes"), "--cassette-dir",
                                       help="Where finding cassettes are written."),
     report: list[str] = typer.Option(
@@ -232,7 +236,7 @@ def target(
                            model_upstream=check_url(model_upstream),
                            max_failures=1 if exitfirst else max_failures,
                            exclude_oracles=excluded, keep_info=keep_info, portable=portable,
-                           cover=not no_cover, cover_only=cover_only)
+                           cover=not no_cover, cover_only=cover_only, time_budget=time_budget)
     t0 = time.monotonic()
     view = _Progress(spec, cfg, database is not None)
     progress = view.bar

@@ -120,7 +120,9 @@ def summary_line(result: CampaignResult, elapsed: float) -> Line:
     text = (f"{examples}, {_count(result.steps_run, 'step')}, "
             f"{_count(len(severities), 'finding')} ({must} MUST, {should} SHOULD), "
             f"{elapsed:.1f} s (seed {result.settings.seed})"
-            + (", interrupted" if result.interrupted else ""))
+            + (", interrupted" if result.interrupted else "")
+            + (f", stopped at --time-budget {result.settings.time_budget:g} s"
+               if result.out_of_time else ""))
     style = "bold red" if result.failing() else \
         "bold yellow" if severities or result.interrupted else "bold green"
     return Line(text, style)

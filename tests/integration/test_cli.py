@@ -235,3 +235,16 @@ def test_oracle_selects_and_color_is_chosen(tmp_path: Path) -> None:
     proc = _cli(tmp_path, "--color", "never", "target", "-n", "5", "--cassette-dir",
                 str(tmp_path / "c"), *agent, env={"FORCE_COLOR": "1"})
     assert proc.returncode == 1 and "\x1b[" not in proc.stdout
+
+
+def test_time_budget_stops_the_search_and_says_so(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "target", "-n", "100000", "--time-budget", "2", "--cassette-dir",
+                str(tmp_path / "c"), "--report", f"json:{tmp_path / 'r.json'}", "--",
+                sys.executable, "-m", "acp_fuzz.reference_agent")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.endswith("stopped at --time-budget 2 s"), last
+    import json
+
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["out_of_time"] is True and doc["examples_run"] < 100000
