@@ -64,8 +64,9 @@ app = typer.Typer(
     name="acp-fuzz",
     help="Fuzz, record and replay ACP agents: finds client systemPrompt bugs from what "
          "reaches the model.",
-    # `acp-fuzz --install-completion` (bash, zsh, fish, PowerShell) and --show-completion.
-    add_completion=True,
+    # Off: typer's --install-completion / --show-completion show a `<bool>` metavar in the
+    # help that no other option has (tests/integration/test_cli.py); left for a later change.
+    add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -155,7 +155,8 @@ def test_no_help_page_shows_a_bool_metavar_and_shared_options_say_one_thing() ->
         result = runner.invoke(app, [*path, "--help"])
         assert result.exit_code == 0, (path, result.output)
         assert "<bool>" not in result.output, path
-    # target, replay and matrix declare their sandbox options once: one help text each.
+    # target, replay, matrix, client and doctor declare their sandbox options once: one help
+    # text each.
     helps: dict[str, set[object]] = {}
     where: dict[str, set[str]] = {}
     for path, command in commands:
@@ -164,7 +165,7 @@ def test_no_help_page_shows_a_bool_metavar_and_shared_options_say_one_thing() ->
                 if opt in param.opts:
                     helps.setdefault(opt, set()).add(param.help)
                     where.setdefault(opt, set()).add(path[-1])
-    assert where == {opt: {"target", "replay", "matrix", "client"}
+    assert where == {opt: {"target", "replay", "matrix", "client", "doctor"}
                      for opt in ("--sandbox-net", "--sandbox-fs")}
     assert {opt: len(texts) for opt, texts in helps.items()} == {"--sandbox-net": 1,
                                                                  "--sandbox-fs": 1}

@@ -25,7 +25,8 @@ SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- acp-fuzz-doctor-7e31"
 #: one turn doctor runs. A new option of ``target`` must be added to doctor or here.
 CAMPAIGN_ONLY = {"--max-examples", "--seed", "--strict", "--max-steps", "--cassette-dir",
                  "--report", "--db", "--workers", "--model-upstream", "--max-failures",
-                 "--exitfirst", "--exclude-oracle", "--keep-info", "--portable", "--plugin"}
+                 "--exitfirst", "--exclude-oracle", "--keep-info", "--portable", "--plugin",
+                 "--oracle", "--time-budget", "--no-cover", "--cover-only"}
 
 
 def _options(name: str) -> set[str]:
