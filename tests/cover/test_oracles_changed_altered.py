@@ -78,3 +78,18 @@ def test_the_old_prompt_still_in_use_is_still_a_deferral() -> None:
     found = h.findings()
     assert "prompt.altered" not in ids(found)
     assert [f.session for f in found if f.oracle == "prompt.change-deferred"] == ["A", "B"]
+
+
+def test_a_deferral_whose_old_prompt_shares_the_new_ones_opening_stays_a_deferral() -> None:
+    # Drawn texts repeat ("lorem ipsum ..."): an agent that defers the change (still the old
+    # prompt, whose text begins as the new one does) was a false MUST prompt.altered "cut
+    # short" (seen on the reference agent's --variant defer-then-apply, a fork's override).
+    lorem = "lorem ipsum dolor sit amet " * 60
+    old, new = lorem + "the old instructions", lorem[: len(lorem) // 2 + 40] + " new ending"
+    h = H()
+    h.new("A", sp("append", old))
+    h.prompt("A", system=appended(old))
+    h.step("resume", "A", systemPrompt=sp("append", new))
+    h.prompt("A", system=appended(old))  # deferred: the old prompt, whole
+    found = h.findings()
+    assert "prompt.altered" not in ids(found), found

@@ -317,8 +317,12 @@ def _altered_change(c: ModelRequest) -> bool:
     missing = [b for b in fresh if b not in c.everything]
     if not missing:
         return False
+    # A block whose first half an older prompt already holds (drawn texts repeat "lorem
+    # ipsum ...") proves nothing cut short: the older prompt alone explains that text. A
+    # deferring agent whose old prompt shared such a prefix was a false MUST here.
+    shown = [b for b in missing if not any(_truncated(b, o) for o in older)]
     return len(missing) < len(fresh) or any(
-        _loose_find(b, c.x) is not None or _truncated(b, c.everything) for b in missing)
+        _loose_find(b, c.x) is not None or _truncated(b, c.everything) for b in shown)
 
 
 def _report_deferred(j: Judge, mem: _Memory, m: SessionModel, handle: str, c: ModelRequest,
