@@ -365,9 +365,19 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
                    {"op": "compact", "session": a, "by": caps.compactions()[0]},
                    {"op": "prompt", "session": a}, {"op": "prompt", "session": a})
         groups.append(_Group(_new_and_turn, (deferred,)))
+    # The invalid payloads first among the rest: each one request, so a bug one of them shows
+    # is found (and, with -x, the run ends) within the first examples of every seed.
+    groups += _invalid_groups(caps, resend)
     groups.append(_fault_group())
     payloads, changes = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 2
     groups += [payloads, *_pair_groups(caps, resend), changes]
+    return groups
+
+
+def _invalid_groups(caps: Capabilities, resend: bool) -> list[_Group]:
+    """Every invalid payload variant on every request that carries a prompt, each one a
+    rejected request, packed: ``session/new`` ones alone, the others on one session."""
+    groups: list[_Group] = []
     # The invalid payloads: each one a rejected request, packed.
     requests = prompt_requests(caps, resend_on_lifecycle=resend)
     variants = invalid_variants(override=caps.override)

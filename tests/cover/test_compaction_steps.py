@@ -119,6 +119,11 @@ def test_the_drawn_compactions_are_the_agents_each_after_a_turn_and_before_one(
     assert by == set(kinds)
 
 
+#: What may follow a compaction in a pair example of the covering examples.
+PAIR_SECOND = {"close", "cancel", "load", "resume", "fork", "delete", "restart", "list",
+               "compact"}
+
+
 def test_the_covering_examples_compact_each_way_once_and_after_a_changed_prompt() -> None:
     caps = replace(FULL, compact_command=True, compact_usage=True, compact_overflow=True)
     keys = cover_keys(caps)
@@ -133,6 +138,8 @@ def test_the_covering_examples_compact_each_way_once_and_after_a_changed_prompt(
         assert allowed(steps), steps
         h = steps[i]["session"]
         assert steps[i - 1]["session"] == h or steps[i - 1].get("new") == h
+        if steps[i + 1]["op"] in PAIR_SECOND:
+            continue  # a pair of ops (issue #36): compact, then close, cancel, ...
         assert steps[i + 1] == {"op": "prompt", "session": h}
     # The rebuild after a change on a live reattach: two turns after it, where it must show.
     after = [(ex, i) for ex, i in compacts
