@@ -27,7 +27,7 @@ from acp_fuzz.strategies import cover_keys
 pytestmark = pytest.mark.integration
 
 #: The covering examples of the reference agent (docs/performance.md states it as N) ...
-N = 16
+N = 33
 #: ... run in this many agent processes: one each, and one more for the restart in one.
 PROCESSES = N + 1
 OPS = {"session/new": "new", "session/load": "load", "session/resume": "resume",
@@ -118,7 +118,7 @@ def test_two_workers_share_the_covering_examples(tmp_path: Path, no_orphans: obj
     code, report, requests = _target(tmp_path, "--workers", "2", "-n", str(N + 4))
     assert code == 0 and report["findings"] == []
     coverage = report["coverage"]
-    # Each worker ran its half: 16 in all, not 16 each.
+    # Each worker ran its half: N in all, not N each.
     assert coverage["covering_examples"] == N and coverage["unsent"] == []
     assert set(k for k in _keys(report) if ":" in k and k.split(":")[0] in OPS.values()) <= \
         set(_received(requests))
@@ -128,7 +128,7 @@ def test_a_covering_example_cut_short_by_a_crash_leaves_the_rest_to_the_next(
         tmp_path: Path, no_orphans: object) -> None:
     # The image block kills the agent in the second example of rejected session/new requests:
     # the variants after it in that example are sent by the next one.
-    code, report, requests = _target(tmp_path, "-n", "30", bug="crash-on-image")
+    code, report, requests = _target(tmp_path, "-n", str(N + 14), bug="crash-on-image")
     assert code == 1
     (finding,) = report["findings"]
     assert finding["oracle"] == "agent.crash" and len(finding["steps"]) == 1
