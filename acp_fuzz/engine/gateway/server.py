@@ -192,10 +192,7 @@ class _Server(ThreadingHTTPServer):
             evicted = full and self._evict()
             if not full or evicted:
                 self._unproven[request] = None
-        if evicted:
-            with self.gateway._lock:
-                self.gateway.counts["connections_evicted"] += 1
-        elif full:
+        if full and not evicted:
             self._refuse(request)
             return
         try:
@@ -213,6 +210,9 @@ class _Server(ThreadingHTTPServer):
         victim = next(iter(self._unproven))
         del self._unproven[victim]
         self._evicted.add(victim)
+        # Counted before the close: whoever sees the victim's EOF also sees the count.
+        with self.gateway._lock:
+            self.gateway.counts["connections_evicted"] += 1
         with contextlib.suppress(OSError):
             victim.shutdown(socket.SHUT_RDWR)
         return True
