@@ -24,9 +24,10 @@ from acp_fuzz.engine.database import DatabaseError, check_database, open_databas
 
 pytestmark = pytest.mark.integration
 
-# A bug the search finds and the covering examples do not (their prompts are one block), so
-# that a one-example campaign finds it only from the database. The campaigns run with
-# --strict, so that a SHOULD finding would exit 1 too.
+# A bug the search finds, so that a one-example campaign finds it only from the database.
+# The campaigns run with --strict, so that a SHOULD finding would exit 1 too, and with
+# --no-cover: what the database shares is what the search found (a covering example's
+# failure is found again by the covering examples at every seed, and is not stored).
 AGENT = ["--", sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "drop-last-block"]
 
 
@@ -67,7 +68,7 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
 def _target(tmp_path: Path, name: str, db: str, *args: str) -> tuple[int, dict[str, object]]:
     report = tmp_path / f"{name}.json"
     proc = _cli(tmp_path, "target", "--db", db, "--cassette-dir", str(tmp_path / name),
-                "--report", f"json:{report}", "--strict", *args, *AGENT)
+                "--report", f"json:{report}", "--strict", "--no-cover", *args, *AGENT)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(report.read_text())
 
@@ -78,8 +79,7 @@ def _shares(tmp_path: Path, db: str, empty: str) -> None:
     code, first = _target(tmp_path, "first", db, "--seed", "0", "-x")
     assert code == 1 and first["findings"], first
     # The same one-example campaign at another seed: nothing on its own (an empty database:
-    # its one example is the first covering example), the failure at once from the database
-    # the first campaign filled (replayed before the covering examples).
+    # one drawn example), the failure at once from the database the first campaign filled.
     code, control = _target(tmp_path, "control", empty, "--seed", "99", "--max-examples", "1")
     assert (code, control["findings"]) == (0, []), control
     code, second = _target(tmp_path, "second", db, "--seed", "99", "--max-examples", "1")
@@ -89,17 +89,11 @@ def _shares(tmp_path: Path, db: str, empty: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="open regression (2026-12-03): a failure found in a covering "
-                          "example is not replayed from the database by a 1-example campaign",
-                   strict=False)
 def test_a_folder_database_is_shared_between_campaigns(tmp_path: Path,
                                                        no_orphans: object) -> None:
     _shares(tmp_path, str(tmp_path / "db"), str(tmp_path / "empty-db"))
 
 
-@pytest.mark.xfail(reason="open regression (2026-12-03): a failure found in a covering "
-                          "example is not replayed from the database by a 1-example campaign",
-                   strict=False)
 def test_a_redis_database_is_shared_between_campaigns(tmp_path: Path, redis_url: str,
                                                       no_orphans: object) -> None:
     import redis
