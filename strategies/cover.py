@@ -168,6 +168,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
             if op in ("load", "resume") and _last_prompt(step.get("session"), before) \
                     not in (None, step["systemPrompt"]):
                 keys.append(f"change:{op}")
+            if op in ("load", "resume") and _cold_change(step, before):
+                keys.append(f"change:cold-{op}")
     return keys + _pairs_of(step, before)
 
 
@@ -513,7 +515,8 @@ def _payload_keys(caps: Capabilities, resend: bool) -> list[str]:
         return []
     vendor = [f"vendor:{c}" for c in VENDOR_CARRIERS] if resend else []
     return vendor + [f"valid:{c}" for c in VALID_CLASSES if c != "override" or caps.override] \
-        + [f"change:{op}" for op in _changes(caps, resend)]
+        + [f"change:{op}" for op in _changes(caps, resend)] \
+        + [f"change:cold-{op}" for op in _changes(caps, resend)]
 
 
 def _payload_groups(caps: Capabilities, resend: bool) -> list[_Group]:
@@ -538,12 +541,26 @@ def _payload_groups(caps: Capabilities, resend: bool) -> list[_Group]:
                    {"op": op, "session": a, **ex.prompt(a, _Q, lifecycle=True)},
                    {"op": "prompt", "session": a})
         return unit
+    def cold(op: str) -> Unit:
+        # After a restart: the new process has only what the session stored, so the change
+        # is applied when the session is rebuilt, which the cold load is; two turns after it
+        # show a change kept back past that rebuild (prompt.change-ignored). A turn before
+        # the restart: an agent that stores a session only with its first turn has nothing
+        # to load otherwise.
+        def unit(ex: _Example, _: str) -> None:
+            a = ex.handle()
+            ex.add({"op": "new", "session": a, "cwd": "distinct", **ex.prompt(a)},
+                   {"op": "prompt", "session": a}, {"op": "restart"},
+                   {"op": op, "session": a, **ex.prompt(a, _Q, lifecycle=True)},
+                   {"op": "prompt", "session": a}, {"op": "prompt", "session": a})
+        return unit
     units = [sent("one-block", c) for c in VENDOR_CARRIERS] if resend else []
     units += [sent(c) for c in VALID_CLASSES if c != "override" or caps.override]
     # After the pairs (see _groups): codex-acp refuses a change and a re-sent prompt after a
     # close alike, and the MUST one should be what a run reports.
     return [_Group(_nothing, tuple(units)),
-            _Group(_nothing, tuple(changed(op) for op in _changes(caps, resend)))]
+            _Group(_nothing, tuple(changed(op) for op in _changes(caps, resend))
+                   + tuple(cold(op) for op in _changes(caps, resend)))]
 
 
 def _pair_groups(caps: Capabilities, resend: bool) -> list[_Group]:
@@ -601,6 +618,26 @@ def _pair_unit(caps: Capabilities, x: str, y: str, *, omit: bool = False) -> Uni
         now = life(ex)
         ex.add(*({"op": "prompt", "session": h} for h in touched if now.is_open(h)))
     return unit
+
+
+def _cold_change(step: Mapping[str, Any], before: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``step``, a load or resume, is the first reattach of its session after a
+    restart in ``before`` and carries a prompt other than the last one sent for it."""
+    handle, prompt, cold = step.get("session"), None, False
+    for s in before:
+        op = s.get("op")
+        if op == "restart":
+            cold = True
+            continue
+        mine = s.get("new") == handle if op == "fork" else s.get("session") == handle
+        if not mine or op not in PROMPT_REQUESTS:
+            continue
+        if op in ("new", "fork"):
+            prompt = s.get("systemPrompt")
+        else:
+            cold = False
+            prompt = s.get("systemPrompt") or prompt
+    return cold and prompt is not None and step.get("systemPrompt") not in (None, prompt)
 
 
 def _changed_live(handle: Any, before: Sequence[Mapping[str, Any]]) -> bool:

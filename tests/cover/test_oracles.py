@@ -245,6 +245,20 @@ def test_cancel_on_a_session_the_agent_no_longer_has_open_is_not_judged() -> Non
     assert [f.session for f in evaluate(h.h.snapshot()) if f.oracle == "cancel.error"] == ["A"]
 
 
+def test_a_cancelled_turn_after_a_refused_reattach_is_the_refusals_to_judge() -> None:
+    # --bug refused-reattach-unloads once shrank to "new A; resume A (invalid); cancel A" as
+    # a cancel.error: the prompt failed because the refusal unloaded A, before the cancel
+    # written behind it could reach it. After A's next completed turn, judged again.
+    h = H()
+    h.new("A")
+    h.step("resume", "A", outcome="error", error={"code": -32602, "message": "bad prompt"})
+    h.step("cancel", "A", outcome="error", error={"code": -32002, "message": "Resource not found"})
+    assert [f for f in evaluate(h.h.snapshot()) if f.oracle == "cancel.error"] == []
+    h.step("prompt", "A")
+    h.step("cancel", "A", outcome="error", error={"code": -32603, "message": "boom"})
+    assert [f.step for f in evaluate(h.h.snapshot()) if f.oracle == "cancel.error"] == [4]
+
+
 def test_cancel_answered_with_a_stop_reason_is_fine() -> None:
     h = H()
     h.new("A")

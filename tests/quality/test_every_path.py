@@ -47,7 +47,7 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
                           "the first turn after the accepted prompt"),
     # turns.py _report_deferred, prompt.change-ignored after a cold load (an agent that
     # cannot be made to compact): new A (P); restart; resume A (Q); prompt A; prompt A -> P
-    # (seed 0: the 122nd example)
+    # (seed 0: a covering example, the 33rd)
     "cold-load-keeps-old": ("prompt.change-ignored", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD", 5,
                             "after the cold load"),
     # turns.py _report_missing, prompt.altered at SHOULD (escaped): new A (append a text
@@ -71,7 +71,7 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
     "rejected-text-applied": ("reject.side-effect", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
                               3, "reached the model"),
     # lifecycle.py _turn_answered, reject.side-effect on a refused reattach: new A; prompt
-    # A; load A (invalid), refused; prompt A -> -32002 (seed 0: the 62nd example)
+    # A; load A (invalid), refused; prompt A -> -32002 (seed 0: the 65th example)
     "refused-reattach-unloads": ("reject.side-effect", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
                                  4, "its turn fails after the refused request"),
     # isolation.py _mixed, prompt.leak through a request tied to no session: new A (P);
@@ -86,17 +86,8 @@ PATHS: dict[str, tuple[str, str, str, int, str]] = {
 }
 
 
-#: Open since the covering examples and the faulted turns changed what a campaign draws
-#: (2026-12-03): cold-load-keeps-old was not found in 110 examples, refused-reattach-unloads
-#: also gave a cancel.error. Non-strict, named, to be fixed first next session.
-OPEN = {"cold-load-keeps-old", "refused-reattach-unloads"}
-
-
 def _cases() -> list[object]:
-    return [pytest.param(bug, seed, id=f"{bug}-seed{seed}",
-                         marks=[pytest.mark.xfail(reason="open: see OPEN", strict=False)]
-                         if bug in OPEN else [])
-            for seed in SEEDS for bug in PATHS]
+    return [pytest.param(bug, seed, id=f"{bug}-seed{seed}") for seed in SEEDS for bug in PATHS]
 
 
 @pytest.mark.parametrize("bug, seed", _cases())

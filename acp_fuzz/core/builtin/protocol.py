@@ -93,7 +93,7 @@ def _answer(j: Judge, r: Reply) -> None:
     if outcome == "error" and isinstance(d.get("error"), Mapping) and "harness" in d["error"]:
         j.report_as("protocol.malformed", f"{op}: {d['error']['harness']}",
                     rule="FR-WIRE-NDJSON-MUST", session=args.get("session"))
-    if op == "cancel" and r.live and r.answered:
+    if op == "cancel" and r.live and r.answered and not _refused_before(j, args):
         # Only a session this agent process has open: after a restart (not loaded again) or
         # a close, the prompt is about an unknown session and an error is the right answer.
         j.judge_as("cancel.error")
@@ -104,6 +104,16 @@ def _answer(j: Judge, r: Reply) -> None:
             # v2: the turn's end is its idle state_update; "error" there is v1's error answer.
             j.report_as("cancel.error", "the prompt cancelled mid-turn ended its turn with stop "
                         "reason error instead of cancelled", session=args.get("session"))
+
+
+def _refused_before(j: Judge, args: Mapping[str, Any]) -> bool:
+    """Was a load or resume of this session refused since its last turn? Then a failing
+    turn is that refusal's side effect, ``reject.side-effect``'s to judge: the cancel is
+    written right behind the prompt, and a prompt on a session the refusal unloaded fails
+    before any cancel can reach it (a planted bug once shrank to a false ``cancel.error``)."""
+    handle = args.get("session")
+    m = j.tracker.sessions.get(handle) if isinstance(handle, str) else None
+    return m is not None and m.rejected_change is not None
 
 
 def _frame(j: Judge, ev: Event) -> None:
