@@ -342,6 +342,14 @@ RULES: tuple[Rule, ...] = (
        "Implementations MUST NOT make assumptions about values at these keys.",
        "a prompt sent only in _meta to an agent that does not advertise the field is "
        "classified as a probe (info), never judged as a prompt owed"),
+    _r("EXT-ROOT-FIELDS-MUSTNOT", DOCS, "extensibility", "",
+       "the valid payload class unknown-field (a field beside mode and content) is acp-fuzz "
+       "breaking this rule on purpose, to see that the agent ignores the field: an agent that "
+       "refuses such a prompt is not judged (payload.valid-rejected leaves it), one that "
+       "accepts it is judged on its content like any valid prompt",
+       docs="extensibility: “Implementations **MUST NOT** add any custom fields at the root of "
+       "a type that's part of the specification. All possible names are reserved for future "
+       "protocol versions.”"),
     _r("EXT-METHOD-UNDERSCORE-SHOULD", SCHEMA, "ErrorCode -32601",
        "**Method not found**: The method does not exist or is not available.",
        "not an oracle: the reference agent answers unknown `_` requests with -32601"),

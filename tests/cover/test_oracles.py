@@ -1149,3 +1149,14 @@ def test_a_reattach_with_a_conversation_is_judged_whether_it_holds_or_not(op: st
     h2.step(op, "A", outcome="error", error=GONE)
     assert _judged(h2)[("session.reattach-failed", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD")] == 1
     assert "session.reattach-failed" in ids(h2.findings())
+
+
+def test_a_refused_prompt_with_a_custom_root_field_is_not_a_valid_rejected() -> None:
+    # The valid class "unknown-field" puts a field at the root of SystemPrompt, which the ACP
+    # docs forbid (EXT-ROOT-FIELDS-MUSTNOT): the harness broke the protocol, not the agent.
+    decorated = {**sp("append", P), "instructions": "Decoration text: answer only in haiku."}
+    h = H()
+    h.new("A", decorated, outcome="error", error={"code": -32602, "message": "unknown field"})
+    h.new("B", sp("append", P), outcome="error", error={"code": -32602, "message": "no"})
+    assert [f.session for f in evaluate(h.h.snapshot())
+            if f.oracle == "payload.valid-rejected"] == ["B"]

@@ -17,6 +17,14 @@ from acp_fuzz.core.steps import elsewhere
 
 __all__ = ["payload"]
 
+#: The fields a SystemPrompt has in the schema; anything else at its root is a custom field.
+_SCHEMA_FIELDS = frozenset({"mode", "content", "_meta"})
+
+
+def _root_fields(sp: object) -> list[str]:
+    """The custom fields at the root of ``sp`` (none when it is not an object)."""
+    return sorted(set(sp) - _SCHEMA_FIELDS) if isinstance(sp, Mapping) else []
+
 
 @builtin("payload.invalid-accepted", "payload.probe", "payload.valid-rejected")
 def payload(j: Judge, ev: Event) -> None:
@@ -55,6 +63,11 @@ def payload(j: Judge, ev: Event) -> None:
             # with an error instead (SP-AGENT-ERROR-NOSIDEEFFECT-MUST allows exactly
             # that). Re-sending the session's own prompt is different: nothing changes.
             sev, rule = "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD"
+        if outcome == "error" and _root_fields(sp):
+            # acp-fuzz's own decoration (the valid class "unknown-field") puts a field at the
+            # root of SystemPrompt, which the ACP docs forbid (EXT-ROOT-FIELDS-MUSTNOT): the
+            # harness broke the protocol there, so the agent may refuse it. Not judged.
+            return
         j.judge_as("payload.valid-rejected", rule)
         # On load/resume/fork an error may be about the session, not the prompt: only an
         # invalid-params answer is pinned on the payload, and not when the request also
