@@ -160,6 +160,13 @@ RULES: tuple[Rule, ...] = (
        "or its default; a kept prompt with a block missing or cut is neither. SHOULD, not "
        "MUST: keeping it at all was the agent's choice",
        ("prompt.altered", _HAND + " (test_rules.py)"), ("prompt.lost", _HAND)),
+    _r("ACPFUZZ-OMIT-CHOICE-HOLDS-SHOULD", RFD, _LIFE, _DEFER,
+       "acp-fuzz's reading, from SP-LIFECYCLE-OMIT-MAY and this: after an omitted prompt a "
+       "session that showed the stored prompt kept may still fall back to its defaults, as a "
+       "change deferred to its next rebuild (a compaction); between two plain turns, with no "
+       "rebuild and no request, the kept prompt dropped is a SHOULD finding, not MUST: the "
+       "defaults were a result the omission allowed",
+       ("prompt.lost", _HAND + " (test_oracles_verdicts.py)")),
     _r("SP-LIFECYCLE-CHANGE-SHOULD", RFD, _LIFE,
        "When a lifecycle request supplies a systemPrompt that differs from the one the session "
        "was using, the agent SHOULD apply it.",

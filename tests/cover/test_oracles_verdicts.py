@@ -143,22 +143,44 @@ def test_a_fork_with_a_changed_prompt_may_defer_and_must_not_lose() -> None:
     assert only(h.findings(), "prompt.lost").severity == "MUST"
 
 
-def test_a_kept_prompt_that_vanishes_on_a_later_turn_is_a_late_fallback_info() -> None:
+def test_a_kept_prompt_that_vanishes_after_a_compaction_is_a_late_fallback_info() -> None:
     # The resume omitted the prompt, so falling back to the defaults is the agent's right
-    # (SP-LIFECYCLE-OMIT-MAY), and it may land late: codex-acp and claude-agent-acp keep the
-    # old prompt until their next compaction (v2 matrix, 2026-12-02). Reported as the
-    # inconsistency the rule asks to check, at info; a MUST here was a false alarm.
+    # (SP-LIFECYCLE-OMIT-MAY), and it may land late, at the next rebuild: codex-acp and
+    # claude-agent-acp keep the old prompt until their next compaction (v2 matrix,
+    # 2026-12-02). Reported as the inconsistency the rule asks to check, at info; a MUST
+    # here was a false alarm.
+    from test_oracles_compaction import compact
+
     h = H()
     h.new("A", sp("append", P))
     h.step("resume", "A")
     h.prompt("A", system=appended(P))  # the agent kept it (its choice)
-    h.prompt("A", system=appended())  # and then, with no request in between, dropped it
+    compact(h, "A")
+    h.prompt("A", system=appended())  # and fell back at the rebuild
     assert "prompt.lost" not in ids(h.findings())
     f = only(h.findings(), "lifecycle.omitted-inconsistent")
     assert (f.severity, f.rule) == ("info", "SP-LIFECYCLE-OMIT-MAY")
     assert "first kept the stored prompt (from step 1), then fell back" in f.message
+    assert f.evidence["compaction"].startswith("the compaction at step")
     h.prompt("A", system=appended())  # the defaults from now on: settled, nothing more
     assert len([f for f in h.findings() if f.oracle == "lifecycle.omitted-inconsistent"]) == 1
+
+
+def test_a_kept_prompt_dropped_between_two_plain_turns_is_a_should() -> None:
+    # No rebuild between the turn that showed the prompt kept and the one with the
+    # defaults: the fallback the omission allowed cannot be a change deferred to a rebuild
+    # (issue #31 §3). SHOULD, not MUST: the defaults were a result the omission allowed.
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("resume", "A")
+    h.prompt("A", system=appended(P))  # the agent kept it (its choice)
+    h.prompt("A", system=appended())  # and then, with nothing in between, dropped it
+    f = only(h.findings(), "prompt.lost")
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-OMIT-CHOICE-HOLDS-SHOULD")
+    assert "no rebuild in between" in f.message
+    assert "lifecycle.omitted-inconsistent" not in ids(h.findings())
+    h.prompt("A", system=appended())  # the defaults from now on: settled, nothing more
+    assert len([f for f in h.findings() if f.oracle == "prompt.lost"]) == 1
 
 
 def test_applied_then_reverted_to_the_old_prompt_is_lost() -> None:

@@ -70,6 +70,8 @@ APPLIES_RULE = "ACPFUZZ-COMPACTION-APPLIES-SHOULD"
 #: the omission allows keeping it or the defaults (SP-LIFECYCLE-OMIT-MAY, a MAY a SHOULD
 #: finding cannot cite), part of it is neither (docs/rules.md).
 KEPT_RULE = "ACPFUZZ-KEPT-WHOLE-SHOULD"
+#: The rule of a kept prompt dropped for the defaults between two plain turns (no rebuild).
+OMIT_HOLDS_RULE = "ACPFUZZ-OMIT-CHOICE-HOLDS-SHOULD"
 #: The rule of a change still not applied when ``--strict`` reports a deferral: the SHOULD
 #: that the deferral (SP-LIFECYCLE-DEFER-MAY) is the exception to.
 CHANGE_RULE = "SP-LIFECYCLE-CHANGE-SHOULD"
@@ -137,8 +139,10 @@ def turns(j: Judge, ev: Event) -> None:
         return
     elif matched.label == "deferred":
         _report_deferred(j, mem, m, handle, c, seq)
-    elif primary.label == "applied" and primary.origin == "kept":
+    elif primary.label == "applied" and primary.origin == "kept" and m.compacted:
         _report_late_fallback(j, m, handle, primary, seq)
+    elif primary.label == "applied" and primary.origin == "kept":
+        _report_unprompted_fallback(j, m, handle, primary, seq)
     else:
         _report_choice(j, mem, m, handle, matched, seq)
     p = matched.prompt
@@ -375,6 +379,25 @@ def _report_late_fallback(j: Judge, m: SessionModel, handle: str, kept: Candidat
                 f"session {handle}: with the prompt omitted, the agent first kept the stored "
                 f"prompt (from step {kept.prompt.step + 1}), then fell back to its defaults"
                 f"{when}", session=handle, model_event=seq, **evidence)
+
+
+def _report_unprompted_fallback(j: Judge, m: SessionModel, handle: str, kept: Candidate,
+                                seq: int) -> None:
+    """The defaults, on a session whose turns showed the stored prompt kept after an omitted
+    one, with no rebuild since (no compaction, no other reattach): ``prompt.lost`` at SHOULD
+    (ACPFUZZ-OMIT-CHOICE-HOLDS-SHOULD). The omission allowed either prompt, and the agent
+    showed which it chose; a later fallback is allowed as a change deferred to the next
+    rebuild (SP-LIFECYCLE-DEFER-MAY), and between two plain turns there was none. SHOULD,
+    not MUST: the defaults were a result the omission allowed."""
+    j.judge_as("prompt.lost", OMIT_HOLDS_RULE)
+    assert kept.prompt is not None
+    j.report_as("prompt.lost",
+                f"session {handle}: with the prompt omitted, the agent kept the stored prompt "
+                f"(from step {kept.prompt.step + 1}), then dropped it for its defaults with no "
+                "rebuild in between (no compaction, no reattach)", severity="SHOULD",
+                rule=OMIT_HOLDS_RULE, session=handle, model_event=seq,
+                first={"session": handle, "choice": "kept"},
+                now={"session": handle, "choice": "default"}, steps=list(m.trail))
 
 
 def _report_choice(j: Judge, mem: _Memory, m: SessionModel, handle: str, matched: Candidate,
