@@ -58,19 +58,15 @@ from typing import Any
 from acp_fuzz.core.findings import Finding, OracleInfo
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.payloads import Capabilities
+from acp_fuzz.core.rules import RULES
 
 __all__ = ["CLIENT_CATALOG", "CLIENT_HARNESS_RULES", "ClientVerdict", "judge_client"]
 
-#: Rules of acp-fuzz's own for client oracles that no rule of the reference states (argued in
-#: docs/oracles.md, "Client oracles").
+#: Rules of acp-fuzz's own for client oracles that no rule of the reference states: the
+#: ``ACPFUZZ-CLIENT-*`` rows of :data:`acp_fuzz.core.rules.RULES` (argued in docs/oracles.md,
+#: "Client oracles", and quoted in docs/rules.md).
 CLIENT_HARNESS_RULES: dict[str, str] = {
-    "ACPFUZZ-CLIENT-PROMPT-SHAPE-MUST":
-        "a client that sends systemPrompt to an advertising agent sends the current shape, an "
-        "object {mode, content: ContentBlock[]} (not an earlier draft's string or array)",
-    "ACPFUZZ-CLIENT-STANDARD-FIELD-SHOULD":
-        "a client sends its system prompt in the standard systemPrompt field wherever the "
-        "agent advertises it, not only in a vendor _meta key",
-}
+    r.id: r.reading for r in RULES if r.id.startswith("ACPFUZZ-CLIENT-")}
 
 CLIENT_CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("client.prompt-unadvertised", "MUST", "SP-CLIENT-GATE-MUSTNOT",

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from acp_fuzz.core.rules import RULES
+
 __all__ = ["CATALOG", "HARNESS_RULES", "SEVERITIES", "Finding", "OracleInfo", "is_failure",
            "is_reported"]
 
@@ -25,44 +27,14 @@ class OracleInfo:
     summary: str
 
 
-#: Rules of acp-fuzz's own, for oracles that no rule of the RFD or the schema states (each is
-#: argued from the RFD's words in docs/rules.md). The prefix marks them as the
-#: harness's, never the spec's.
+#: Rules of acp-fuzz's own, for oracles that no rule of the RFD or the schema states: each is
+#: a row of :data:`acp_fuzz.core.rules.RULES` (its reading, and the RFD or schema words it
+#: argues from, in docs/rules.md), so a new one cannot be cited without being listed there.
+#: The prefix marks them as the harness's, never the spec's; the client's are
+#: ``client_oracles.CLIENT_HARNESS_RULES``.
 HARNESS_RULES: dict[str, str] = {
-    "ACPFUZZ-SESSION-ISOLATION-MUST":
-        "a systemPrompt sent on one session reaches that session (and forks made from it) only",
-    "ACPFUZZ-PROMPT-ONCE-SHOULD":
-        "a block the client sent once reaches the model once per request",
-    "ACPFUZZ-VERBATIM-SHOULD":
-        "the characters of each block reach the model as sent (not escaped, not normalised)",
-    "ACPFUZZ-REATTACH-ADVERTISED-SHOULD":
-        "an agent that advertises session/load (session/resume) loads (resumes) a session it "
-        "created and holds a conversation for, in that session's cwd, when the request "
-        "carries no prompt or re-sends the session's own",
-    "ACPFUZZ-STANDARD-ONLY-SHOULD":
-        "a request that carries the standard systemPrompt and a legacy _meta prompt beside it "
-        "gets the standard one only: the field replaces the _meta carriers (RFD, Status quo), "
-        "and a client sends both for agents older than the field",
-    "ACPFUZZ-COMPACTION-KEEPS-MUST":
-        "after the agent compacts a session, the session's client prompt still reaches the "
-        "model on its turns (compaction rebuilds the prompt, SP-LIFECYCLE-DEFER-MAY; the "
-        "rebuilt one is still the session's, SP-AGENT-APPLY-NEW-MUST)",
-    "ACPFUZZ-COMPACTION-APPLIES-SHOULD":
-        "a changed prompt that the agent deferred is in use after the session's next "
-        "compaction (SP-LIFECYCLE-DEFER-MAY lets it wait for the next rebuild, \"for example, "
-        "after compaction\"; acp-fuzz's reading: a change still not applied after it breaks "
-        "the SHOULD it deferred, SP-LIFECYCLE-CHANGE-SHOULD)",
-    "ACPFUZZ-KEPT-WHOLE-SHOULD":
-        "a stored prompt the agent keeps for a load, resume or fork that omitted it reaches "
-        "the model whole (SP-LIFECYCLE-OMIT-MAY allows keeping it or the defaults; part of "
-        "it is neither)",
-    "ACPFUZZ-FAILURE-VISIBLE-SHOULD":
-        "a turn whose model request failed, and that got no answer from the model, ends in a "
-        "way the client can see: an error answer, or a message; not end_turn with nothing",
-    "ACPFUZZ-SCHEMA-SHAPE-SHOULD":
-        "an advertising agent rejects a systemPrompt that is not an object (the earlier "
-        "drafts' string and array, docs/rules.md)",
-}
+    r.id: r.reading for r in RULES
+    if r.id.startswith("ACPFUZZ-") and not r.id.startswith("ACPFUZZ-CLIENT-")}
 
 #: The oracles, with their *default* severity and rule. Some oracles take the severity of the
 #: rule that the specific case breaks (``payload.invalid-accepted`` is MUST for an unknown mode,

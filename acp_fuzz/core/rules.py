@@ -79,7 +79,7 @@ RULES: tuple[Rule, ...] = (
        ("reject.side-effect", "bug:side-effect-before-validation"),
        ("prompt.lost", "bug:lost-override-after-restart"),
        ("payload.invalid-accepted", _HAND + " (text-missing, content-not-array)"),
-       ("session.turn-failed", _HAND + " (test_oracles.py)")),
+       ("session.turn-failed", "bug:turn-fails-on-64k")),
     _r("SP-AGENT-UNKNOWN-MODE-MUST", SCHEMA, "SystemPrompt.mode",
        "Agents MUST return an error for a mode they do not support rather than treating it as "
        "`append` or `override`.",
@@ -88,7 +88,7 @@ RULES: tuple[Rule, ...] = (
     _r("SP-AGENT-UNSUPPORTED-BLOCK-MUST", SCHEMA, "SystemPrompt.content",
        "Agents MUST return an error for content blocks they do not support.",
        "a success for a block that is not text, or not an object",
-       ("payload.invalid-accepted", _HAND + " (block-not-text)")),
+       ("payload.invalid-accepted", "bug:skip-unsupported-blocks")),
     _r("SP-AGENT-EMPTY-MAY", SCHEMA, "SystemPrompt.content",
        "Agents MAY reject one with `-32602` without creating, loading, resuming, or forking "
        "the session.",
@@ -98,17 +98,17 @@ RULES: tuple[Rule, ...] = (
        "MUST support append mode, and MUST support override mode if they advertise the "
        "mode.override sub-capability",
        "an error for a valid append prompt on session/new",
-       ("payload.valid-rejected", _HAND)),
+       ("payload.valid-rejected", _HAND + " (bug:refuse-override takes the same path)")),
     _r("SP-AGENT-OVERRIDE-MUST", RFD, _NEW,
        "MUST support append mode, and MUST support override mode if they advertise the "
        "mode.override sub-capability",
        "an error for a valid override prompt on session/new, override advertised",
-       ("payload.valid-rejected", _HAND)),
+       ("payload.valid-rejected", "bug:refuse-override")),
     _r("SP-AGENT-APPEND-ADDITIVE-DEF", RFD, _MODES,
        "the client content is added to the agent’s own instructions rather than replacing them.",
        "under append the learned default instructions stay; the finding is MUST because "
        "supporting append (SP-AGENT-APPEND-MUST) is doing what this defines",
-       ("append.replaced-default", _HAND)),
+       ("append.replaced-default", "bug:append-drops-defaults")),
     _r("SP-AGENT-OVERRIDE-REPLACES-DEF", RFD, _MODES,
        "the client content replaces the agent’s built-in default instructions. This mode only "
        "changes the instructions the agent itself authors",
@@ -172,8 +172,8 @@ RULES: tuple[Rule, ...] = (
        "was using, the agent SHOULD apply it.",
        "a changed prompt still not applied two turns after a cold load (for an agent that "
        "cannot be made to compact); an error for a changed prompt; with --strict, a deferral",
-       ("prompt.change-ignored", _HAND + " (test_oracles_verdicts.py)"),
-       ("payload.valid-rejected", _HAND),
+       ("prompt.change-ignored", "bug:cold-load-keeps-old"),
+       ("payload.valid-rejected", "bug:unstored-before-turn"),
        ("prompt.change-deferred", "variant:defer-then-apply (with --strict)")),
     _r("SP-LIFECYCLE-DEFER-MAY", RFD, _LIFE, _DEFER,
        "the old prompt right after a change is a deferral, at info; the RFD names compaction "
@@ -211,16 +211,27 @@ RULES: tuple[Rule, ...] = (
        "but where it is placed, in what order, and how it is formatted is implementation-defined.",
        "acp-fuzz's reading: formatting is around the text, not in it; HTML entities, JSON "
        "quoting or Unicode normalisation of the client's characters is a SHOULD",
-       ("prompt.altered", _HAND + " (test_oracles_verdicts.py)")),
+       ("prompt.altered", "bug:html-escapes-prompt")),
     _r("ACPFUZZ-STANDARD-ONLY-SHOULD", RFD, "Status quo", _META,
        "acp-fuzz's reading: the field replaces the _meta carriers, so a legacy _meta prompt "
        "used beside the standard one is a SHOULD",
-       ("prompt.altered", _HAND + " (bug:vendor-meta-wins replaces instead: prompt.lost)")),
+       ("prompt.altered", "bug:vendor-meta-also")),
     _r("ACPFUZZ-SCHEMA-SHAPE-SHOULD", RFD, "Revision history",
        "Replaced the bare array and systemPromptMode with a systemPrompt object",
        "acp-fuzz's reading: an advertising agent rejects the earlier drafts' string and array "
        "(and any non-object); accepting one is a SHOULD",
-       ("payload.invalid-accepted", _HAND)),
+       ("payload.invalid-accepted", "bug:accept-draft-string")),
+    _r("ACPFUZZ-RESEND-ACCEPTED-SHOULD", RFD, _CLIENT,
+       "Clients SHOULD re-send the session’s systemPrompt on session/load, session/resume, and "
+       "session/fork",
+       "acp-fuzz's reading: a load, resume or fork that re-sends the session's own prompt, "
+       "unchanged, as the RFD asks clients to, gives the agent nothing it cannot apply, so "
+       "refusing it with invalid params (-32602, the answer that pins the refusal on the "
+       "prompt) is a SHOULD finding. Not MUST: no text says a load, resume or fork must "
+       "succeed (SP-AGENT-APPEND-MUST speaks of session/new), and the code is the agent's "
+       "word, so it decides which finding names the refusal, never its level; another code, "
+       "on a session with a completed turn, is session.reattach-failed (also SHOULD)",
+       ("payload.valid-rejected", "bug:unstored-before-turn")),
     _r("ACPFUZZ-REATTACH-ADVERTISED-SHOULD", SCHEMA, "SessionResumeCapabilities",
        "Supplying `{}` means the agent supports resuming sessions.",
        "acp-fuzz's reading: an advertised load or resume works for a session the agent made "

@@ -186,7 +186,8 @@ client prompt texts.
     is one that re-sends it; one without a prompt is accepted, but the next turn is never
     answered. 2 steps: new A (append P); load A (append Q) → ``-32602``
     (``payload.valid-rejected``, SHOULD); 3 steps: new A (P); close A; load A (P) →
-    ``-32602`` (MUST).
+    ``-32602`` (``payload.valid-rejected``, SHOULD under ACPFUZZ-RESEND-ACCEPTED-SHOULD; MUST
+    before issue #31).
 ``delete-leaves-prompt``
     ``session/delete`` keeps the deleted session's prompt as the default of its working
     directory: the next session made there without a prompt runs on it. 4 steps: new A

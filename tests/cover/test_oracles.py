@@ -656,11 +656,31 @@ def test_valid_rejected_on_load_only_for_invalid_params() -> None:
     h.step("load", "A", systemPrompt=sp("override", P), outcome="error",
            error={"code": -32002, "message": "not found"})
     assert h.findings() == []
-    # The session's own prompt, re-sent (SP-CLIENT-RESEND-SHOULD): refusing it breaks a MUST.
+    # The session's own prompt, re-sent (SP-CLIENT-RESEND-SHOULD) and refused as invalid
+    # params: the harness's SHOULD. Not MUST: no text says a load must succeed, and the code
+    # is the agent's word, so it names the finding, never its level (issue #31 §3).
     h.step("load", "A", systemPrompt=sp("override", P), outcome="error",
            error={"code": -32602, "message": "Invalid params"})
     f = only(h.findings(), "payload.valid-rejected")
-    assert (f.severity, f.rule) == ("MUST", "SP-AGENT-OVERRIDE-MUST")
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-RESEND-ACCEPTED-SHOULD")
+
+
+@pytest.mark.parametrize("code", [-32602, -32603, -32000])
+def test_a_refused_resend_on_a_session_with_a_turn_is_a_should_whatever_the_code(
+        code: int) -> None:
+    """codex-acp's finding 1 once was MUST only because its code was -32602, and nothing with
+    another code (issue #31 §3): the refusal of a re-sent prompt on a session with a
+    conversation is SHOULD whichever finding names it."""
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 1))
+    h.step("load", "A", systemPrompt=sp("append", P), outcome="error",
+           error={"code": code, "message": "no"})
+    found = [f for f in h.findings() if f.severity != "info"]
+    assert [(f.oracle, f.severity) for f in found] in (
+        [("payload.valid-rejected", "SHOULD")], [("session.reattach-failed", "SHOULD")])
+    assert found[0].rule == ("ACPFUZZ-RESEND-ACCEPTED-SHOULD" if code == -32602
+                             else "ACPFUZZ-REATTACH-ADVERTISED-SHOULD")
 
 
 def test_a_reattach_refused_while_a_turn_ran_is_not_held_against_the_agent() -> None:

@@ -4,6 +4,7 @@ Reads nothing outside the checkout and never skips."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Iterable, Iterator
@@ -127,6 +128,40 @@ def test_every_oracle_is_listed_under_its_rules_with_a_bug_or_why_none() -> None
         if proof.startswith(("bug:", "client-bug:")):
             bug = proof.split(":", 1)[1].split()[0]
             assert f'"{bug}"' in quality and oracle in quality, (oracle, bug)
+
+
+
+def _literal(path: Path, name: str) -> Any:
+    """The literal a quality test assigns to ``name`` (read, not imported: those modules
+    start campaigns)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                assert node.value is not None
+                return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} not in {path}")
+
+
+#: The rule each known-shape bug's finding cites (test_known_shapes names the oracle only).
+_KNOWN_RULE = {"sdk-options-win": "SP-AGENT-APPLY-NEW-MUST",
+               "unstored-before-turn": "ACPFUZZ-RESEND-ACCEPTED-SHOULD",
+               "load-erases-session": "ACPFUZZ-REATTACH-ADVERTISED-SHOULD"}
+
+
+def test_no_proof_says_none_planted_where_a_quality_test_plants_the_bug() -> None:
+    """A proof "none planted" goes stale when a planted bug comes to drive that oracle under
+    that rule (eight did, issue #31): each bug the quality tests find under an (oracle, rule)
+    must be the proof docs/rules.md gives for it, or another planted bug."""
+    quality = ROOT / "tests" / "quality"
+    planted = {(o, rule): bug for bug, (o, _, rule, _, _) in
+               _literal(quality / "test_every_path.py", "PATHS").items()}
+    for bug, _, oracle, _, _ in _literal(quality / "test_known_shapes.py", "FINDINGS").values():
+        planted.setdefault((oracle, _KNOWN_RULE[bug]), bug)
+    listed = {(o, r.id): proof for r in RULES for o, proof in r.oracles}
+    stale = {key: (bug, listed.get(key)) for key, bug in planted.items()
+             if not str(listed.get(key, "")).startswith("bug:")}
+    assert stale == {}
 
 
 # -- levels at run time -------------------------------------------------------------------------

@@ -50,12 +50,13 @@ FINDINGS: dict[str, tuple[str, str, str, str, list[list[str]]]] = {
     # prompt A -> Q where P belongs.
     "claude-5-vendor-wins": ("sdk-options-win", "1", "prompt.lost", "MUST",
                              [["new+meta", "prompt"]]),
-    # codex-acp 2.6.0, finding 1: new A (P); close A; load A (P) -> -32602. Its SHOULD
-    # variant (new A (P); load A (Q), the same -32602; in v2 payload.valid-rejected-v2) is
-    # one bug with it (one refusal), so the covering examples send the MUST shape first.
-    "codex-1-resend-refused": ("unstored-before-turn", "1", "payload.valid-rejected", "MUST",
+    # codex-acp 2.6.0, finding 1: new A (P); close A; load A (P) -> -32602 (SHOULD under
+    # ACPFUZZ-RESEND-ACCEPTED-SHOULD since issue #31 §3; it was MUST). Its variant (new A (P);
+    # load A (Q), the same -32602; in v2 payload.valid-rejected-v2) is one bug with it (one
+    # refusal); the covering examples send the re-sent shape first.
+    "codex-1-resend-refused": ("unstored-before-turn", "1", "payload.valid-rejected", "SHOULD",
                                [["new+sp", "close", "load+sp"]]),
-    "codex-1-resend-refused-v2": ("unstored-before-turn", "2", "payload.valid-rejected", "MUST",
+    "codex-1-resend-refused-v2": ("unstored-before-turn", "2", "payload.valid-rejected", "SHOULD",
                                   [["new+sp", "close", "load+sp"]]),
     # gemini-cli 0.61.0, finding 6: new A; prompt A; load A -> -32603.
     "gemini-6-load-erases": ("load-erases-session", "1", "session.reattach-failed", "SHOULD",

@@ -17,6 +17,8 @@ from acp_fuzz.core.steps import elsewhere
 
 __all__ = ["payload"]
 
+#: The rule of a re-sent, unchanged prompt refused on load, resume or fork.
+RESEND_RULE = "ACPFUZZ-RESEND-ACCEPTED-SHOULD"
 #: The fields a SystemPrompt has in the schema; anything else at its root is a custom field.
 _SCHEMA_FIELDS = frozenset({"mode", "content", "_meta"})
 
@@ -61,8 +63,14 @@ def payload(j: Judge, ev: Event) -> None:
             # A *changed* prompt on load, resume or fork: applying it is a SHOULD
             # (SP-LIFECYCLE-CHANGE-SHOULD), and an agent that cannot apply it answers
             # with an error instead (SP-AGENT-ERROR-NOSIDEEFFECT-MUST allows exactly
-            # that). Re-sending the session's own prompt is different: nothing changes.
+            # that).
             sev, rule = "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD"
+        elif op != "new":
+            # The session's own prompt re-sent, as the RFD asks clients to: nothing changes,
+            # so nothing is there to be unable to apply; but no MUST says a load, resume or
+            # fork must succeed, and the error code that pins the refusal on the prompt is
+            # the agent's word, not the text's. The harness's SHOULD (issue #31 §3).
+            sev, rule = "SHOULD", RESEND_RULE
         if outcome == "error" and _root_fields(sp):
             # acp-fuzz's own decoration (the valid class "unknown-field") puts a field at the
             # root of SystemPrompt, which the ACP docs forbid (EXT-ROOT-FIELDS-MUSTNOT): the
