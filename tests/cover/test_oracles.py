@@ -697,6 +697,21 @@ def test_a_reattach_refused_while_a_turn_ran_is_not_held_against_the_agent() -> 
     assert only(h.findings(), "prompt.lost").session == "A"
 
 
+@pytest.mark.parametrize("busy", [True, False])
+def test_an_honest_refusal_of_a_change_is_scored_one_way(busy: bool) -> None:
+    """codex's adapter documents, in one sentence, that it refuses a changed prompt with
+    -32602 on a busy session and on one without a saved rollout. Both are honest refusals
+    (SP-AGENT-ERROR-NOSIDEEFFECT-MUST's way out) that leave the change unapplied: one score,
+    SHOULD (SP-LIFECYCLE-CHANGE-SHOULD), for either reason (issue #31 §3). The busy one was
+    exempt, the unstored one a SHOULD."""
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("resume", "A", systemPrompt=sp("append", Q), busy=busy, outcome="error",
+           error={"code": -32602, "message": "Invalid params: cannot change systemPrompt now"})
+    f = only(h.findings(), "payload.valid-rejected")
+    assert (f.severity, f.rule) == ("SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD")
+
+
 def test_the_turn_beside_a_busy_resume_may_run_on_either_prompt() -> None:
     h = H()
     h.new("A", sp("append", P))

@@ -59,11 +59,14 @@ def payload(j: Judge, ev: Event) -> None:
         mode = sp.get("mode") if isinstance(sp, Mapping) else None
         rule = "SP-AGENT-OVERRIDE-MUST" if mode == "override" else "SP-AGENT-APPEND-MUST"
         sev = None
-        if op != "new" and not j.tracker.resends(args, sp):
+        changed = op != "new" and not j.tracker.resends(args, sp)
+        if changed:
             # A *changed* prompt on load, resume or fork: applying it is a SHOULD
             # (SP-LIFECYCLE-CHANGE-SHOULD), and an agent that cannot apply it answers
             # with an error instead (SP-AGENT-ERROR-NOSIDEEFFECT-MUST allows exactly
-            # that).
+            # that). One score for every honest refusal, whatever the agent's reason (a
+            # busy session, one not stored yet: codex's adapter documents both in one
+            # sentence): the SHOULD was not followed, and a SHOULD is where reasons live.
             sev, rule = "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD"
         elif op != "new":
             # The session's own prompt re-sent, as the RFD asks clients to: nothing changes,
@@ -80,10 +83,12 @@ def payload(j: Judge, ev: Event) -> None:
         # On load/resume/fork an error may be about the session, not the prompt: only an
         # invalid-params answer is pinned on the payload, and not when the request also
         # moved the session or added roots (the schema lets an agent refuse a load or resume
-        # whose cwd is not the session's), nor when a turn of the session was running (a
-        # busy session may refuse a change; the turns after judge that it changed nothing).
+        # whose cwd is not the session's), nor, for the session's own prompt, when a turn of
+        # the session was running (a busy session may refuse a reattach; nothing in it was
+        # about the prompt). A changed prompt refused on a busy session is scored as any
+        # refused change (above); the turns after judge that the refusal changed nothing.
         if outcome == "error" and (op == "new" or (code == -32602 and not elsewhere(args)
-                                                   and not args.get("busy"))):
+                                                   and (changed or not args.get("busy")))):
             j.report_as("payload.valid-rejected",
                         f"{said(proto, op)} with a valid {mode!r} systemPrompt got error {code}",
                         severity=sev, rule=rule, session=handle, error=clip(err),
