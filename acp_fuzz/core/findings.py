@@ -67,7 +67,7 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
                "the agent gave no answer within the timeout"),
     OracleInfo("protocol.malformed", "MUST", "FR-WIRE-NDJSON-MUST",
                "a malformed JSON-RPC message, or one that breaks the schema"),
-    OracleInfo("session.history-lost", "MUST", "SES-AGENT-LOAD-REPLAY-MUST",
+    OracleInfo("session.history-lost", "MUST", "ACPFUZZ-CONVERSATION-KEPT-MUST",
                "after an accepted session/load or session/resume, the session's next model "
                "request holds none of its last completed turn: the conversation is gone"),
     OracleInfo("session.turn-failed", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",

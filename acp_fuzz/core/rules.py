@@ -232,6 +232,17 @@ RULES: tuple[Rule, ...] = (
        "word, so it decides which finding names the refusal, never its level; another code, "
        "on a session with a completed turn, is session.reattach-failed (also SHOULD)",
        ("payload.valid-rejected", "bug:unstored-before-turn")),
+    _r("ACPFUZZ-CONVERSATION-KEPT-MUST", SCHEMA, "SessionId",
+       "Each session has its own context, conversation history, and state, so one agent can "
+       "run several independent sessions.",
+       "acp-fuzz's reading: a session's conversation history is part of the session, so an "
+       "accepted load or resume continues it: the next model request of the session holds "
+       "its completed turns. The schema asks a load to stream “the entire conversation "
+       "history back to the client” and a resume to let “the conversation continue”; neither "
+       "speaks of the model, and the resume's “should” is lower case, so the rule is the "
+       "harness's. MUST: accepting the request claims the session is back, and a session "
+       "without its conversation is another session under the old id",
+       ("session.history-lost", "bug:history-lost-after-restart")),
     _r("ACPFUZZ-REATTACH-ADVERTISED-SHOULD", SCHEMA, "SessionResumeCapabilities",
        "Supplying `{}` means the agent supports resuming sessions.",
        "acp-fuzz's reading: an advertised load or resume works for a session the agent made "
@@ -304,18 +315,17 @@ RULES: tuple[Rule, ...] = (
        "acp-fuzz keeps it as a client (engine/client_policy.py); not an oracle"),
     _r("SES-AGENT-LOAD-REPLAY-MUST", SCHEMA, "session/load (ClientRequest)",
        "Stream the entire conversation history back to the client via notifications",
-       "after an accepted load, the session's next model request holds its last completed turn",
-       ("session.history-lost", "bug:history-lost-after-restart"),
+       "what a load owes the client; what it owes the model is judged under "
+       "ACPFUZZ-CONVERSATION-KEPT-MUST (replaying the conversation to the client is not an "
+       "oracle: a client sees it, the harness records it)",
        docs="session-setup: “The Agent **MUST** replay the entire conversation to the Client "
        "in the form of `session/update` notifications (like `session/prompt`).” (the "
        "schema's own list says “The agent should:”)"),
     _r("SES-AGENT-RESUME-NOREPLAY-MUST", SCHEMA, "session/resume (ClientRequest)",
        "The agent should resume the session context, allowing the conversation to continue "
        "without replaying the message history (unlike `session/load`).",
-       "after an accepted resume, the conversation continues: the next model request holds "
-       "the last completed turn; the schema says “should”, and MUST is acp-fuzz's reading, "
-       "that a resume owes the conversation as a load does",
-       ("session.history-lost", "bug:history-lost-after-restart")),
+       "what a resume owes the client (no replay); what it owes the model is judged under "
+       "ACPFUZZ-CONVERSATION-KEPT-MUST"),
     _r("SES-AGENT-DELETE-IDEMPOTENT-SHOULD", DOCS, "session-delete",
        "",
        "not an oracle: the reference agent answers {} for a session already gone"),

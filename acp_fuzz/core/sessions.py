@@ -118,8 +118,7 @@ class SessionModel:
     #: ``conversation`` when the turn completes).
     turn_seen: str | None = None
     #: A load or resume the agent accepted since the last turn (and the step's line), whose
-    #: first turn must still carry the conversation (SES-AGENT-LOAD-REPLAY-MUST,
-    #: SES-AGENT-RESUME-NOREPLAY-MUST).
+    #: first turn must still carry the conversation (ACPFUZZ-CONVERSATION-KEPT-MUST).
     reattached: tuple[str, str] | None = None
     #: Loads and resumes of this session the agent refused (their steps' lines): a later
     #: conversation lost may be their damage.

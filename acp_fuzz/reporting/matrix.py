@@ -81,8 +81,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("SP-LIFECYCLE-OMIT-MAY", "an omitted prompt on load, resume or fork: kept or default"),
     ("ACPFUZZ-COMPACTION-KEEPS-MUST", "after a compaction the prompt still reaches the model"),
     ("ACPFUZZ-COMPACTION-APPLIES-SHOULD", "a change deferred before a compaction is applied at it"),
-    ("SES-AGENT-LOAD-REPLAY-MUST", "after session/load the model gets the conversation"),
-    ("SES-AGENT-RESUME-NOREPLAY-MUST", "after session/resume the model gets the conversation"),
+    ("ACPFUZZ-CONVERSATION-KEPT-MUST",
+     "after an accepted load or resume the model gets the conversation"),
     ("ACPFUZZ-REATTACH-ADVERTISED-SHOULD", "an advertised load or resume works"),
     ("CANCEL-AGENT-STOPREASON-MUST", "a cancelled turn ends with stopReason cancelled"),
     ("SES-AGENT-BASELINE-MUST", "the agent answers, and does not crash or hang"),
@@ -367,13 +367,8 @@ def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples:
         return "override not advertised"
     if rule in _DEFAULTS_RULES and too_small:
         return "default instructions too small to judge"
-    if rule == "SES-AGENT-LOAD-REPLAY-MUST" and not (caps.get("load") or caps.get("replay")):
-        return "session/load not advertised"
-    if rule == "SES-AGENT-RESUME-NOREPLAY-MUST" and not caps.get("resume"):
-        return "session/resume not advertised"
-    if rule == "ACPFUZZ-REATTACH-ADVERTISED-SHOULD" and not (caps.get("load")
-                                                             or caps.get("resume")
-                                                             or caps.get("replay")):
+    if rule in ("ACPFUZZ-CONVERSATION-KEPT-MUST", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD") \
+            and not any(caps.get(k) for k in ("load", "resume", "replay")):
         return "neither session/load nor session/resume advertised"
     if rule.startswith(("SP-LIFECYCLE", "ACPFUZZ-COMPACTION-APPLIES")) \
             and not any(caps.get(k) for k in ("load", "resume", "fork")):

@@ -69,8 +69,10 @@ def test_flaky_and_info_cells_and_a_rule_outside_the_rows() -> None:
 def test_not_tested_says_why() -> None:
     bare = column_from_report(doc(capabilities={"load": True}), profile="g")
     assert bare.cells["SP-AGENT-APPLY-NEW-MUST"].text == "no systemPrompt capability"
-    assert bare.cells["SES-AGENT-RESUME-NOREPLAY-MUST"].text == "session/resume not advertised"
-    assert bare.cells["SES-AGENT-LOAD-REPLAY-MUST"].text == "no case drawn in 7 examples"
+    assert bare.cells["ACPFUZZ-CONVERSATION-KEPT-MUST"].text == "no case drawn in 7 examples"
+    nothing = column_from_report(doc(capabilities={"system_prompt": True}), profile="n")
+    assert nothing.cells["ACPFUZZ-CONVERSATION-KEPT-MUST"].text == \
+        "neither session/load nor session/resume advertised"
     append_only = column_from_report(doc(
         capabilities={**ALL, "override": False},
         info=[{"oracle": "defaults.too-small", "rule": "SP-AGENT-OVERRIDE-REPLACES-DEF"}]),
@@ -121,7 +123,7 @@ def test_a_v2_column_says_so_and_its_replaying_resume_is_a_load() -> None:
         capabilities={"resume": True, "replay": True}), profile="d")
     assert v2.label == "demo 2.0 (ACP v2)"
     # v2 has no session/load, but a resume with replayFrom owes what a load owes.
-    assert v2.cells["SES-AGENT-LOAD-REPLAY-MUST"].text == "no case drawn in 7 examples"
+    assert v2.cells["ACPFUZZ-CONVERSATION-KEPT-MUST"].text == "no case drawn in 7 examples"
     assert column_from_report(doc(), profile="d").label == "demo 1.2"
 
 

@@ -261,7 +261,7 @@ def test_a_completed_compaction_update_marks_the_compaction() -> None:
 
 
 def test_the_turns_before_a_compaction_are_not_owed_on_a_later_load() -> None:
-    # The summary replaced them (SES-AGENT-LOAD-REPLAY-MUST is about the conversation as the
+    # The summary replaced them (ACPFUZZ-CONVERSATION-KEPT-MUST is about the conversation as the
     # agent keeps it): only the turns after the compaction must be replayed.
     for replayed, lost in (((2,), False), ((), True)):
         h = H()

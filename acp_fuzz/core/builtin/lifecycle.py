@@ -181,7 +181,7 @@ def _history(j: Judge, c: ModelRequest, ev: Event) -> None:
         return  # the conversation is held by the provider (OpenAI Responses): not visible
     if not m.conversation:
         return
-    rule = "SES-AGENT-LOAD-REPLAY-MUST" if op == "load" else "SES-AGENT-RESUME-NOREPLAY-MUST"
+    rule = "ACPFUZZ-CONVERSATION-KEPT-MUST"
     j.judge_as("session.history-lost", rule)
     missing = [n for n in m.conversation if n not in everything]
     if not missing:
