@@ -70,6 +70,9 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("session.history-lost", "MUST", "ACPFUZZ-CONVERSATION-KEPT-MUST",
                "after an accepted session/load or session/resume, the session's next model "
                "request holds none of its last completed turn: the conversation is gone"),
+    OracleInfo("session.history-destroyed", "MUST", "ACPFUZZ-CONVERSATION-KEPT-MUST",
+               "a load or resume the agent refused destroyed the session's conversation: "
+               "after a later accepted one the model request lacks the turns before it"),
     OracleInfo("session.turn-failed", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
                "the first turn after an accepted prompt (new, load, resume or fork) fails, "
                "though the fake model answered and the agent runs other turns: the prompt "

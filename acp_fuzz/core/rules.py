@@ -242,7 +242,8 @@ RULES: tuple[Rule, ...] = (
        "speaks of the model, and the resume's “should” is lower case, so the rule is the "
        "harness's. MUST: accepting the request claims the session is back, and a session "
        "without its conversation is another session under the old id",
-       ("session.history-lost", "bug:history-lost-after-restart")),
+       ("session.history-lost", "bug:history-lost-after-restart"),
+       ("session.history-destroyed", "bug:load-erases-session")),
     _r("ACPFUZZ-REATTACH-ADVERTISED-SHOULD", SCHEMA, "SessionResumeCapabilities",
        "Supplying `{}` means the agent supports resuming sessions.",
        "acp-fuzz's reading: an advertised load or resume works for a session the agent made "

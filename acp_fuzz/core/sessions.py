@@ -123,6 +123,9 @@ class SessionModel:
     #: Loads and resumes of this session the agent refused (their steps' lines): a later
     #: conversation lost may be their damage.
     failed_reattach: list[str] = field(default_factory=list)
+    #: The conversation as each refusal found it (its completed turns' nonces): turns lost
+    #: later that all came before a refusal are what the refusal may have destroyed.
+    refused_with: list[tuple[str, ...]] = field(default_factory=list)
     #: The accepted new, load, resume or fork with a valid prompt (its step line) that the
     #: session's next turn is the first to use, and the rejected load or resume on the live
     #: session since its last turn: a failing turn after either is judged.
@@ -383,6 +386,7 @@ class Tracker:
             self.sessions[handle].rejected_change = self.line(args)
         if op in ("load", "resume") and outcome == "error" and handle in self.sessions:
             self.sessions[handle].failed_reattach.append(self.line(args))
+            self.sessions[handle].refused_with.append(tuple(self.sessions[handle].conversation))
         if outcome == "error" and blocks:
             self.rejected.append((idx, tuple(b.strip() for b in blocks
                                              if len(b.strip()) >= MIN_SIGNIFICANT)))

@@ -178,8 +178,11 @@ client prompt texts.
     What gemini-cli 0.61.0 does when a load comes in the same minute as the session's
     creation: ``session/load`` of a session with a conversation first writes an empty one over
     its stored transcript, then answers ``-32603`` "No previous sessions found". 3 steps:
-    new A; prompt A; load A → refused (``session.reattach-failed``, SHOULD). A later load
-    succeeds, and the conversation is gone (``session.history-lost``).
+    new A; prompt A; load A → refused (``session.reattach-failed``, SHOULD). Only the first
+    load of a session fails (gemini's minute); a later load succeeds, and the conversation
+    before the refusal is gone: 6 steps: new A; prompt A; load A (refused); prompt A; load
+    A; prompt A → the first turn is missing, the second there (``session.history-destroyed``,
+    MUST).
 ``unstored-before-turn``
     What codex-acp 2.6.0 does: a session is stored with its first turn. Before it, a load or
     resume that changes its ``systemPrompt`` is refused with ``-32602``, and after a close so

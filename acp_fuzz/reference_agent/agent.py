@@ -104,8 +104,9 @@ BUGS: dict[str, str] = {
     "under override (a quirk the oracles must not call MUST)",
     "history-lost-after-restart": "a session loaded or resumed in a new process keeps its "
     "prompt but not its conversation (the transcript is not persisted)",
-    "load-erases-session": "session/load of a session with a conversation erases the stored "
-    "transcript, then fails with 'No previous sessions found' (gemini-cli 0.61.0)",
+    "load-erases-session": "the first session/load of a session with a conversation erases "
+    "the stored transcript, then fails with 'No previous sessions found' (gemini-cli 0.61.0, "
+    "within the minute of its creation); later loads work",
     "delete-leaves-prompt": "a deleted session's prompt stays behind as the default of its "
     "working directory: the next session made there without a prompt runs on it",
     "mode-drops-prompt": "session/set_mode rebuilds the session's options from the mode's "
@@ -1070,10 +1071,13 @@ class Agent:
         self._refuse_busy(session_id, busy)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
-        if "load-erases-session" in self.bugs and session.history:
+        if "load-erases-session" in self.bugs and session.history \
+                and not session.minute_passed:
             # BUG(load-erases-session): a fresh chat record is written over the stored one
-            # before the lookup, which then finds no conversation to load.
+            # before the lookup, which then finds no conversation to load. Only within the
+            # session's first "minute" (its first load): a later load finds the file.
             session.history = []
+            session.minute_passed = True
             self.store.save(session)
             raise RpcError(INTERNAL_ERROR, "Internal error",
                            {"details": "No previous sessions found for this project."})

@@ -86,6 +86,9 @@ class Session:
     # is compacted before its next turn; and how many compactions it had (their ids).
     compact_due: bool = False
     compactions: int = 0
+    # --bug load-erases-session: gemini-cli refuses (and erases) a load only within the
+    # minute the session was made; here the first load is that minute, every later one not.
+    minute_passed: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The on-disk document."""
@@ -103,6 +106,7 @@ class Session:
                      if self.held else None),
             "compactDue": self.compact_due,
             "compactions": self.compactions,
+            "minutePassed": self.minute_passed,
         }
 
     @classmethod
@@ -127,6 +131,7 @@ class Session:
             if isinstance(obj.get("held"), dict) else None,
             compact_due=obj.get("compactDue") is True,
             compactions=int(obj.get("compactions", 0)),
+            minute_passed=obj.get("minutePassed") is True,
         )
 
 

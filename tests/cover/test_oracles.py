@@ -166,7 +166,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "lifecycle.omitted-fallback", "payload.probe", "cancel.error",
         "prompt.change-ignored", "lifecycle.omitted-inconsistent", "defaults.too-small",
         "session.history-lost", "session.reattach-failed", "session.turn-failed",
-        "turn.silent-failure",
+        "turn.silent-failure", "session.history-destroyed",
     }
 
 
@@ -1011,12 +1011,31 @@ def test_an_earlier_turn_gone_is_lost_too_and_a_failed_load_before_is_named() ->
     h.step("load", "A")
     h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 3),
              history=[_turn_text("A", 2), "ok"])
-    (f,) = [f for f in h.findings() if f.oracle == "session.history-lost"]
-    assert f.severity == "MUST"
+    # Only turn 1, from before the refused load, is gone; turn 2, after it, is there: the
+    # refusal destroyed it, and the finding says so (issue #31 §3).
+    (f,) = [f for f in h.findings() if f.oracle.startswith("session.history")]
+    assert (f.oracle, f.severity, f.rule) == ("session.history-destroyed", "MUST",
+                                              "ACPFUZZ-CONVERSATION-KEPT-MUST")
     assert f.evidence["missing"] == [nonce_for("A", 1)]
     assert f.evidence["present"] == [nonce_for("A", 2)]
     assert f.evidence["failed_reattach"] == ["3: session/load A (systemPrompt omitted)"]
-    assert "though not the last" in f.message and "failed reattach" in f.message
+    assert "though not the last" in f.message
+    assert "the refused 3: session/load A (systemPrompt omitted) destroyed it" in f.message
+
+
+def test_a_loss_that_takes_the_turns_after_a_refusal_too_is_not_pinned_on_it() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 1))
+    h.step("load", "A", outcome="error", error=GONE)
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 2),
+             history=[_turn_text("A", 1), "ok"])
+    h.step("restart")
+    h.step("load", "A")
+    h.prompt("A", system=[DEFAULTS, P], user=_turn_text("A", 3), history=[])
+    (f,) = [f for f in h.findings() if f.oracle.startswith("session.history")]
+    assert f.oracle == "session.history-lost"
+    assert f.evidence["failed_reattach"] == ["3: session/load A (systemPrompt omitted)"]
 
 
 def test_a_forks_inherited_turns_are_not_owed_after_it_is_loaded() -> None:

@@ -152,3 +152,27 @@ def test_a_changed_prompt_applied_escaped_is_altered_not_the_old_one_in_use(
     assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-VERBATIM-SHOULD")
     assert [r["as"] for r in f.evidence["received"]] == ["escaped"]
     assert not {"prompt.change-deferred", "prompt.change-ignored"} & {x.oracle for x in found}
+
+
+#: --bug load-erases-session (gemini-cli 0.61.0, issue #31 §3): the first load of A is
+#: refused and has erased A's stored conversation; a later load succeeds, and what it
+#: restores lacks the turn before the refusal while the turn after it is there.
+DESTROYED = [{"op": "new", "session": "A", "cwd": "distinct"}, {"op": "prompt", "session": "A"},
+             {"op": "load", "session": "A"}, {"op": "prompt", "session": "A"},
+             {"op": "load", "session": "A"}, {"op": "prompt", "session": "A"}]
+
+
+def test_a_refused_load_that_destroyed_the_conversation_is_its_own_finding(
+        no_orphans: Track) -> None:
+    """lifecycle.py _history, ``session.history-destroyed`` (MUST,
+    ACPFUZZ-CONVERSATION-KEPT-MUST): the refused load named as the cause."""
+    spec = reference("load-erases-session")
+    _, _, baseline = calibrate(spec)
+    _, found = run_steps(spec, DESTROYED, baseline=baseline)
+    (f,) = [f for f in found if f.oracle.startswith("session.history")]
+    assert (f.oracle, f.severity, f.rule) == ("session.history-destroyed", "MUST",
+                                              "ACPFUZZ-CONVERSATION-KEPT-MUST")
+    assert f.evidence["failed_reattach"] == ["3: session/load A (systemPrompt omitted)"]
+    assert len(f.evidence["missing"]) == 1 and len(f.evidence["present"]) == 1
+    _, clean = run_steps(reference(), DESTROYED, baseline=baseline)
+    assert [x for x in clean if x.severity != "info"] == []

@@ -22,7 +22,7 @@ __all__ = ["lifecycle"]
 
 
 @builtin("reject.side-effect", "session.turn-failed", "session.reattach-failed",
-         "session.history-lost")
+         "session.history-lost", "session.history-destroyed")
 def lifecycle(j: Judge, ev: Event) -> None:
     """Judges a step's answer, the ``session/list`` probe after it, and each model request."""
     c = j.change
@@ -172,7 +172,14 @@ def _history(j: Judge, c: ModelRequest, ev: Event) -> None:
     """``session.history-lost``: the first turn after an accepted load or resume must carry
     the session's conversation: every completed turn, recognised by its nonce (load replays
     "the whole conversation"). A compaction replaces the turns before it by a summary (the
-    tracker empties the conversation): only the turns after it are owed."""
+    tracker empties the conversation): only the turns after it are owed.
+
+    ``session.history-destroyed``: the same loss, where every lost turn came before a load
+    or resume the agent *refused*, and a turn after that refusal is still there: the
+    refusal is what erased them (gemini-cli 0.61.0 clears the stored chat, then fails the
+    load). Its own finding, so that the report names the refused request as the cause, not
+    the load that later succeeded. A loss that takes the turns after the refusal too stays
+    ``session.history-lost``, naming the refusal in its evidence."""
     m, x, everything = c.session, c.x, c.everything
     assert m is not None and c.reattached is not None
     handle = x.session
@@ -182,17 +189,24 @@ def _history(j: Judge, c: ModelRequest, ev: Event) -> None:
     if not m.conversation:
         return
     rule = "ACPFUZZ-CONVERSATION-KEPT-MUST"
-    j.judge_as("session.history-lost", rule)
     missing = [n for n in m.conversation if n not in everything]
+    kept = set(m.conversation) - set(missing)
+    destroyed = bool(missing) and any(set(missing) <= set(before) and kept - set(before)
+                                      for before in m.refused_with)
+    j.judge_as("session.history-lost", rule)
+    if m.refused_with:
+        j.judge_as("session.history-destroyed", rule)
     if not missing:
         return
+    oracle = "session.history-destroyed" if destroyed else "session.history-lost"
     which = ("none of its last turn" if missing[-1] == m.conversation[-1]
              else f"{len(missing)} of its earlier turn(s), though not the last")
-    failed = f"; after a failed reattach ({', '.join(m.failed_reattach)})" \
-        if m.failed_reattach else ""
+    refused = ", ".join(m.failed_reattach)
+    failed = (f"; the refused {refused} destroyed it" if destroyed
+              else f"; after a refused reattach ({refused})" if refused else "")
     extra: dict[str, Any] = {"failed_reattach": list(m.failed_reattach)} \
         if m.failed_reattach else {}
-    j.report_as("session.history-lost",
+    j.report_as(oracle,
                 f"session {handle}: after {said(j.tracker.protocol, op)}, the model request "
                 f"holds {which} ({len(m.conversation)} turn(s) completed){failed}",
                 rule=rule, session=handle, model_event=ev.seq, reattached_by=line,
