@@ -30,6 +30,7 @@ from acp_fuzz.cli.app import (
     atomic_write,
     check_writable_dir,
     err,
+    error,
     fail,
     install_interrupt_handlers,
 )
@@ -44,6 +45,7 @@ from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.core.version import __version__
 from acp_fuzz.engine.runner import HarnessError, TargetSpec
+from acp_fuzz.reporting.kept import unaccounted
 
 __all__ = ["matrix"]
 
@@ -127,6 +129,7 @@ def matrix(
     # The default root may be missing (a checkout without the reviewed cassettes): no corpus.
     corpus_root = None if no_corpus else (corpus if corpus is not None
                                            else Path("cassettes/real"))
+    kept = _kept(corpus_root)
 
     if protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
@@ -144,6 +147,10 @@ def matrix(
         except ProfileError as e:
             fail(str(e))
         columns[n], pinned[n] = prof.name, prof.version
+    if protocol in ("1", "2"):
+        # Before any agent runs: a table for this version would pass a cell the review fails.
+        _refuse_unaccounted([line for n in names for line in unaccounted(
+            kept, columns[n], pinned[n], int(protocol))])
     check_writable_dir(cassette_dir, "--cassette-dir")
     if sandbox_fs:
         require_bwrap()
@@ -164,6 +171,7 @@ def matrix(
                 given, columns[given], corpus_root / columns[given], entry,
                 pinned=pinned[given], protocol=protocol, runs=corpus_runs, timeout=timeout,
                 sandbox_fs=sandbox_fs)
+            _mark_kept(entry, kept, columns[given], pinned[given], corpus_root)
 
     try:
         for given in names:
@@ -225,6 +233,10 @@ def matrix(
         raise typer.Exit(130)
     _write(argv, agents, interrupted, markdown=markdown, html_out=html_out, json_out=json_out,
            corpus_root=None if corpus_root is None else str(corpus_root))
+    if protocol == "auto":
+        # The version each agent speaks is known only now: the table is written, and the
+        # run still fails, so nobody reads a pass that the review contradicts.
+        _refuse_unaccounted([line for e in agents for line in e.get("unaccounted", [])])
     raise typer.Exit(130 if interrupted else 0)
 
 
@@ -280,6 +292,59 @@ def _replay_corpus(given: str, name: str, folder: Path, entry: dict[str, Any], *
         entry["corpus"] = out
         raise
     return out
+
+
+def _kept(corpus_root: Path | None) -> list[Any]:
+    """The kept findings of the corpus (``kept.toml`` in its root; none without one)."""
+    from acp_fuzz.reporting.kept import KEPT_FILE, KeptError, load_kept
+
+    if corpus_root is None:
+        return []
+    try:
+        return load_kept(corpus_root / KEPT_FILE)
+    except KeptError as e:
+        fail(str(e))
+
+
+def _refuse_unaccounted(lines: list[str]) -> None:
+    """Exit 2, saying which kept findings have no cassette for the table's ACP version."""
+    if lines:
+        for line in lines[:-1]:
+            error(line)
+        fail(lines[-1])
+
+
+def _mark_kept(entry: dict[str, Any], kept: list[Any], name: str, pinned: str | None,
+               corpus_root: Path) -> None:
+    """Tie the agent's corpus replays to its kept findings (kept.toml), for the ACP version
+    it spoke: each replayed kept cassette names its finding, rule and clock; a finding that
+    cannot exist in this version is listed with why; one that says nothing about it is
+    recorded as ``unaccounted`` (``--protocol auto`` fails on it after the table)."""
+    from acp_fuzz.core.protocol import answered
+    from acp_fuzz.reporting.kept import unaccounted
+
+    corpus = entry.get("corpus")
+    init = (entry.get("report") or {}).get("agent")
+    if not isinstance(corpus, dict) or not isinstance(init, dict):
+        return
+    speaks = answered(init)
+    mine = [k for k in kept if k.applies(name, pinned)]
+    by_path = {str(corpus_root / k.cassettes[speaks]): k for k in mine if speaks in k.cassettes}
+    seen = {str(r.get("cassette")) for r in corpus.get("replayed", [])} | \
+        {str(s.get("cassette")) for s in corpus.get("skipped", [])}
+    for path in sorted(set(by_path) - seen):
+        # Named by the review, absent from the folder: evidence that did not run.
+        corpus.setdefault("replayed", []).append(
+            {"cassette": path, "verdict": "ERROR", "runs": 0, "reproduced": 0,
+             "error": "the kept cassette is missing", "failing": [], "recorded": []})
+    for r in corpus.get("replayed", []):
+        k = by_path.get(str(r.get("cassette")))
+        if k is not None:
+            r["kept"] = {"finding": k.finding, "oracle": k.oracle, "rule": k.rule,
+                         "clock": k.clock}
+    corpus["kept_absent"] = [{"finding": k.finding, "oracle": k.oracle, "rule": k.rule,
+                              "why": k.absent[speaks]} for k in mine if speaks in k.absent]
+    entry["unaccounted"] = unaccounted(kept, name, pinned, speaks)
 
 
 def _corpus_of(folder: Path) -> list[Path]:

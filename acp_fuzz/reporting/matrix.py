@@ -12,9 +12,17 @@ Columns are agents at their versions. A cell is built from one campaign's JSON d
 * **info**: what the agent chose where the rule leaves the choice to it (a MAY, or a DEF
   that the RFD leaves to the implementation);
 * **pass**: the examples gave the rule's oracles something to judge (the cell says how many
-  checks) and none failed;
-* **not tested**: no example reached a case the rule speaks about, with why (a capability
-  not advertised, the default instructions too small to judge, or just not drawn).
+  checks) and none failed; where a clock-dependent corpus cassette of the rule replayed
+  ``FIXED`` (:mod:`acp_fuzz.reporting.kept`), the cell says so;
+* **error**: a corpus cassette of the rule could not be replayed (the cell says why): the
+  table cannot say pass where the review says fail and the evidence did not run;
+* **not applicable**: the rule does not bind this agent, with why (a systemPrompt rule for
+  an agent that does not advertise ``systemPrompt``, an override rule without
+  ``mode.override``, a load or resume rule without either), however many cases its oracles
+  saw (a probe of an unadvertised capability is judged, and binds nothing);
+* **not tested**: no example reached a case the rule speaks about, with why (the default
+  instructions too small to judge, an agent that cannot be made to compact, or just not
+  drawn).
 
 Besides its campaign, a column takes the replays of the agent's **corpus**: the reviewed
 cassettes kept for that agent (``cassettes/real/<profile>/``), replayed against the profile's
@@ -49,7 +57,7 @@ __all__ = ["CLIP", "ROWS", "Cell", "Column", "CorpusNote", "cells_to_json", "col
            "column_not_run", "corpus_entry", "corpus_skip", "matrix_html", "matrix_markdown",
            "matrix_preamble"]
 
-Status = Literal["pass", "fail", "flaky", "unconfirmed", "info", "untested"]
+Status = Literal["pass", "fail", "flaky", "unconfirmed", "error", "info", "na", "untested"]
 #: Where a cell's verdict came from: the bounded campaign, the replayed corpus, or both.
 Source = Literal["campaign", "corpus", "campaign+corpus"]
 
@@ -76,15 +84,21 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("ACPFUZZ-SESSION-ISOLATION-MUST", "one session's prompt never reaches another session"),
     ("ACPFUZZ-PROMPT-ONCE-SHOULD", "the prompt reaches the model once per request"),
     ("ACPFUZZ-VERBATIM-SHOULD", "the prompt's characters arrive as sent"),
+    ("SP-AGENT-APPEND-FORMAT-DEF", "how the prompt is formatted is the agent's (info)"),
+    ("ACPFUZZ-STANDARD-ONLY-SHOULD", "a legacy _meta prompt beside the standard one is unused"),
     ("SP-LIFECYCLE-CHANGE-SHOULD", "a changed prompt on load, resume or fork is applied"),
     ("SP-LIFECYCLE-DEFER-MAY", "a changed prompt may wait for the next rebuild"),
     ("SP-LIFECYCLE-OMIT-MAY", "an omitted prompt on load, resume or fork: kept or default"),
+    ("ACPFUZZ-KEPT-WHOLE-SHOULD", "a stored prompt kept for an omitted one arrives whole"),
+    ("ACPFUZZ-OMIT-CHOICE-HOLDS-SHOULD", "a kept prompt is not dropped between two turns"),
+    ("ACPFUZZ-RESEND-ACCEPTED-SHOULD", "the session's own prompt re-sent is not refused"),
     ("ACPFUZZ-COMPACTION-KEEPS-MUST", "after a compaction the prompt still reaches the model"),
     ("ACPFUZZ-COMPACTION-APPLIES-SHOULD", "a change deferred before a compaction is applied at it"),
     ("ACPFUZZ-CONVERSATION-KEPT-MUST",
      "after an accepted load or resume the model gets the conversation"),
     ("ACPFUZZ-REATTACH-ADVERTISED-SHOULD", "an advertised load or resume works"),
     ("CANCEL-AGENT-STOPREASON-MUST", "a cancelled turn ends with stopReason cancelled"),
+    ("ACPFUZZ-FAILURE-VISIBLE-SHOULD", "a failed model call does not end the turn silently"),
     ("SES-AGENT-BASELINE-MUST", "the agent answers, and does not crash or hang"),
     ("FR-WIRE-NDJSON-MUST", "every message is well-formed JSON-RPC on one line"),
 )
@@ -100,6 +114,16 @@ _FAILED = {"failed": "fail", "flaky": "flaky", "unconfirmed": "unconfirmed"}
 _CORPUS_FAILED = {"FAILED": "failed", "FLAKY": "flaky"}
 #: Which failing status wins when a rule has several (a reproduced failure over a flaky one).
 _RANK = ("fail", "flaky", "unconfirmed")
+#: Rules that bind an agent whether or not it advertises ``systemPrompt``; every other row
+#: is about the client's prompt, and does not apply to an agent that does not take one.
+_PROMPT_FREE = frozenset({"ACPFUZZ-CONVERSATION-KEPT-MUST", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
+                          "ACPFUZZ-FAILURE-VISIBLE-SHOULD", "CANCEL-AGENT-STOPREASON-MUST",
+                          "SES-AGENT-BASELINE-MUST", "FR-WIRE-NDJSON-MUST"})
+#: Rules about a prompt on load, resume or fork (a changed, re-sent or omitted one).
+_LIFECYCLE = frozenset({"SP-LIFECYCLE-CHANGE-SHOULD", "SP-LIFECYCLE-DEFER-MAY",
+                        "SP-LIFECYCLE-OMIT-MAY", "ACPFUZZ-COMPACTION-APPLIES-SHOULD",
+                        "ACPFUZZ-KEPT-WHOLE-SHOULD", "ACPFUZZ-OMIT-CHOICE-HOLDS-SHOULD",
+                        "ACPFUZZ-RESEND-ACCEPTED-SHOULD"})
 
 
 @dataclass(frozen=True)
@@ -166,7 +190,7 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str,
         failed.setdefault(str(f.get("rule")), []).append(
             (str(f.get("status")), str(f.get("severity")), str(f.get("oracle")),
              f.get("cassette"), "campaign"))
-    notes = _corpus_hits(corpus, failed)
+    seen = _corpus_hits(corpus, failed)
     infos: dict[str, list[str]] = {}
     too_small = False
     for i in doc.get("info") or []:
@@ -183,17 +207,10 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str,
             continue
         checks[str(j.get("rule"))] = checks.get(str(j.get("rule")), 0) + int(j.get("checks", 0))
 
-    cells: dict[str, Cell] = {}
-    for rule in [r for r, _ in ROWS] + sorted(set(failed) | set(infos) - {r for r, _ in ROWS}):
-        if rule in failed:
-            cells[rule] = _fail_cell(failed[rule])
-        elif rule in infos:
-            cells[rule] = Cell("info", "; ".join(sorted(set(infos[rule]))))
-        elif checks.get(rule):
-            n = checks[rule]
-            cells[rule] = Cell("pass", f"{n} check{'s' if n != 1 else ''}")
-        else:
-            cells[rule] = Cell("untested", _why_untested(rule, caps, too_small, examples))
+    rows = [r for r, _ in ROWS]
+    extra = set(failed) | set(infos) | set(seen.errors) - set(rows)
+    cells = {rule: _cell(rule, failed, seen, infos, checks.get(rule, 0), caps, too_small,
+                         examples) for rule in rows + sorted(extra)}
     note = f"{examples} examples, {int(doc.get('steps_run') or 0)} steps, seed {doc.get('seed')}"
     if doc.get("out_of_time"):
         note += ", stopped at the time budget"
@@ -201,7 +218,34 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str,
         note += ", interrupted"
     # The protocol version is part of what was tested: v2 columns say so.
     proto = " (ACP v2)" if answered(init) >= 2 else ""
-    return Column(f"{name} {version}{proto}", profile, note, cells, notes)
+    return Column(f"{name} {version}{proto}", profile, note, cells, seen.notes)
+
+
+def _cell(rule: str, failed: Mapping[str, Sequence[_Hit]], seen: _Seen,
+          infos: Mapping[str, Sequence[str]], checks: int, caps: Mapping[str, Any],
+          too_small: bool, examples: int) -> Cell:
+    """One rule's cell: a failure wins (campaign or corpus); then a corpus cassette that
+    could not be replayed (the table cannot say pass without its evidence); then a rule
+    that does not bind the agent; then info, pass, and not tested, with why."""
+    if rule in failed:
+        return _fail_cell(failed[rule])
+    if rule in seen.errors:
+        paths = tuple(dict.fromkeys(p for p, _ in seen.errors[rule]))
+        return Cell("error", "corpus replay failed: "
+                    + "; ".join(dict.fromkeys(why for _, why in seen.errors[rule])),
+                    source="corpus", corpus=paths)
+    why_na = _not_applicable(rule, caps)
+    if why_na is not None:
+        return Cell("na", why_na)
+    if rule in infos:
+        return Cell("info", "; ".join(sorted(set(infos[rule]))))
+    if checks:
+        text = f"{checks} check{'s' if checks != 1 else ''}"
+        if rule in seen.clocked:
+            text += ("; a clock-dependent corpus cassette replayed FIXED ("
+                     + "; ".join(dict.fromkeys(seen.clocked[rule])) + ")")
+        return Cell("pass", text)
+    return Cell("untested", _why_untested(rule, caps, too_small, examples))
 
 
 def column_not_run(profile: str, why: str, corpus: Mapping[str, Any] | None = None) -> Column:
@@ -209,10 +253,13 @@ def column_not_run(profile: str, why: str, corpus: Mapping[str, Any] | None = No
     start): every cell is not tested, with why, but where a corpus cassette still fails
     (``corpus``, as in :func:`column_from_report`)."""
     failed: dict[str, list[_Hit]] = {}
-    notes = _corpus_hits(corpus, failed)
+    seen = _corpus_hits(corpus, failed)
     cells = {rule: Cell("untested", f"not run: {why}") for rule, _ in ROWS}
+    cells.update({rule: Cell("error", "corpus replay failed: " + "; ".join(
+        dict.fromkeys(w for _, w in errs)), source="corpus",
+        corpus=tuple(dict.fromkeys(p for p, _ in errs))) for rule, errs in seen.errors.items()})
     cells.update({rule: _fail_cell(hits) for rule, hits in sorted(failed.items())})
-    return Column(profile, profile, f"not run: {why}", cells, notes)
+    return Column(profile, profile, f"not run: {why}", cells, seen.notes)
 
 
 def _fail_cell(hits: Sequence[_Hit]) -> Cell:
@@ -230,52 +277,99 @@ def _fail_cell(hits: Sequence[_Hit]) -> Cell:
                 source, corpus)  # type: ignore[arg-type]
 
 
+@dataclass
+class _Seen:
+    """What a column's corpus showed besides its failures: the notes under the column, the
+    rules whose cassettes could not be replayed (rule -> (cassette, why)), and those whose
+    clock-dependent cassettes replayed FIXED (rule -> why it depends on the clock)."""
+
+    notes: tuple[CorpusNote, ...] = ()
+    errors: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    clocked: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _rules_of(r: Mapping[str, Any]) -> list[str]:
+    """The rules a corpus cassette is evidence for: the kept finding's (kept.toml), else
+    those its header recorded failing."""
+    kept = r.get("kept")
+    if isinstance(kept, Mapping) and kept.get("rule"):
+        return [str(kept["rule"])]
+    return list(dict.fromkeys(str(f.get("rule")) for f in r.get("recorded") or []
+                              if f.get("severity") in ("MUST", "SHOULD")
+                              and f.get("oracle") not in _NOT_A_CELL))
+
+
 def _corpus_hits(corpus: Mapping[str, Any] | None,
-                 failed: dict[str, list[_Hit]]) -> tuple[CorpusNote, ...]:
+                 failed: dict[str, list[_Hit]]) -> _Seen:
     """Add the failures of the corpus replays to ``failed`` (by rule), and say what every
-    cassette of the corpus gave: one note on the corpus, then one per cassette."""
+    cassette of the corpus gave: one note on the corpus, then one per cassette and per kept
+    finding that cannot exist in this ACP version."""
+    seen = _Seen()
     if corpus is None:
-        return ()
+        return seen
     where = str(corpus.get("dir") or "?")
     if corpus.get("not_replayed"):
-        return (CorpusNote("corpus", f"not replayed: {corpus['not_replayed']}", where),)
+        seen.notes = (CorpusNote("corpus", f"not replayed: {corpus['not_replayed']}", where),)
+        return seen
     replayed = list(corpus.get("replayed") or [])
     skipped = list(corpus.get("skipped") or [])
-    runs = int(corpus.get("runs") or 1)
     notes: list[CorpusNote] = []
     tally = {"failed": 0, "flaky": 0, "fixed": 0, "passed": 0, "not replayed": 0}
     for r in replayed:
-        path = str(r.get("cassette"))
-        verdict = str(r.get("verdict"))
-        rate = f"{int(r.get('reproduced') or 0)}/{int(r.get('runs') or 0)} runs"
-        if verdict in _CORPUS_FAILED:
-            status = _CORPUS_FAILED[verdict]
-            tally[status] += 1
-            # The failures the replay saw; a document that names none falls back on what
-            # the cassette recorded, so a failing cassette never goes missing from the table.
-            hits = [f for f in (r.get("failing") or r.get("recorded") or [])
-                    if f.get("severity") in ("MUST", "SHOULD")
-                    and f.get("oracle") not in _NOT_A_CELL]
-            for f in hits:
-                failed.setdefault(str(f.get("rule")), []).append(
-                    (status, str(f.get("severity")), str(f.get("oracle")), path, "corpus"))
-            notes.append(CorpusNote(status, f"{_findings_text(hits)} ({rate})", path))
-        elif verdict == "FIXED":
-            tally["fixed"] += 1
-            was = [f for f in r.get("recorded") or []
-                   if f.get("severity") in ("MUST", "SHOULD")]
-            notes.append(CorpusNote("fixed", f"no longer fails: {_findings_text(was)} "
-                                             f"({rate})", path))
-        elif verdict == "PASSED":
-            tally["passed"] += 1
-            notes.append(CorpusNote("passed", f"recorded no failure and shows none ({rate})",
-                                    path))
-        else:
-            tally["not replayed"] += 1
-            notes.append(CorpusNote("error", f"not replayed: {r.get('error') or verdict}",
-                                    path))
+        what, note = _corpus_one(r, failed, seen)
+        tally[what] += 1
+        notes.append(note)
     for k in skipped:
         notes.append(CorpusNote("skipped", str(k.get("why")), str(k.get("cassette"))))
+    for a in corpus.get("kept_absent") or []:
+        notes.append(CorpusNote("kept", f"{a.get('finding')} ({a.get('oracle')}, "
+                                        f"{a.get('rule')}): no cassette in this ACP version: "
+                                        f"{a.get('why')}"))
+    seen.notes = (CorpusNote("corpus", _corpus_head(corpus, replayed, skipped, tally), where),
+                  *notes)
+    return seen
+
+
+def _corpus_one(r: Mapping[str, Any], failed: dict[str, list[_Hit]],
+                seen: _Seen) -> tuple[str, CorpusNote]:
+    """One replayed cassette: its tally key and its note; its failures go to ``failed``,
+    an error or a clock-dependent FIXED to ``seen``."""
+    path = str(r.get("cassette"))
+    verdict = str(r.get("verdict"))
+    rate = f"{int(r.get('reproduced') or 0)}/{int(r.get('runs') or 0)} runs"
+    found = r.get("kept")
+    kept: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    named = f"kept finding {kept.get('finding')}: " if kept else ""
+    if verdict in _CORPUS_FAILED:
+        status = _CORPUS_FAILED[verdict]
+        # The failures the replay saw; a document that names none falls back on what
+        # the cassette recorded, so a failing cassette never goes missing from the table.
+        hits = [f for f in (r.get("failing") or r.get("recorded") or [])
+                if f.get("severity") in ("MUST", "SHOULD") and f.get("oracle") not in _NOT_A_CELL]
+        for f in hits:
+            failed.setdefault(str(f.get("rule")), []).append(
+                (status, str(f.get("severity")), str(f.get("oracle")), path, "corpus"))
+        return status, CorpusNote(status, f"{named}{_findings_text(hits)} ({rate})", path)
+    if verdict == "FIXED":
+        was = [f for f in r.get("recorded") or [] if f.get("severity") in ("MUST", "SHOULD")]
+        text = f"{named}no longer fails: {_findings_text(was)} ({rate})"
+        if kept.get("clock"):
+            text += f"; but it depends on the clock ({kept['clock']}): FIXED may be the clock"
+            for rule in _rules_of(r):
+                seen.clocked.setdefault(rule, []).append(str(kept["clock"]))
+        return "fixed", CorpusNote("fixed", text, path)
+    if verdict == "PASSED":
+        return "passed", CorpusNote("passed", f"{named}recorded no failure and shows none "
+                                              f"({rate})", path)
+    why = str(r.get("error") or verdict)
+    for rule in _rules_of(r):
+        seen.errors.setdefault(rule, []).append((path, why))
+    return "not replayed", CorpusNote("error", f"{named}not replayed: {why}", path)
+
+
+def _corpus_head(corpus: Mapping[str, Any], replayed: Sequence[Any], skipped: Sequence[Any],
+                 tally: Mapping[str, int]) -> str:
+    runs = int(corpus.get("runs") or 1)
     if not replayed and not skipped:
         head = "no cassette"
     else:
@@ -287,7 +381,7 @@ def _corpus_hits(corpus: Mapping[str, Any] | None,
             head += f"; {len(skipped)} skipped"
     if corpus.get("interrupted"):
         head += "; interrupted"
-    return (CorpusNote("corpus", head, where), *notes)
+    return head
 
 
 def _findings_text(findings: Sequence[Mapping[str, Any]]) -> str:
@@ -355,32 +449,38 @@ def cells_to_json(col: Column) -> dict[str, dict[str, Any]]:
             for rule, c in col.cells.items()}
 
 
-def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples: int) -> str:
-    if rule.startswith(("SP-", "ACPFUZZ-SCHEMA", "ACPFUZZ-PROMPT", "ACPFUZZ-VERBATIM",
-                        "ACPFUZZ-SESSION", "ACPFUZZ-COMPACTION")) \
-            and not caps.get("system_prompt"):
+def _not_applicable(rule: str, caps: Mapping[str, Any]) -> str | None:
+    """Why ``rule`` does not bind an agent with these capabilities (``None``: it does). The
+    RFD's rules bind an agent that advertises ``systemPrompt`` (its "Capability-gated
+    opt-in"); override's, one that advertises ``mode.override``; a rule about a request
+    binds an agent that advertises the request."""
+    if rule not in _PROMPT_FREE and not caps.get("system_prompt"):
         return "no systemPrompt capability"
-    if rule.startswith("ACPFUZZ-COMPACTION") and not any(
-            caps.get(k) for k in ("compact_command", "compact_usage", "compact_overflow")):
-        return "cannot be made to compact: no compact command, no [compaction] in its profile"
     if rule.startswith("SP-AGENT-OVERRIDE") and not caps.get("override"):
         return "override not advertised"
-    if rule in _DEFAULTS_RULES and too_small:
-        return "default instructions too small to judge"
     if rule in ("ACPFUZZ-CONVERSATION-KEPT-MUST", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD") \
             and not any(caps.get(k) for k in ("load", "resume", "replay")):
         return "neither session/load nor session/resume advertised"
-    if rule.startswith(("SP-LIFECYCLE", "ACPFUZZ-COMPACTION-APPLIES")) \
-            and not any(caps.get(k) for k in ("load", "resume", "fork")):
+    if rule in _LIFECYCLE and not any(caps.get(k) for k in ("load", "resume", "fork", "replay")):
         return "no load, resume or fork advertised"
+    return None
+
+
+def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples: int) -> str:
+    if rule.startswith("ACPFUZZ-COMPACTION") and not any(
+            caps.get(k) for k in ("compact_command", "compact_usage", "compact_overflow")):
+        return "cannot be made to compact: no compact command, no [compaction] in its profile"
+    if rule in _DEFAULTS_RULES and too_small:
+        return "default instructions too small to judge"
     return f"no case drawn in {examples} examples"
 
 
 def _counts(col: Column) -> str:
     n = {s: sum(1 for c in col.cells.values() if c.status == s)
-         for s in ("fail", "flaky", "pass", "info", "untested")}
+         for s in ("fail", "flaky", "error", "pass", "info", "na", "untested")}
     return (f"{n['fail']} fail, {n['flaky']} flaky, {n['pass']} pass, {n['info']} info, "
-            f"{n['untested']} not tested")
+            + (f"{n['error']} error, " if n["error"] else "")
+            + f"{n['na']} not applicable, {n['untested']} not tested")
 
 
 def _grid(columns: Sequence[Column]) -> list[tuple[str, str, list[Cell]]]:
@@ -399,7 +499,8 @@ def _link(cassette: str, base: Path | None) -> str:
 
 
 _MD_MARK = {"pass": "pass", "fail": "**FAIL**", "flaky": "**flaky**",
-            "unconfirmed": "**unconfirmed**", "info": "info", "untested": "not tested"}
+            "unconfirmed": "**unconfirmed**", "error": "**ERROR**", "info": "info",
+            "na": "not applicable", "untested": "not tested"}
 
 
 def _headers(columns: Sequence[Column]) -> list[str]:
@@ -456,7 +557,7 @@ table{border-collapse:collapse}th,td{border:1px solid #ccc;padding:4px 8px;verti
 th{background:#f4f4f4;text-align:left}td.rule{font-family:monospace;white-space:nowrap}
 td.pass{background:#e6f4ea}td.fail{background:#fce8e6;font-weight:bold}
 td.flaky,td.unconfirmed{background:#fef7e0}td.info{background:#e8f0fe}
-td.untested{color:#777}
+td.untested,td.na{color:#777}td.error{background:#fce8e6}
 """
 
 
@@ -517,8 +618,10 @@ def matrix_preamble(command: str, *, version: str, interrupted: bool = False,
             + (" (interrupted: agents not run are missing)" if interrupted else "") + ".")
     out = [f"Made by {code(clip(command, 2 * CLIP))} {made}",
            f"Each cell: {bold('FAIL')} (a confirmed finding; the cassette reproduces it with "
-           f"{code('acp-fuzz replay')}), flaky, info (a choice the RFD leaves to the agent), "
-           "pass (the rule's oracles judged that many cases and none failed), or not "
+           f"{code('acp-fuzz replay')}), flaky, {bold('ERROR')} (a corpus cassette of the "
+           "rule could not be replayed), info (a choice the RFD leaves to the agent), pass "
+           "(the rule's oracles judged that many cases and none failed), not applicable "
+           "(the rule does not bind this agent: a capability it does not advertise), or not "
            "tested (why). Rule ids, their levels and the words they rest on are in "
            "docs/rules.md (ACPFUZZ-* rules are acp-fuzz's own)."]
     if corpus_root is not None:
@@ -532,7 +635,10 @@ def matrix_preamble(command: str, *, version: str, interrupted: bool = False,
             "whether the campaign drew that failure or not; one that no longer fails is "
             "listed as fixed under its agent, and so is one skipped, with why. A cell marked "
             "(corpus) has its verdict from the corpus, (campaign+corpus) from both; an "
-            "unmarked cell, from the campaign.")
+            "unmarked cell, from the campaign. The findings docs/findings.md keeps are "
+            f"listed in {code('kept.toml')} there, each with its cassette per ACP version "
+            "or why none can exist: the table is refused for a version a kept finding says "
+            "nothing about.")
     out.append("A bounded campaign is a sample: pass means no failure among the cases judged "
                "at this seed and budget, not proof of conformance. Longer campaigns find "
                "more (docs/findings.md).")

@@ -66,11 +66,47 @@ def test_flaky_and_info_cells_and_a_rule_outside_the_rows() -> None:
     assert "NEW-RULE-MUST" in matrix_markdown([col])
 
 
+def test_a_rule_that_does_not_bind_the_agent_is_not_applicable_never_pass() -> None:
+    """gemini-cli and qwen-code advertise no systemPrompt; their probes are judged, and the
+    matrix said pass on SP-AGENT-ERROR-NOSIDEEFFECT-MUST (issue #31 §2)."""
+    col = column_from_report(doc(
+        capabilities={"load": True},
+        judged=judged(("reject.side-effect", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST"),
+                      ("agent.hang", "SES-AGENT-BASELINE-MUST"),
+                      ("prompt.leak", "ACPFUZZ-SESSION-ISOLATION-MUST"))), profile="g")
+    for rule in ("SP-AGENT-ERROR-NOSIDEEFFECT-MUST", "ACPFUZZ-SESSION-ISOLATION-MUST"):
+        assert (col.cells[rule].status, col.cells[rule].text) == \
+            ("na", "no systemPrompt capability")
+    assert col.cells["SES-AGENT-BASELINE-MUST"].status == "pass"
+    assert "not applicable: no systemPrompt capability" in matrix_markdown([col])
+    override = column_from_report(doc(
+        capabilities={**ALL, "override": False},
+        judged=judged(("payload.invalid-accepted", "SP-AGENT-OVERRIDE-MUST"))), profile="c")
+    assert override.cells["SP-AGENT-OVERRIDE-MUST"].status == "na"
+    # A failure under a rule that does not bind is still shown: an oracle judged it.
+    failed = column_from_report(doc(capabilities={}, findings=[
+        {"oracle": "prompt.leak", "severity": "MUST", "rule": "ACPFUZZ-SESSION-ISOLATION-MUST",
+         "status": "failed", "cassette": None}]), profile="x")
+    assert failed.cells["ACPFUZZ-SESSION-ISOLATION-MUST"].status == "fail"
+
+
+def test_every_rule_an_agent_oracle_cites_is_a_row() -> None:
+    """A rule without a row is shown only when it fails: its passes are invisible."""
+    from acp_fuzz.core.client_oracles import CLIENT_CATALOG
+    from acp_fuzz.core.rules import RULES
+    from acp_fuzz.reporting.matrix import ROWS
+    client = {o.id for o in CLIENT_CATALOG.values()}
+    cited = {r.id for r in RULES for o, _ in r.oracles if o not in client
+             and o not in ("payload.probe", "defaults.too-small")}
+    assert cited - {r for r, _ in ROWS} == set()
+
+
 def test_not_tested_says_why() -> None:
     bare = column_from_report(doc(capabilities={"load": True}), profile="g")
     assert bare.cells["SP-AGENT-APPLY-NEW-MUST"].text == "no systemPrompt capability"
     assert bare.cells["ACPFUZZ-CONVERSATION-KEPT-MUST"].text == "no case drawn in 7 examples"
     nothing = column_from_report(doc(capabilities={"system_prompt": True}), profile="n")
+    assert nothing.cells["ACPFUZZ-CONVERSATION-KEPT-MUST"].status == "na"
     assert nothing.cells["ACPFUZZ-CONVERSATION-KEPT-MUST"].text == \
         "neither session/load nor session/resume advertised"
     append_only = column_from_report(doc(
@@ -80,8 +116,9 @@ def test_not_tested_says_why() -> None:
     assert append_only.cells["SP-AGENT-OVERRIDE-MUST"].text == "override not advertised"
     assert append_only.cells["SP-AGENT-APPEND-ADDITIVE-DEF"].text == \
         "default instructions too small to judge"
-    # The size of the baseline is a reason, never a cell of its own.
-    assert append_only.cells["SP-AGENT-OVERRIDE-REPLACES-DEF"].status == "untested"
+    # The size of the baseline is a reason, never a cell of its own; override's rules do
+    # not bind an agent that does not advertise it.
+    assert append_only.cells["SP-AGENT-OVERRIDE-REPLACES-DEF"].status == "na"
     gone = column_not_run("gemini-cli", "not installed: run acp-fuzz agents install")
     assert {c.status for c in gone.cells.values()} == {"untested"}
     assert gone.note.startswith("not run: not installed")

@@ -138,6 +138,10 @@ def test_fixed_passed_error_and_skipped_cassettes_fail_nothing_and_are_listed() 
                  error="cannot read the cassette"),
         skipped=[{"cassette": "d.cassette",
                   "why": "recorded from version 0.100.0; the profile pins 0.101.0"}]))
+    # The cassette that could not be replayed takes its rule's cell: not pass (issue #31 §2).
+    error = col.cells.pop("SP-AGENT-APPLY-NEW-MUST")
+    assert (error.status, error.source, error.corpus) == ("error", "corpus", ("c.cassette",))
+    assert error.text == "corpus replay failed: cannot read the cassette"
     assert {c.status for c in col.cells.values()} <= {"pass", "untested", "info"}
     assert {c.source for c in col.cells.values()} == {"campaign"}
     assert [(n.what, n.cassette) for n in col.corpus] == [
@@ -281,3 +285,42 @@ def test_a_hostile_corpus_path_stays_text_in_both_formats() -> None:
     parser.feed(page)
     assert parser.hrefs and all(":" not in h for h in parser.hrefs)  # a relative path only
     assert "<script>" not in page and "<b>" not in page
+
+
+def test_a_kept_cassette_that_cannot_be_replayed_errors_the_kept_rule() -> None:
+    """A cassette whose header could not be read names no recorded rule: the kept finding's
+    rule (kept.toml) is the cell that cannot be passed."""
+    kept = {"finding": "claude-agent-acp 5", "oracle": "prompt.lost",
+            "rule": "SP-AGENT-APPLY-NEW-MUST", "clock": None}
+    col = column_from_report(doc(), profile="claude", corpus=corpus(
+        {**replayed("ERROR", recorded=[], failing=[], error="the agent did not start"),
+         "kept": kept}))
+    cell = col.cells["SP-AGENT-APPLY-NEW-MUST"]
+    assert cell.status == "error" and "the agent did not start" in cell.text
+    md = matrix_markdown([col])
+    assert "**ERROR**: corpus replay failed" in table_line(md, "SP-AGENT-APPLY-NEW-MUST")
+    assert "error `cassettes/real/claude/prompt.lost.cassette`: kept finding claude-agent-acp " \
+           "5: not replayed" in md
+    assert "1 error, " in md
+
+
+def test_a_clock_dependent_cassette_that_replays_fixed_says_so() -> None:
+    kept = {"finding": "gemini-cli 6", "oracle": "prompt.lost", "rule": "SP-AGENT-APPLY-NEW-MUST",
+            "clock": "a load that crosses a minute boundary finds the session"}
+    col = column_from_report(doc(), profile="claude", corpus=corpus(
+        {**replayed("FIXED", failing=[], reproduced=0), "kept": kept}))
+    cell = col.cells["SP-AGENT-APPLY-NEW-MUST"]
+    assert cell.status == "pass"
+    assert "a clock-dependent corpus cassette replayed FIXED (a load that crosses" in cell.text
+    fixed = next(n for n in col.corpus if n.what == "fixed")
+    assert "FIXED may be the clock" in fixed.text
+
+
+def test_a_kept_finding_absent_from_this_version_is_listed() -> None:
+    col = column_from_report(doc(), profile="gemini", corpus=corpus(kept_absent=[
+        {"finding": "gemini-cli 6", "oracle": "session.reattach-failed",
+         "rule": "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
+         "why": "gemini-cli 0.61.0 answers protocolVersion 1 to an offer of 2"}]))
+    assert [n.text for n in col.corpus if n.what == "kept"] == [
+        "gemini-cli 6 (session.reattach-failed, ACPFUZZ-REATTACH-ADVERTISED-SHOULD): no cassette "
+        "in this ACP version: gemini-cli 0.61.0 answers protocolVersion 1 to an offer of 2"]

@@ -208,3 +208,43 @@ def test_the_corpus_fails_its_rule_is_fixed_against_a_correct_agent_and_skips_ot
         assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
             f"acp-fuzz: error: {message}"], bad.stderr
         assert not (tmp_path / "bad.md").exists()
+
+
+def test_a_kept_finding_without_a_cassette_for_the_version_refuses_the_table(
+        tmp_path: Path) -> None:
+    """kept.toml says which reviewed findings each agent version still owes a cassette, per
+    ACP version (issue #31 §2): a table for a version a kept finding says nothing about is
+    refused before any agent runs; one that says why there is none lists it under the
+    agent; a kept cassette missing from the folder is an ERROR cell, never a pass."""
+    corpus = tmp_path / "corpus"
+    (corpus / "reference").mkdir(parents=True)
+    kept = corpus / "kept.toml"
+    entry = ('[[kept]]\nfinding = "reference 1"\nprofile = "reference"\nversion = "0.1.0"\n'
+             'oracle = "prompt.leak"\nrule = "ACPFUZZ-SESSION-ISOLATION-MUST"\n')
+    kept.write_text(entry + 'v1 = "reference/leak.cassette"\n')
+    base = ["matrix", "-p", "reference", "--corpus", "corpus", "-n", "1", "--time-budget",
+            "1", "--markdown", "m.md"]
+    refused = run_cli(tmp_path, *base, "--protocol", "2")
+    assert refused.returncode == 2 and not (tmp_path / "m.md").exists()
+    assert refused.stderr.strip().splitlines() == [
+        "acp-fuzz: error: kept finding reference 0.1.0 'reference 1' (prompt.leak, "
+        "ACPFUZZ-SESSION-ISOLATION-MUST) has no cassette for ACP v2 and no reason there is "
+        "none: record one, or write v2 = \"none: why\" in kept.toml"]
+    kept.write_text(entry + 'v1 = "reference/leak.cassette"\n'
+                            'v2 = "none: the leak needs session/load, which v2 has not"\n')
+    missing = run_cli(tmp_path, *base, "--protocol", "1", "--corpus-runs", "1")
+    assert missing.returncode == 0, missing.stderr
+    md = (tmp_path / "m.md").read_text()
+    row = next(line for line in md.splitlines()
+               if line.startswith("| `ACPFUZZ-SESSION-ISOLATION-MUST`"))
+    assert "**ERROR**: corpus replay failed: the kept cassette is missing" in row, row
+    absent = run_cli(tmp_path, *base, "--protocol", "2", "--corpus-runs", "1")
+    assert absent.returncode == 0, absent.stderr
+    assert "reference 1 (prompt.leak, ACPFUZZ-SESSION-ISOLATION-MUST): no cassette in this " \
+           "ACP version: the leak needs session/load, which v2 has not" in \
+           (tmp_path / "m.md").read_text()
+    kept.write_text('[[kept]]\nfinding = 1\n')
+    bad = run_cli(tmp_path, *base)
+    assert bad.returncode == 2
+    assert bad.stderr.strip() == ("acp-fuzz: error: corpus/kept.toml: kept finding 1: 'finding' "
+                                  "must be a non-empty string")
