@@ -23,6 +23,7 @@ import pytest
 
 from acp_fuzz.core.cassette import read_cassette
 from acp_fuzz.engine.replay import replay_cassette
+from acp_fuzz.reporting.kept import KEPT_FILE, load_kept
 from tests.realagent._support import installed_profile
 
 pytestmark = pytest.mark.realagent
@@ -45,13 +46,15 @@ def test_corpus_is_not_empty() -> None:
         assert path.stat().st_size < 2_000_000, f"{path} is too big for the corpus"
 
 
-#: Findings that depend on the wall clock, which a replay cannot pin: each may replay FLAKY
-#: (it must still reproduce at least once), never FIXED.
-CLOCK_DEPENDENT = {
-    # gemini-cli names a chat file by the UTC minute: a load in a later minute than the
-    # session's creation works (docs/findings.md, finding 6).
-    "gemini-cli/session.reattach-failed",
-}
+#: Findings that depend on the wall clock, which a replay cannot pin (kept.toml says why for
+#: each): gemini-cli names a chat file by the UTC minute, so a load in a later minute than the
+#: session's creation works (docs/findings.md, finding 6).
+CLOCK_DEPENDENT = {str(Path(p).with_suffix("")) for k in load_kept(CORPUS / KEPT_FILE)
+                   if k.clock for p in k.cassettes.values()}
+#: Clock-dependent findings a replay cannot show at all: it runs the recorded steps within one
+#: minute, and the finding needed a load in the next one. The replay must still run and still
+#: see the refusal that caused it.
+NEEDS_THE_NEXT_MINUTE = {"gemini-cli/session.history-destroyed": "session.reattach-failed"}
 
 
 #: Findings a later rule withdrew (the agent did not change): each replays FIXED, deliberately.
@@ -70,7 +73,13 @@ def test_real_finding_still_fails(path: Path) -> None:
     if f"{path.parent.name}/{path.stem}" in WITHDRAWN:
         assert result.verdict == "FIXED", result
         return
-    if f"{path.parent.name}/{path.stem}" in CLOCK_DEPENDENT and result.verdict == "FLAKY":
+    name = f"{path.parent.name}/{path.stem}"
+    if name in NEEDS_THE_NEXT_MINUTE:
+        assert name in CLOCK_DEPENDENT and result.verdict != "ERROR", result
+        cause = NEEDS_THE_NEXT_MINUTE[name]
+        assert all(any(f.oracle == cause for f in run) for run in result.findings), result
+        return
+    if name in CLOCK_DEPENDENT and result.verdict == "FLAKY":
         assert result.reproduced >= 1, result
         return
     assert result.verdict == "FAILED", (
