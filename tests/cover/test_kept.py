@@ -97,5 +97,5 @@ def test_a_bad_file_is_one_line_naming_the_entry(doc: dict[str, Any], message: s
 def test_a_broken_or_missing_file(tmp_path: Path) -> None:
     assert load_kept(tmp_path / KEPT_FILE) == []
     (tmp_path / KEPT_FILE).write_text("[[kept]\n")
-    with pytest.raises(KeptError, match="kept.toml"):
+    with pytest.raises(KeptError, match=r"kept\.toml"):
         load_kept(tmp_path / KEPT_FILE)
