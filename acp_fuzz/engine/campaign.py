@@ -330,6 +330,83 @@ class CampaignResult:
             return 130
         return 1 if self.failing() else 0
 
+    @classmethod
+    def merge(cls, results: Sequence[CampaignResult],
+              settings: CampaignSettings) -> CampaignResult:
+        """One result from several campaigns of one agent (the workers of ``--workers``):
+        each field as :data:`MERGE` says, so a field added to this class must say how it
+        merges (``tests/cover/test_target_wire.py`` fails until it does). Each bug is
+        reported once: a report is kept unless one kept before is the same bug
+        (:func:`acp_fuzz.core.minimize.same_bug`, the campaign's own rule)."""
+        first = results[0]
+        out = cls(agent=first.agent, initialize=first.initialize, caps=first.caps,
+                  settings=settings)
+        for name, how in MERGE.items():
+            if how in ("first", "given", "derived"):
+                continue
+            values = [getattr(r, name) for r in results]
+            setattr(out, name, _MERGERS[how](values))
+        out.info = [i.finding for i in out.info_reports]
+        return out
+
+
+def _same_bug_once(reports: Sequence[Sequence[FindingReport]]) -> list[FindingReport]:
+    kept: list[tuple[set[str], Any, set[tuple[str, object, str]]]] = []
+    out = []
+    for rep in (r for rs in reports for r in rs):
+        new = (set(rep.oracles), shape_of(rep.steps), refusals(rep.findings))
+        if not any(same_bug(*k, *new) for k in kept):
+            kept.append(new)
+            out.append(rep)
+    return out
+
+
+def _shortest_info(reports: Sequence[Sequence[InfoReport]]) -> list[InfoReport]:
+    best: dict[tuple[str, Any], InfoReport] = {}
+    for i in (i for rs in reports for i in rs):
+        key = (i.finding.oracle, i.finding.evidence.get("choice"))
+        if key not in best or len(i.steps) < len(best[key].steps):
+            best[key] = i
+    return sorted(best.values(), key=lambda i: i.finding.oracle)
+
+
+def _sum_counts(maps: Sequence[Mapping[Any, int]]) -> dict[Any, int]:
+    out: dict[Any, int] = {}
+    for m in maps:
+        for k, n in m.items():
+            out[k] = out.get(k, 0) + n
+    return out
+
+
+def _earliest(maps: Sequence[Mapping[str, int]]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in maps:
+        for k, n in m.items():
+            out[k] = min(n, out.get(k, n))
+    return out
+
+
+#: How each field of :class:`CampaignResult` merges (:meth:`CampaignResult.merge`): ``first``
+#: the first result's, ``given`` the merge's own argument, ``derived`` computed from other
+#: fields, and otherwise the name of a merger in :data:`_MERGERS`.
+MERGE: dict[str, str] = {
+    "agent": "first", "initialize": "first", "caps": "first", "settings": "given",
+    "examples_run": "sum", "steps_run": "sum", "reports": "same-bug-once",
+    "info": "derived", "info_reports": "shortest-info", "explained": "sum",
+    "interrupted": "any", "model_requests": "sum-counts", "deadlines": "deadlines",
+    "judged": "sum-counts", "out_of_time": "any", "cover_keys": "first-nonempty",
+    "coverage": "earliest", "covering_examples": "sum",
+    # Workers run their covering examples at once: the phase took as long as the longest.
+    "covering_seconds": "max",
+}
+_MERGERS: dict[str, Callable[[list[Any]], Any]] = {
+    "sum": sum, "any": any, "max": lambda xs: max(xs, default=0.0),
+    "same-bug-once": _same_bug_once, "shortest-info": _shortest_info,
+    # Workers' deadlines once were dropped from the merged result.
+    "sum-counts": _sum_counts, "earliest": _earliest, "deadlines": Deadlines.merged,
+    "first-nonempty": lambda xs: next((list(x) for x in xs if x), []),
+}
+
 
 # -- running steps ---------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ goes into each finding cassette's settings (``deadlines``).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = ["FLOOR", "MULTIPLE", "Deadlines"]
@@ -94,6 +94,21 @@ class Deadlines:
                 "deadlines": {m: round(self.deadline(m), 3) for m in methods},
                 "slowest": {m: round(slowest[m], 3) for m in methods},
                 "hang_confirmed": confirmed, "full_waits": full}
+
+    @classmethod
+    def merged(cls, wires: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Several campaigns' deadlines (:meth:`to_wire`, ``{}`` for none) as one: the
+        slowest answer of each method, every confirmed hang, the full waits summed."""
+        learned = [cls.from_wire(w) for w in wires if w]
+        if not learned:
+            return {}
+        out = cls(learned[0].ceiling)
+        for d in learned:
+            for method, seconds in d._slowest.items():
+                out.observe(method, seconds)
+            out._confirmed |= d._confirmed
+            out.full_waits += d.full_waits
+        return out.to_wire()
 
     @classmethod
     def from_wire(cls, wire: Mapping[str, Any]) -> Deadlines:

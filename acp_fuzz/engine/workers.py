@@ -35,7 +35,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from acp_fuzz.core.minimize import Shape, refusals, same_bug, shape_of
 from acp_fuzz.core.protocol import agent_info
 from acp_fuzz.engine.campaign import (
     Calibrated,
@@ -43,7 +42,6 @@ from acp_fuzz.engine.campaign import (
     CampaignResult,
     CampaignSettings,
     ExampleDone,
-    InfoReport,
     Started,
     calibrate,
     run_campaign,
@@ -245,35 +243,5 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
 
 
 def _merge(results: Sequence[CampaignResult], cfg: CampaignSettings) -> CampaignResult:
-    """One result from the workers' results: counts summed, each bug reported once."""
-    merged = CampaignResult(agent=results[0].agent, initialize=results[0].initialize,
-                            caps=results[0].caps, settings=cfg)
-    # Workers find the same bugs: a report is kept unless one kept before is the same bug
-    # (minimize.same_bug, the campaign's own rule), the first worker's.
-    kept: list[tuple[set[str], Shape, set[tuple[str, object, str]]]] = []
-    info: dict[tuple[str, Any], InfoReport] = {}
-    for r in results:
-        merged.examples_run += r.examples_run
-        merged.steps_run += r.steps_run
-        for k, n in r.model_requests.items():
-            merged.model_requests[k] = merged.model_requests.get(k, 0) + n
-        merged.interrupted = merged.interrupted or r.interrupted
-        merged.explained += r.explained
-        merged.add_judged(r.judged)
-        merged.out_of_time = merged.out_of_time or r.out_of_time
-        merged.cover_keys = merged.cover_keys or list(r.cover_keys)
-        merged.covering_examples += r.covering_examples
-        for key, n in r.coverage.items():
-            merged.coverage[key] = min(n, merged.coverage.get(key, n))
-        for rep in r.reports:
-            new = (set(rep.oracles), shape_of(rep.steps), refusals(rep.findings))
-            if not any(same_bug(*k, *new) for k in kept):
-                kept.append(new)
-                merged.reports.append(rep)
-        for i in r.info_reports:
-            key2 = (i.finding.oracle, i.finding.evidence.get("choice"))
-            if key2 not in info or len(i.steps) < len(info[key2].steps):
-                info[key2] = i
-    merged.info_reports = sorted(info.values(), key=lambda i: i.finding.oracle)
-    merged.info = [i.finding for i in merged.info_reports]
-    return merged
+    """One result from the workers' results (:meth:`CampaignResult.merge`)."""
+    return CampaignResult.merge(results, cfg)

@@ -151,3 +151,51 @@ def test_a_wire_form_with_a_key_missing_or_unknown_is_refused() -> None:
         spec_from_wire({k: v for k, v in wire.items() if k != "protocol"})
     with pytest.raises(ValueError, match="unknown"):
         spec_from_wire({**wire, "sandbox": True})
+
+
+# -- CampaignResult.merge: the workers' results as one -------------------------------------------
+
+
+def test_every_campaign_result_field_says_how_it_merges() -> None:
+    """A field added to CampaignResult without a merge policy fails here, not in a user's
+    ``--workers`` run (``deadlines`` and ``covering_seconds`` were once dropped)."""
+    from acp_fuzz.engine.campaign import _MERGERS, MERGE, CampaignResult
+
+    assert [f.name for f in dataclasses.fields(CampaignResult)] == list(MERGE)
+    assert {how for how in MERGE.values()} - set(_MERGERS) <= {"first", "given", "derived"}
+
+
+def test_merge_sums_keeps_the_deadlines_and_reports_each_bug_once() -> None:
+    from acp_fuzz.core.findings import Finding
+    from acp_fuzz.core.payloads import Capabilities
+    from acp_fuzz.engine.campaign import (
+        CampaignResult,
+        CampaignSettings,
+        FindingReport,
+    )
+
+    steps = [{"op": "new", "session": "A"}, {"op": "prompt", "session": "A"}]
+    leak = Finding("prompt.leak", "MUST", "ACPFUZZ-SESSION-ISOLATION-MUST", "leak", step=1)
+
+    def result(deadlines: Deadlines, seconds: float, coverage: int) -> CampaignResult:
+        return CampaignResult(
+            agent={}, initialize={}, caps=Capabilities(), settings=CampaignSettings(),
+            examples_run=10, steps_run=40, explained=1, model_requests={"turn": 3},
+            reports=[FindingReport("failed", 3, 3, [leak], list(steps), [], None)],
+            deadlines=deadlines.to_wire(), judged={("prompt.leak", leak.rule): 2},
+            cover_keys=["op:new"], coverage={"op:new": coverage}, covering_examples=2,
+            covering_seconds=seconds)
+
+    slow = Deadlines(30.0, {"session/prompt": 2.0})
+    slow.overran("session/prompt", None)
+    merged = CampaignResult.merge(
+        [result(_deadlines(), 4.0, 2), result(slow, 6.5, 1)], CampaignSettings(seed=7))
+    assert (merged.examples_run, merged.steps_run, merged.explained) == (20, 80, 2)
+    assert merged.model_requests == {"turn": 6}
+    assert merged.judged == {("prompt.leak", leak.rule): 4}
+    assert merged.coverage == {"op:new": 1} and merged.cover_keys == ["op:new"]
+    assert (merged.covering_examples, merged.covering_seconds) == (4, 6.5)
+    assert len(merged.reports) == 1 and merged.settings.seed == 7
+    d = merged.deadlines
+    assert d["slowest"] == {"session/load": 3.125, "session/new": 0.25, "session/prompt": 2.0}
+    assert d["hang_confirmed"] == ["session/prompt"] and d["full_waits"] == 3
