@@ -40,6 +40,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from acp_fuzz.core.errors import AcpFuzzError
+
 __all__ = ["COMMANDS", "ConfigError", "default_map", "find_config", "for_args", "kind_of", "load",
            "schema"]
 
@@ -55,7 +57,7 @@ MAX_BYTES = 4 * 1024 * 1024
 ENV = "ACP_FUZZ_CONFIG"
 
 
-class ConfigError(Exception):
+class ConfigError(AcpFuzzError):
     """The settings file cannot be used: the message is one line that names it."""
 
 

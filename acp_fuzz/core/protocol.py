@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from acp_fuzz.core.errors import AcpFuzzError
+
 __all__ = ["CHOICES", "NEWEST", "SUPPORTED", "NegotiationError", "agent_info", "answered",
            "initialize_params", "negotiate", "offer_for", "parse_choice"]
 
@@ -33,7 +35,7 @@ NEWEST = max(SUPPORTED)
 CHOICES = ("1", "2", "auto")
 
 
-class NegotiationError(Exception):
+class NegotiationError(AcpFuzzError):
     """The agent's ``initialize`` answer leaves no version both sides speak."""
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_fuzz.core.capability_sets import CapabilitySet
+from acp_fuzz.core.errors import AcpFuzzError
 
 __all__ = ["AGENT_PLACEHOLDER", "Scenario", "ScenarioError", "Step", "parse_scenario"]
 
@@ -43,7 +44,7 @@ DEFAULT_TIMEOUT = 60.0
 MAX_STEPS = 64
 
 
-class ScenarioError(ValueError):
+class ScenarioError(AcpFuzzError, ValueError):
     """A scenario that cannot be run; the message is one line."""
 
 

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from acp_fuzz.core.errors import AcpFuzzError
+
 __all__ = [
     "COMPACTION_BY",
     "RUN_FACTS",
@@ -65,7 +67,7 @@ COMPACTION_BY = ("usage", "overflow")
 _PLACEHOLDER = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|(\$)|(.|$))", re.DOTALL)
 
 
-class TemplateError(ValueError):
+class TemplateError(AcpFuzzError, ValueError):
     """A template names a placeholder that does not exist, or has a stray ``$``."""
 
 

@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from acp_fuzz.core.errors import AcpFuzzError
 from acp_fuzz.engine import agents_cache
 from acp_fuzz.engine.agent_setup import (
     COMPACTION_BY,
@@ -121,7 +122,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HOOK = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
-class ProfileError(ValueError):
+class ProfileError(AcpFuzzError, ValueError):
     """A profile file that cannot be used: the message says where and why, in one line."""
 
 

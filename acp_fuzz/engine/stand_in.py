@@ -46,6 +46,7 @@ from collections.abc import Iterator, Mapping
 from typing import IO, Any
 
 from acp_fuzz.core.capability_sets import CapabilitySet
+from acp_fuzz.core.errors import RpcError
 from acp_fuzz.core.version import __version__
 
 __all__ = ["StandIn", "main"]
@@ -58,18 +59,6 @@ NOT_FOUND = -32002
 #: Lines longer than this are answered as invalid and recorded cut.
 MAX_LINE = 16 * 1024 * 1024
 RAW_KEEP = 4096
-
-
-class RpcError(Exception):
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code, self.message, self.data = code, message, data
-
-    def to_json(self) -> dict[str, Any]:
-        err: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            err["data"] = self.data
-        return err
 
 
 def _params(msg: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,7 +140,7 @@ class StandIn:
         try:
             result = self.dispatch(method, _params(msg), out)
         except RpcError as e:
-            return [{"jsonrpc": "2.0", "id": msg["id"], "error": e.to_json()}]
+            return [{"jsonrpc": "2.0", "id": msg["id"], "error": e.to_error()}]
         after = result.pop("__after__", [])
         return [*out, {"jsonrpc": "2.0", "id": msg["id"], "result": result}, *after]
 

@@ -148,3 +148,27 @@ def test_report_show_and_offline_replay_do_not_load_the_campaign() -> None:
         rc, _, loaded = res.stdout.strip().splitlines()[-1].partition(" ")
         assert loaded == "[]", (args, res.stdout[-500:], res.stderr[-500:])
         assert rc in ("0", "1"), (args, rc, res.stderr[-500:])  # it ran (1: a finding)
+
+
+def test_every_error_acp_fuzz_raises_is_an_acp_fuzz_error() -> None:
+    """One base class for the harness's own errors (#35 §4): a caller catches AcpFuzzError.
+    The reference agent and client are programs of their own (they stand on the core's
+    version alone), and names starting with ``_`` never leave their module."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import acp_fuzz
+    from acp_fuzz.core.errors import AcpFuzzError
+
+    stray = []
+    for mod in pkgutil.walk_packages(acp_fuzz.__path__, "acp_fuzz."):
+        if mod.name.startswith(("acp_fuzz.reference_", "acp_fuzz.__main__")):
+            continue
+        module = importlib.import_module(mod.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == mod.name and name.endswith("Error") \
+                    and not name.startswith("_") and issubclass(cls, Exception) \
+                    and not issubclass(cls, AcpFuzzError):
+                stray.append(f"{mod.name}.{name}")
+    assert stray == []

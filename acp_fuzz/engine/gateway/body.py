@@ -23,6 +23,8 @@ import zlib
 from itertools import accumulate
 from typing import Any, Protocol
 
+from acp_fuzz.core.errors import AcpFuzzError
+
 __all__ = ["MAX_BODY", "MAX_CHUNK_LINE", "MAX_JSON_DEPTH", "MAX_JSON_VALUES", "MAX_TEXT_BODY",
            "MAX_TRAILERS", "BodyError", "parse_body", "read_body"]
 
@@ -58,7 +60,7 @@ _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _STEP = [1 if b in b"[{" else -1 for b in range(256)]
 
 
-class BodyError(Exception):
+class BodyError(AcpFuzzError):
     """A body refused: ``status`` (400, 413, 415) and the reason as the message."""
 
     def __init__(self, status: int, message: str) -> None:
