@@ -23,7 +23,11 @@ agents = typer.Typer(help="Install the pinned third-party agents, or show where 
 app.add_typer(agents, name="agents")
 
 
-def _npm_profiles() -> list[str]:
+def _registry(p: Profile) -> str:
+    return "pypi" if p.pypi_package else "npm"
+
+
+def _pinned_profiles() -> list[str]:
     from acp_fuzz.engine.profiles import PROFILES
 
     return [n for n, p in sorted(PROFILES.items()) if p.package and p.version]
@@ -42,19 +46,19 @@ def _profile(name: str) -> Profile:
 
 @agents.command()
 def status() -> None:
-    """Show each pinned npm agent, where it is installed and whether its install scripts ran
-    (exit 1 if any is missing)."""
+    """Show each pinned agent (npm or PyPI), where it is installed and whether its install
+    scripts (pip: build code) ran (exit 1 if any is missing)."""
     from acp_fuzz.engine.agents_cache import recorded_scripts, scripts_note
 
     missing = 0
-    for name in _npm_profiles():
+    for name in _pinned_profiles():
         p = _profile(name)
         where = p.agent_dir()
         missing += where is None
         note = ""
-        if where is not None and p.npm_package:
-            note = f" ({scripts_note(recorded_scripts(where))})"
-        out.print(f"{name:20} {p.package}@{p.version}: {where or 'not installed'}{note}",
+        if where is not None and p.package:
+            note = f" ({scripts_note(recorded_scripts(where), _registry(p))})"
+        out.print(f"{name:20} {p.pinned}: {where or 'not installed'}{note}",
                   markup=False)
     raise typer.Exit(1 if missing else 0)
 
@@ -73,7 +77,7 @@ def install(
     Idempotent, and an interrupted install leaves no directory that looks complete."""
     from acp_fuzz.engine import agents_cache
 
-    profiles = [_profile(n) for n in names or _npm_profiles()]
+    profiles = [_profile(n) for n in names or _pinned_profiles()]
     failed = 0
     for p in profiles:
         name = p.name
@@ -84,7 +88,7 @@ def install(
         try:
             res = agents_cache.install_package(
                 name, p.package, p.version, force=force,
-                registry="pypi" if p.pypi_package else "npm", extra=p.extra_packages,
+                registry=_registry(p), extra=p.extra_packages,
                 scripts=p.install_scripts)
         except (RuntimeError, OSError) as exc:
             # npm's own output is many lines: keep the first (what failed) and the last.
@@ -94,7 +98,7 @@ def install(
             failed += 1
             continue
         if res.skipped:
-            note = f" ({agents_cache.scripts_note(res.scripts)})" if p.npm_package else ""
-            out.print(f"{name}: {p.package}@{p.version} already installed at {res.path}{note}",
+            note = f" ({agents_cache.scripts_note(res.scripts, _registry(p))})"
+            out.print(f"{name}: {p.pinned} already installed at {res.path}{note}",
                       markup=False)
     raise typer.Exit(1 if failed else 0)

