@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the pinned third-party ACP agents into the agent cache (idempotent).
-#   scripts/install-agents.sh                 # every npm profile (codex-acp, claude-agent-acp, gemini-cli)
+#   scripts/install-agents.sh                 # every pinned profile: npm, and hermes-agent from PyPI
 #   scripts/install-agents.sh codex-acp       # just one
 #   ACP_FUZZ_AGENT_CACHE=/some/dir scripts/install-agents.sh
 # Default cache: ~/.cache/acp-fuzz/agents/<name>@<version>/ (or under $XDG_CACHE_HOME).

@@ -107,8 +107,20 @@ def test_agents_status_says_what_is_missing_and_fails(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     lines = proc.stdout.splitlines()
     assert [ln.split()[0] for ln in lines] == ["claude-agent-acp", "codex-acp", "gemini-cli",
-                                               "pi-acp", "qwen-code"]
+                                               "hermes-agent", "pi-acp", "qwen-code"]
     assert all(ln.endswith("not installed") for ln in lines), lines
+
+
+def test_profiles_lists_every_built_in_agent_with_its_registrys_pin(tmp_path: Path) -> None:
+    proc = _cli(tmp_path, "profiles", env={"ACP_FUZZ_AGENT_CACHE": str(tmp_path / "c")})
+    assert proc.returncode == 0, proc.stderr
+    rows = {ln.split()[0]: ln.split() for ln in proc.stdout.splitlines()}
+    assert sorted(rows) == ["claude-agent-acp", "codex-acp", "gemini-cli", "hermes-agent",
+                            "pi-acp", "qwen-code", "reference", "reference-compacting"]
+    # npm spells a pin name@version, pip name==version (with the extras pip installs).
+    assert rows["hermes-agent"][1:4] == ["not", "installed", "hermes-agent[acp]==0.19.0"]
+    assert rows["codex-acp"][1:4] == ["not", "installed", "@agentclientprotocol/codex-acp@2.6.0"]
+    assert rows["reference"][1:4] == ["built", "in", "-"]
 
 
 def test_agents_install_rejects_an_unknown_profile_in_one_line(tmp_path: Path) -> None:
@@ -116,8 +128,8 @@ def test_agents_install_rejects_an_unknown_profile_in_one_line(tmp_path: Path) -
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
         "acp-fuzz: error: unknown agent profile 'nope'; known profiles: claude-agent-acp, "
-        "codex-acp, gemini-cli, pi-acp, qwen-code, reference, reference-compacting (or a "
-        "profile file: --profile ./my-agent.toml)"]
+        "codex-acp, gemini-cli, hermes-agent, pi-acp, qwen-code, reference, "
+        "reference-compacting (or a profile file: --profile ./my-agent.toml)"]
     assert not (tmp_path / ".cache").exists()  # nothing was installed before the check
 
 

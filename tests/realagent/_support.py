@@ -33,10 +33,11 @@ def installed_profile(name: str) -> tuple[Profile, Path]:
     directory = profile.agent_dir()
     if directory is None:
         pytest.skip(
-            f"{profile.npm_package}@{profile.version} is not installed under "
+            f"{profile.pinned} is not installed under "
             f"{agents_cache.cache_root()}; run `acp-fuzz agents install {name}`"
         )
-    if shutil.which("node") is None:
+    # A PyPI agent runs from its own venv; an npm one needs node.
+    if profile.npm_package and shutil.which("node") is None:
         pytest.skip("node is not on PATH")
     try:
         import acp_fuzz.engine.gateway
@@ -59,8 +60,8 @@ def _wait_for(predicate: Any, timeout: float) -> bool:
 def run_session(profile: Profile, work: Path, mode: str = "append",
                 min_side: int = 0) -> dict[str, Any]:
     """initialize, session/new (with a ``mode`` systemPrompt unless ``none``), one prompt
-    turn carrying :data:`NONCE`; then wait (up to 15 s) until ``min_side`` side requests
-    arrived. Returns a JSON-able summary."""
+    turn carrying :data:`NONCE`; then wait (up to 15 s) until ``min_side`` side requests of
+    the profile's model API arrived. Returns a JSON-able summary."""
     from acp_fuzz.core.history import History
     from acp_fuzz.engine.client_policy import default_client_handler
     from acp_fuzz.engine.gateway import Gateway
@@ -109,7 +110,9 @@ def run_session(profile: Profile, work: Path, mode: str = "append",
                 timings["session/prompt"] = time.monotonic() - t0
 
                 def enough_side() -> bool:
-                    return sum(1 for _e, x in history.model_exchanges() if x.side) >= min_side
+                    # Side requests of the model API (a title), not GETs of a model list.
+                    return sum(1 for _e, x in history.model_exchanges()
+                               if x.side and x.api == profile.model_api) >= min_side
 
                 _wait_for(enough_side, 15.0)
         finally:
@@ -127,6 +130,7 @@ def run_session(profile: Profile, work: Path, mode: str = "append",
         exchanges.append({
             "api": x.api, "path": x.path, "side": x.side, "session": x.session, "turn": x.turn,
             "status": x.status, "model": x.body.get("model") if isinstance(x.body, dict) else None,
+            "system": [{"path": s.path, "text": s.text} for s in x.segments if s.slot == "system"],
             "canary": [{"slot": s.slot, "path": s.path, "text": s.text}
                        for s in x.segments if CANARY in s.text],
             "nonce": [{"slot": s.slot, "path": s.path} for s in x.segments if NONCE in s.text],

@@ -88,7 +88,8 @@ def test_real_finding_still_fails(path: Path) -> None:
 
 
 @pytest.mark.timeout(1200)
-@pytest.mark.parametrize("profile", ["codex-acp", "claude-agent-acp", "qwen-code", "pi-acp"])
+@pytest.mark.parametrize("profile", ["codex-acp", "claude-agent-acp", "qwen-code", "pi-acp",
+                                     "hermes-agent"])
 def test_short_campaign_has_no_harness_error_and_ties_every_turn(
         profile: str, tmp_path: Path) -> None:
     installed_profile(profile)
@@ -111,7 +112,7 @@ def test_short_campaign_has_no_harness_error_and_ties_every_turn(
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("profile", ["codex-acp", "claude-agent-acp", "gemini-cli", "qwen-code",
-                                     "pi-acp"])
+                                     "pi-acp", "hermes-agent"])
 def test_doctor_finds_nothing_to_fix_in_each_pinned_agent(profile: str, tmp_path: Path) -> None:
     """``acp-fuzz doctor --profile P``: one turn reaches the fake model and is tied (exit 0),
     so a diagnosis on a stranger's agent is not a false alarm on the agents we know."""
