@@ -79,11 +79,19 @@ def test_side_request_hooks_match_recorded_requests() -> None:
     # fake model does not answer with one yet: side requests, but not "title" (JSON answered).
     assert {("qwen-code", k) for k in ("turn", "extraction", "suggestion",
                                        "json-query")} <= kinds
+    # hermes-agent: its title quotes the prompt and nonce; its compaction summary the whole
+    # conversation; the turn after the compaction carries the summary.
+    assert {("hermes-agent", k) for k in ("turn", "session-title", "compaction")} <= kinds
     for r in recorded:
         profile = get_profile(r["profile"])
         headers = {k.lower(): v for k, v in r["headers"].items()}
         got = profile.side_request(r["api"], headers, r["body"])
         assert got is (r["kind"] != "turn"), (r["profile"], r["kind"])
+        if r["profile"] == "hermes-agent":  # its summary request is a compaction's
+            test = profile.setup.side_test()
+            assert test is not None
+            kind = test.side_kind(r["api"], r["path"], headers, r["body"])
+            assert kind == {"turn": None, "compaction": "compaction"}.get(r["kind"], "side")
         # rules only answer for their own API
         other = "gemini" if profile.model_api != "gemini" else "openai.chat"
         assert profile.side_request(other, headers, r["body"]) is False
