@@ -216,6 +216,7 @@ def _pip_install(tmp_path: Path, links: Path,
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
 
+@pytest.mark.slow  # a venv of its own: about 20 s each
 def test_a_pypi_wheel_is_installed_into_a_venv_of_its_own(tmp_path: Path) -> None:
     links = tmp_path / "links"
     links.mkdir()
@@ -233,6 +234,7 @@ def test_a_pypi_wheel_is_installed_into_a_venv_of_its_own(tmp_path: Path) -> Non
     assert "already installed" in again.stdout and "wheels only" in again.stdout
 
 
+@pytest.mark.slow  # a venv of its own: about 20 s each
 def test_a_pypi_sdist_is_not_built_by_default(tmp_path: Path) -> None:
     links, canary = tmp_path / "links", tmp_path / "CANARY.json"
     links.mkdir()
@@ -244,6 +246,7 @@ def test_a_pypi_sdist_is_not_built_by_default(tmp_path: Path) -> None:
     assert not (tmp_path / "cache" / f"canary@{VERSION}").exists()
 
 
+@pytest.mark.slow  # a venv of its own: about 20 s each
 def test_a_scrubbed_pypi_build_sees_no_secret(tmp_path: Path) -> None:
     links, canary = tmp_path / "links", tmp_path / "CANARY.json"
     links.mkdir()
