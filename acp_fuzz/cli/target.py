@@ -331,6 +331,7 @@ class _Progress:
         self.cover = 0  # the covering examples planned (known at Started)
         self.failing = False  # an example failed; the examples that follow shrink it
         self.started = False
+        self.phase = ""  # the phase the bar last said
 
     def on_event(self, ev: CampaignEvent) -> None:
         """Follow one campaign event."""
@@ -378,17 +379,23 @@ class _Progress:
         return "searching"
 
     def _show(self, steps: int | None, phase: str | None = None) -> None:
-        if not self.started:
-            self.started = True
-            self.bar.start()
+        description = phase or self._phase()
         fields: dict[str, Any] = {
-            "description": phase or self._phase(),
+            "description": description,
             "completed": min(self.drawn, self.cfg.max_examples),
             "extra": f"+{self.shrink_runs} shrinking" if self.shrink_runs else "",
             "found": f"[red]{self.failures} failure(s)[/]" if self.failures else ""}
         if steps is not None:
             fields["steps"] = steps
-        self.bar.update(self.task, **fields)
+        # A new phase is drawn at once, not at the next tick of the bar's timer: a phase
+        # shorter than a tick (two quick covering examples between a confirmation and the
+        # end) is still said, on every machine (tests/integration/test_progress_terminal.py).
+        self.bar.update(self.task, refresh=description != self.phase and self.started,
+                        **fields)
+        self.phase = description
+        if not self.started:
+            self.started = True
+            self.bar.start()  # its first frame is this one, not "starting"
 
 
 def replay_args(cassette: Path, *, profile: str | None, command: Sequence[str],
