@@ -8,7 +8,7 @@ This folder is installed as ``acp_fuzz.strategies``::
 invalid payload variant an agent supports (what an ``acp-fuzz target`` campaign runs first).
 """
 
-from .cover import Cover, cover_keys, covering_examples, step_keys
+from .cover import Cover, cover_keys, cover_share, covering_examples, example_digest, step_keys
 from .lifecycle import LifecycleMachine, SessionView
 from .payloads import INVALID_KINDS, block_texts, invalid_system_prompts, valid_system_prompts
 
@@ -19,7 +19,9 @@ __all__ = [
     "SessionView",
     "block_texts",
     "cover_keys",
+    "cover_share",
     "covering_examples",
+    "example_digest",
     "invalid_system_prompts",
     "step_keys",
     "valid_system_prompts",

@@ -30,6 +30,8 @@ campaign records the first example at which each key was sent (``CampaignResult.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +53,8 @@ from .payloads import (
     vendor_meta_of,
 )
 
-__all__ = ["Cover", "cover_keys", "covering_examples", "prompt_requests", "step_keys"]
+__all__ = ["Cover", "cover_keys", "cover_share", "covering_examples", "example_digest",
+           "prompt_requests", "step_keys"]
 
 #: The requests that carry a ``systemPrompt``.
 PROMPT_REQUESTS = ("new", "load", "resume", "fork")
@@ -66,6 +69,21 @@ class Cover:
 
     steps: tuple[dict[str, Any], ...]
     keys: tuple[str, ...]
+
+    @property
+    def digest(self) -> str:
+        """Its :func:`example_digest`: the same example, the same digest, wherever it runs."""
+        return example_digest(self.steps)
+
+
+def example_digest(steps: Sequence[Mapping[str, Any]]) -> str:
+    """A short name for an example's steps (12 hex digits of the SHA-256 of their canonical
+    JSON): two campaigns ran the same example when they name the same digest (shards and
+    workers are checked this way; ``acp-fuzz report merge`` warns of a covering example two
+    reports both ran)."""
+    text = json.dumps([dict(s) for s in steps], sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def prompt_requests(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> tuple[str, ...]:
@@ -710,6 +728,24 @@ def covering_examples(caps: Capabilities, *, resend_on_lifecycle: bool = True,
             assert allowed(ex.steps), ex.steps
             out.append(Cover(tuple(ex.steps), _keys(ex.steps, caps)))
     return out
+
+
+def cover_share(caps: Capabilities, index: int, n: int, *, resend_on_lifecycle: bool = True,
+                max_steps: int = 12) -> list[str]:
+    """The keys that campaign ``index`` of ``n`` (a worker of ``--workers``, a shard of
+    ``--shard``; 0-based) sends in its covering examples: those that the ``index``-th,
+    ``index + n``-th, ... example of the whole plan (:func:`covering_examples`) is the first
+    to cover. The shares partition :func:`cover_keys`. The campaign runs those plan examples
+    as they are (``n`` campaigns together run each once), and builds new ones only for what
+    they left unsent (``covering_examples(caps, keys=...)``)."""
+    plan = covering_examples(caps, resend_on_lifecycle=resend_on_lifecycle, max_steps=max_steps)
+    wanted = set(cover_keys(caps, resend_on_lifecycle=resend_on_lifecycle))
+    first: dict[str, int] = {}  # each key, and the first example of the plan that covers it
+    for i, ex in enumerate(plan):
+        for k in ex.keys:
+            if k in wanted:  # not what a step covers only beside another example's
+                first.setdefault(k, i)
+    return [k for k, i in first.items() if i % n == index]
 
 
 def _start(group: _Group, caps: Capabilities, resend: bool) -> tuple[_Example, str | None]:

@@ -32,6 +32,7 @@ from acp_fuzz.cli import (
     matrix,
     profiles,
     replay,
+    report,
     show,
     target,
 )
@@ -44,7 +45,7 @@ from acp_fuzz.engine.agents_cache import user_cache
 __all__ = ["app", "main"]
 
 # The command modules register themselves on ``app`` when imported (one module per command).
-_COMMANDS = (target, doctor, replay, show, gateway, profiles, agents, matrix, client)
+_COMMANDS = (target, doctor, replay, report, show, gateway, profiles, agents, matrix, client)
 quiet_help_flags(app)
 
 

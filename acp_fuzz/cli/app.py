@@ -7,6 +7,7 @@ Every command module registers itself on :data:`app`; user-facing errors go thro
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import tempfile
@@ -25,8 +26,8 @@ from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.engine import interrupt
 
-__all__ = ["app", "atomic_write", "check_url", "check_writable_dir", "err", "error", "fail",
-           "hide", "install_interrupt_handlers", "out", "quiet_help_flags"]
+__all__ = ["QuietGroup", "app", "atomic_write", "check_url", "check_writable_dir", "err", "error",
+           "fail", "hide", "install_interrupt_handlers", "out", "quiet_help_flags", "read_json"]
 
 
 class _QuietHelp:
@@ -44,14 +45,16 @@ class _Command(_QuietHelp, TyperCommand):
     pass
 
 
-class _Group(_QuietHelp, TyperGroup):
-    pass
+class QuietGroup(_QuietHelp, TyperGroup):
+    """A typer group whose help flag shows no ``<bool>`` metavar (:func:`quiet_help_flags`)."""
 
 
 def quiet_help_flags(typer_app: typer.Typer) -> None:
     """Give every command and group of ``typer_app``, sub-apps included, the help flag of
     :class:`_QuietHelp`. Called once every command module has registered itself."""
-    typer_app.info.cls = _Group
+    own = typer_app.info.cls
+    if not (isinstance(own, type) and issubclass(own, QuietGroup)):
+        typer_app.info.cls = QuietGroup  # a group of its own class (report's) is one already
     for command in typer_app.registered_commands:
         if command.cls is TyperCommand:
             command.cls = _Command
@@ -257,3 +260,51 @@ def atomic_write(path: Path, text: str | bytes) -> None:
         write_atomic(path, text)
     except OSError as e:
         fail(f"cannot write {path}: {e.strerror or e}")
+
+
+#: How deep a JSON document acp-fuzz reads back may nest (a matrix's ``--from-json``, a
+#: campaign report to merge): a campaign's report is a dozen levels, the agent's own
+#: ``initialize`` result included; far below what would exhaust the stack.
+MAX_DEPTH = 200
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests more than ``limit`` containers deep (without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict | list):
+            if depth > limit:
+                return True
+            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return False
+
+
+def read_json(path: Path, what: str) -> Any:
+    """The JSON document at ``path``, read as a stranger's (one acp-fuzz wrote once, but
+    whoever handed it over may have changed it): ``NaN``, ``Infinity`` and numbers too large
+    for a float (which Python's ``json`` would take) are refused, and so is nesting deeper
+    than :data:`MAX_DEPTH`; each mistake is one error line that starts with ``what``, exit 2."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant,
+                         parse_float=_finite)
+    except OSError as e:
+        fail(f"{what}: cannot read: {e.strerror or e}")
+    except RecursionError:
+        fail(f"{what}: nested too deep (more than {MAX_DEPTH} levels)")
+    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a refused number
+        fail(f"{what}: cannot read: {e}")
+    if _too_deep(doc, MAX_DEPTH):
+        fail(f"{what}: nested too deep (more than {MAX_DEPTH} levels)")
+    return doc

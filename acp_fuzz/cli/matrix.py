@@ -33,6 +33,7 @@ from acp_fuzz.cli.app import (
     error,
     fail,
     install_interrupt_handlers,
+    read_json,
 )
 from acp_fuzz.cli.options import (
     SANDBOX_FS_OPTION,
@@ -356,52 +357,13 @@ def _corpus_of(folder: Path) -> list[Path]:
 
 #: The format of what ``--json`` writes and ``--from-json`` reads.
 MATRIX_JSON = 1
-#: How deep a ``--from-json`` document may nest: a campaign's report is a dozen levels, the
-#: agent's own ``initialize`` result included; far below what would exhaust the stack.
-MAX_DEPTH = 200
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise ValueError(f"number out of range: {text[:40]}")
-    return value
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests more than ``limit`` containers deep (without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        if isinstance(v, dict | list):
-            if depth > limit:
-                return True
-            stack.extend((x, depth + 1) for x in (v.values() if isinstance(v, dict) else v))
-    return False
-
-
 def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool, str | None]:
     """What an earlier ``--json`` saved: the command, the agents, whether interrupted, the
     corpus root (``None``: no corpus, or a document from before it).
 
-    A document is a stranger's when it was not made here: ``NaN``, ``Infinity`` and numbers
-    too large for a float (which Python's ``json`` would take) are refused, and so is
-    nesting deeper than :data:`MAX_DEPTH`, each with one error line."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_no_constant,
-                         parse_float=_finite)
-    except OSError as e:
-        fail(f"--from-json {path}: cannot read: {e.strerror or e}")
-    except RecursionError:
-        fail(f"--from-json {path}: nested too deep (more than {MAX_DEPTH} levels)")
-    except ValueError as e:  # JSONDecodeError, UnicodeDecodeError, a refused number
-        fail(f"--from-json {path}: cannot read: {e}")
-    if _too_deep(doc, MAX_DEPTH):
-        fail(f"--from-json {path}: nested too deep (more than {MAX_DEPTH} levels)")
+    A document is a stranger's when it was not made here: read with
+    :func:`~acp_fuzz.cli.app.read_json`, each mistake one error line."""
+    doc = read_json(path, f"--from-json {path}")
     if not isinstance(doc, dict) or doc.get("acp_fuzz_matrix") != MATRIX_JSON \
             or not isinstance(doc.get("agents"), list) \
             or not all(isinstance(a, dict) and isinstance(a.get("profile"), str)

@@ -1,7 +1,7 @@
-"""The ``acp-fuzz replay`` and ``acp-fuzz report`` commands (interface layer).
+"""The ``acp-fuzz replay`` command (interface layer).
 
-Both register themselves on the CLI's one app (:mod:`acp_fuzz.cli.app`) as ``replay`` and
-``report``; errors go through its one :func:`~acp_fuzz.cli.app.fail`.
+It registers itself on the CLI's one app (:mod:`acp_fuzz.cli.app`) as ``replay``; errors go
+through its one :func:`~acp_fuzz.cli.app.fail`. (``acp-fuzz report``: :mod:`acp_fuzz.cli.report`.)
 
 ``acp-fuzz replay CASSETTE|FOLDER (-- AGENT COMMAND... | --profile NAME)``
     Replays each cassette against the agent you name and prints one line per cassette::
@@ -29,9 +29,6 @@ Both register themselves on the CLI's one app (:mod:`acp_fuzz.cli.app`) as ``rep
     :func:`acp_fuzz.cli.client.replay_client_cassette`, which ``acp-fuzz client --replay``
     runs too. A client cassette replayed without ``--client``, or an agent cassette with it,
     is a one-line error that says which to use.
-
-``acp-fuzz report CASSETTE [-o FILE]``
-    Writes the Markdown bug report for a cassette (to stdout by default).
 """
 
 from __future__ import annotations
@@ -43,7 +40,7 @@ from typing import Any, NoReturn
 
 import typer
 
-from acp_fuzz.cli.app import app, atomic_write, fail
+from acp_fuzz.cli.app import app, fail
 from acp_fuzz.cli.options import (
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
@@ -65,7 +62,7 @@ from acp_fuzz.engine.replay import (
     visible,
 )
 
-__all__ = ["replay_cmd", "report_cmd"]
+__all__ = ["replay_cmd"]
 
 
 @app.command("replay", context_settings={"allow_interspersed_args": False})
@@ -359,30 +356,3 @@ def write_json(path: Path, results: list[ReplayResult]) -> None:
 
     write_atomic(path, json.dumps(replay_to_json(results, exit_code(results)), indent=2,
                                   ensure_ascii=False, default=repr))
-
-
-@app.command("report")
-def report_cmd(
-    cassette: Path = typer.Argument(..., help="The cassette to report on.",
-                                    show_default=False),
-    output: Path | None = typer.Option(
-        None, "--output", "-o", metavar="FILE",
-        help="Write the report here instead of to stdout."),
-) -> None:
-    """Write a Markdown bug report for a cassette: the agent, the finding and the rule it
-    breaks, the minimal JSON-RPC transcript, what reached the model next to what should
-    have, and the command that reproduces it."""
-    from acp_fuzz.reporting import render_markdown
-
-    try:
-        recording = read_cassette(cassette)
-        text = render_markdown(recording, path=str(cassette))
-    except CassetteError as e:
-        fail(str(e))
-    except Exception as e:  # a stranger's cassette: one line, never a traceback
-        fail(f"{cassette}: cannot report: {type(e).__name__}: {e}")
-    if output is None:
-        typer.echo(text, nl=False)
-        return
-    atomic_write(output, text)
-    typer.echo(f"wrote {output}", err=True)

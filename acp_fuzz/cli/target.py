@@ -82,6 +82,21 @@ def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> T
         fail(str(e))
 
 
+#: The most shards a campaign may be split into: each shard draws the examples of all of
+#: them (and runs its own), so N shards of M examples each draw N * M.
+MAX_SHARDS = 1000
+
+
+def parse_shard(value: str | None) -> tuple[int, int]:
+    """``--shard K/N`` as ``(K - 1, N)``, ``(0, 1)`` without it; exit 2 for anything else."""
+    if value is None:
+        return 0, 1
+    k, slash, n = value.partition("/")
+    if not (slash and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n) <= MAX_SHARDS):
+        fail(f"--shard takes K/N with 1 <= K <= N <= {MAX_SHARDS} (e.g. 2/3), got {value!r}")
+    return int(k) - 1, int(n)
+
+
 def parse_reports(values: Sequence[str], kinds: Sequence[str] = ("json", "junit")
                   ) -> list[tuple[str, Path]]:
     """``--report KIND:PATH`` values (``kinds``: json and junit by default; ``target`` also
@@ -147,6 +162,12 @@ def target(
     workers: int = typer.Option(1, "--workers", "-j", min=1,
                                 help="Parallel workers, each with its own agents and gateway, "
                                      "sharing one example database."),
+    shard: str | None = typer.Option(
+        None, "--shard", metavar="K/N",
+        help="Run shard K of N (1-based), one per CI job or machine: the shards split the "
+             "covering examples and the search's draws and never run one example twice; "
+             "--max-examples is this shard's. Merge their JSON reports with `acp-fuzz "
+             "report merge` (docs/scaling.md)."),
     model_upstream: str | None = typer.Option(
         None, "--model-upstream", metavar="URL",
         help="Forward model requests to a real provider; recorded with vcrpy into cassettes."),
@@ -202,6 +223,7 @@ def target(
     if no_cover and cover_only:
         fail("--no-cover and --cover-only exclude each other")
     reports = parse_reports(report, REPORT_KINDS)
+    share = parse_shard(shard)
     load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
     excluded = _check_oracles(exclude_oracle)
     if oracle:
@@ -236,7 +258,8 @@ def target(
                            model_upstream=check_url(model_upstream),
                            max_failures=1 if exitfirst else max_failures,
                            exclude_oracles=excluded, keep_info=keep_info, portable=portable,
-                           cover=not no_cover, cover_only=cover_only, time_budget=time_budget)
+                           cover=not no_cover, cover_only=cover_only, time_budget=time_budget,
+                           shard=share, cover_share=share)
     t0 = time.monotonic()
     view = _Progress(spec, cfg, database is not None)
     progress = view.bar
@@ -300,7 +323,8 @@ def target(
         if kind == "html":
             _write_html(result, path, secrets, elapsed)
         else:
-            (_write_json if kind == "json" else _write_junit)(result, path, secrets)
+            _write_json(result, path, secrets, elapsed) if kind == "json" else \
+                _write_junit(result, path, secrets)
     _print_summary(result, elapsed)
     raise typer.Exit(result.exit_code)  # 130 when interrupted
 
@@ -368,8 +392,9 @@ class _Progress:
         from acp_fuzz.strategies import covering_examples
 
         resend = resolve(self.spec.dialect, ev.initialize) == "standard"
+        index, n = self.cfg.cover_share  # a shard plans its share
         return len(covering_examples(ev.caps, resend_on_lifecycle=resend,
-                                     max_steps=self.cfg.max_steps))
+                                     max_steps=self.cfg.max_steps)[index::n])
 
     def _phase(self) -> str:
         if self.failing:
@@ -487,10 +512,11 @@ def _print_summary(result: CampaignResult, elapsed: float) -> None:
     out.print(Text(line.text, style=line.style))
 
 
-def _write_json(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:
+def _write_json(result: CampaignResult, path: Path, secrets: Sequence[str] = (),
+                elapsed: float | None = None) -> None:
     from acp_fuzz.reporting import result_to_json
 
-    atomic_write(path, json.dumps(result_to_json(result, secrets), indent=2,
+    atomic_write(path, json.dumps(result_to_json(result, secrets, seconds=elapsed), indent=2,
                                  ensure_ascii=False, default=repr))
 
 

@@ -67,7 +67,15 @@ from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.diagnosis import CalibrationError, diagnose_run
 from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.engine.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
-from acp_fuzz.strategies import LifecycleMachine, cover_keys, covering_examples, step_keys
+from acp_fuzz.strategies import (
+    Cover,
+    LifecycleMachine,
+    cover_keys,
+    cover_share,
+    covering_examples,
+    example_digest,
+    step_keys,
+)
 
 __all__ = [
     "Calibrated",
@@ -139,9 +147,16 @@ class CampaignSettings:
     cover: bool = True
     #: Run only the covering examples (``--cover-only``): no search after them.
     cover_only: bool = False
-    #: ``(i, n)``: this campaign is worker ``i`` of ``n`` (``--workers``), and runs the covering
-    #: examples ``i``, ``i + n``, ``i + 2n``, ... of the plan, so that the workers share them.
+    #: ``(i, n)``: this campaign is worker ``i`` of ``n`` (``--workers``, ``--shard``), and runs
+    #: the covering examples ``i``, ``i + n``, ``i + 2n``, ... of the plan, so that the workers
+    #: share them.
     cover_share: tuple[int, int] = (0, 1)
+    #: ``(k, n)``: this campaign is shard ``k`` (0-based) of ``n`` (``--shard K/N``, on as many
+    #: machines): its search runs the examples ``k``, ``k + n``, ``k + 2n``, ... of what
+    #: Hypothesis draws at the seed, so that the shards never run one example twice
+    #: (:meth:`SearchState.skips`); ``max_examples`` is the shard's own. Set ``cover_share``
+    #: to the same share for its covering examples.
+    shard: tuple[int, int] = (0, 1)
 
     def __post_init__(self) -> None:
         if self.max_examples < 1:
@@ -158,8 +173,9 @@ class CampaignSettings:
             raise ValueError(f"time_budget={self.time_budget} must be positive")
         if self.cover_only and not self.cover:
             raise ValueError("cover_only needs cover: there would be nothing to run")
-        if not 0 <= self.cover_share[0] < self.cover_share[1]:
-            raise ValueError(f"cover_share={self.cover_share} must be (i, n) with 0 <= i < n")
+        for name, (i, n) in (("cover_share", self.cover_share), ("shard", self.shard)):
+            if not 0 <= i < n:
+                raise ValueError(f"{name}={(i, n)} must be (i, n) with 0 <= i < n")
         unknown = sorted(set(self.exclude_oracles) - set(CATALOG))
         if unknown:
             raise ValueError(f"unknown oracle {unknown[0]!r} (known: {', '.join(sorted(CATALOG))})")
@@ -193,6 +209,8 @@ class ExampleDone(CampaignEvent):
     examples: int
     steps: int
     failing: bool
+    #: The example's steps as :func:`acp_fuzz.strategies.example_digest` names them.
+    digest: str = ""
 
 
 @dataclass(frozen=True)
@@ -310,6 +328,9 @@ class CampaignResult:
     #: recording their failures included).
     covering_examples: int = 0
     covering_seconds: float = 0.0
+    #: The digest (:func:`acp_fuzz.strategies.example_digest`) of each covering example run,
+    #: in order: shards and workers together run each example of the plan once.
+    covering: list[str] = field(default_factory=list)
 
     def unsent(self) -> list[str]:
         """The cover keys no example sent (a ``max_examples`` smaller than the covering
@@ -394,17 +415,19 @@ MERGE: dict[str, str] = {
     "examples_run": "sum", "steps_run": "sum", "reports": "same-bug-once",
     "info": "derived", "info_reports": "shortest-info", "explained": "sum",
     "interrupted": "any", "model_requests": "sum-counts", "deadlines": "deadlines",
-    "judged": "sum-counts", "out_of_time": "any", "cover_keys": "first-nonempty",
+    "judged": "sum-counts", "out_of_time": "any", "cover_keys": "union",
     "coverage": "earliest", "covering_examples": "sum",
-    # Workers run their covering examples at once: the phase took as long as the longest.
-    "covering_seconds": "max",
+    # The seconds each spent on its share (workers run theirs at once, shards on other
+    # machines): summed, the work the covering examples cost, not a wall time.
+    "covering_seconds": "sum", "covering": "concat",
 }
 _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
     "sum": sum, "any": any, "max": lambda xs: max(xs, default=0.0),
     "same-bug-once": _same_bug_once, "shortest-info": _shortest_info,
     # Workers' deadlines once were dropped from the merged result.
     "sum-counts": _sum_counts, "earliest": _earliest, "deadlines": Deadlines.merged,
-    "first-nonempty": lambda xs: next((list(x) for x in xs if x), []),
+    "union": lambda xs: list(dict.fromkeys(k for x in xs for k in x)),
+    "concat": lambda xs: [v for x in xs for v in x],
 }
 
 
@@ -616,13 +639,41 @@ class SearchState:
     explained_count: int = 0
     #: When the search started (``time.monotonic``), for ``cfg.time_budget``.
     started: float = field(default_factory=time.monotonic)
+    #: In a shard's search round: its share of the draws (``cfg.shard``; None outside such a
+    #: round), the examples Hypothesis drew in the round, and how many the shard may still
+    #: run in it (None: as many as its share of the draws).
+    share: tuple[int, int] | None = None
+    drawn: int = 0
+    budget: int | None = None
 
     def out_of_time(self) -> bool:
         budget = self.cfg.time_budget
         return budget is not None and time.monotonic() - self.started >= budget
 
     def new_round(self) -> None:
-        self.failure, self.shrink_left, self.generated = None, -1, 0
+        self.failure, self.shrink_left, self.generated, self.drawn = None, -1, 0, 0
+
+    def skips(self) -> bool:
+        """Whether the example Hypothesis just drew is not this shard's to run: another
+        shard's (each runs every ``n``-th draw of the round), or one past its budget.
+
+        Why a shard's share is every n-th draw at the one seed, not a seed of its own (``seed
+        + k``): the machine is blind to the agent (:mod:`acp_fuzz.strategies.lifecycle`), so
+        what Hypothesis draws at a seed is the same in every shard (its one other input, the
+        round's ``max_examples``, is the same in every shard too: see :func:`run_campaign`),
+        and N shards of M examples run what one campaign of N * M examples runs, split N
+        ways (tests/integration/test_shards.py). At seeds of their own, every shard would
+        open with Hypothesis' simplest example (its first draw, whatever the seed) and the
+        small ones grown from it: the same examples in every shard. Nor a database key per
+        shard: the key does not change what is drawn, and the shards would no longer share
+        the failures they found. A draw a shard does not run costs no agent, only the
+        drawing (about 20 ms for the reference agent's machine)."""
+        if self.share is None:
+            return False
+        k, n = self.share
+        self.drawn += 1
+        return (self.drawn - 1) % n != k or (self.budget is not None
+                                             and self.generated >= self.budget)
 
     def failing(self, findings: Sequence[Finding]) -> list[Finding]:
         """The findings that fail an example (MUST, SHOULD), minus ``--exclude-oracle``."""
@@ -712,6 +763,8 @@ class SearchMachine(LifecycleMachine):
             # runs out of examples quickly). Shrinking a failure already found goes on.
             self.spent = True
             s.result.out_of_time = True
+        if not self.spent and s.shrink_left < 0 and s.skips():
+            self.spent = True
         if self.spent:
             return
         if s.shrink_left < 0:
@@ -768,7 +821,7 @@ class SearchMachine(LifecycleMachine):
         s.result.add_judged(self.judge.judged())
         s.result.examples_run += 1
         s.on_event(ExampleDone(s.result.examples_run, s.result.steps_run,
-                               s.failure is not None))
+                               s.failure is not None, example_digest(self.steps)))
 
 
 def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
@@ -803,6 +856,8 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             db = AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
                                   f"|{spec.profile or spec.argv[-1]}")
         result.cover_keys = cover_keys(caps, resend_on_lifecycle=resend)
+        planned = len(covering_examples(caps, resend_on_lifecycle=resend,
+                                        max_steps=cfg.max_steps)) if cfg.cover else 0
         generated = 0
         pending: Failure | None = None  # a failure not yet confirmed when interrupted
 
@@ -823,12 +878,23 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             return generated < cfg.max_examples and len(result.reports) < cfg.max_failures \
                 and not result.out_of_time
 
-        def hypothesis(seed_: int, phases: list[Phase]) -> bool:
+        def hypothesis(seed_: int, phases: list[Phase], *, first: bool = True) -> bool:
             """One Hypothesis round: until its first new failure, or the examples run out;
-            whether it had a failure."""
+            whether it had a failure (``first``: the search's first round)."""
             search.new_round()
+            budget = cfg.max_examples - generated
+            if cfg.shard[1] > 1 and Phase.generate in phases:
+                # A shard's round draws for all the shards, and each runs its share
+                # (SearchState.skips). Hypothesis draws what the seed and its max_examples
+                # say, so every shard gives it the same count: what one campaign of N * M
+                # examples has left after all the covering examples (the whole plan, which
+                # the shards run between them). The first round runs its share of those
+                # whole; a later one (after this shard's own failure) up to its budget.
+                search.share = cfg.shard
+                search.budget = None if first else budget
+                budget = max(1, cfg.shard[1] * cfg.max_examples - planned)
             hyp = settings(
-                max_examples=cfg.max_examples - generated,
+                max_examples=budget,
                 stateful_step_count=cfg.max_steps,
                 deadline=None,
                 database=db,
@@ -850,6 +916,8 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                 flaky = search.shrink_left != 0
             except unittest.SkipTest:
                 pass  # a database replay with nothing to replay
+            finally:
+                search.share = search.budget = None
             return settle(flaky)
 
         try:
@@ -873,7 +941,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                 # would delete them from it.
                 phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if round_ == 0
                                                              else [])
-                if not hypothesis(cfg.seed + round_, phases):
+                if not hypothesis(cfg.seed + round_, phases, first=round_ == 0):
                     break  # the examples ran out without a new failure
                 round_ += 1
         except BaseException as exc:
@@ -919,32 +987,39 @@ def _cover(search: SearchState, machine: type[SearchMachine], *, resend: bool,
     after every ``session/new`` with a prompt was refused). A failure that a known one
     explains does not end a covering example: the rest of its requests still go out."""
     cfg, caps, result = search.cfg, machine.caps, search.result
-    index, workers = cfg.cover_share
-    plan = covering_examples(caps, resend_on_lifecycle=resend, max_steps=cfg.max_steps)
-    first: dict[str, int] = {}  # each key, and the first example of the plan that covers it
-    wanted = set(result.cover_keys)  # not what a step covers only beside another example's
-    for i, ex in enumerate(plan):
-        for k in ex.keys:
-            if k in wanted:
-                first.setdefault(k, i)
-    todo = [k for k, i in first.items() if i % workers == index and k not in result.coverage]
+    index, n = cfg.cover_share
+    todo = [k for k in cover_share(caps, index, n, resend_on_lifecycle=resend,
+                                   max_steps=cfg.max_steps) if k not in result.coverage]
+    # One of several (--workers, --shard) runs the plan's own examples i, i + n, ... as they
+    # are, so that the n campaigns together run each once, and builds new ones only for what
+    # those left unsent. Alone, it builds each next example for all that is unsent (the
+    # plan's next one when nothing was cut short), so what a failure cut short goes out next.
+    planned = covering_examples(caps, resend_on_lifecycle=resend,
+                                max_steps=cfg.max_steps)[index::n] if n > 1 else []
     t0 = time.monotonic()
     try:
-        _cover_plan(search, machine, todo, resend=resend, settle=settle, more=more)
+        _cover_plan(search, machine, todo, planned, resend=resend, settle=settle, more=more)
     finally:
         result.covering_seconds += time.monotonic() - t0
 
 
-def _cover_plan(search: SearchState, machine: type[SearchMachine], todo: list[str], *,
-                resend: bool, settle: Callable[[bool], bool], more: Callable[[], bool]) -> None:
-    """Run covering examples until the keys ``todo`` are sent (or cannot be)."""
+def _cover_plan(search: SearchState, machine: type[SearchMachine], todo: list[str],
+                planned: list[Cover], *, resend: bool, settle: Callable[[bool], bool],
+                more: Callable[[], bool]) -> None:
+    """Run the ``planned`` covering examples, then new ones until the keys ``todo`` are sent
+    (or cannot be)."""
     cfg, caps, result = search.cfg, machine.caps, search.result
     while todo and more():
-        examples = covering_examples(caps, resend_on_lifecycle=resend, max_steps=cfg.max_steps,
-                                     keys=todo)
-        if not examples:
-            return  # nothing sends what is left (a key only a neighbour's step covered)
-        example = examples[0]
+        if planned:
+            example = planned.pop(0)
+            if not set(example.keys) & set(todo):
+                continue  # all sent already (by an example of the database)
+        else:
+            examples = covering_examples(caps, resend_on_lifecycle=resend,
+                                         max_steps=cfg.max_steps, keys=todo)
+            if not examples:
+                return  # nothing sends what is left (a key only a neighbour's step covered)
+            example = examples[0]
         search.new_round()
         m: SearchMachine | None = None
         try:
@@ -961,6 +1036,7 @@ def _cover_plan(search: SearchState, machine: type[SearchMachine], todo: list[st
             if m is not None:
                 m.teardown()
         result.covering_examples += 1
+        result.covering.append(example.digest)
         settle(False)
         gave_up = set() if set(todo) & set(result.coverage) else set(example.keys)
         todo = [k for k in todo if k not in result.coverage and k not in gave_up]

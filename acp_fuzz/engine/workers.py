@@ -3,7 +3,8 @@
 Each worker is a separate process with its own agent processes, gateway and sandboxes, and
 runs :func:`~acp_fuzz.engine.campaign.run_campaign` with its own seed (``seed + i``) and a share of
 the examples: its share of the covering examples (worker ``i`` of ``n`` runs the covering
-examples ``i``, ``i + n``, ...), then its own search. They share one Hypothesis example
+examples ``i``, ``i + n``, ...; within a shard, its share of the shard's: :func:`worker_share`),
+then its own search. They share one Hypothesis example
 database (``--db``: a folder or a Redis URL; without it, a temporary folder removed at the
 end): an interesting or failing
 example one worker finds is replayed first by the others. See ``docs/scaling.md`` for running
@@ -49,7 +50,7 @@ from acp_fuzz.engine.campaign import (
 from acp_fuzz.engine.plugins import loaded, reload_in_worker
 from acp_fuzz.engine.runner import TargetSpec
 
-__all__ = ["run_parallel", "spec_from_wire", "spec_to_wire"]
+__all__ = ["merge_results", "run_parallel", "spec_from_wire", "spec_to_wire", "worker_share"]
 
 
 def _kinds() -> dict[str, str]:
@@ -219,7 +220,9 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
                                  initargs=(events,)) as pool:
             futures = [pool.submit(_worker, wire,
                                    replace(cfg, seed=cfg.seed + i, max_examples=per,
-                                           database=database, cover_share=(i, workers)),
+                                           database=database,
+                                           cover_share=worker_share(cfg.cover_share, i,
+                                                                    workers)),
                                    i, loaded())
                        for i in range(workers)]
             try:
@@ -239,9 +242,19 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
         events.join_thread()
         if own_db is not None:
             shutil.rmtree(own_db, ignore_errors=True)
-    return _merge(results, cfg)
+    return merge_results(results, cfg)
 
 
-def _merge(results: Sequence[CampaignResult], cfg: CampaignSettings) -> CampaignResult:
-    """One result from the workers' results (:meth:`CampaignResult.merge`)."""
+def worker_share(share: tuple[int, int], i: int, workers: int) -> tuple[int, int]:
+    """Worker ``i``'s share of the covering examples, within its campaign's own ``share``
+    (``(k, n)``: shard ``k`` of ``n``): the plan examples ``p`` with ``p % n == k`` and
+    ``(p // n) % workers == i``, which is ``p % (n * workers) == k + n * i``. So shards with
+    any number of workers each still run every plan example once between them."""
+    k, n = share
+    return k + n * i, n * workers
+
+
+def merge_results(results: Sequence[CampaignResult], cfg: CampaignSettings) -> CampaignResult:
+    """One result from the results of workers or shards (``acp-fuzz report merge``):
+    :meth:`CampaignResult.merge`, each field as its policy says, each bug reported once."""
     return CampaignResult.merge(results, cfg)

@@ -1,12 +1,16 @@
-"""What ``acp-fuzz target --report json:PATH|junit:PATH`` writes for a campaign (pure: builds
-documents, writes nothing)."""
+"""What ``acp-fuzz target --report json:PATH|junit:PATH`` writes for a campaign, and the
+campaign read back from its JSON (``acp-fuzz report merge``) (pure: builds documents and
+results, reads and writes nothing)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from acp_fuzz.core.findings import is_failure, is_reported
+from acp_fuzz.core.findings import Finding, is_failure, is_reported
+from acp_fuzz.core.payloads import Capabilities
+from acp_fuzz.core.protocol import agent_info
 from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.core.version import __version__
 from acp_fuzz.reporting.junit import Case
@@ -14,11 +18,13 @@ from acp_fuzz.reporting.junit import Case
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign import CampaignResult
 
-__all__ = ["campaign_cases", "result_to_json"]
+__all__ = ["ReportError", "campaign_cases", "result_from_json", "result_to_json", "shard_name"]
 
 
-def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[str, Any]:
-    """The ``--report json:PATH`` document, with every value in ``secrets`` redacted."""
+def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
+                   seconds: float | None = None) -> dict[str, Any]:
+    """The ``--report json:PATH`` document, with every value in ``secrets`` redacted;
+    ``seconds``: how long the run took, when known."""
     findings = []
     for rep in result.reports:
         for f in rep.findings:
@@ -28,6 +34,7 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[
     doc = {"acp_fuzz_version": __version__, "agent": result.initialize,
            "examples_run": result.examples_run, "steps_run": result.steps_run,
            "seed": result.settings.seed, "strict": result.settings.strict,
+           "shard": shard_name(result.settings.shard),
            "findings": findings, "info": [i.to_wire() for i in result.info_reports],
            "explained": result.explained,
            "capabilities": result.caps.to_wire(),
@@ -40,9 +47,14 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = ()) -> dict[
            # cover, the example that first sent it, and those none sent.
            "coverage": {"first_example": dict(sorted(result.coverage.items())),
                         "covering_examples": result.covering_examples,
-                        "unsent": result.unsent()},
+                        "unsent": result.unsent(),
+                        # Each covering example run, by its digest: shards together run
+                        # each once (report merge says when two ran the same).
+                        "covering": list(result.covering)},
            "model_requests": dict(result.model_requests),
            "interrupted": result.interrupted, "exit_code": result.exit_code}
+    if seconds is not None:
+        doc["seconds"] = round(seconds, 1)
     return dict(Scrubber(secrets).value(doc))
 
 
@@ -81,3 +93,147 @@ def campaign_cases(result: CampaignResult, secrets: Sequence[str] = ()) -> list[
         else:
             cases.append(Case(name=rule, classname=f"acp-fuzz.{oracle}", text=text))
     return cases or [Case(name="campaign", classname="acp-fuzz")]
+
+
+def shard_name(shard: tuple[int, int]) -> str | None:
+    """``--shard K/N`` as the report names it (``"2/3"``; 1-based), None when not sharded."""
+    k, n = shard
+    return f"{k + 1}/{n}" if n > 1 else None
+
+
+class ReportError(ValueError):
+    """A JSON document that is not a campaign report: the message says what is wrong."""
+
+
+def _need(ok: bool, what: str) -> None:
+    if not ok:
+        raise ReportError(what)
+
+
+def _of(doc: Mapping[str, Any], key: str, kind: type | tuple[type, ...], default: Any = None
+        ) -> Any:
+    """``doc[key]`` when it is of ``kind`` (bool is not an int here), ``default`` when it is
+    absent and a default is given; ReportError otherwise."""
+    if key not in doc and default is not None:
+        return default
+    value = doc.get(key)
+    ok = isinstance(value, kind) and not (isinstance(value, bool) and bool not in
+                                          (kind if isinstance(kind, tuple) else (kind,)))
+    _need(ok, f"{key!r} is missing or not a {getattr(kind, '__name__', 'value')}")
+    return value
+
+
+def _finding(obj: Any, where: str) -> Finding:
+    _need(isinstance(obj, Mapping), f"{where} is not an object")
+    for key in ("oracle", "severity", "rule", "message"):
+        _of(obj, key, str)
+    _need(isinstance(obj.get("step", -1), int), f"{where}.step is not a number")
+    _need(obj.get("session") is None or isinstance(obj["session"], str),
+          f"{where}.session is not a string")
+    _need(isinstance(obj.get("evidence", {}), Mapping), f"{where}.evidence is not an object")
+    return Finding.from_wire(obj)
+
+
+def _steps(obj: Any, where: str) -> list[dict[str, Any]]:
+    _need(isinstance(obj, list) and all(isinstance(s, Mapping) for s in obj),
+          f"{where}.steps is not a list of steps")
+    return [dict(s) for s in obj]
+
+
+def _rate(text: Any, where: str) -> tuple[int, int]:
+    runs, slash, reproduced = str(text).partition("/")
+    _need(bool(slash) and runs.isdigit() and reproduced.isdigit(),
+          f"{where}.rate is not N/M")
+    return int(reproduced), int(runs)
+
+
+def _reports(findings: Any, cassette_at: Callable[[str], Path]) -> list[Any]:
+    """The distinct failures of a report's ``findings`` (one entry per finding, each with
+    its failure's status, rate, steps and cassette): consecutive findings of one failure
+    become one :class:`~acp_fuzz.engine.campaign.FindingReport` again."""
+    from acp_fuzz.engine.campaign import FindingReport
+
+    _need(isinstance(findings, list), "'findings' is not a list")
+    out: list[FindingReport] = []
+    last: tuple[Any, ...] | None = None
+    for i, obj in enumerate(findings):
+        where = f"findings[{i}]"
+        f = _finding(obj, where)
+        status, cassette = obj.get("status"), obj.get("cassette")
+        _need(isinstance(status, str), f"{where}.status is not a string")
+        _need(cassette is None or isinstance(cassette, str), f"{where}.cassette is not a path")
+        steps = _steps(obj.get("steps"), where)
+        key = (status, obj.get("rate"), steps, cassette)
+        if key != last:
+            runs, reproduced = _rate(obj.get("rate"), where)
+            out.append(FindingReport(status=status, runs=runs, reproduced=reproduced,
+                                     findings=[], steps=steps, requests=[],
+                                     cassette=cassette_at(cassette) if cassette else None))
+            last = key
+        out[-1].findings.append(f)
+    return out
+
+
+def result_from_json(doc: Any, cassette_at: Callable[[str], Path] = Path) -> Any:
+    """The :class:`~acp_fuzz.engine.campaign.CampaignResult` that :func:`result_to_json`
+    wrote ``doc`` from, as far as the document tells: what ``acp-fuzz report merge`` merges
+    and writes again (the requests each failure sent, the deadlines and the seconds are not
+    in it). ``cassette_at`` finds a cassette named in it (by default, the path as written).
+    Raises :class:`ReportError` saying what is wrong when ``doc`` is not such a report."""
+    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, InfoReport
+
+    _need(isinstance(doc, Mapping) and "acp_fuzz_version" in doc and "findings" in doc,
+          "not a campaign report (acp-fuzz target --report json:PATH)")
+    caps = _of(doc, "capabilities", Mapping)
+    fields = set(Capabilities.__slots__)
+    _need(set(caps) <= fields and all(isinstance(v, bool) for v in caps.values()),
+          "'capabilities' holds an unknown capability or a value that is not true or false")
+    shard = _of(doc, "shard", (str, type(None)), default="1/1") or "1/1"
+    k, _, n = shard.partition("/")
+    _need(k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n), "'shard' is not K/N")
+    settings = CampaignSettings(seed=_of(doc, "seed", int), strict=_of(doc, "strict", bool),
+                                shard=(int(k) - 1, int(n)))
+    init = doc.get("agent")
+    result = CampaignResult(agent=dict(agent_info(init)), initialize=init,
+                            caps=Capabilities(**caps), settings=settings,
+                            examples_run=_of(doc, "examples_run", int),
+                            steps_run=_of(doc, "steps_run", int),
+                            explained=_of(doc, "explained", int, default=0),
+                            interrupted=_of(doc, "interrupted", bool, default=False),
+                            out_of_time=_of(doc, "out_of_time", bool, default=False))
+    result.reports = _reports(doc["findings"], cassette_at)
+    info = _of(doc, "info", list, default=[])
+    for i, obj in enumerate(info):
+        f = _finding(obj, f"info[{i}]")
+        _need(obj.get("cassette") is None or isinstance(obj["cassette"], str),
+              f"info[{i}].cassette is not a path")
+        result.info_reports.append(InfoReport(
+            f, _steps(obj.get("steps", []), f"info[{i}]"), str(obj.get("excerpt", "")),
+            cassette_at(obj["cassette"]) if obj.get("cassette") else None))
+    result.info = [i.finding for i in result.info_reports]
+    for i, j in enumerate(_of(doc, "judged", list, default=[])):
+        _need(isinstance(j, Mapping) and isinstance(j.get("oracle"), str)
+              and isinstance(j.get("rule"), str) and type(j.get("checks")) is int,
+              f"judged[{i}] is not an oracle, a rule and a count")
+        result.judged[(j["oracle"], j["rule"])] = j["checks"]
+    requests = _of(doc, "model_requests", Mapping, default={})
+    _need(all(type(v) is int for v in requests.values()), "'model_requests' holds a non-count")
+    result.model_requests = dict(requests)
+    _coverage(result, _of(doc, "coverage", Mapping, default={}))
+    return result
+
+
+def _coverage(result: Any, cov: Mapping[str, Any]) -> None:
+    first = _of(cov, "first_example", Mapping, default={})
+    _need(all(type(v) is int for v in first.values()), "'coverage.first_example' holds a "
+                                                        "non-number")
+    result.coverage = dict(first)
+    result.covering_examples = _of(cov, "covering_examples", int, default=0)
+    for key in ("unsent", "covering"):
+        value = _of(cov, key, list, default=[])
+        _need(all(isinstance(v, str) for v in value), f"'coverage.{key}' is not a list of "
+                                                      "strings")
+    # The report lists the keys no example sent, not all it was to send: those are what a
+    # merge needs (the keys that none of the merged campaigns sent).
+    result.cover_keys = list(cov.get("unsent", []))
+    result.covering = list(cov.get("covering", []))

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.findings import Finding, is_reported
 from acp_fuzz.core.steps import describe
+from acp_fuzz.reporting.campaign import shard_name
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign import CampaignResult
@@ -119,7 +120,8 @@ def summary_line(result: CampaignResult, elapsed: float) -> Line:
                      "discarded draws)")
     text = (f"{examples}, {_count(result.steps_run, 'step')}, "
             f"{_count(len(severities), 'finding')} ({must} MUST, {should} SHOULD), "
-            f"{elapsed:.1f} s (seed {result.settings.seed})"
+            f"{elapsed:.1f} s (seed {result.settings.seed}"
+            + (f", shard {shard}" if (shard := shard_name(result.settings.shard)) else "") + ")"
             + (", interrupted" if result.interrupted else "")
             + (f", stopped at --time-budget {result.settings.time_budget:g} s"
                if result.out_of_time else ""))

@@ -239,3 +239,33 @@ def test_what_a_step_covers() -> None:
     assert invalid_variant({"mode": "append", "content": [{"type": "video"}]},
                            override=True) == "block-unknown"
     assert invalid_variant(valid, override=True) is None
+
+
+@pytest.mark.parametrize("name", sorted(CAPS))
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_the_shares_partition_the_keys_and_the_plans_examples(name: str, n: int) -> None:
+    """``--workers`` and ``--shard``: campaign ``i`` of ``n`` runs the plan's examples ``i``,
+    ``i + n``, ... (the campaign takes them from the plan as they are) and answers for the
+    keys they are the first to send: the shares partition the keys, and each share is sent
+    by its examples."""
+    from acp_fuzz.strategies import cover_share
+
+    caps = CAPS[name]
+    plan = covering_examples(caps)
+    shares = [cover_share(caps, i, n) for i in range(n)]
+    assert sorted(k for share in shares for k in share) == sorted(cover_keys(caps))
+    for i, share in enumerate(shares):
+        assert set(share) <= {k for ex in plan[i::n] for k in ex.keys}
+
+
+def test_a_workers_share_within_a_shard_is_one_class_of_the_plan() -> None:
+    """Shards of ``n`` with ``w`` workers each: every plan example is run by exactly one
+    worker of one shard, whatever ``w``."""
+    from acp_fuzz.engine.workers import worker_share
+
+    for n, w in ((1, 3), (3, 1), (3, 2), (2, 4)):
+        owners = [[(k, i) for k in range(n) for i in range(w)
+                   if p % worker_share((k, n), i, w)[1] == worker_share((k, n), i, w)[0]]
+                  for p in range(40)]
+        assert all(len(o) == 1 for o in owners)
+        assert all(owners[p][0] == (p % n, (p // n) % w) for p in range(40))

@@ -192,13 +192,30 @@ def _by_merge(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
               ns: list[dict[str, Any]]) -> bool:
     """Whether the workers' merge keeps only the first of two workers' reports."""
     from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
-    from acp_fuzz.engine.workers import _merge
+    from acp_fuzz.engine.workers import merge_results
 
     cfg = CampaignSettings()
     results = [CampaignResult(agent={}, initialize={}, caps=cast(Any, None), settings=cfg,
                               reports=[_report(f, s)]) for f, s in ((kf, ks), (nf, ns))]
-    merged = _merge(results, cfg)
+    merged = merge_results(results, cfg)
     assert merged.reports[0] is results[0].reports[0]
+    return len(merged.reports) == 1
+
+
+def _by_report_merge(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
+                     ns: list[dict[str, Any]]) -> bool:
+    """Whether ``acp-fuzz report merge`` keeps only the first of two shards' reports, as the
+    JSON documents they wrote read them back."""
+    from acp_fuzz.cli.report import _merge
+    from acp_fuzz.core.payloads import Capabilities
+    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
+    from acp_fuzz.reporting.campaign import result_from_json, result_to_json
+
+    docs = [result_to_json(CampaignResult(agent={}, initialize={}, caps=Capabilities(),
+                                          settings=CampaignSettings(), reports=[_report(f, s)]))
+            for f, s in ((kf, ks), (nf, ns))]
+    merged = _merge([result_from_json(doc) for doc in docs])
+    assert merged.reports[0].steps == ks
     return len(merged.reports) == 1
 
 
@@ -212,6 +229,7 @@ def test_the_search_the_shrink_and_the_workers_merge_agree(
     assert _by_same_bug(kf, ks, nf, ns) is same
     assert _by_settle(kf, ks, nf, ns, monkeypatch) is same
     assert _by_merge(kf, ks, nf, ns) is same
+    assert _by_report_merge(kf, ks, nf, ns) is same
     new = set(_report(nf, ns).oracles)
     if new <= set(_report(kf, ks).oracles):
         # The search covers only the known bug's oracles: a failure with one more is shrunk.

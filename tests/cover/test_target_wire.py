@@ -194,7 +194,7 @@ def test_merge_sums_keeps_the_deadlines_and_reports_each_bug_once() -> None:
     assert merged.model_requests == {"turn": 6}
     assert merged.judged == {("prompt.leak", leak.rule): 4}
     assert merged.coverage == {"op:new": 1} and merged.cover_keys == ["op:new"]
-    assert (merged.covering_examples, merged.covering_seconds) == (4, 6.5)
+    assert (merged.covering_examples, merged.covering_seconds) == (4, 10.5)
     assert len(merged.reports) == 1 and merged.settings.seed == 7
     d = merged.deadlines
     assert d["slowest"] == {"session/load": 3.125, "session/new": 0.25, "session/prompt": 2.0}

@@ -16,7 +16,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from acp_fuzz.cli.replay import replay_cmd, report_cmd
+from acp_fuzz.cli.replay import replay_cmd
+from acp_fuzz.cli.report import report_cmd
 from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.oracles import Baseline
