@@ -16,9 +16,10 @@
     ``--strict`` beside not, is one error line and exit ``2``; a shard missing or given twice,
     or a covering example that two reports both ran, is a warning.
 
-    A cassette a report names is looked for beside the report, then from the current folder,
-    and read (for the HTML page's per-turn view) only when it is inside one of those two
-    folders: a report is data, and its paths are not a way to read the rest of the disk.
+    A cassette a report names is looked for beside the report (the path as written, or its
+    tail: the cassettes of a downloaded CI artifact), else taken as written, and read (for the
+    HTML page's per-turn view) only when it is inside the current folder or a report's: a
+    report is data, and its paths are not a way to read the rest of the disk.
 """
 
 from __future__ import annotations
@@ -133,9 +134,16 @@ def _result(path: Path, doc: Any) -> CampaignResult:
 
 
 def _near(report: Path, name: str) -> Path:
-    """A cassette a report names: beside the report when it is there, else as written."""
-    beside = report.parent / name
-    return beside if not Path(name).is_absolute() and beside.is_file() else Path(name)
+    """A cassette a report names, found beside the report when it is there: at the path as
+    written under the report's folder, or at a tail of it (a CI artifact holds
+    ``cassettes/x.cassette`` beside ``report.json``, which named it
+    ``/home/runner/work/.../acp-fuzz-results/cassettes/x.cassette``); else as written."""
+    parts = Path(name).parts
+    for i in range(len(parts)):
+        beside = report.parent.joinpath(*parts[i:])
+        if not Path(*parts[i:]).is_absolute() and beside.is_file():
+            return beside
+    return Path(name)
 
 
 def _readable(path: Path, roots: Sequence[Path]) -> bool:

@@ -4,7 +4,10 @@ One place per format, shared by ``target``, ``replay``, ``report`` and the pytes
 
 * :mod:`~acp_fuzz.reporting.junit`: the one JUnit XML writer (:func:`write_junit`, :class:`Case`);
 * :mod:`~acp_fuzz.reporting.campaign`: a campaign's JSON document and JUnit cases
-  (``target --report json:PATH|junit:PATH``);
+  (``target --report json:PATH|junit:PATH``), and the campaign read back from its JSON
+  (``report merge``);
+* :mod:`~acp_fuzz.reporting.summary`: a campaign as one Markdown page (``report merge --report
+  markdown:PATH``);
 * :mod:`~acp_fuzz.reporting.replay`: replay verdicts as JUnit cases (``replay --junit``);
 * :mod:`~acp_fuzz.reporting.markdown`: a finding cassette as a Markdown bug report
   (``acp-fuzz report``);

@@ -190,3 +190,30 @@ def test_reports_of_two_agents_or_two_strictnesses_do_not_merge(
 def test_result_from_json_says_what_is_wrong() -> None:
     with pytest.raises(ReportError, match="not a campaign report"):
         result_from_json({"acp_fuzz_matrix": 1})
+
+
+LEAK_CASSETTE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "leak.cassette"
+
+
+def test_a_cassette_is_found_beside_its_report_and_read_only_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI artifact holds ``cassettes/x.cassette`` beside ``report.json``, which names it by
+    the runner's absolute path: merge finds it there and shows its turns. A cassette a report
+    names outside the current folder and the reports' is not read, whatever it holds."""
+    import shutil
+
+    shard = tmp_path / "shards" / "acp-fuzz-1"
+    (shard / "cassettes").mkdir(parents=True)
+    shutil.copyfile(LEAK_CASSETTE, shard / "cassettes" / "leak.cassette")
+    monkeypatch.chdir(tmp_path)
+    for name, shown in (("/home/runner/work/x/acp-fuzz-results/cassettes/leak.cassette", True),
+                        (str(LEAK_CASSETTE), False)):
+        path = _write(shard, "report.json", _result(
+            reports=[_report("prompt.leak", LEAK, name)]))
+        assert main(["report", "merge", path, "--report", "html:m.html",
+                     "--report", "json:m.json"]) == 1
+        page = (tmp_path / "m.html").read_text()
+        assert ('class="leaked"' in page) is shown
+        (finding,) = json.loads((tmp_path / "m.json").read_text())["findings"]
+        assert finding["cassette"] == (str(shard / "cassettes" / "leak.cassette") if shown
+                                       else name)
