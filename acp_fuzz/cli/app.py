@@ -31,14 +31,22 @@ __all__ = ["QuietGroup", "app", "atomic_write", "check_url", "check_writable_dir
 
 
 class _QuietHelp:
-    """The ``-h/--help`` flag without a ``<bool>`` metavar in ``--help`` (typer shows one for
-    every flag; the others say ``metavar=""``)."""
+    """Help pages without a ``<bool>`` metavar: typer shows one for a flag unless it says
+    ``metavar=""`` (acp-fuzz's own flags do), so the ``-h/--help`` flag and typer's own
+    ``--install-completion`` and ``--show-completion`` get an empty one here. A flag takes no
+    value, so it has no metavar to show (tests/integration/test_cli.py)."""
 
     def get_help_option(self, ctx: Any) -> Any:
         option = super().get_help_option(ctx)  # type: ignore[misc]
         if option is not None:
             option.metavar = ""
         return option
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        for param in self.get_params(ctx):  # type: ignore[attr-defined]
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        super().format_help(ctx, formatter)  # type: ignore[misc]
 
 
 class _Command(_QuietHelp, TyperCommand):
@@ -67,9 +75,9 @@ app = typer.Typer(
     name="acp-fuzz",
     help="Fuzz, record and replay ACP agents: finds client systemPrompt bugs from what "
          "reaches the model.",
-    # Off: typer's --install-completion / --show-completion show a `<bool>` metavar in the
-    # help that no other option has (tests/integration/test_cli.py); left for a later change.
-    add_completion=False,
+    # `acp-fuzz --install-completion` (bash, zsh, fish, PowerShell) and --show-completion; their
+    # help shows no `<bool>` (_QuietHelp).
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

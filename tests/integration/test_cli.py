@@ -183,6 +183,24 @@ def test_no_help_page_shows_a_bool_metavar_and_shared_options_say_one_thing() ->
                                                                  "--sandbox-fs": 1}
 
 
+def test_shell_completion_is_on_and_its_options_show_no_bool(tmp_path: Path) -> None:
+    """`acp-fuzz --install-completion` and --show-completion are typer's; their help has no
+    `<bool>` (the test above reads every page), and the completion they install answers: the
+    commands, a command's options, and the report group's own commands."""
+    from typer.testing import CliRunner
+
+    from acp_fuzz.cli import app
+
+    shown = CliRunner().invoke(app, ["--help"]).output
+    assert "--install-completion" in shown and "--show-completion" in shown
+    for words, cword, expected in (("acp-fuzz ta", "1", "target"),
+                                   ("acp-fuzz target --sha", "2", "--shard"),
+                                   ("acp-fuzz report me", "2", "merge")):
+        proc = run_cli(tmp_path, env={"_ACP_FUZZ_COMPLETE": "complete_bash",
+                                      "COMP_WORDS": words, "COMP_CWORD": cword})
+        assert proc.returncode == 0 and proc.stdout.split() == [expected], proc
+
+
 def test_the_printed_replay_line_runs_the_agent_as_it_was_found(tmp_path: Path,
                                                                no_orphans: object) -> None:
     # `--profile reference -- CMD` runs CMD the profile's way: the replay line must name the

@@ -26,7 +26,7 @@ SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- acp-fuzz-doctor-7e31"
 CAMPAIGN_ONLY = {"--max-examples", "--seed", "--strict", "--max-steps", "--cassette-dir",
                  "--report", "--db", "--workers", "--model-upstream", "--max-failures",
                  "--exitfirst", "--exclude-oracle", "--keep-info", "--portable", "--plugin",
-                 "--oracle", "--time-budget", "--no-cover", "--cover-only"}
+                 "--oracle", "--time-budget", "--no-cover", "--cover-only", "--shard"}
 
 
 def _options(name: str) -> set[str]:
