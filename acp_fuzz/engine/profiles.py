@@ -58,7 +58,9 @@ walks through writing one. The keys::
 
 Values are templates: :mod:`acp_fuzz.engine.agent_setup` lists the placeholders. A file with
 a mistake raises :class:`ProfileError`, whose message names the file, the key and what is
-wrong, in one line.
+wrong, in one line. :data:`KEYS` is every key with its type, the loader reads no other, and
+:func:`profile_schema` is the file's JSON Schema made from it
+(``docs/schema/acp-fuzz-profile.schema.json``).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ from acp_fuzz.engine.agent_setup import (
 
 __all__ = [
     "COMMAND_FACTS",
+    "KEYS",
     "MODEL_APIS",
     "PROFILES",
     "Profile",
@@ -109,6 +112,7 @@ __all__ = [
     "hook_file",
     "load_profile",
     "parse_profile",
+    "profile_schema",
 ]
 
 #: The model APIs the gateway speaks, as used in :attr:`Profile.model_api` and as the ``api``
@@ -129,6 +133,169 @@ _PYPI_NAME = re.compile(r"[A-Za-z0-9]([\w.-]*[A-Za-z0-9])?"
 
 class ProfileError(AcpFuzzError, ValueError):
     """A profile file that cannot be used: the message says where and why, in one line."""
+
+
+@dataclass(frozen=True)
+class Key:
+    """One key of a profile file: its JSON Schema (the type the loader reads it as, and the
+    values it takes where that is a fixed set or a pattern), what it is for, and whether a
+    file must give it."""
+
+    schema: Mapping[str, Any]
+    description: str
+    required: bool = False
+
+
+_STR: Mapping[str, Any] = {"type": "string"}
+_STRS: Mapping[str, Any] = {"type": "array", "items": _STR}
+_SECONDS: Mapping[str, Any] = {"type": "number", "exclusiveMinimum": 0, "maximum": 3600}
+_TOKENS: Mapping[str, Any] = {"type": "integer", "minimum": 1, "maximum": 100_000_000}
+_HOOK_REF: Mapping[str, Any] = {"type": "string", "pattern": f"^{_HOOK.pattern}$"}
+_TABLE: Mapping[str, Any] = {"type": "object"}
+_TABLES: Mapping[str, Any] = {"type": "array", "items": _TABLE}
+
+#: Every key of a profile file, by table (``""`` is the top; ``files`` and ``side`` are the
+#: tables of ``[[files]]`` and ``[[side]]``). The loader reads exactly these, as these types
+#: (:class:`_Reader` refuses to read another key, or one as another type), and
+#: :func:`profile_schema` is the file's JSON Schema made from them
+#: (``docs/schema/acp-fuzz-profile.schema.json``, for editors).
+KEYS: dict[str, dict[str, Key]] = {
+    "": {
+        "name": Key({"type": "string", "pattern": f"^{_NAME.pattern}$"},
+                    "The agent's name: lower-case letters, digits, '.', '_' or '-'.",
+                    required=True),
+        "description": Key(_STR, "One line about the agent."),
+        "api": Key({"type": "string", "enum": list(MODEL_APIS)},
+                   "The model API its turns use.", required=True),
+        "command": Key({**_STRS, "minItems": 1},
+                       "The command line; each word may use ${agent_dir}, ${node} and "
+                       "${python}.", required=True),
+        "dirs": Key(_STRS, "Folders made before the agent starts (templates over the run's "
+                           "placeholders: ${home}, ${work}, ${gateway}, ...)."),
+        "install": Key(_TABLE, "What `acp-fuzz agents install` installs."),
+        "env": Key(_TABLE, "Variables set for the agent, on top of the gateway's (templates)."),
+        "files": Key(_TABLES, "Files written before the agent starts ([[files]])."),
+        "side": Key(_TABLES, "Rules that make a model request a side request, not a turn "
+                             "([[side]]); a request matching every key of one is."),
+        "info": Key({"type": "array", "items": {
+            "type": "object", "minProperties": 1, "maxProperties": 1,
+            "additionalProperties": False, "properties": {"prefix": _STR, "contains": _STR}}},
+            "Agent text that is a notice, not a reply ([[info]]: prefix or contains)."),
+        "compaction": Key(_TABLE, "What makes the agent compact by itself."),
+        "timeouts": Key(_TABLE, "Seconds to wait."),
+        "protocol": Key(_TABLE, "The ACP version and how the system prompt is sent."),
+        "hooks": Key(_TABLE, 'Code where data is not enough: "module:function".'),
+    },
+    "install": {
+        "npm": Key(_STR, "The npm package."),
+        "pypi": Key(_STR, "The PyPI package (instead of npm)."),
+        "version": Key({"type": "string", "pattern": "^[0-9A-Za-z][0-9A-Za-z.+_-]*$"},
+                       "The exact version."),
+        "with": Key({"type": "array", "items": {
+            "type": "string",
+            "pattern": r"^(@[a-z0-9][\w.-]*/)?[a-z0-9][\w.-]*@[0-9A-Za-z][0-9A-Za-z.+_-]*$"}},
+            'More npm packages installed beside it, "package@version" (exact).'),
+        "scripts": Key({"type": "string", "enum": list(agents_cache.SCRIPTS)},
+                       "npm's install scripts: not run (ignore), or run with a scrubbed "
+                       "environment (scrubbed)."),
+    },
+    "files": {
+        "path": Key({"type": "string", "pattern": r"^\$\{(home|work)\}/"},
+                    "Where: under ${home}/ or ${work}/.", required=True),
+        "text": Key(_STR, "The file's text (a template)."),
+        "json": Key({}, "The file as JSON (its strings are templates)."),
+        "mode": Key({"type": "string", "pattern": "^0?[0-7]{3}$"},
+                    'Its permissions, an octal string such as "600".'),
+    },
+    "side": {
+        "reason": Key(_STR, "Why these requests are not turns.", required=True),
+        "api": Key({"type": "string", "enum": list(MODEL_APIS)}, "The model API."),
+        "path": Key({"type": "string", "pattern": "^[/*]"}, "A glob over the request path."),
+        "headers": Key({"type": "object", "additionalProperties": _STR},
+                       "Header name = glob."),
+        "body": Key(_TABLE, "Dotted JSON path = the value there, or a table with one key: "
+                            "equals, prefix or contains."),
+        "kind": Key({"type": "string", "enum": list(SIDE_KINDS)},
+                    "side, or compaction: the summary request of a compaction."),
+    },
+    "compaction": {
+        "by": Key({"type": "array", "items": {"type": "string", "enum": list(COMPACTION_BY)},
+                   "uniqueItems": True},
+                  "The compactions the fake model can force: usage near the limit, the "
+                  "context-length error."),
+        "usage_tokens": Key(_TOKENS, "The input tokens a reply reports under usage."),
+        "context_window": Key(_TOKENS, "The window the context-length error names."),
+    },
+    "timeouts": {
+        "init": Key(_SECONDS, "initialize."),
+        "request": Key(_SECONDS, "Every other request (at least --timeout)."),
+        "shutdown_grace": Key(_SECONDS, "To exit after its stdin closes, before SIGTERM."),
+        "restart_grace": Key(_SECONDS, "The same before a restart step (default: "
+                                       "shutdown_grace)."),
+    },
+    "protocol": {
+        "version": Key(_STR, "The ACP version offered: 1, 2 or auto."),
+        "dialect": Key(_STR, "How the system prompt is sent: auto, or a dialect of "
+                             "acp_fuzz.core.dialects."),
+    },
+    "hooks": {
+        "env": Key(_HOOK_REF, "(gateway_url, home) -> {name: value}."),
+        "setup_home": Key(_HOOK_REF, "(gateway_url, home) -> None."),
+        "side_request": Key(_HOOK_REF, "(api, headers, body) -> bool."),
+    },
+}
+
+#: What a table asks beyond its keys' types (the loader's checks that span two keys).
+_TABLE_RULES: dict[str, dict[str, Any]] = {
+    "install": {"not": {"required": ["npm", "pypi"]},
+                "dependentRequired": {"npm": ["version"], "pypi": ["version"],
+                                      "with": ["npm"], "scripts": ["npm"]}},
+    "files": {"oneOf": [{"required": ["text"]}, {"required": ["json"]}]},
+}
+
+_JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
+    "array": (list,), "object": (dict,)}
+
+
+def _python_types(schema: Mapping[str, Any]) -> set[type]:
+    """The Python types a TOML value of this JSON Schema has (any JSON value: all)."""
+    kind = schema.get("type")
+    if kind is None:
+        return {t for ts in _JSON_TYPES.values() for t in ts}
+    return set(_JSON_TYPES[kind])
+
+
+def _table_schema(name: str) -> dict[str, Any]:
+    props: dict[str, Any] = {}
+    for key, spec in KEYS[name].items():
+        schema = dict(spec.schema)
+        if name == "" and key in ("files", "side"):  # an array of tables
+            schema = {"type": "array", "items": _table_schema(key)}
+        elif name == "" and key == "env":  # variables of the file's choosing
+            schema = {"type": "object", "additionalProperties": _STR,
+                      "propertyNames": {"pattern": f"^{_ENV_NAME.pattern}$"}}
+        elif name == "" and key in KEYS:  # a table of its own
+            schema = _table_schema(key)
+        props[key] = {**schema, "description": spec.description}
+    required = [k for k, spec in KEYS[name].items() if spec.required]
+    return {"type": "object", "additionalProperties": False, "properties": props,
+            **({"required": required} if required else {}), **_TABLE_RULES.get(name, {})}
+
+
+def profile_schema() -> dict[str, Any]:
+    """The JSON Schema of a profile file, made from :data:`KEYS` (the keys the loader reads):
+    ``docs/schema/acp-fuzz-profile.schema.json``."""
+    from acp_fuzz.core.dialects import DIALECTS
+    from acp_fuzz.core.protocol import CHOICES
+
+    schema = _table_schema("")
+    protocol = schema["properties"]["protocol"]["properties"]
+    protocol["version"]["enum"] = list(CHOICES)
+    protocol["dialect"]["enum"] = ["auto", *sorted(DIALECTS)]
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": "acp-fuzz agent profile (--profile ./my-agent.toml; docs/profiles.md)",
+            **schema}
 
 
 @dataclass(frozen=True)
@@ -275,8 +442,12 @@ def base_env(home: Path, path: str | None = None) -> dict[str, str]:
 class _Reader:
     """Reads one table of a profile file, naming the key of every mistake."""
 
-    def __init__(self, where: str, table: Mapping[str, Any], prefix: str = "") -> None:
+    def __init__(self, where: str, table: Mapping[str, Any], prefix: str = "",
+                 keys: str | None = "") -> None:
+        """``keys``: the table of :data:`KEYS` this one is (None: keys of the file's own
+        choosing, as ``[env]``'s variables)."""
         self.where, self.table, self.prefix = where, table, prefix
+        self.keys = KEYS[keys] if keys is not None else None
         self.seen: set[str] = set()
 
     def fail(self, key: str, what: str) -> ProfileError:
@@ -284,6 +455,11 @@ class _Reader:
 
     def get(self, key: str, kinds: type | tuple[type, ...], default: Any = None,
             *, required: bool = False, what: str = "") -> Any:
+        if self.keys is not None:  # the loader reads what KEYS (and so the schema) says
+            spec = self.keys.get(key)
+            assert spec is not None and spec.required == required and _python_types(
+                spec.schema) == set(kinds if isinstance(kinds, tuple) else (kinds,)), \
+                f"profile key {self.prefix}{key}: read otherwise than KEYS says"
         self.seen.add(key)
         if key not in self.table:
             if required:
@@ -306,7 +482,8 @@ class _Reader:
 
     def sub(self, key: str) -> _Reader:
         table = self.get(key, dict, {}, what="a table")
-        return _Reader(self.where, table, f"{self.prefix}{key}.")
+        return _Reader(self.where, table, f"{self.prefix}{key}.",
+                       key if key in KEYS and key != "env" else None)
 
     def done(self) -> None:
         unknown = sorted(set(self.table) - self.seen)
@@ -505,7 +682,7 @@ def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profil
     for i, f in enumerate(r.get("files", list, [], what="an array of tables ([[files]])")):
         if not isinstance(f, dict):
             raise r.fail(f"files[{i}]", "must be a table ([[files]])")
-        fr = _Reader(where, f, f"files[{i}].")
+        fr = _Reader(where, f, f"files[{i}].", "files")
         path = fr.template("path", fr.get("path", str, required=True), RUN_FACTS)
         if not path.startswith(("${home}/", "${work}/")):
             raise fr.fail("path", "must start with ${home}/ or ${work}/")
@@ -527,7 +704,7 @@ def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profil
     for i, s in enumerate(r.get("side", list, [], what="an array of tables ([[side]])")):
         if not isinstance(s, dict):
             raise r.fail(f"side[{i}]", "must be a table ([[side]])")
-        side.append(_side_rule(_Reader(where, s, f"side[{i}].")))
+        side.append(_side_rule(_Reader(where, s, f"side[{i}].", "side")))
 
     info = []
     for i, m in enumerate(r.get("info", list, [], what="an array of tables ([[info]])")):
