@@ -79,3 +79,25 @@ def test_build_backend_can_build_the_license_expression() -> None:
     assert floor is not None and int(floor.group(1)) >= 77
     for name in project["project"]["license-files"]:
         assert (ROOT / name).is_file()
+
+
+def test_the_project_urls_name_the_repository_the_docs_and_the_action_name() -> None:
+    """One repository everywhere: ``[project.urls]``, the install lines of the docs and the
+    action's ``uses:`` lines (its home is a placeholder until it is settled: one word to
+    change, in every place at once)."""
+    urls: dict[str, str] = _pyproject()["project"]["urls"]
+    assert {"Homepage", "Repository", "Issues", "Changelog", "Documentation"} <= set(urls)
+    repos = {m for url in urls.values()
+             for m in re.findall(r"^https://github\.com/([^/]+/[^/]+)", url)}
+    (repo,) = repos
+    assert all(re.match(f"https://github.com/{repo}(/|$)", u) for u in urls.values()), urls
+    named: set[str] = set()
+    for path in [ROOT / "README.md", ROOT / "action.yml", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        named |= set(re.findall(r"github\.com/([\w.-]+/acp-fuzz)\b", text))
+        named |= set(re.findall(r"uses: ([\w.-]+/acp-fuzz)@", text))
+    assert named == {repo}, named
+    changelog = urls["Changelog"].removeprefix(f"https://github.com/{repo}/blob/main/")
+    assert (ROOT / changelog).is_file()
+    docs = urls["Documentation"].removeprefix(f"https://github.com/{repo}/tree/main/")
+    assert (ROOT / docs).is_dir()
