@@ -156,8 +156,10 @@ class TargetSpec:
 
 
 def _checked_argv(argv: Sequence[str]) -> list[str]:
-    """``argv`` with its program made absolute; :class:`HarnessError` if it cannot run. A
-    single string with spaces is split like a shell."""
+    """``argv`` with its program made absolute, and each argument that is a relative path
+    (it holds a ``/``, and names a file or folder here: ``node dist/index.js``) too, for the
+    agent runs in its sandbox folder; :class:`HarnessError` if it cannot run. A single
+    string with spaces is split like a shell."""
     args = list(argv)
     if len(args) == 1 and " " in args[0] and not os.path.exists(args[0]):
         args = shlex.split(args[0])
@@ -174,7 +176,8 @@ def _checked_argv(argv: Sequence[str]) -> list[str]:
         args[0] = os.path.abspath(exe)
     elif shutil.which(exe) is None:
         raise HarnessError(f"agent command not found on PATH: {exe}")
-    return args
+    return [args[0], *(os.path.abspath(a) if "/" in a and not a.startswith(("-", "/"))
+                       and os.path.exists(a) else a for a in args[1:])]
 
 
 @dataclass

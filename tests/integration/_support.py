@@ -4,6 +4,7 @@ on ``sys.path``, as it has no ``__init__.py``)."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,3 +19,10 @@ def run_cli(tmp_path: Path, *args: str, env: dict[str, str] | None = None
     (tmp_path / "home").mkdir(exist_ok=True)
     return subprocess.run([sys.executable, "-m", "acp_fuzz", *args], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on (now)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

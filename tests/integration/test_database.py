@@ -7,17 +7,12 @@ What is shared must make a difference: a campaign that could not find the bug on
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _support import run_cli
+from _support import free_port, run_cli
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from acp_fuzz.engine.database import DatabaseError, check_database, open_database
@@ -32,37 +27,6 @@ AGENT = ["--", sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "drop-
 
 
 _cli = run_cli
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    """A real redis-server on a free loopback port, no persistence, stopped afterwards."""
-    exe = shutil.which("redis-server")
-    if exe is None:
-        if os.environ.get("CI"):
-            pytest.fail("redis-server is not installed (.ci/run installs it)")
-        pytest.skip("redis-server is not installed")
-    port = _free_port()
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:  # synchronise on the server's own words, not on time
-            if "Ready to accept connections" in line:
-                break
-        else:
-            pytest.fail(f"redis-server exited with {proc.wait()}")
-        yield f"redis://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _target(tmp_path: Path, name: str, db: str, *args: str) -> tuple[int, dict[str, object]]:
@@ -108,7 +72,7 @@ def test_a_redis_database_is_shared_between_campaigns(tmp_path: Path, redis_url:
 
 
 def test_a_redis_url_with_no_server_is_a_one_line_usage_error(tmp_path: Path) -> None:
-    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     with pytest.raises(DatabaseError, match="does not answer"):
         check_database(url)
     proc = _cli(tmp_path, "target", "--db", url, *AGENT)
