@@ -856,8 +856,10 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             db = AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
                                   f"|{spec.profile or spec.argv[-1]}")
         result.cover_keys = cover_keys(caps, resend_on_lifecycle=resend)
+        # A shard's search rounds draw for all the shards (see hypothesis() below).
         planned = len(covering_examples(caps, resend_on_lifecycle=resend,
-                                        max_steps=cfg.max_steps)) if cfg.cover else 0
+                                        max_steps=cfg.max_steps)) \
+            if cfg.cover and cfg.shard[1] > 1 else 0
         generated = 0
         pending: Failure | None = None  # a failure not yet confirmed when interrupted
 
