@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from acp_fuzz.core.errors import AcpFuzzError
 from acp_fuzz.core.findings import Finding, is_failure, is_reported
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.protocol import agent_info
@@ -101,7 +102,7 @@ def shard_name(shard: tuple[int, int]) -> str | None:
     return f"{k + 1}/{n}" if n > 1 else None
 
 
-class ReportError(ValueError):
+class ReportError(AcpFuzzError, ValueError):
     """A JSON document that is not a campaign report: the message says what is wrong."""
 
 
