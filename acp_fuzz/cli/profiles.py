@@ -78,7 +78,9 @@ def check(path: str = typer.Argument(..., metavar="FILE", help="A profile file."
              f"  files: {', '.join(f.path for f in p.setup.files) or 'none'}",
              f"  side requests: {'; '.join(r.reason for r in p.setup.side) or 'none'}",
              f"  timeouts: init {p.init_timeout:g} s, request {p.request_timeout:g} s, "
-             f"shutdown {p.shutdown_grace:g} s",
+             f"shutdown {p.shutdown_grace:g} s, restart " + (
+                 f"{p.restart_grace:g} s" if p.restart_grace is not None
+                 else "measured at calibration"),
              f"  protocol {p.protocol}, dialect {p.dialect}",
              "  hooks: " + ("none" if not p.hooks else
                             "code the profile runs when used (not imported by check):")]

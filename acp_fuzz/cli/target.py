@@ -279,6 +279,8 @@ def target(
                       "characters learned" + ("" if b.substantial else
                                               " (too small to judge override and append)")
                       if b.known else "baseline: no default instructions seen (default checks off)")
+            if ev.learned is not None:
+                out.print(ev.learned.line(), markup=False)
         elif isinstance(ev, FailureFound):
             err.print(f"found a failure ({', '.join(ev.oracles)}); shrinking it", markup=False)
         elif isinstance(ev, ShrankToKnown):

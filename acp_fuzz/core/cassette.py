@@ -229,12 +229,15 @@ class RunSettings:
 
     ``profile`` and ``dialect`` as recorded (``None``: not a string); ``strict`` whether
     SHOULD findings failed the run; ``baseline`` the wire form of the run's learned default
-    instructions (read it with ``acp_fuzz.core.oracles.Baseline.from_wire``)."""
+    instructions (read it with ``acp_fuzz.core.oracles.Baseline.from_wire``); ``calibration``
+    what calibration learned besides (read it with
+    ``acp_fuzz.core.calibration.Learned.from_wire``; ``None`` in older cassettes)."""
 
     profile: str | None = None
     dialect: str | None = None
     strict: bool = False
     baseline: Any = None
+    calibration: Any = None
 
     @classmethod
     def from_wire(cls, settings: Any) -> RunSettings:
@@ -246,7 +249,8 @@ class RunSettings:
             return value if isinstance(value, str) else None
 
         return cls(profile=text("profile"), dialect=text("dialect"),
-                   strict=settings.get("strict") is True, baseline=settings.get("baseline"))
+                   strict=settings.get("strict") is True, baseline=settings.get("baseline"),
+                   calibration=settings.get("calibration"))
 
 
 #: Header fields that :meth:`CassetteWriter.update_header` may set.

@@ -41,6 +41,13 @@ from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
 
+from acp_fuzz.core.calibration import (
+    ROUND_TRIP_METHOD,
+    SETTLE_SECONDS,
+    Learned,
+    choose_restart_grace,
+    exit_path,
+)
 from acp_fuzz.core.cassette import Header, write_cassette_bounded
 from acp_fuzz.core.dialects import resolve
 from acp_fuzz.core.findings import CATALOG, Finding, is_failure
@@ -58,7 +65,7 @@ from acp_fuzz.core.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.protocol import agent_info, answered
 from acp_fuzz.core.scrub import Scrubber, portable
-from acp_fuzz.core.steps import steps_of
+from acp_fuzz.core.steps import advertises_compact, steps_of
 from acp_fuzz.core.version import __version__
 from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.agents_cache import cache_root
@@ -67,6 +74,7 @@ from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.diagnosis import CalibrationError, diagnose_run
 from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
 from acp_fuzz.engine.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
+from acp_fuzz.engine.transport import Expectation
 from acp_fuzz.strategies import (
     Cover,
     LifecycleMachine,
@@ -79,6 +87,7 @@ from acp_fuzz.strategies import (
 
 __all__ = [
     "Calibrated",
+    "Calibration",
     "CampaignEvent",
     "CampaignResult",
     "CampaignSettings",
@@ -93,6 +102,7 @@ __all__ = [
     "Shrinking",
     "Started",
     "calibrate",
+    "learn",
     "run_campaign",
     "run_steps",
     "steps_of",
@@ -202,6 +212,8 @@ class Started(CampaignEvent):
 @dataclass(frozen=True)
 class Calibrated(CampaignEvent):
     baseline: Baseline
+    #: What calibration learned besides, and how (printed on one line by ``target``).
+    learned: Learned | None = None
 
 
 @dataclass(frozen=True)
@@ -331,6 +343,8 @@ class CampaignResult:
     #: The digest (:func:`acp_fuzz.strategies.example_digest`) of each covering example run,
     #: in order: shards and workers together run each example of the plan once.
     covering: list[str] = field(default_factory=list)
+    #: What calibration learned, and how (None: a result made by hand).
+    learned: Learned | None = None
 
     def unsent(self) -> list[str]:
         """The cover keys no example sent (a ``max_examples`` smaller than the covering
@@ -363,10 +377,10 @@ class CampaignResult:
         out = cls(agent=first.agent, initialize=first.initialize, caps=first.caps,
                   settings=settings)
         for name, how in MERGE.items():
-            if how in ("first", "given", "derived"):
-                continue
-            values = [getattr(r, name) for r in results]
-            setattr(out, name, _MERGERS[how](values))
+            if how == "first":
+                setattr(out, name, getattr(first, name))
+            elif how not in ("given", "derived"):
+                setattr(out, name, _MERGERS[how]([getattr(r, name) for r in results]))
         out.info = [i.finding for i in out.info_reports]
         return out
 
@@ -420,6 +434,9 @@ MERGE: dict[str, str] = {
     # The seconds each spent on its share (workers run theirs at once, shards on other
     # machines): summed, the work the covering examples cost, not a wall time.
     "covering_seconds": "sum", "covering": "concat",
+    # Each worker calibrates on its own; the facts of the first stand for all (they are the
+    # same agent's, learned by the same rule).
+    "learned": "first",
 }
 _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
     "sum": sum, "any": any, "max": lambda xs: max(xs, default=0.0),
@@ -441,44 +458,115 @@ class AgentBug(Exception):
         self.findings = list(findings)
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """What :func:`learn` found: the ``initialize`` result, the capabilities (with what the
+    calibration sessions offered), the baseline, and the facts learned and how
+    (:class:`~acp_fuzz.core.calibration.Learned`)."""
+
+    init: Any
+    caps: Capabilities
+    baseline: Baseline
+    learned: Learned
+
+
 def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
               ) -> tuple[Any, Capabilities, Baseline]:
     """Probe and calibrate: return the ``initialize`` result, the capabilities and the
-    baseline (the agent's own default instructions). A failed prompt turn raises
-    :class:`~acp_fuzz.engine.diagnosis.CalibrationError`, which carries the diagnosis."""
+    baseline (the agent's own default instructions); :func:`learn` gives the learned facts
+    too. A failed prompt turn raises :class:`~acp_fuzz.engine.diagnosis.CalibrationError`,
+    which carries the diagnosis."""
+    c = learn(spec, gateway=gateway)
+    return c.init, c.caps, c.baseline
+
+
+def learn(spec: TargetSpec, *, gateway: Gateway | None = None) -> Calibration:
+    """Probe and calibrate (see :func:`calibrate`), collect what arrives after the
+    calibration turns by the rule of :mod:`acp_fuzz.core.calibration` (a round trip, then a
+    bounded wait only if no command list came), and measure how the agent exits."""
     # The gateway's counts of this calibration alone: a shared gateway may have served more.
     before = dict(gateway.counts) if gateway is not None else None
     with Run(spec, gateway=gateway) as run:
         init = run.initialize()
+        # Watched before the first session exists: the list may come before its answer.
+        listed = run.agent.expect(_lists_commands)
         texts: list[str] = []
+        first: float | None = None
         for handle in ("baseline-1", "baseline-2"):
             out = run.execute({"op": "new", "session": handle, "cwd": "distinct"})
             if out.outcome != "ok":
                 raise HarnessError("calibration: session/new without a systemPrompt failed: "
                                    + _why(run, out))
+            first = time.monotonic() if first is None else first
             out = run.execute({"op": "prompt", "session": handle})
             if out.outcome != "ok":
                 # What the gateway saw of the turn, and what to do (acp-fuzz doctor's text).
                 raise CalibrationError("calibration: the first prompt turn failed: "
                                        + _why(run, out),
                                        diagnose_run(run, out, counts_before=before))
-            cwd = run.sessions[handle].cwd
-            offers_modes = len(run.sessions[handle].modes) >= 2
-            offers_options = bool(run.sessions[handle].options)
             for _, x in run.history.model_exchanges():
                 if x.session == handle and not x.side:
-                    texts.append("\n".join(instruction_texts(x.texts("system"), cwd)))
+                    texts.append("\n".join(instruction_texts(x.texts("system"),
+                                                             run.sessions[handle].cwd)))
                     break
+        learned = _settle_facts(run, listed, first)
         # Modes and config options are offered per session, not in initialize: the strategies
         # draw set_mode (set_config_option) only where the calibration sessions had some.
         # v2 has no session/set_mode: modes are config options there.
         # Likewise a compaction command: advertised per session (available_commands_update),
         # so a compact step sends it only where the calibration sessions were offered one.
-        caps = replace(run.caps, set_mode=offers_modes and run.protocol == 1,
-                       set_config_option=offers_options,
-                       compact_command=run.compact_command() is not None)
+        caps = replace(run.caps, set_mode=learned.modes and run.protocol == 1,
+                       set_config_option=learned.config_options,
+                       compact_command=learned.compact_command is not None)
+        learned = _measure_exit(run, learned)
+    return Calibration(init, caps, learn_baseline(texts), learned)
+
+
+def _lists_commands(method: str, params: Any) -> bool:
+    """An ``available_commands_update`` (any commands): the agent has listed its commands."""
+    update = params.get("update") if isinstance(params, Mapping) else None
+    return method == "session/update" and isinstance(update, Mapping) \
+        and update.get("sessionUpdate") == "available_commands_update"
+
+
+def _settle_facts(run: Run, listed: Expectation, first: float | None) -> Learned:
+    """The facts the calibration sessions showed, read after the round trip and, when no
+    command list came by then, a wait bounded at :data:`SETTLE_SECONDS` from ``first`` (the
+    first session's answer)."""
+    reply = run.agent.request(ROUND_TRIP_METHOD, {},
+                              timeout=min(run.spec.request_timeout, ROUND_TRIP_TIMEOUT))
+    answered = any("id" in m and advertises_compact(m.get("result"))
+                   for _, m in run.history.acp_messages("recv") if isinstance(m, Mapping))
+    waited = 0.0
+    if not (listed.event.is_set() or answered):
+        waited = SETTLE_SECONDS
+        spent = time.monotonic() - first if first is not None else 0.0
+        listed.wait(max(SETTLE_SECONDS - spent, 0.0))
+    listed.cancel()
+    sessions = [run.sessions[h] for h in ("baseline-1", "baseline-2") if h in run.sessions]
+    return Learned(compact_command=run.compact_command(),
+                   modes=any(len(s.modes) >= 2 for s in sessions),
+                   config_options=any(bool(s.options) for s in sessions),
+                   round_trip=reply.outcome, waited=waited,
+                   commands_listed=(listed.event.is_set() and listed.reply.outcome == "ok")
+                   or answered)
+
+
+def _measure_exit(run: Run, learned: Learned) -> Learned:
+    """Close the calibration agent's input and see how it exits (within the shutdown grace,
+    then ``SIGTERM``): the restart grace that calls for (:func:`choose_restart_grace`),
+    unless the profile sets one (then the agent is stopped at once, nothing measured)."""
+    spec = run.spec
+    if spec.restart_grace is not None:
         run.close(grace=0)
-    return init, caps, learn_baseline(texts)
+        return replace(learned, restart_grace=spec.restart_grace, grace_source="profile")
+    mark = run.history.append("process", {"what": "exit-probe", "grace": spec.shutdown_grace})
+    run.agent.close(spec.shutdown_grace)
+    path, seconds = exit_path(run.history.snapshot(), mark.seq)
+    grace = choose_restart_grace(path, seconds, spec.shutdown_grace)
+    measured = path in ("end-of-input", "sigterm", "sigkill")
+    return replace(learned, exit=path, exit_seconds=seconds, restart_grace=grace,
+                   grace_source="measured" if measured else "default")
 
 
 def instruction_texts(system: Sequence[str], cwd: str) -> list[str]:
@@ -522,6 +610,10 @@ def requests_of(events: Sequence[Event]) -> list[dict[str, Any]]:
 
 
 # -- the campaign ----------------------------------------------------------------------------------
+
+#: The round trip waits at most this long (or the request timeout, if shorter): every agent
+#: answers an unknown method at once, and one that does not must not cost a whole timeout.
+ROUND_TRIP_TIMEOUT = 10.0
 
 #: How many runs ``_WarmRuns`` keeps prepared ahead. Two: an example of a real agent can be
 #: shorter than its start-up (codex-acp's initialize is 0.6 s on a quiet machine, several
@@ -839,9 +931,13 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
     spec = replace(spec, deadlines=Deadlines(spec.request_timeout))
     with Gateway(None, side_request=spec.side_test(), upstream=cfg.model_upstream,
                  upstream_recorder=recorder) as gateway:
-        init, caps, baseline = calibrate(spec, gateway=gateway)
+        cal = learn(spec, gateway=gateway)
+        init, caps, baseline = cal.init, cal.caps, cal.baseline
+        # Every run of the campaign (and, through the cassettes, every replay) uses these.
+        spec = replace(spec, learned=cal.learned)
         agent = dict(agent_info(init))
-        result = CampaignResult(agent=agent, initialize=init, caps=caps, settings=cfg)
+        result = CampaignResult(agent=agent, initialize=init, caps=caps, settings=cfg,
+                                learned=cal.learned)
         warm = _WarmRuns(spec, gateway, prespawn=cfg.prespawn)
         search = SearchState(spec, cfg, baseline, warm, result, on_event)
         resend = resolve(spec.dialect, init) == "standard"
@@ -926,7 +1022,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             # Inside the try: an interrupt while the CLI renders these is an interrupt of
             # the campaign (exit 130 with a report), not of its start.
             on_event(Started(agent, caps, init))
-            on_event(Calibrated(baseline))
+            on_event(Calibrated(baseline, cal.learned))
             if db is not None:
                 # What the database holds first: the failures other campaigns found (the
                 # covering examples' own failures are found again by the covering examples).
@@ -1171,7 +1267,8 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
             settings={**cfg.to_wire(), "baseline": baseline.to_wire(), "profile": spec.profile,
                       "dialect": resolve(spec.dialect, init),
                       "protocol": str(answered(init)),
-                      **({"deadlines": spec.deadlines.to_wire()} if spec.deadlines else {})},
+                      **({"deadlines": spec.deadlines.to_wire()} if spec.deadlines else {}),
+                      **({"calibration": spec.learned.to_wire()} if spec.learned else {})},
             kind="finding", initialize=init,
             meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,
                   "findings": [f.to_wire() for f in report.findings]})

@@ -45,7 +45,7 @@ walks through writing one. The keys::
     init = 30                           # initialize
     request = 60                        # every other request (at least --timeout)
     shutdown_grace = 3                  # to exit after its stdin closes, before SIGTERM
-    restart_grace = 0.25                # the same before a restart step (default: shutdown_grace)
+    restart_grace = 0.25                # the same before a restart step (default: measured)
 
     [protocol]
     version = "1"                       # 1, 2 or auto
@@ -325,7 +325,7 @@ class Profile:
     request_timeout: float = 60.0
     shutdown_grace: float = 3.0
     #: seconds a ``restart`` step waits for the agent to exit after its stdin closes, before
-    #: ``SIGTERM``; ``None``: ``shutdown_grace``.
+    #: ``SIGTERM``; ``None``: what calibration measures (``TargetSpec.restart_wait``).
     restart_grace: float | None = None
     protocol: str = "1"
     dialect: str = "auto"

@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from acp_fuzz.core.calibration import Learned
 from acp_fuzz.core.cassette import Cassette, CassetteError, read_cassette
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.findings import CATALOG, Finding, is_reported
@@ -350,6 +351,11 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
         spec = _spec_for(cassette, target, profile, trust_recorded_command, timeout)
         if sandbox_fs:
             spec = dataclasses.replace(spec, sandbox_fs=True)
+        learned = cassette.header.run_settings.calibration
+        if learned is not None:
+            # The facts of the campaign that recorded it (the compaction command it sent,
+            # the restart grace it measured), not what this process happens to show.
+            spec = dataclasses.replace(spec, learned=Learned.from_wire(learned))
         # A run against a real model carries its upstream calls (vcrpy, attachment "vcr"):
         # when the user opts in, the gateway serves them back with no network, so the replay
         # sees the same replies. They are checked and bounded before anything is started.

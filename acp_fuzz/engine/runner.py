@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from acp_fuzz.core.calibration import Learned
 from acp_fuzz.core.dialects import GOOSE_METHOD, capabilities, goose_params, resolve
 from acp_fuzz.core.errors import HarnessError
 from acp_fuzz.core.findings import Finding, is_reported
@@ -81,7 +82,8 @@ class TargetSpec:
     shutdown_grace: float = 3.0
     #: Seconds a ``restart`` step gives the agent to exit on its own after its stdin closes,
     #: so that it can persist its sessions before the next process loads them; ``None``: the
-    #: ``shutdown_grace``. (When no restart follows, the agent is stopped at once.)
+    #: grace calibration measured (``learned``), else the ``shutdown_grace`` (see
+    #: :meth:`restart_wait`). (When no restart follows, the agent is stopped at once.)
     restart_grace: float | None = None
     profile: str | None = None
     #: Deadlines learned from the agent, shared by every run of a campaign (see
@@ -104,6 +106,10 @@ class TargetSpec:
     #: What a profile file sets up: variables, files under HOME, side-request rules (see
     #: :mod:`acp_fuzz.engine.agent_setup`); applied after the hooks above.
     setup: AgentSetup | None = None
+    #: What calibration learned (:class:`acp_fuzz.core.calibration.Learned`): a campaign's
+    #: runs, and a replay (the cassette's), send the compaction command and wait the restart
+    #: grace it says, whatever this process's own notifications happened to show.
+    learned: Learned | None = None
 
     @classmethod
     def from_profile(cls, name: str, *, timeout: float = 30.0,
@@ -139,6 +145,16 @@ class TargetSpec:
         if self.setup is not None:
             return self.setup.side_test(self.side_request)
         return self.side_request
+
+    def restart_wait(self) -> float:
+        """How long a ``restart`` step lets the old process exit on its own: the profile's
+        ``restart_grace``, else the one calibration measured (never more than the shutdown
+        grace: a cassette's value is a stranger's), else the shutdown grace."""
+        if self.restart_grace is not None:
+            return self.restart_grace
+        if self.learned is not None and self.learned.restart_grace is not None:
+            return min(self.learned.restart_grace, self.shutdown_grace)
+        return self.shutdown_grace
 
     def compaction(self) -> Compaction:
         """What the profile says of the agent's compaction (``[compaction]``; none: the
@@ -741,8 +757,11 @@ class Run:
         return out
 
     def compact_command(self) -> str | None:
-        """The name of the compaction command an agent process of this run advertised
-        (``compact``, with or without its ``/``), or ``None``."""
+        """The name of the compaction command the agent advertised (``compact``), or
+        ``None``: calibration's fact when the target has one (the same in every run of a
+        campaign and on replay), else whether an agent process of this run advertised it."""
+        if self.spec.learned is not None:
+            return self.spec.learned.compact_command
         for _, msg in self.history.acp_messages("recv"):
             if not isinstance(msg, Mapping):
                 continue
@@ -838,8 +857,7 @@ class Run:
         old = self._agent
         if old is not None:
             # A fair chance to persist its sessions: the next process is asked to load them.
-            grace = self.spec.restart_grace
-            old.close(self.spec.shutdown_grace if grace is None else grace)
+            old.close(self.spec.restart_wait())
         self._generation += 1
         self.history.append("process", {"what": "restart", "generation": self._generation})
         if self._policy is not None:  # the new process starts with no cancelled session

@@ -44,7 +44,7 @@ from acp_fuzz.engine.campaign import (
     CampaignSettings,
     ExampleDone,
     Started,
-    calibrate,
+    learn,
     run_campaign,
 )
 from acp_fuzz.engine.plugins import loaded, reload_in_worker
@@ -191,10 +191,10 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     if workers == 1:
         return run_campaign(spec, cfg, on_event)
     wire = spec_to_wire(spec)  # before anything starts: a hook that cannot travel fails here
-    init, caps, baseline = calibrate(spec)
-    agent = dict(agent_info(init))
-    on_event(Started(agent, caps, init))
-    on_event(Calibrated(baseline))
+    cal = learn(spec)
+    agent = dict(agent_info(cal.init))
+    on_event(Started(agent, cal.caps, cal.init))
+    on_event(Calibrated(cal.baseline, cal.learned))
     # Without --db the workers still share examples, through a folder of this run only.
     own_db = None if cfg.database else tempfile.mkdtemp(prefix="acp-fuzz-db-")
     database = cfg.database or own_db

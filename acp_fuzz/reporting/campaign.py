@@ -39,6 +39,8 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
            "findings": findings, "info": [i.to_wire() for i in result.info_reports],
            "explained": result.explained,
            "capabilities": result.caps.to_wire(),
+           # What calibration learned (commands, modes, options; the restart grace), and how.
+           "calibration": result.learned.to_wire() if result.learned else None,
            # What was tested: every (oracle, rule) the examples gave something to judge,
            # with how many times (acp-fuzz matrix builds its table from this and findings).
            "judged": [{"oracle": o, "rule": r, "checks": n}

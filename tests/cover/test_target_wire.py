@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import pytest
 
+from acp_fuzz.core.calibration import Learned
 from acp_fuzz.engine.agent_setup import AgentSetup, Compaction
 from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.gateway.server import is_side_request
@@ -54,6 +55,8 @@ EVERY_FIELD = TargetSpec(
         side=get_profile("codex-acp").setup.side + get_profile("reference").setup.side,
         compaction=Compaction(by=("overflow", "usage"), usage_tokens=9_000,
                               context_window=10_000)),
+    learned=Learned(compact_command="compact", modes=True, round_trip="error", waited=0.5,
+                    exit="sigterm", restart_grace=0.0, grace_source="measured"),
 )
 
 
