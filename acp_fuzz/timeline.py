@@ -102,7 +102,8 @@ def _line(ev: Event, full: bool, protocol: int = 1) -> str | list[str] | None:
     if ev.kind == "model":
         x = ModelExchange.from_wire(d)
         tie = f"session {x.session} turn {x.turn}" if x.session else "untied"
-        kind = "side request" if x.side else "turn request"
+        kind = "untied request" if x.side_kind == "untied" else \
+            "side request" if x.side else "turn request"
         # Not the model's answer: say so (a 401 is a request without the gateway's token).
         status = "" if x.status == 200 else f", HTTP {x.status}" + (
             " (refused: no gateway token)" if x.status == 401 else "")

@@ -115,7 +115,9 @@ class ModelExchange:
     (title generation, routers, suggestions) or a request the gateway could not tie.
 
     ``side_kind`` says what the gateway took the request for: ``None`` for a turn,
-    ``"side"`` for a side request (or one tied to no turn), ``"compaction"`` for the summary
+    ``"side"`` for a side request (or a request of no model API), ``"untied"`` for a model
+    request that no side-request rule matched and no turn's nonce tied (older cassettes say
+    ``"side"`` for it too), ``"compaction"`` for the summary
     request of a compaction (a profile's ``[[side]]`` rule of ``kind = "compaction"``): a
     side request, judged for leaks only, whose tie names the session it compacted.
     ``pressure`` says what the gateway did to force a compaction (a ``compact`` step armed

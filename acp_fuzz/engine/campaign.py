@@ -24,7 +24,6 @@ never prints and never imports the CLI.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 import unittest
@@ -48,7 +47,7 @@ from acp_fuzz.core.calibration import (
     choose_restart_grace,
     exit_path,
 )
-from acp_fuzz.core.cassette import Header, write_cassette_bounded
+from acp_fuzz.core.cassette import Header
 from acp_fuzz.core.dialects import resolve
 from acp_fuzz.core.findings import CATALOG, Finding, is_failure
 from acp_fuzz.core.history import Event, History
@@ -63,16 +62,17 @@ from acp_fuzz.core.minimize import (
 )
 from acp_fuzz.core.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.core.protocol import agent_info, answered
-from acp_fuzz.core.scrub import Scrubber, portable
+from acp_fuzz.core.protocol import agent_info
+from acp_fuzz.core.scrub import Scrubber
+from acp_fuzz.core.side_requests import SideLog, beside_turns
 from acp_fuzz.core.steps import advertises_compact, steps_of
 from acp_fuzz.core.version import __version__
 from acp_fuzz.engine import interrupt
-from acp_fuzz.engine.agents_cache import cache_root
 from acp_fuzz.engine.database import AgentScoped, open_database
 from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.diagnosis import CalibrationError, diagnose_run
 from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
+from acp_fuzz.engine.recording import scrubber_for, target_settings, write_scrubbed
 from acp_fuzz.engine.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
 from acp_fuzz.engine.transport import Expectation
 from acp_fuzz.strategies import (
@@ -345,6 +345,12 @@ class CampaignResult:
     covering: list[str] = field(default_factory=list)
     #: What calibration learned, and how (None: a result made by hand).
     learned: Learned | None = None
+    #: The model requests beside the turns (side and untied), each distinct one with its
+    #: count, from calibration (example 0) and every example.
+    side_requests: SideLog = field(default_factory=SideLog)
+    #: The cassette of the shortest example that sent an untied request (``None``: none did,
+    #: or it could not be written).
+    untied_cassette: Path | None = None
 
     def unsent(self) -> list[str]:
         """The cover keys no example sent (a ``max_examples`` smaller than the covering
@@ -436,7 +442,7 @@ MERGE: dict[str, str] = {
     "covering_seconds": "sum", "covering": "concat",
     # Each worker calibrates on its own; the facts of the first stand for all (they are the
     # same agent's, learned by the same rule).
-    "learned": "first",
+    "learned": "first", "side_requests": "side-log", "untied_cassette": "first-set",
 }
 _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
     "sum": sum, "any": any, "max": lambda xs: max(xs, default=0.0),
@@ -444,6 +450,7 @@ _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
     # Workers' deadlines once were dropped from the merged result.
     "sum-counts": _sum_counts, "earliest": _earliest, "deadlines": Deadlines.merged,
     "union": lambda xs: list(dict.fromkeys(k for x in xs for k in x)),
+    "side-log": SideLog.merged, "first-set": lambda xs: next((x for x in xs if x), None),
     "concat": lambda xs: [v for x in xs for v in x],
 }
 
@@ -468,6 +475,8 @@ class Calibration:
     caps: Capabilities
     baseline: Baseline
     learned: Learned
+    #: The calibration run's history.
+    events: list[Event] = field(default_factory=list)
 
 
 def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
@@ -519,7 +528,7 @@ def learn(spec: TargetSpec, *, gateway: Gateway | None = None) -> Calibration:
                        set_config_option=learned.config_options,
                        compact_command=learned.compact_command is not None)
         learned = _measure_exit(run, learned)
-    return Calibration(init, caps, learn_baseline(texts), learned)
+    return Calibration(init, caps, learn_baseline(texts), learned, run.history.snapshot())
 
 
 def _lists_commands(method: str, params: Any) -> bool:
@@ -535,10 +544,10 @@ def _settle_facts(run: Run, listed: Expectation, first: float | None) -> Learned
     first session's answer)."""
     reply = run.agent.request(ROUND_TRIP_METHOD, {},
                               timeout=min(run.spec.request_timeout, ROUND_TRIP_TIMEOUT))
-    answered = any("id" in m and advertises_compact(m.get("result"))
+    in_result = any("id" in m and advertises_compact(m.get("result"))
                    for _, m in run.history.acp_messages("recv") if isinstance(m, Mapping))
     waited = 0.0
-    if not (listed.event.is_set() or answered):
+    if not (listed.event.is_set() or in_result):
         waited = SETTLE_SECONDS
         spent = time.monotonic() - first if first is not None else 0.0
         listed.wait(max(SETTLE_SECONDS - spent, 0.0))
@@ -549,7 +558,7 @@ def _settle_facts(run: Run, listed: Expectation, first: float | None) -> Learned
                    config_options=any(bool(s.options) for s in sessions),
                    round_trip=reply.outcome, waited=waited,
                    commands_listed=(listed.event.is_set() and listed.reply.outcome == "ok")
-                   or answered)
+                   or in_result)
 
 
 def _measure_exit(run: Run, learned: Learned) -> Learned:
@@ -729,6 +738,8 @@ class SearchState:
     generated: int = 0
     #: Failing examples that a known failure explained (not shrunk again).
     explained_count: int = 0
+    #: The shortest example that sent an untied request: its steps, events and secrets.
+    untied: tuple[list[dict[str, Any]], list[Event], frozenset[str]] | None = None
     #: When the search started (``time.monotonic``), for ``cfg.time_budget``.
     started: float = field(default_factory=time.monotonic)
     #: In a shard's search round: its share of the draws (``cfg.shard``; None outside such a
@@ -794,6 +805,15 @@ class SearchState:
             if self.duplicates.get(o, 0) >= DUPLICATE_SHRINKS and (o in known or oracles & known):
                 covered.add(o)
         return oracles <= covered
+
+    def note_beside(self, steps: Sequence[Mapping[str, Any]], run: Run) -> None:
+        """Keep an example's side and untied requests as evidence, and the shortest example
+        that sent an untied one (its cassette is written at the end)."""
+        events = run.history.snapshot()
+        found = self.result.side_requests.add(events, self.result.examples_run + 1)
+        if any(r.kind == "untied" for r in found) and (
+                self.untied is None or len(steps) < len(self.untied[0])):
+            self.untied = ([dict(x) for x in steps], events, frozenset(run.secrets))
 
     def note_info(self, findings: Sequence[Finding], steps: Sequence[Mapping[str, Any]],
                   events: Sequence[Event]) -> None:
@@ -909,6 +929,7 @@ class SearchMachine(LifecycleMachine):
         if self.spent:
             return
         s = self.search
+        s.note_beside(self.steps, self.run)
         s.warm.retire(self.run)
         s.result.add_judged(self.judge.judged())
         s.result.examples_run += 1
@@ -938,6 +959,7 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         agent = dict(agent_info(init))
         result = CampaignResult(agent=agent, initialize=init, caps=caps, settings=cfg,
                                 learned=cal.learned)
+        result.side_requests.add(cal.events, 0)
         warm = _WarmRuns(spec, gateway, prespawn=cfg.prespawn)
         search = SearchState(spec, cfg, baseline, warm, result, on_event)
         resend = resolve(spec.dialect, init) == "standard"
@@ -1068,6 +1090,8 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         if cfg.keep_info and not result.interrupted:
             for i, rep in enumerate(result.info_reports):
                 _keep_info(search, rep, gateway, init, i)
+        if search.untied is not None:
+            result.untied_cassette = save_untied(spec, cfg, *search.untied, baseline, init)
         result.model_requests = dict(gateway.counts)
         result.deadlines = spec.deadlines.to_wire() if spec.deadlines else {}
     return result
@@ -1251,39 +1275,57 @@ def save_finding(spec: TargetSpec, cfg: CampaignSettings, events: Sequence[Event
     the report's own findings, steps and requests, which the JSON and JUnit reports show.
     A cassette too large or odd to write as recorded is written clipped
     (:func:`~acp_fuzz.core.cassette.write_cassette_bounded`): the finding is never lost."""
-    # Every --pass-env value is a secret, whichever path led here (a caller that passes no
-    # run secrets, such as --keep-info, included).
-    passed = {os.environ[n] for n in spec.passthrough_env if n in os.environ}
-    scrubber = Scrubber({*secrets, *passed})
+    scrubber = scrubber_for(spec, secrets)
     report.findings = [Finding.from_wire(scrubber.value(f.to_wire())) for f in report.findings]
     report.steps = scrubber.value(report.steps)
     report.requests = scrubber.value(report.requests)
     primary = report.oracles[0] if report.oracles else "finding"
-    name = re.sub(r"[^a-z0-9.-]+", "-", f"{primary}-seed{cfg.seed}{suffix}").strip("-")
-    path = cfg.cassette_dir / f"{name}.cassette"
+    path = cfg.cassette_dir / f"{_stem(primary, cfg.seed, suffix)}.cassette"
+    header = Header(
+        format=1, acp_fuzz_version=__version__, target=list(spec.argv), seed=cfg.seed,
+        settings={**cfg.to_wire(), "baseline": baseline.to_wire(),
+                  **target_settings(spec, init)},
+        kind="finding", initialize=init,
+        meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,
+              "findings": [f.to_wire() for f in report.findings]})
+    attachments = {}
+    if gateway is not None and gateway.upstream_recorder is not None:
+        attachments["vcr"] = gateway.upstream_recorder.to_bytes()
+    return _write(path, header, events, scrubber, attachments, cfg.portable, "the finding")
+
+
+def save_untied(spec: TargetSpec, cfg: CampaignSettings, steps: Sequence[Mapping[str, Any]],
+                events: Sequence[Event], secrets: Iterable[str], baseline: Baseline,
+                init: Any) -> Path | None:
+    """Write the run of an example that sent untied requests as a cassette
+    (``untied-seedN.cassette``, kind ``untied``: evidence, no finding), so that they can be
+    read (``acp-fuzz show --full``) and replayed; its path, or ``None`` with a warning."""
+    untied = sum(1 for r in beside_turns(events) if r.kind == "untied")
+    header = Header(
+        format=1, acp_fuzz_version=__version__, target=list(spec.argv), seed=cfg.seed,
+        settings={**cfg.to_wire(), "baseline": baseline.to_wire(),
+                  **target_settings(spec, init)},
+        kind="untied", initialize=init,
+        meta={"status": "evidence", "untied": untied, "steps": len(steps), "findings": []})
+    path = cfg.cassette_dir / f"{_stem('untied', cfg.seed)}.cassette"
+    return _write(path, header, events, scrubber_for(spec, secrets), {}, cfg.portable,
+                  "the list of untied requests")
+
+
+def _stem(what: str, seed: int, suffix: str = "") -> str:
+    """A cassette's file name without its extension: ``prompt.leak-seed0-2``."""
+    return re.sub(r"[^a-z0-9.-]+", "-", f"{what}-seed{seed}{suffix}").strip("-")
+
+
+def _write(path: Path, header: Header, events: Sequence[Event], scrubber: Scrubber,
+           attachments: Mapping[str, bytes], make_portable: bool, what: str) -> Path | None:
+    """:func:`~acp_fuzz.engine.recording.write_scrubbed`, or ``None`` with a warning that
+    says where ``what`` is instead."""
     try:
-        header = Header(
-            format=1, acp_fuzz_version=__version__, target=list(spec.argv), seed=cfg.seed,
-            settings={**cfg.to_wire(), "baseline": baseline.to_wire(), "profile": spec.profile,
-                      "dialect": resolve(spec.dialect, init),
-                      "protocol": str(answered(init)),
-                      **({"deadlines": spec.deadlines.to_wire()} if spec.deadlines else {}),
-                      **({"calibration": spec.learned.to_wire()} if spec.learned else {})},
-            kind="finding", initialize=init,
-            meta={"status": report.status, "runs": report.runs, "reproduced": report.reproduced,
-                  "findings": [f.to_wire() for f in report.findings]})
-        attachments = {}
-        if gateway is not None and gateway.upstream_recorder is not None:
-            attachments["vcr"] = gateway.upstream_recorder.to_bytes()
-        # A secret the agent echoed (stderr, a model request, its agentInfo, the baseline,
-        # an upstream recording) must not travel with a bug report.
-        header, clean, attachments = scrubber.cassette(header, events, attachments)
-        if cfg.portable:
-            header, clean = portable(header, clean, roots=[str(cache_root())])
-        cfg.cassette_dir.mkdir(parents=True, exist_ok=True)
-        return write_cassette_bounded(path, header, clean, attachments)
+        return write_scrubbed(path, header, events, scrubber, attachments=attachments,
+                              make_portable=make_portable)
     except (OSError, ValueError, TypeError, MemoryError) as e:
         warnings.warn(f"acp-fuzz: the cassette {path} could not be written "
-                      f"({type(e).__name__}: {e}); the finding is in the report",
-                      RuntimeWarning, stacklevel=2)
+                      f"({type(e).__name__}: {e}); {what} is in the report",
+                      RuntimeWarning, stacklevel=3)
         return None

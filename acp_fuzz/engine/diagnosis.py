@@ -17,20 +17,24 @@ were mostly tied to no turn (judged by no oracle).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.errors import HarnessError
 from acp_fuzz.core.escaping import clip, terminal
 from acp_fuzz.core.history import ModelExchange
-from acp_fuzz.engine.gateway.server import KEY_HEADERS, KEY_VARIABLES
+from acp_fuzz.core.side_requests import MODEL_APIS
+from acp_fuzz.engine.agent_setup import AgentSetup, Matcher, SideRule
+from acp_fuzz.engine.gateway.server import KEY_HEADERS, KEY_VARIABLES, is_side_request
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.runner import Run, StepOutcome
 
-__all__ = ["CASES", "PROFILE_HINT", "UNTIED_SHARE", "CalibrationError", "Diagnosis",
-           "diagnose", "diagnose_run", "error_text", "model_env", "untied_share", "untied_warning"]
+__all__ = ["CASES", "PROFILE_HINT", "RULE_PREFIX", "UNTIED_SHARE", "CalibrationError",
+           "Diagnosis", "diagnose", "diagnose_run", "error_text", "model_env", "request_class",
+           "side_rule", "untied_share", "untied_warning"]
 
 #: The diagnosis cases, in the order :meth:`Diagnosis.lines` explains them:
 #: ``no-request`` (the gateway saw nothing), ``no-token`` (requests without the run's token),
@@ -44,7 +48,9 @@ PROFILE_HINT = "see docs/profiles.md (`acp-fuzz target --profile ./my-agent.toml
 #: Past this share of untied model requests, a campaign's summary warns.
 UNTIED_SHARE = 0.10
 #: The APIs whose requests are model turns (as the gateway counts them).
-_MODEL_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages", "gemini"})
+_MODEL_APIS = MODEL_APIS
+#: How many characters of a text a suggested ``[[side]]`` rule matches (as a prefix).
+RULE_PREFIX = 48
 #: Requests listed per kind; the rest are counted.
 _MAX_LISTED = 10
 _TOKEN = "<token>"
@@ -339,4 +345,85 @@ def untied_warning(counts: Mapping[str, int], examples: int = 1) -> list[str]:
             terminal("  They carried none of the turns' nonces in their newest user message. "
                      "If they are the agent's own side requests (titles, summaries, routing), "
                      "name them in a profile file's side-request rules ([[side]]): "
-                     f"{PROFILE_HINT}; `acp-fuzz doctor` shows one turn's requests.")]
+                     f"{PROFILE_HINT}; the lines below list them, and `acp-fuzz doctor` "
+                     "writes a rule for one it sees.")]
+
+
+def request_class(x: ModelExchange, setup: AgentSetup | None = None) -> str:
+    """How the gateway classified one model request, in words: tied to a turn, a side
+    request (naming the profile's rule that made it one, from ``setup``), or untied."""
+    if x.status == 401 and not x.upstream:
+        return "refused: no token"
+    if x.api == "unknown" or (x.status >= 400 and not x.upstream):
+        return "not served"
+    if x.session is not None and not x.side:
+        return f"tied to session {x.session} turn {x.turn}"
+    if x.side_kind == "untied":
+        return ("untied: no turn's nonce in its newest user message, and no side-request rule "
+                "names it (judged for leaks only)")
+    what = "a compaction's summary request" if x.side_kind == "compaction" else "side request"
+    reason = setup.side_reason(x.api, x.path, x.headers, x.body) if setup is not None else None
+    if reason is not None:
+        return f"{what} (rule {reason!r})"
+    if is_side_request(x.api, x.headers, x.body):
+        return f"{what} (built-in: structured output)"
+    if x.side_kind is not None:
+        return f"{what} (the profile's side_request hook)"
+    return "not tied (a side or untied request)"
+
+
+def _dotted(path: str) -> str:
+    """A segment's locator (``messages[0].content``) as a rule's dotted body path."""
+    return re.sub(r"\[(-?\d+)\]", r".\1", path).strip(".")
+
+
+def _matches(rule: SideRule, x: ModelExchange) -> bool:
+    return rule.matches(x.api, x.path, x.headers, x.body)
+
+
+def side_rule(x: ModelExchange, others: Sequence[ModelExchange]) -> list[str] | None:
+    """A profile ``[[side]]`` rule that names ``x`` and none of ``others`` (the turns'
+    own requests), as TOML lines, or ``None`` when none of the kinds tried tells them apart.
+
+    It tries the first :data:`RULE_PREFIX` characters of each system-slot text, then each
+    user-slot text, at its place in the body (``messages.0.content``), with the request's
+    API and path; then the API and path alone. Every rule returned was checked against the
+    recorded requests with the profile's own matcher. Its ``reason`` is for the user to
+    write: what these requests are."""
+    path = x.path.partition("?")[0]
+    tries: list[SideRule] = []
+    for slot in ("system", "user"):
+        for seg in x.segments:
+            prefix = _prefix(seg.text)
+            if seg.slot != slot or not prefix.strip() or "acpfuzz-" in prefix:
+                continue
+            tries.append(SideRule("", api=x.api, path=path,
+                                  body=((_dotted(seg.path), Matcher("prefix", prefix)),)))
+    tries.append(SideRule("", api=x.api, path=path))
+    for rule in tries:
+        if _matches(rule, x) and not any(_matches(rule, o) for o in others):
+            return _toml(rule)
+    return None
+
+
+def _prefix(text: str) -> str:
+    """The first :data:`RULE_PREFIX` characters of ``text`` (after its leading white space),
+    cut back to the end of a word when that keeps most of them."""
+    text = text.lstrip()
+    if len(text) <= RULE_PREFIX:
+        return text
+    cut = text[:RULE_PREFIX]
+    space = cut.rfind(" ")
+    return cut[:space] if space >= RULE_PREFIX // 2 else cut
+
+
+def _toml(rule: SideRule) -> list[str]:
+    """A rule as the lines of a profile file (strings as JSON strings, ASCII: valid TOML)."""
+    def q(v: Any) -> str:
+        return json.dumps(v, ensure_ascii=True)
+
+    lines = ["[[side]]", 'reason = "..."                      # say what these requests are',
+             f"api = {q(rule.api)}", f"path = {q(rule.path)}"]
+    for dotted, m in rule.body:
+        lines.append(f"body = {{ {q(dotted)} = {{ {m.how} = {q(m.value)} }} }}")
+    return lines

@@ -55,6 +55,12 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
                         # each once (report merge says when two ran the same).
                         "covering": list(result.covering)},
            "model_requests": dict(result.model_requests),
+           # Each distinct request beside the turns (untied first), with the first
+           # characters of its slots and the step it came after; and the cassette of the
+           # shortest example that sent an untied one.
+           "side_requests": result.side_requests.to_wire(),
+           "side_requests_not_listed": result.side_requests.unkept,
+           "untied_cassette": str(result.untied_cassette) if result.untied_cassette else None,
            "interrupted": result.interrupted, "exit_code": result.exit_code}
     if seconds is not None:
         doc["seconds"] = round(seconds, 1)

@@ -22,7 +22,10 @@ from acp_fuzz.reporting.campaign import shard_name
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign import CampaignResult
 
-__all__ = ["Line", "campaign_lines", "finding_lines", "model_request_lines", "summary_line"]
+__all__ = ["Line", "campaign_lines", "finding_lines", "model_request_lines", "summary_line",
+           "untied_lines"]
+#: Distinct untied requests listed one by one; the JSON report has them all.
+MAX_UNTIED_LISTED = 5
 
 _LABEL = {"failed": "FAILED", "unconfirmed": "UNCONFIRMED (interrupted before the re-runs)"}
 _COLOUR = {"MUST": "red", "SHOULD": "yellow"}
@@ -67,13 +70,41 @@ def model_request_lines(result: CampaignResult) -> list[Line]:
             for i, t in enumerate(text)]
 
 
+def untied_lines(result: CampaignResult) -> list[Line]:
+    """The distinct untied requests (API, path, where the first came, the first characters
+    of its slots) and the cassette that holds the shortest example that sent one."""
+    untied = [e for e in result.side_requests.to_wire() if e["kind"] == "untied"]
+    if not untied:
+        return []
+    total = sum(e["count"] for e in untied)
+    lines = [Line(f"untied requests (judged for leaks only): {len(untied)} distinct, "
+                  f"{total} in all", "yellow")]
+    for e in untied[:MAX_UNTIED_LISTED]:
+        after = e["after"]
+        where = (f"after step {after.get('step')} ({after.get('op')} {after.get('session')})"
+                 if after else "before the first step")
+        example = f"example {e['first_example']}" if e["first_example"] else "calibration"
+        slots = " | ".join(f"{slot} {json.dumps(text, ensure_ascii=False)}"
+                           for slot, text in e["slots"].items())
+        lines.append(Line(terminal(f"  x{e['count']} {e['method']} {e['path']} ({e['api']}), "
+                                   f"first {where} of {example}: {_clip(slots, 240)}")))
+    if len(untied) > MAX_UNTIED_LISTED:
+        lines.append(Line(f"  ... and {len(untied) - MAX_UNTIED_LISTED} more (the JSON "
+                          "report lists them all)"))
+    if result.untied_cassette is not None:
+        lines.append(Line(terminal(
+            f"  kept: {result.untied_cassette} (`acp-fuzz show --full` it; `acp-fuzz "
+            "doctor` writes a [[side]] rule for such a request; docs/profiles.md)")))
+    return lines
+
+
 def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -> list[Line]:
     """The findings part of a campaign's report: each info observation on one line, then
     each distinct failure with its findings, its minimal steps, the requests they sent, its
     cassette and the command that replays it (``again(cassette)``: the agent named the way
     the user named it). A warning comes first when more than 10 % of the model requests
     were untied (judged by no oracle), or none reached the fake model."""
-    lines = model_request_lines(result)
+    lines = model_request_lines(result) + untied_lines(result)
     lines += [Line(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}"))
               for f in result.info]
     if not result.reports:

@@ -12,6 +12,9 @@
   then ``end_turn``;
 - ``error``: calls the model correctly (the turn is tied), then answers the turn with a
   JSON-RPC error whose message holds an escape sequence and a bidi override.
+- ``title``: like opencode, makes two model requests per turn, both carrying the prompt's
+  text (and so the harness nonce): the turn's own, then a title request whose system message
+  asks for a title (:data:`TITLE_INSTRUCTION`); then ``end_turn``.
 
 With ``hang``, it never answers ``session/prompt`` (as an agent that waits for a model
 that never answers it). Everything else is :class:`_agentlib.BasicAgent`.
@@ -28,13 +31,16 @@ from _agentlib import BasicAgent, send
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "no-model"
 HANG = "hang" in sys.argv[2:]
+#: The system message of ``title``'s second request.
+TITLE_INSTRUCTION = "Generate a short title for this conversation. Reply with the title only."
 #: What ``error`` answers the turn with.
 ERROR_MESSAGE = "model backend said no \x1b[31mRED\u202e"
 
 
-def call(url: str, key: str | None, text: str) -> int:
-    """POST one chat request; the HTTP status."""
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": text}]})
+def call(url: str, key: str | None, text: str, system: str | None = None) -> int:
+    """POST one chat request (with a system message first, if given); the HTTP status."""
+    messages = [{"role": "system", "content": system}] if system is not None else []
+    body = json.dumps({"model": "m", "messages": [*messages, {"role": "user", "content": text}]})
     headers = {"Content-Type": "application/json"}
     if key is not None:
         headers["Authorization"] = f"Bearer {key}"
@@ -64,6 +70,10 @@ class TroubledAgent(BasicAgent):
             call(os.environ["OPENAI_BASE_URL"] + "/chat/completions", token, "hello")
         elif MODE == "error":
             call(os.environ["OPENAI_BASE_URL"] + "/chat/completions", token, text)
+        elif MODE == "title":
+            url = os.environ["OPENAI_BASE_URL"] + "/chat/completions"
+            call(url, token, text, system="You are a helpful coding agent.")
+            call(url, token, text, system=TITLE_INSTRUCTION)
         if HANG:
             return
         if MODE == "error":

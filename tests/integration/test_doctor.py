@@ -33,7 +33,7 @@ def test_an_agent_that_reaches_the_model_passes(tmp_path: Path, no_orphans: obje
     assert lines[0] == "agent: acp-fuzz-reference-agent 0.1.0"
     assert any(line.startswith("  systemPrompt: {") for line in lines)
     assert "session/prompt: ok (stopReason end_turn)" in lines
-    assert "  POST /v1/chat/completions -> 200 (openai.chat): tied to session A turn 1" in lines
+    assert "  [1] POST /v1/chat/completions -> 200 (openai.chat): tied to session A turn 1" in lines
     assert any(line.startswith("  model requests: 1 tied to the turn, 0 side, 0 untied")
                for line in lines)
     assert lines[-1].startswith("ok: the turn reached the fake model")
@@ -59,7 +59,7 @@ def test_an_agent_that_calls_without_the_token(tmp_path: Path, no_orphans: objec
     code, lines, _ = _doctor(tmp_path, *_trouble("no-token"))
     assert code == 1
     text = "\n".join(lines)
-    assert "  POST /v1/chat/completions -> 401 (openai.chat): refused: no token" in lines
+    assert "  [1] POST /v1/chat/completions -> 401 (openai.chat): refused: no token" in lines
     assert "1 request(s) did not carry the run's token" in text
     assert "Authorization: Bearer <token>" in text and "x-api-key" in text
     assert "OPENAI_API_KEY" in text and "never reached" not in text
@@ -70,7 +70,7 @@ def test_an_agent_that_calls_a_path_the_gateway_does_not_serve(
         tmp_path: Path, no_orphans: object) -> None:
     code, lines, _ = _doctor(tmp_path, *_trouble("bad-path"))
     assert code == 1
-    assert "  POST /api/generate -> 404 (unknown): not served" in lines
+    assert "  [1] POST /api/generate -> 404 (unknown): not served" in lines
     assert "    POST /api/generate (404)" in lines
     assert any(line.startswith("  It serves OpenAI Chat Completions") for line in lines)
 

@@ -792,7 +792,9 @@ class Gateway:
                 self.counts["side" if side else "turn" if tie is not None else "untied"] += 1
         if tie is None:
             side = True
-            kind = kind or "side"
+            # A model request that no rule calls a side request and no nonce ties: untied,
+            # recorded as such so that reports and cassettes can show it as evidence.
+            kind = kind or ("untied" if api in _MODEL_APIS else "side")
         if self.upstream is not None or self.upstream_recorder is not None:
             self._forward(handler, api, method, path, header_pairs, headers,
                           recorded_body(body, raw), raw, recorded_segments(segments), tie, side,
