@@ -33,9 +33,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
-from hypothesis import HealthCheck, Phase, Verbosity, seed, settings
+from hypothesis import HealthCheck, Phase, Verbosity, seed, settings, statistics
 from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky
 from hypothesis.stateful import run_state_machine_as_test
@@ -351,6 +351,22 @@ class CampaignResult:
     #: The cassette of the shortest example that sent an untied request (``None``: none did,
     #: or it could not be written).
     untied_cassette: Path | None = None
+    #: Of ``examples_run``, the runs Hypothesis made to shrink a failure (the engine's own
+    #: count), and the draws it discarded (invalid or overrun test cases outside its shrink
+    #: phase, from its statistics): the rest were drawn (:attr:`drawn`).
+    shrink_runs: int = 0
+    discarded: int = 0
+    #: Runs outside the examples: the campaign's own shrink passes' trials
+    #: (:func:`~acp_fuzz.core.minimize.minimize`) and the confirmation runs.
+    shrink_trials: int = 0
+    confirm_runs: int = 0
+
+    @property
+    def drawn(self) -> int:
+        """The examples drawn (covering, replayed from a database, generated) that counted:
+        neither shrinking runs nor discarded draws. ``--max-examples`` is their budget (the
+        search's rounds count its discarded draws against it too)."""
+        return max(self.examples_run - self.shrink_runs - self.discarded, 0)
 
     def unsent(self) -> list[str]:
         """The cover keys no example sent (a ``max_examples`` smaller than the covering
@@ -443,6 +459,7 @@ MERGE: dict[str, str] = {
     # Each worker calibrates on its own; the facts of the first stand for all (they are the
     # same agent's, learned by the same rule).
     "learned": "first", "side_requests": "side-log", "untied_cassette": "first-set",
+    "shrink_runs": "sum", "discarded": "sum", "shrink_trials": "sum", "confirm_runs": "sum",
 }
 _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
     "sum": sum, "any": any, "max": lambda xs: max(xs, default=0.0),
@@ -868,6 +885,8 @@ class SearchMachine(LifecycleMachine):
         # Past the shrink budget an example does nothing and passes: Hypothesis then
         # cannot improve on the round's failure and stops quickly.
         self.spent = s.shrink_left == 0
+        #: A run Hypothesis makes to shrink the round's failure (counted apart).
+        self.shrinking = s.shrink_left > 0
         if s.shrink_left > 0:
             s.shrink_left -= 1
         if not self.spent and s.shrink_left < 0 and s.out_of_time():
@@ -933,6 +952,7 @@ class SearchMachine(LifecycleMachine):
         s.warm.retire(self.run)
         s.result.add_judged(self.judge.judged())
         s.result.examples_run += 1
+        s.result.shrink_runs += self.shrinking
         s.on_event(ExampleDone(s.result.examples_run, s.result.steps_run,
                                s.failure is not None, example_digest(self.steps)))
 
@@ -1026,7 +1046,10 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             )
             flaky = False
             try:
-                run_state_machine_as_test(seed(seed_)(machine), settings=hyp)
+                # Typed as holding None (its default); it takes a callback.
+                collector = cast(Any, statistics.collector)
+                with collector.with_value(_count_discarded(result)):
+                    run_state_machine_as_test(seed(seed_)(machine), settings=hyp)
             except AgentBug:
                 pass
             except (Flaky, ExceptionGroup):
@@ -1095,6 +1118,23 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         result.model_requests = dict(gateway.counts)
         result.deadlines = spec.deadlines.to_wire() if spec.deadlines else {}
     return result
+
+
+#: Hypothesis' phases whose test cases are drawn (the rest shrink or explain a failure).
+_DRAWING_PHASES = ("explicit-phase", "reuse-phase", "generate-phase", "target-phase")
+
+
+def _count_discarded(result: CampaignResult) -> Callable[[Mapping[str, Any]], None]:
+    """A Hypothesis statistics callback that adds the round's discarded draws (invalid or
+    overrun test cases of the drawing phases) to ``result.discarded``. The statistics are
+    Hypothesis' own format, read defensively: a field it renames counts nothing."""
+    def note(stats: Mapping[str, Any]) -> None:
+        for phase in _DRAWING_PHASES:
+            cases = stats.get(phase, {}).get("test-cases", []) \
+                if isinstance(stats.get(phase), Mapping) else []
+            result.discarded += sum(1 for c in cases if isinstance(c, Mapping)
+                                    and c.get("status") in ("invalid", "overrun"))
+    return note
 
 
 def _cover(search: SearchState, machine: type[SearchMachine], *, resend: bool,
@@ -1207,6 +1247,7 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
     cfg, spec, baseline = search.cfg, search.spec, search.baseline
 
     def run(trial: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+        search.result.shrink_trials += 1
         history, findings = run_steps(spec, trial, baseline=baseline, strict=cfg.strict,
                                       gateway=gateway, stop_on_failure=True,
                                       ignore=cfg.exclude_oracles, fresh=search.warm.take)
@@ -1230,6 +1271,7 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
     search.on_event(Confirming(len(small.steps)))
     report = _confirm(spec, cfg, small, baseline, gateway, init, flaky_hint=flaky_hint,
                       suffix_of=search.result, fresh=search.warm.take)
+    search.result.confirm_runs += report.runs
     search.result.reports.append(report)
     search.known.append(_Known(shape, oracles, report))
 

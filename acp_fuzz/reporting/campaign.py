@@ -34,6 +34,11 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
                              "cassette": str(rep.cassette) if rep.cassette else None})
     doc = {"acp_fuzz_version": __version__, "agent": result.initialize,
            "examples_run": result.examples_run, "steps_run": result.steps_run,
+           # The examples apart (drawn + shrinking + discarded = examples_run), and the runs
+           # beside them: the campaign's own shrink trials and the confirmation runs.
+           "examples": {"drawn": result.drawn, "shrinking": result.shrink_runs,
+                        "discarded": result.discarded, "shrink_trials": result.shrink_trials,
+                        "confirm_runs": result.confirm_runs},
            "seed": result.settings.seed, "strict": result.settings.strict,
            "shard": shard_name(result.settings.shard),
            "findings": findings, "info": [i.to_wire() for i in result.info_reports],

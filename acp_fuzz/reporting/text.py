@@ -134,22 +134,23 @@ def _count(n: int, word: str) -> str:
 
 
 def summary_line(result: CampaignResult, elapsed: float) -> Line:
-    """The closing line of every campaign: ``N examples, M steps, K findings (a MUST, b
-    SHOULD), T s (seed S)``, red when the run fails, yellow when it only has SHOULD findings (or was
-    interrupted), green otherwise. ``K`` counts the reported findings of all the distinct
-    failures. When more examples ran than ``--max-examples``, it says why: Hypothesis'
-    shrinking runs and the draws it discarded are examples too (the agent ran them), but
-    only drawn examples count against the budget."""
+    """The closing line of every campaign: ``N examples (D drawn, S shrinking, X discarded
+    draws), T shrink trials, C confirm runs, M steps, K findings (a MUST, b SHOULD), T s (seed
+    S)``, red when the run fails, yellow when it only has SHOULD findings (or was
+    interrupted), green otherwise. The examples are counted apart: the drawn ones are what
+    ``--max-examples`` counts; Hypothesis' shrinking runs and the draws it discarded ran the
+    agent too; the campaign's own shrink trials and the confirmation runs come beside them
+    (each on a fresh agent), shown when there were any. ``K`` counts the reported findings
+    of all the distinct failures."""
     severities = [f.severity for r in result.reports for f in r.findings
                   if is_reported(f.severity)]
     must, should = severities.count("MUST"), severities.count("SHOULD")
-    examples = _count(result.examples_run, "example")
-    budget = result.settings.max_examples
-    if result.examples_run > budget:
-        examples += (f" (--max-examples {budget} counts the drawn ones; the other "
-                     f"{result.examples_run - budget} were Hypothesis' shrinking runs and "
-                     "discarded draws)")
-    text = (f"{examples}, {_count(result.steps_run, 'step')}, "
+    examples = (f"{_count(result.examples_run, 'example')} ({result.drawn} drawn, "
+                f"{result.shrink_runs} shrinking, "
+                f"{_count(result.discarded, 'discarded draw')})")
+    beside = "".join(f", {_count(n, word)}" for n, word in (
+        (result.shrink_trials, "shrink trial"), (result.confirm_runs, "confirm run")) if n)
+    text = (f"{examples}{beside}, {_count(result.steps_run, 'step')}, "
             f"{_count(len(severities), 'finding')} ({must} MUST, {should} SHOULD), "
             f"{elapsed:.1f} s (seed {result.settings.seed}"
             + (f", shard {shard}" if (shard := shard_name(result.settings.shard)) else "") + ")"

@@ -130,13 +130,15 @@ def test_junit_has_one_case_per_rule_checked() -> None:
 
 def test_the_summary_line_counts_and_explains_the_examples() -> None:
     line = summary_line(_result(examples_run=3, steps_run=9), 2.04)
-    assert (line.text, line.style) == ("3 examples, 9 steps, 0 findings (0 MUST, 0 SHOULD), "
-                                       "2.0 s (seed 0)", "bold green")
-    line = summary_line(_result(examples_run=14, steps_run=1, reports=[_report(LEAK_F, DUP_F)]),
-                        1.0)
-    assert line.text.startswith("14 examples (--max-examples 10 counts the drawn ones; the "
-                                "other 4 were Hypothesis' shrinking runs and discarded draws), "
-                                "1 step, 2 findings (1 MUST, 1 SHOULD)")
+    assert (line.text, line.style) == ("3 examples (3 drawn, 0 shrinking, 0 discarded draws), "
+                                       "9 steps, 0 findings (0 MUST, 0 SHOULD), 2.0 s (seed 0)",
+                                       "bold green")
+    line = summary_line(_result(examples_run=14, steps_run=1, shrink_runs=3, discarded=1,
+                                shrink_trials=5, confirm_runs=3,
+                                reports=[_report(LEAK_F, DUP_F)]), 1.0)
+    assert line.text.startswith("14 examples (10 drawn, 3 shrinking, 1 discarded draw), "
+                                "5 shrink trials, 3 confirm runs, 1 step, 2 findings "
+                                "(1 MUST, 1 SHOULD)")
     assert line.style == "bold red"
 
 
