@@ -11,7 +11,10 @@ vocabulary, that send
   of an unknown session; ``dirs:moved`` and ``dirs:roots`` for an agent that takes
   ``additionalDirectories``, ``busy:<op>`` under v2, ``compact:<by>`` for each way the agent
   can be made to compact, and ``compact:after-change``: a compaction after a live load or
-  resume changed the prompt, the rebuild at which a deferred change must land), each in the
+  resume changed the prompt, the rebuild at which a deferred change must land;
+  ``delete:prompt``, a turn of a deleted session, which a correct agent refuses, and
+  ``list:cold-load``, a ``session/list`` after a session was loaded in a new process before
+  its first turn), each in the
   shortest valid sequence that shows what it did to the prompt: ``new A (P); prompt A; load
   A (P); prompt A``, ``new A (P); fork A->B (Q); prompt B; prompt A``, ``new A (P); prompt
   A; compact A; prompt A``, ``new A (P); prompt A; load A (Q); compact A; prompt A; prompt
@@ -124,6 +127,8 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
     if caps.replay:
         keys += ["busy:load", "busy:resume"]
     keys += [f"compact:{by}" for by in caps.compactions()]
+    keys += ["delete:prompt"] * caps.delete + ["list:cold-load"] * (
+        caps.list and bool(caps.load or caps.replay or caps.resume))
     if _deferral_before_compaction(caps, resend_on_lifecycle):
         keys.append("compact:after-change")
     keys += [f"fault:{kind}" for kind in FAULTS]
@@ -163,6 +168,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         keys.append(f"invalid:{step.get('method')}")
     if op == "prompt" and "fault" in step:
         keys.append(f"fault:{step['fault']}")
+    if op in ("prompt", "list"):
+        keys += _after_life(step, before)
     if op == "compact":
         keys.append(f"compact:{step.get('by')}")
         if _changed_live(step.get("session"), before):
@@ -315,11 +322,12 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
                    {"op": "prompt", "session": b}, {"op": "prompt", "session": a})
         groups.append(_Group(_new_session, (fork,)))
     if caps.delete:
-        # The machine's delete: a new session where the deleted one lived, and a turn on it.
+        # The machine's delete: a turn of the deleted session (which must be refused), then
+        # a new session where the deleted one lived, and a turn on it.
         def delete(ex: _Example, a: str) -> None:
             a = ex.handle()
             ex.add({"op": "new", "session": a, "cwd": "shared", **ex.prompt(a)},
-                   {"op": "delete", "session": a})
+                   {"op": "delete", "session": a}, {"op": "prompt", "session": a})
             b = ex.handle()
             ex.add({"op": "new", "session": b, "cwd": "shared"}, {"op": "prompt", "session": b})
         groups.append(_Group(_nothing, (delete,)))
@@ -337,7 +345,16 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
             ex.add({"op": "new", "session": b, "cwd": "distinct"}, {"op": "prompt", "session": b})
         else:
             reattach(reopen)(ex, a)
-    groups.append(_Group(_nothing, (restart,)))
+
+    def cold_list(ex: _Example, _: str) -> None:
+        # A session loaded in a new process before its first turn, then the list: it must
+        # show the session by its own id (an agent that stores a session only with its first
+        # turn may restore it as a new one).
+        a = ex.handle()
+        ex.add({"op": "new", "session": a, "cwd": "distinct", **ex.prompt(a)},
+               {"op": "restart"}, {"op": reopen, "session": a, **ex.same(a)}, {"op": "list"},
+               {"op": "prompt", "session": a})
+    groups.append(_Group(_nothing, (restart, cold_list) if caps.list and reopen else (restart,)))
 
     def invalid(method: str) -> Unit:
         return lambda ex, _: ex.add({"op": "invalid", "method": method,
@@ -636,6 +653,22 @@ def _pair_unit(caps: Capabilities, x: str, y: str, *, omit: bool = False) -> Uni
         now = life(ex)
         ex.add(*({"op": "prompt", "session": h} for h in touched if now.is_open(h)))
     return unit
+
+
+def _after_life(step: Mapping[str, Any], before: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``delete:prompt`` for a turn of a session deleted in ``before``; ``list:cold-load`` for
+    a list while a session loaded or resumed in a new process (after a restart) exists."""
+    life, cold = Lifecycle(), set()
+    for s in before:
+        h = s.get("session")
+        if s.get("op") in ("load", "resume") and life.cold(h):
+            cold.add(h)
+        elif s.get("op") in ("new", "delete"):
+            cold.discard(h)
+        life.apply(s)
+    if step.get("op") == "prompt":
+        return ["delete:prompt"] if life.deleted(step.get("session")) else []
+    return ["list:cold-load"] if any(life.exists(h) for h in cold) else []
 
 
 def _cold_change(step: Mapping[str, Any], before: Sequence[Mapping[str, Any]]) -> bool:

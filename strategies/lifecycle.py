@@ -8,7 +8,8 @@ fake model fails, and (for an agent that can be made to compact) compactions, ea
 by a turn. A load, resume or fork that
 succeeds is followed by a turn on that session, where its effect on the prompt shows, and by a
 turn on a session it could have changed by mistake: a fork's source, and a loaded session that
-shares the reopened session's directory. A delete is followed by a new session where the
+shares the reopened session's directory. A delete is followed, half of the time, by a turn
+of the deleted session (which a correct agent refuses), then by a new session where the
 deleted one lived, and a turn on it.
 
 It is deliberately blind to the live agent. Its preconditions read only what the agent
@@ -375,8 +376,10 @@ class LifecycleMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def close(self, data: st.DataObject) -> None:
         """``session/close`` of an open session, or ``session/delete`` of any session (open,
-        closed or unloaded by a restart). A deleted handle is never used again: what a
-        deleted session leaves behind can only show in another session (a leak).
+        closed or unloaded by a restart). A deleted handle is used again only for a turn,
+        half of the time, right after the delete: a correct agent refuses it (an agent that
+        serves it kept the session, ``session.deleted-usable``). Anything else a deleted
+        session leaves behind can only show in another session (a leak).
 
         Enabled only while a session is open, as close alone was: enabling it after a
         restart too drew deletes where the restart-then-load bugs need a load."""
@@ -386,6 +389,8 @@ class LifecycleMachine(RuleBasedStateMachine):
             handle = data.draw(st.sampled_from(self.model.life.existing()), label="session")
             self._send({"op": "delete", "session": handle})
             gone = self.model.sessions.pop(handle)
+            if data.draw(st.booleans(), label="turn of the deleted session"):
+                self._send({"op": "prompt", "session": handle}, accepted=False)
             # What a deleted session leaves behind shows in the next session made where it
             # lived (an agent that keys what it stores by directory, or keeps a global): make
             # one there without a prompt of its own, which anything left over would fill, and

@@ -99,6 +99,11 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("turn.silent-failure", "SHOULD", "ACPFUZZ-FAILURE-VISIBLE-SHOULD",
                "a turn whose model request failed, and that never got an answer, ended with "
                "end_turn and nothing said"),
+    OracleInfo("session.listed-other-id", "SHOULD", "ACPFUZZ-LIST-IDS-SHOULD",
+               "after a session was loaded or resumed in a new process, session/list does "
+               "not show its id and shows an id no request created"),
+    OracleInfo("session.deleted-usable", "info", "ACPFUZZ-DELETE-LIVE-MAY",
+               "a turn of a session was served after session/delete of it succeeded"),
     OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
                "how an agent that does not advertise systemPrompt answered one (robustness)"),
 ]}

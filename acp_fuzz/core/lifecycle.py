@@ -10,7 +10,9 @@ all read them from :class:`Lifecycle`, so a new lifecycle method is one entry in
 A session *exists* from the ``session/new`` or ``session/fork`` that made it until a
 ``session/delete`` of it. It is *open* when it exists, was made or last loaded or resumed in
 the current agent process, and no ``session/close`` came since. A restart leaves every session
-existing but none open: the next process must be asked to load or resume them.
+existing but none open: the next process must be asked to load or resume them. A deleted
+session is *gone*: no step may name it, but a turn, which a correct agent refuses (the
+session is deleted), to see that it does (``session.deleted-usable``).
 
 Sessions are named by logical handles, ``A``, ``B``, ... (:func:`handle_name`), which the
 runner maps to the agent's own session ids.
@@ -83,6 +85,9 @@ class Lifecycle:
     sessions: dict[str, SessionState] = field(default_factory=dict)
     #: The current agent process: 0, then one more per restart.
     generation: int = 0
+    #: The handles of the sessions a ``session/delete`` removed (until a new session takes
+    #: the handle again).
+    gone: set[str] = field(default_factory=set)
 
     @property
     def restarts(self) -> int:
@@ -91,6 +96,10 @@ class Lifecycle:
     def exists(self, h: Any) -> bool:
         """Whether session ``h`` was made and not deleted."""
         return isinstance(h, str) and h in self.sessions
+
+    def deleted(self, h: Any) -> bool:
+        """Whether session ``h`` was deleted (and no session took its handle since)."""
+        return isinstance(h, str) and h in self.gone
 
     def is_open(self, h: Any) -> bool:
         """Whether session ``h`` is open in the current agent process."""
@@ -131,6 +140,9 @@ class Lifecycle:
         if need is None:
             return False
         h = step.get("session")
+        if op == "prompt" and self.deleted(h):
+            # A plain turn of a deleted session: sent to see it refused.
+            return not (step.get("fault") or step.get("busy"))
         if need == "exists" and not self.exists(h):
             return False
         if need == "open" and not self.is_open(h):
@@ -156,9 +168,11 @@ class Lifecycle:
             return
         if op == "new":
             self.sessions[h] = SessionState(self.generation)
+            self.gone.discard(h)
         elif op == "fork" and isinstance(step.get("new"), str) and self.exists(h):
             self.sessions[step["new"]] = SessionState(self.generation, source=h,
                                                       talked=self.sessions[h].talked)
+            self.gone.discard(step["new"])
         elif op == "prompt" and self.exists(h):
             self.sessions[h].talked = True
         elif op == "compact" and self.exists(h):
@@ -168,8 +182,8 @@ class Lifecycle:
             self.sessions[h].closed = False
         elif op == "close" and self.exists(h):
             self.sessions[h].closed = True
-        elif op == "delete":
-            self.sessions.pop(h, None)
+        elif op == "delete" and self.sessions.pop(h, None) is not None:
+            self.gone.add(h)
 
 
 def allowed(steps: Iterable[Mapping[str, Any]]) -> bool:

@@ -256,6 +256,25 @@ RULES: tuple[Rule, ...] = (
        "success. The schema names no stop reason for a failure and no MUST for this, so "
        "answering the prompt with an error (or saying what failed) is a SHOULD",
        ("turn.silent-failure", "bug:fault-ends-silently")),
+    _r("ACPFUZZ-LIST-IDS-SHOULD", SCHEMA, "ListSessionsRequest",
+       "Request parameters for listing existing sessions.",
+       "acp-fuzz's reading: a session the agent has just accepted to load or resume in a new "
+       "process exists, and a listed session's id is its “Unique identifier for the session” "
+       "(SessionInfo.sessionId); a complete list (no nextCursor) that leaves its id out and "
+       "shows an id no request created lists it under an id the client never got. The schema "
+       "has no MUST or SHOULD here, so it is a SHOULD, as an advertised method that must work "
+       "is (ACPFUZZ-REATTACH-ADVERTISED-SHOULD). A session missing from the list alone is not "
+       "judged: an agent may list a session only once it has stored it",
+       ("session.listed-other-id", "bug:cold-load-new-id")),
+    _r("ACPFUZZ-DELETE-LIVE-MAY", SCHEMA, "DeleteSessionRequest",
+       "Request parameters for deleting an existing session from `session/list`.",
+       "acp-fuzz's reading: delete is defined by the list, and nothing says that a session "
+       "live on the connection stops serving turns; archive, beside it, spells that out (“If "
+       "the session is active, the Agent MUST cancel any ongoing work and free the session's "
+       "resources as if `session/close` had been called”, ArchiveSessionRequest), delete does "
+       "not. A turn of a deleted session is sent (a correct agent refuses it: the reference "
+       "agent answers -32002), and one served is recorded at info",
+       ("session.deleted-usable", "bug:delete-keeps-live")),
     # -- systemPrompt: the client ----------------------------------------------------------------
     _r("SP-CLIENT-GATE-MUSTNOT", RFD, _CLIENT,
        "Clients MUST NOT include systemPrompt in any request unless the agent advertised the "

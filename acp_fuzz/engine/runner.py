@@ -549,10 +549,12 @@ class Run:
         """Whether the runner can send ``step`` at all: a step on a session that does not
         exist (never made, its creation refused, or deleted) has no session id to send, and
         is skipped. A step on a session that exists but is not open (closed, or unloaded by a
-        restart) is sent: the agent must refuse it, and that is for the oracles to judge."""
+        restart) is sent: the agent must refuse it, and that is for the oracles to judge. So
+        is a turn of a deleted session (the runner keeps its id for that)."""
         if NEEDS[step["op"]] == "nothing":
             return True
-        return self.life.exists(step["session"])
+        return self.life.exists(step["session"]) or (
+            step["op"] == "prompt" and self.life.deleted(step["session"]))
 
     def _reply_outcome(self, reply: Reply) -> StepOutcome:
         if reply.outcome in ("exited", "timeout"):
@@ -794,10 +796,9 @@ class Run:
 
     def _do_delete(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         s = self.sessions[step["session"]]
-        out = self._reply_outcome(self._request("session/delete", {"sessionId": s.agent_id}))
-        if out.outcome == "ok":
-            del self.sessions[step["session"]]  # gone: a later step on it is skipped
-        return out
+        # Its id is kept: a later turn of it is sent to see it refused; any other step on it
+        # is skipped (it no longer exists, see _sendable).
+        return self._reply_outcome(self._request("session/delete", {"sessionId": s.agent_id}))
 
     def _do_set_mode(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """``session/set_mode`` to another of the modes the agent offered for the session:

@@ -303,6 +303,17 @@ client prompt texts.
     A failed model request ends the turn ``end_turn`` with nothing said: neither tried again
     nor reported. 2 steps: new A; prompt A, its first model request failed → ``end_turn``
     and no message (``turn.silent-failure``, SHOULD).
+``delete-keeps-live``
+    ``session/delete`` removes the stored session but leaves it loaded in the process: a
+    later turn of it is still served, with its conversation (pi-acp 0.0.34). 3 steps: new A;
+    delete A; prompt A → served (``session.deleted-usable``, info); the correct agent answers
+    ``-32002``.
+``cold-load-new-id``
+    A session loaded or resumed in a new process before its first turn is stored again under
+    a new id, which ``session/list`` shows in place of its own; its own id still serves its
+    turns (pi-acp 0.0.34 writes a session only with its first message, and restores a
+    missing one as a new session). 4 steps: new A; restart; load A; list → a new id, not A's
+    (``session.listed-other-id``, SHOULD).
 
 Correct variants (``--variant NAME``)
 =====================================

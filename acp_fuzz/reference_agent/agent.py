@@ -156,6 +156,11 @@ BUGS: dict[str, str] = {
     "schema) instead of end_turn",
     "escape-changed-prompt": "a prompt that a load or resume changes is HTML-escaped on the "
     "way in (the change path's template autoescapes it)",
+    "delete-keeps-live": "session/delete removes the stored session but leaves it loaded: a "
+    "later turn of it is still served, with its conversation (pi-acp 0.0.34)",
+    "cold-load-new-id": "a session loaded or resumed in a new process before its first turn "
+    "is stored again under a new id: session/list shows that id, not the session's (pi-acp "
+    "0.0.34, which writes a session only with its first message)",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -533,6 +538,7 @@ class Agent:
         self.last_client_prompt: SystemPrompt | None = None  # only read by BUG(leak)
         self.left_behind: dict[str, SystemPrompt] = {}  # only by BUG(delete-leaves-prompt)
         self.unstored: set[str] = set()  # only by BUG(unstored-before-turn)
+        self.relisted: set[str] = set()  # only by BUG(cold-load-new-id)
         self.methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "initialize": self.initialize,
             "session/new": self.session_new,
@@ -905,6 +911,14 @@ class Agent:
         if busy and "busy-refuses" in self.variants:
             raise RpcError(BUSY, "Session is busy: a turn is running", {"sessionId": session_id})
 
+    def _relist(self, session: Session, cold: bool) -> None:
+        """BUG(cold-load-new-id): a session reopened in a new process before its first turn
+        is restored as a new one: stored again under a new id, which session/list shows in
+        place of its own (the client's id still serves its turns)."""
+        if "cold-load-new-id" in self.bugs and cold and not session.history:
+            self.store.create(session.cwd, session.system_prompt, [])
+            self.relisted.add(session.session_id)
+
     def _activate(self, session: Session) -> None:
         self.live[session.session_id] = session
         self.seen_here.add(session.session_id)
@@ -1082,9 +1096,11 @@ class Agent:
             raise RpcError(INTERNAL_ERROR, "Internal error",
                            {"details": "No previous sessions found for this project."})
         # Everything is valid: from here on the request succeeds.
+        cold = session_id not in self.seen_here
         self._reopen(session, cwd, prompt, busy)
         self._activate(session)
         self.store.save(session)
+        self._relist(session, cold)
         # SES-AGENT-LOAD-REPLAY-MUST: replay the whole conversation, THEN answer.
         for i, entry in enumerate(session.history):
             user = entry["role"] == "user"
@@ -1147,9 +1163,11 @@ class Agent:
         self._refuse_busy(session_id, busy)
         if "history-lost-after-restart" in self.bugs and session_id not in self.seen_here:
             session.history = []  # BUG(history-lost-after-restart): the transcript is stored too
+        cold = session_id not in self.seen_here
         self._reopen(session, cwd, prompt, busy)
         self._activate(session)
         self.store.save(session)
+        self._relist(session, cold)
         self._state_snapshot(session)
         self._advertise(session)
         return self.options_of(session)  # SES-AGENT-RESUME-NOREPLAY-MUST: no history is sent
@@ -1197,7 +1215,8 @@ class Agent:
         if "delete-leaves-prompt" in self.bugs and session.system_prompt is not None:
             # BUG(delete-leaves-prompt): the prompt is kept as the directory's default.
             self.left_behind[session.cwd] = session.system_prompt
-        self.live.pop(session_id, None)
+        if "delete-keeps-live" not in self.bugs:
+            self.live.pop(session_id, None)  # BUG(delete-keeps-live) skips this: still loaded
         self.store.delete(session_id)
         return {}
 
@@ -1266,7 +1285,8 @@ class Agent:
                 {"sessionId": s.session_id, "cwd": s.cwd, "updatedAt": s.updated_at,
                  **({"title": s.title} if s.title is not None else {})}
                 for s in self.store.all()
-                if cwd is None or s.cwd == cwd
+                if (cwd is None or s.cwd == cwd)
+                and s.session_id not in self.relisted  # only BUG(cold-load-new-id) adds any
             ]
         }
 

@@ -96,7 +96,7 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # 32 before the faulted turns (one example of 9 steps, issue #32), 33 before a changed
     # prompt on the first reattach after a restart.
     assert len(covering_examples(REFERENCE)) == 34
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 314
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 320
 
 
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:
@@ -111,10 +111,13 @@ def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect(
          ("prompt", "A", False)],
         [("new", "A", True), ("fork", "A", True), ("prompt", "B", False),
          ("prompt", "A", False)],
-        [("new", "A", True), ("delete", "A", False), ("new", "B", False),
-         ("prompt", "B", False)],
+        [("new", "A", True), ("delete", "A", False), ("prompt", "A", False),
+         ("new", "B", False), ("prompt", "B", False)],
         [("new", "A", True), ("prompt", "A", False), ("restart", None, False),
-         ("load", "A", True), ("prompt", "A", False)],
+         ("load", "A", True), ("prompt", "A", False),
+         # loaded in a new process before its first turn, then listed (#38 §5)
+         ("new", "B", True), ("restart", None, False), ("load", "B", True),
+         ("list", None, False), ("prompt", "B", False)],
         [("invalid", None, False)] * 3,
     ]
     load = covering_examples(REFERENCE)[1].steps

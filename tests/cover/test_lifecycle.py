@@ -80,13 +80,24 @@ def test_a_closed_session_is_reattached_before_use() -> None:
                     {"op": "prompt", "session": "A"}])
 
 
-def test_a_deleted_session_is_never_used_again() -> None:
+def test_a_deleted_session_is_used_again_only_for_a_turn_it_must_refuse() -> None:
     deleted = [NEW_A, {"op": "delete", "session": "A"}]
     assert allowed([*deleted, {"op": "new", "session": "B"},
                     {"op": "prompt", "session": "B"}])
-    for op in ("prompt", "load", "resume", "delete", "close"):
-        assert not allowed([*deleted, {"op": op, "session": "A"}]), op
+    for op in ("load", "resume", "delete", "close", "fork", "cancel"):
+        assert not allowed([*deleted, {"op": op, "session": "A", "new": "B"}]), op
     assert not allowed([{"op": "delete", "session": "A"}])
+    # A plain turn is sent, to see it refused (session.deleted-usable); it changes nothing.
+    turn = {"op": "prompt", "session": "A"}
+    assert allowed([*deleted, turn, turn])
+    assert not allowed([*deleted, {**turn, "fault": "server-error"}])
+    life = Lifecycle()
+    for step in [*deleted, turn]:
+        life.apply(step, accepted=step is not turn)
+    assert life.deleted("A") and not life.exists("A")
+    life.apply(NEW_A)  # the handle taken again: another session
+    assert life.exists("A") and not life.deleted("A")
+    assert not allowed([{"op": "prompt", "session": "A"}])  # never made: not deleted
 
 
 @pytest.mark.parametrize("op", ["set_mode", "set_config_option"])

@@ -166,7 +166,8 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "lifecycle.omitted-fallback", "payload.probe", "cancel.error",
         "prompt.change-ignored", "lifecycle.omitted-inconsistent", "defaults.too-small",
         "session.history-lost", "session.reattach-failed", "session.turn-failed",
-        "turn.silent-failure", "session.history-destroyed",
+        "turn.silent-failure", "session.history-destroyed", "session.listed-other-id",
+        "session.deleted-usable",
     }
 
 

@@ -1345,6 +1345,23 @@ def _escape_changed_prompt(t: Trial) -> bool:
     return ESCAPABLE not in t.model.system()
 
 
+@reproduces("delete-keeps-live")
+def _delete_keeps_live(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    t.agent.ok("session/delete", {"sessionId": session})
+    _, answer = answer_to_prompt(t.agent, session)
+    return "result" in answer  # the correct agent answers -32002: the session is gone
+
+
+@reproduces("cold-load-new-id")
+def _cold_load_new_id(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    agent = t.restart()
+    agent.ok("session/load", {"sessionId": session, "cwd": CWD, "mcpServers": []})
+    listed = [s["sessionId"] for s in agent.ok("session/list", {})["sessions"]]
+    return session not in listed
+
+
 # Model faults (tests/quality/test_faults.py): the fake model fails one request.
 
 

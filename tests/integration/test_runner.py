@@ -81,8 +81,9 @@ def test_a_restart_lets_the_agent_exit_but_an_example_end_stops_it_at_once(
 def test_a_step_on_a_session_that_does_not_exist_is_skipped_but_a_closed_one_is_sent(
         no_orphans: object) -> None:
     """The runner reads the shared lifecycle model: no session id to send for a session never
-    made, refused or deleted (skipped, nothing on the wire); a closed session, or one a
-    restart unloaded, still exists, and the agent is asked (and must refuse)."""
+    made or refused (skipped, nothing on the wire), and only a turn for a deleted one (to see
+    it refused, #38 §5); a closed session, or one a restart unloaded, still exists, and the
+    agent is asked (and must refuse)."""
     def methods(run: Run) -> list[str]:
         return [m["method"] for _, m in run.history.acp_messages("send")
                 if isinstance(m, dict) and "method" in m]
@@ -102,5 +103,11 @@ def test_a_step_on_a_session_that_does_not_exist_is_skipped_but_a_closed_one_is_
         assert run.execute({"op": "prompt", "session": "A"}).outcome == "error"
         assert methods(run)[-1] == "session/prompt"
         assert run.execute({"op": "delete", "session": "A"}).outcome == "ok"
-        assert run.execute({"op": "prompt", "session": "A"}).outcome == "skipped"
+        assert run.execute({"op": "load", "session": "A"}).outcome == "skipped"
         assert methods(run)[-1] == "session/delete"
+        deleted = run.execute({"op": "prompt", "session": "A"})
+        assert deleted.outcome == "error" and deleted.error["code"] == -32002
+        assert methods(run)[-1] == "session/prompt"
+        findings = evaluate(run.history.snapshot())
+        assert "session.deleted-usable" not in {f.oracle for f in findings}
+        assert [f for f in findings if f.severity != "info"] == []

@@ -92,6 +92,8 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "drop-last-block": ("prompt.altered|prompt.lost", 2),
     # new A (append a 65537+ character text); prompt A  -> its end is missing
     "truncate-64k": ("prompt.altered", 2),
+    # new A; restart; load A; list  -> another id in A's place (test_session_listing.py)
+    "cold-load-new-id": ("session.listed-other-id", 4),
 }
 
 #: Cases measured NOT to reach the minimum (or not found) with default settings:

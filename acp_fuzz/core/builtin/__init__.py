@@ -27,9 +27,10 @@ from __future__ import annotations
 from acp_fuzz.core.builtin import protocol
 from acp_fuzz.core.builtin import payload
 from acp_fuzz.core.builtin import lifecycle
+from acp_fuzz.core.builtin import listing
 from acp_fuzz.core.builtin import isolation
 from acp_fuzz.core.builtin import turns
 from acp_fuzz.core.builtin import faults
 # isort: on
 
-__all__ = ["faults", "isolation", "lifecycle", "payload", "protocol", "turns"]
+__all__ = ["faults", "isolation", "lifecycle", "listing", "payload", "protocol", "turns"]
