@@ -93,7 +93,7 @@ def test_the_variable_names_or_disables_the_file(tmp_path: Path) -> None:
     env = {"ACP_FUZZ_CONFIG": str(other)}
     proc = run_cli(tmp_path, "target", "--cassette-dir", str(tmp_path / "c"), "--", *AGENT,
                    env=env)
-    assert proc.returncode == 0 and "1 example," in proc.stdout, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "1 example (1 drawn," in proc.stdout, proc.stdout + proc.stderr
     proc = run_cli(tmp_path, "target", "-n", "1", "--cassette-dir", str(tmp_path / "c"), "--",
                    *AGENT, env={"ACP_FUZZ_CONFIG": ""})
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -108,4 +108,4 @@ def test_a_fifo_named_like_a_settings_file_is_no_settings_file(tmp_path: Path) -
                            "--cassette-dir", str(tmp_path / "c"), "--", *AGENT],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 example," in proc.stdout
+    assert "1 example (1 drawn," in proc.stdout

@@ -210,5 +210,6 @@ def test_each_model_event_says_what_kind_of_request_it_was(gw: Gateway,
         {"role": "user", "content": f"hi {NONCE}"}])
     chat(gw, "tied to no turn")
     kinds = [(x.session, x.side, x.side_kind) for x in exchanges(history)]
+    # A model request no rule names and no nonce ties is recorded as untied (#38 §2).
     assert kinds == [("A", False, None), ("A", True, "compaction"), ("A", True, "side"),
-                     (None, True, "side")]
+                     (None, True, "untied")]
