@@ -97,6 +97,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("ACPFUZZ-CONVERSATION-KEPT-MUST",
      "after an accepted load or resume the model gets the conversation"),
     ("ACPFUZZ-REATTACH-ADVERTISED-SHOULD", "an advertised load or resume works"),
+    ("ACPFUZZ-LIST-IDS-SHOULD", "after a cold load, session/list shows the session's own id"),
+    ("ACPFUZZ-DELETE-LIVE-MAY", "a deleted session still serves turns, or not (info)"),
     ("CANCEL-AGENT-STOPREASON-MUST", "a cancelled turn ends with stopReason cancelled"),
     ("ACPFUZZ-FAILURE-VISIBLE-SHOULD", "a failed model call does not end the turn silently"),
     ("SES-AGENT-BASELINE-MUST", "the agent answers, and does not crash or hang"),
@@ -117,6 +119,7 @@ _RANK = ("fail", "flaky", "unconfirmed")
 #: Rules that bind an agent whether or not it advertises ``systemPrompt``; every other row
 #: is about the client's prompt, and does not apply to an agent that does not take one.
 _PROMPT_FREE = frozenset({"ACPFUZZ-CONVERSATION-KEPT-MUST", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
+                          "ACPFUZZ-LIST-IDS-SHOULD", "ACPFUZZ-DELETE-LIVE-MAY",
                           "ACPFUZZ-FAILURE-VISIBLE-SHOULD", "CANCEL-AGENT-STOPREASON-MUST",
                           "SES-AGENT-BASELINE-MUST", "FR-WIRE-NDJSON-MUST"})
 #: Rules about a prompt on load, resume or fork (a changed, re-sent or omitted one).
@@ -463,6 +466,11 @@ def _not_applicable(rule: str, caps: Mapping[str, Any]) -> str | None:
         return "neither session/load nor session/resume advertised"
     if rule in _LIFECYCLE and not any(caps.get(k) for k in ("load", "resume", "fork", "replay")):
         return "no load, resume or fork advertised"
+    if rule == "ACPFUZZ-LIST-IDS-SHOULD" and not (
+            caps.get("list") and any(caps.get(k) for k in ("load", "resume", "replay"))):
+        return "session/list, or a load or resume, not advertised"
+    if rule == "ACPFUZZ-DELETE-LIVE-MAY" and not caps.get("delete"):
+        return "session/delete not advertised"
     return None
 
 

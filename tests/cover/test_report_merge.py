@@ -98,7 +98,8 @@ def test_the_shards_merge_into_one_report_with_each_bug_once(
     captured = capsys.readouterr()
     assert captured.err == ""
     assert captured.out.splitlines()[0] == "merged 3 report(s)"
-    assert "30 examples, 120 steps, 2 findings (2 MUST, 0 SHOULD), 12.5 s" in captured.out
+    assert "30 examples (30 drawn, 0 shrinking, 0 discarded draws), 120 steps, 2 findings " \
+           "(2 MUST, 0 SHOULD), 12.5 s" in captured.out
 
 
 def test_a_clean_merge_exits_0_and_writes_every_format(tmp_path: Path) -> None:
