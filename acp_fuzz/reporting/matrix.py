@@ -626,8 +626,7 @@ def matrix_preamble(command: str, *, version: str, interrupted: bool = False,
             + (" (interrupted: agents not run are missing)" if interrupted else "") + ".")
     out = [f"Made by {code(clip(command, 2 * CLIP))} {made}",
            f"Each cell: {bold('FAIL')} (a confirmed finding; the cassette reproduces it with "
-           f"{code('acp-fuzz replay')}), flaky, {bold('ERROR')} (a corpus cassette of the "
-           "rule could not be replayed), info (a choice the RFD leaves to the agent), pass "
+           f"{code('acp-fuzz replay')}), flaky, info (a choice the RFD leaves to the agent), pass "
            "(the rule's oracles judged that many cases and none failed), not applicable "
            "(the rule does not bind this agent: a capability it does not advertise), or not "
            "tested (why). Rule ids, their levels and the words they rest on are in "
@@ -643,7 +642,8 @@ def matrix_preamble(command: str, *, version: str, interrupted: bool = False,
             "whether the campaign drew that failure or not; one that no longer fails is "
             "listed as fixed under its agent, and so is one skipped, with why. A cell marked "
             "(corpus) has its verdict from the corpus, (campaign+corpus) from both; an "
-            "unmarked cell, from the campaign. The findings docs/findings.md keeps are "
+            f"unmarked cell, from the campaign. {bold('ERROR')}: a corpus cassette of the "
+            "rule could not be replayed. The findings docs/findings.md keeps are "
             f"listed in {code('kept.toml')} there, each with its cassette per ACP version "
             "or why none can exist: the table is refused for a version a kept finding says "
             "nothing about.")
