@@ -1,0 +1,523 @@
+"""How the cost grows with a campaign's work (issue #36 §3): judging, cassettes, memory.
+
+``python benchmarks/bench_growth.py [--steps 10,100,1000,10000] [--prompt-kib 1,8,32,64,96]
+[--sessions 1,10,100] [--rounds 3] [--plot PATH] [--only judge,cassette,memory]``
+``python benchmarks/bench_growth.py --compare BEFORE.json AFTER.json``
+
+No third-party agent: every history is recorded from the reference agent
+(``python -m acp_fuzz.reference_agent``, correct, v1) by ``runner.run_steps``, with the
+baseline a campaign's calibration learns (``campaign.calibrate``).
+
+**Histories of N steps.** The steps are the reference agent's own covering examples
+(``strategies/cover.py``: every op, every ordered pair of lifecycle ops, every payload class
+and invalid payload, restarts, forks, loads and resumes; 34 examples, 314 steps), one after
+another in one run, cut at N steps. Each repetition gets fresh session handles (shifted
+through A-Z, so handles are reused as the strategies' ``handle_name`` reuses them), fresh
+texts (every prompt text of 12 characters or more gets the suffix `` (rK)``, as drawn prompts
+carry a canary of their own) and fresh nonces (the runner derives them per turn), and ends
+by deleting the sessions it made (a campaign's example starts on a fresh agent with none;
+without it the agent's ``session/list`` answers, which the runner asks for after every
+refused ``session/new``, list every session of the run and the history's bytes grow as the
+square of its steps). Each history is recorded once and kept as a cassette in
+``benchmarks/results/growth/`` (``--fresh`` records again), so two trees judge the very same
+events: run the script from each and ``--compare`` the two JSON files.
+
+**Judging** (``oracles.evaluate`` and ``Evaluator.feed``): each history is judged whole (as
+``replay --offline`` does) and step by step as a campaign does it (``History.snapshot()``,
+then ``Evaluator.feed(snapshot)`` and ``findings()`` after each step); the figure is the
+median over ``--rounds`` of the CPU time of this process (``time.process_time``: judging is
+pure computation, and CPU time is much less inflated by a busy machine than wall time)
+divided by the steps, and by the history's KiB (the events, not the steps, are the oracles'
+input). "Growth" is the cost per step of the
+history's last tenth over its first tenth, judged step by step: 1 when nothing grows with
+what came before.
+
+**Cassettes** (``write_cassette``, ``read_cassette``, all checks, fsync'd): each history's
+write and read wall time (they wait on the disk) and size; then against prompt size, a
+6-step history (``new A`` with a one-block append prompt of S KiB, a turn, a ``load``
+re-sending it, a turn, a ``fork``, a turn on the fork) for each S in ``--prompt-kib`` (96 KiB
+is the largest text ``strategies/payloads.py`` draws).
+
+**Memory** against sessions in one example: a child process per count runs ``new`` with a
+prompt of its own and a turn, per session (handles beyond Z are reused: a new session under a
+used handle, as the strategies do), on one ``Run``; then judges that history whole. It
+reports the Python heap's peak (``tracemalloc``) during the run and during the judging, the
+peak RSS (``VmHWM``, reset after the imports) of a second child without ``tracemalloc``, and
+the history's events.
+
+Raw results go to ``benchmarks/results/growth.json``; ``--plot PATH`` draws the curves
+(matplotlib: ``pip install -e '.[bench]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import itertools
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import RESULTS, loadavg, machine, median, reference_argv
+
+from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
+from acp_fuzz.core.history import Event, History
+from acp_fuzz.core.lifecycle import HANDLES, handle_name
+from acp_fuzz.core.oracles import Baseline, Evaluator, evaluate
+from acp_fuzz.engine.runner import Run, TargetSpec, run_steps
+
+GROWTH = RESULTS / "growth"
+#: A prompt text this long gets its repetition's suffix (drawn prompts carry a canary each;
+#: shorter texts are not evidence for the oracles, sessions.MIN_SIGNIFICANT).
+MIN_TAGGED = 12
+
+
+# -- the histories -------------------------------------------------------------------------------
+
+
+def spec() -> TargetSpec:
+    return TargetSpec.from_command(reference_argv())
+
+
+def calibrated() -> tuple[Any, Baseline]:
+    """The reference agent's capabilities and baseline, as a campaign learns them."""
+    from acp_fuzz.engine.campaign import calibrate
+
+    _, caps, baseline = calibrate(spec())
+    return caps, baseline
+
+
+def _tagged(value: Any, tag: str) -> Any:
+    if isinstance(value, Mapping):
+        return {k: (v + tag if k == "text" and isinstance(v, str)
+                    and len(v.strip()) >= MIN_TAGGED else _tagged(v, tag))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_tagged(v, tag) for v in value]
+    return value
+
+
+def script(n: int, caps: Any) -> tuple[list[dict[str, Any]], int]:
+    """``n`` steps: the covering examples over and over, each repetition with its own handles,
+    texts and a ``delete`` of its sessions at its end (see the module's docstring); and the
+    length of one pass over all the examples."""
+    from acp_fuzz.strategies.cover import covering_examples
+
+    examples = [c.steps for c in covering_examples(caps)]
+    out: list[dict[str, Any]] = []
+    base = k = 0
+    cycle = 0
+    while len(out) < n:
+        if k == len(examples):
+            cycle = len(out)
+        steps = examples[k % len(examples)]
+        used = sorted({s[key] for s in steps for key in ("session", "new")
+                       if isinstance(s.get(key), str)})
+        rename = {h: HANDLES[(HANDLES.index(h) + base) % len(HANDLES)] for h in used}
+        for s in steps:
+            s = copy.deepcopy(s)
+            for key in ("session", "new"):
+                if key in s:
+                    s[key] = rename[s[key]]
+            if "systemPrompt" in s:
+                s["systemPrompt"] = _tagged(s["systemPrompt"], f" (r{k})")
+            out.append(s)
+        out.extend({"op": "delete", "session": rename[h]} for h in used)
+        base += len(used)
+        k += 1
+    return out[:n], cycle or len(out)
+
+
+def _save(path: Path, events: Sequence[Event], baseline: Baseline, **meta: Any) -> None:
+    header = Header(target=reference_argv(), kind="run",
+                    settings={"baseline": baseline.to_wire(), "strict": False}, meta=meta)
+    write_cassette(path, header, events)
+
+
+def history(n: int, caps: Any, baseline: Baseline, *, fresh: bool
+            ) -> tuple[list[Event], Baseline, int]:
+    """The recorded history of ``n`` steps (recorded now, or read from its cassette), its
+    baseline and the length of one pass over the covering examples."""
+    path = GROWTH / f"steps-{n}.cassette"
+    if fresh or not path.exists():
+        GROWTH.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        steps, cycle = script(n, caps)
+        h, findings = run_steps(spec(), steps, baseline=baseline)
+        took = time.perf_counter() - t0
+        _save(path, h.snapshot(), baseline, steps=n, cycle=cycle, recorded_in=round(took, 2),
+              findings=[f.to_wire() for f in findings])
+        print(f"  recorded {n} steps in {took:.1f} s ({len(h)} events)", flush=True)
+    c = read_cassette(path)
+    return (c.events, Baseline.from_wire(c.header.run_settings.baseline),
+            int(c.header.meta.get("cycle", n)))
+
+
+def prompt_history(kib: int, baseline: Baseline, *, fresh: bool) -> list[Event]:
+    """Six steps around a one-block append prompt of ``kib`` KiB."""
+    path = GROWTH / f"prompt-{kib}k.cassette"
+    if fresh or not path.exists():
+        GROWTH.mkdir(parents=True, exist_ok=True)
+        text = ("lorem ipsum dolor sit amet " * (kib * 1024 // 27 + 1))[: kib * 1024 - 24]
+        sp = {"mode": "append", "content": [{"type": "text", "text": text + " [growth canary]"}]}
+        steps = [{"op": "new", "session": "A", "systemPrompt": sp},
+                 {"op": "prompt", "session": "A"},
+                 {"op": "load", "session": "A", "systemPrompt": sp},
+                 {"op": "prompt", "session": "A"},
+                 {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp},
+                 {"op": "prompt", "session": "B"}]
+        h, _ = run_steps(spec(), steps, baseline=baseline)
+        _save(path, h.snapshot(), baseline, prompt_kib=kib)
+    return read_cassette(path).events
+
+
+# -- judging -------------------------------------------------------------------------------------
+
+
+def _segments(events: Sequence[Event]) -> list[Sequence[Event]]:
+    """The events of each step, from its ``step`` event to the next (what came before the
+    first step, the spawn and ``initialize``, goes with the first)."""
+    starts = [i for i, e in enumerate(events) if e.kind == "step"]
+    bounds = [0, *starts[1:], len(events)]
+    return [events[a:b] for a, b in itertools.pairwise(bounds)]
+
+
+def judge_whole(events: Sequence[Event], baseline: Baseline) -> float:
+    t0 = time.process_time()
+    evaluate(events, baseline=baseline)
+    return time.process_time() - t0
+
+
+def judge_stepwise(events: Sequence[Event], baseline: Baseline) -> tuple[list[float], float]:
+    """Judge as a campaign does: after each step, the history's snapshot fed to one
+    ``Evaluator`` and its findings read. Returns each step's time (snapshot + feed +
+    findings) and the time the snapshots alone took."""
+    h = History()
+    judge = Evaluator(baseline=baseline)
+    per_step: list[float] = []
+    snap = 0.0
+    clock = time.process_time
+    for seg in _segments(events):
+        h.events.extend(seg)
+        t0 = clock()
+        events_now = h.snapshot()
+        t1 = clock()
+        judge.feed(events_now)
+        judge.findings()
+        t2 = clock()
+        per_step.append(t2 - t0)
+        snap += t1 - t0
+    return per_step, snap
+
+
+def growth(per_step: Sequence[float], cycle: int) -> float | None:
+    """The cost of the last whole pass over the covering examples over the first: the same
+    steps (fresh handles and texts), judged after all the others. ``None`` with one pass."""
+    passes = len(per_step) // cycle
+    if passes < 2:
+        return None
+    last = (passes - 1) * cycle
+    return sum(per_step[last:last + cycle]) / sum(per_step[:cycle])
+
+
+def judging(histories: Mapping[int, tuple[list[Event], Baseline, int]], rounds: int
+            ) -> list[dict[str, Any]]:
+    rows = []
+    for n, (events, baseline, cycle) in histories.items():
+        evaluate(events[:500], baseline=baseline)  # warm: the schema validators build lazily
+        kib = sum(len(json.dumps(e.to_wire(), ensure_ascii=False)) for e in events) / 1024
+        whole, stepwise, snaps, grow = [], [], [], []
+        for _ in range(rounds):
+            whole.append(judge_whole(events, baseline))
+            per_step, snap = judge_stepwise(events, baseline)
+            stepwise.append(sum(per_step))
+            snaps.append(snap)
+            g = growth(per_step, cycle)
+            if g is not None:
+                grow.append(g)
+        w, s = median(whole), median(stepwise)
+        rows.append({"steps": n, "events": len(events), "kib": round(kib, 1),
+                     "whole_us_per_step": round(w / n * 1e6, 1),
+                     "stepwise_us_per_step": round(s / n * 1e6, 1),
+                     "whole_us_per_kib": round(w / kib * 1e6, 1),
+                     "snapshot_share": round(median(snaps) / s, 4),
+                     "growth": round(median(grow), 2) if grow else None,
+                     "samples": {"whole": whole, "stepwise": stepwise, "growth": grow}})
+        print(f"  judged {n} steps: {rows[-1]['whole_us_per_step']} / "
+              f"{rows[-1]['stepwise_us_per_step']} us per step (whole / step by step), "
+              f"growth {rows[-1]['growth']}", flush=True)
+    return rows
+
+
+# -- cassettes -----------------------------------------------------------------------------------
+
+
+def cassette_times(events: Sequence[Event], rounds: int) -> dict[str, Any]:
+    header = Header(target=reference_argv(), kind="run")
+    writes, reads = [], []
+    size = 0
+    with tempfile.TemporaryDirectory(prefix="bench-growth-") as tmp:
+        path = Path(tmp) / "x.cassette"
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            write_cassette(path, header, events)
+            writes.append(time.perf_counter() - t0)
+            size = path.stat().st_size
+            t0 = time.perf_counter()
+            back = read_cassette(path)
+            reads.append(time.perf_counter() - t0)
+            assert len(back.events) == len(events)
+    return {"events": len(events), "bytes": size, "write_ms": round(median(writes) * 1e3, 2),
+            "read_ms": round(median(reads) * 1e3, 2),
+            "samples": {"write": writes, "read": reads}}
+
+
+def cassettes(histories: Mapping[int, tuple[list[Event], Baseline, int]],
+              prompts: Mapping[int, list[Event]], rounds: int) -> dict[str, list[dict[str, Any]]]:
+    by_steps = []
+    for n, (events, _, _) in histories.items():
+        r = {"steps": n, **cassette_times(events, rounds)}
+        by_steps.append(r)
+        print(f"  cassette of {n} steps: {r['bytes'] / 1024:.0f} KiB, write {r['write_ms']} ms, "
+              f"read {r['read_ms']} ms", flush=True)
+    by_prompt = []
+    for kib, events in prompts.items():
+        r = {"prompt_kib": kib, **cassette_times(events, rounds)}
+        by_prompt.append(r)
+        print(f"  cassette with a {kib} KiB prompt: {r['bytes'] / 1024:.0f} KiB, write "
+              f"{r['write_ms']} ms, read {r['read_ms']} ms", flush=True)
+    return {"steps": by_steps, "prompt": by_prompt}
+
+
+# -- memory --------------------------------------------------------------------------------------
+
+
+def session_steps(n: int) -> list[dict[str, Any]]:
+    """``n`` sessions in one example: each made with a prompt of its own, then a turn."""
+    out: list[dict[str, Any]] = []
+    for i in range(n):
+        h = handle_name(i)
+        text = f"You are a code review specialist. Focus on security. [growth canary {i}]"
+        out += [{"op": "new", "session": h,
+                 "systemPrompt": {"mode": "append", "content": [{"type": "text", "text": text}]}},
+                {"op": "prompt", "session": h}]
+    return out
+
+
+def _status(field: str) -> int:
+    """A ``/proc/self/status`` figure, in bytes."""
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def memory_child(n: int, baseline: Baseline, traced: bool) -> dict[str, Any]:
+    """One example of ``n`` sessions on one ``Run``, then the judging of its history (run in
+    a process of its own: see :func:`memory`)."""
+    steps = session_steps(n)
+    rss0 = _status("VmRSS")
+    with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+        f.write("5")  # the peak RSS (VmHWM) starts again from here, not from the imports
+    if traced:
+        tracemalloc.start()
+    run = Run(spec()).__enter__()
+    try:
+        run.initialize()
+        for s in steps:
+            run.execute(s)
+        run.close(grace=0)
+        events = run.history.snapshot()
+    finally:
+        run.close(grace=0)
+    out: dict[str, Any] = {"sessions": n, "steps": len(steps), "events": len(events)}
+    if traced:
+        out["run_peak"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        held = tracemalloc.get_traced_memory()[0]
+    judge = Evaluator(baseline=baseline)
+    judge.feed(events)
+    out["findings"] = len([f for f in judge.findings() if f.severity != "info"])
+    if traced:
+        now, peak = tracemalloc.get_traced_memory()
+        out["judge_peak"] = peak - held
+        out["judge_kept"] = now - held
+    else:
+        out["rss_before"] = rss0
+        out["hwm"] = _status("VmHWM")
+    return out
+
+
+def memory(counts: Sequence[int], baseline: Baseline) -> list[dict[str, Any]]:
+    rows = []
+    for n in counts:
+        row: dict[str, Any] = {}
+        for traced in (True, False):
+            argv = [sys.executable, __file__, "--memory-child", str(n),
+                    "--baseline", json.dumps(baseline.to_wire())]
+            out = subprocess.run(argv + (["--traced"] if traced else []), capture_output=True,
+                                 text=True, check=True)
+            row.update(json.loads(out.stdout.strip().splitlines()[-1]))
+        rows.append(row)
+        mib = 1024 * 1024
+        print(f"  {n} session(s): run peak {row['run_peak'] / mib:.1f} MiB, judging peak "
+              f"{row['judge_peak'] / mib:.2f} MiB (python heap); RSS peak {row['hwm'] / mib:.0f}"
+              f" MiB ({(row['hwm'] - row['rss_before']) / mib:+.0f} MiB over the imports)",
+              flush=True)
+    return rows
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def _ratio(x: float | None) -> str:
+    return "–" if x is None else f"{x:.2f}"
+
+
+def tables(res: Mapping[str, Any]) -> str:
+    """The results as the markdown tables of docs/performance.md."""
+    out = []
+    if res.get("judging"):
+        out += ["| steps | events | history KiB | whole: us per step | step by step: us per step "
+                "| whole: us per KiB | snapshot share | growth (last pass / first) |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r['steps']:,} | {r['events']:,} | {r['kib']:,.0f} | "
+                f"{r['whole_us_per_step']:,.0f} | {r['stepwise_us_per_step']:,.0f} | "
+                f"{r['whole_us_per_kib']:,.1f} | {r['snapshot_share']:.1%} | "
+                f"{_ratio(r['growth'])} |"
+                for r in res["judging"]]
+        out.append("")
+    cas = res.get("cassettes")
+    if cas:
+        out += ["| history | events | cassette KiB | bytes per event | write ms | read ms |",
+                "|---|---|---|---|---|---|"]
+        for r in cas["steps"]:
+            out.append(f"| {r['steps']:,} steps | {r['events']:,} | {r['bytes'] / 1024:,.0f} | "
+                       f"{r['bytes'] / r['events']:.0f} | {r['write_ms']:,.1f} | "
+                       f"{r['read_ms']:,.1f} |")
+        for r in cas["prompt"]:
+            out.append(f"| 6 steps, {r['prompt_kib']} KiB prompt | {r['events']:,} | "
+                       f"{r['bytes'] / 1024:,.0f} | {r['bytes'] / r['events']:,.0f} | "
+                       f"{r['write_ms']:,.1f} | {r['read_ms']:,.1f} |")
+        out.append("")
+    if res.get("memory"):
+        mib = 1024 * 1024
+        out += ["| sessions | steps | events | Run: Python heap peak | judging: heap peak "
+                "| judging: kept | process RSS peak | over the imports |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r['sessions']} | {r['steps']} | {r['events']:,} | "
+                f"{r['run_peak'] / mib:.1f} MiB | {r['judge_peak'] / mib:.2f} MiB | "
+                f"{r['judge_kept'] / mib:.2f} MiB | {r['hwm'] / mib:.0f} MiB | "
+                f"{(r['hwm'] - r['rss_before']) / mib:+.0f} MiB |" for r in res["memory"]]
+    return "\n".join(out)
+
+
+def plot(res: Mapping[str, Any], path: Path) -> None:
+    """The curves, one panel per question (needs matplotlib: the ``bench`` extra)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), dpi=80)
+    j = res.get("judging") or []
+    ax = axes[0]
+    for key, label in (("whole_us_per_step", "whole"), ("stepwise_us_per_step", "step by step")):
+        ax.plot([r["steps"] for r in j], [r[key] for r in j], marker="o", label=label)
+    ax.set(xscale="log", xlabel="steps in the history", ylabel="µs per step",
+           title="judging cost per step", ylim=(0, None))
+    ax.legend()
+    cas = res.get("cassettes") or {"steps": [], "prompt": []}
+    ax = axes[1]
+    for key, label in (("write_ms", "write"), ("read_ms", "read")):
+        ax.plot([r["steps"] for r in cas["steps"]],
+                [r[key] / r["steps"] * 1e3 for r in cas["steps"]], marker="o", label=label)
+    ax.set(xscale="log", xlabel="steps in the history", ylabel="µs per step",
+           title="cassette time per step", ylim=(0, None))
+    ax.legend()
+    ax = axes[2]
+    m = res.get("memory") or []
+    mib = 1024 * 1024
+    ax.plot([r["sessions"] for r in m], [r["run_peak"] / mib for r in m], marker="o",
+            label="Run (heap peak)")
+    ax.plot([r["sessions"] for r in m], [r["judge_peak"] / mib for r in m], marker="o",
+            label="judging (heap peak)")
+    ax.set(xscale="log", xlabel="sessions in one example", ylabel="MiB",
+           title="memory", ylim=(0, None))
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def compare(a: Path, b: Path) -> None:
+    """The judging rows of two runs side by side (the same histories, two trees)."""
+    ra, rb = (json.loads(p.read_text()) for p in (a, b))
+    print(f"{a} ({ra['machine']['commit']}, load {ra['machine']['load']}) vs {b} "
+          f"({rb['machine']['commit']}, load {rb['machine']['load']})\n")
+    print("| steps | whole us/step | | step by step us/step | | growth | |")
+    print("|---|---|---|---|---|---|---|")
+    for x, y in zip(ra.get("judging", []), rb.get("judging", []), strict=False):
+        print(f"| {x['steps']:,} | {x['whole_us_per_step']:,.0f} | {y['whole_us_per_step']:,.0f} "
+              f"| {x['stepwise_us_per_step']:,.0f} | {y['stepwise_us_per_step']:,.0f} "
+              f"| {_ratio(x['growth'])} | {_ratio(y['growth'])} |")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--steps", type=_ints, default=[10, 100, 1000, 10000])
+    ap.add_argument("--prompt-kib", type=_ints, default=[1, 8, 32, 64, 96])
+    ap.add_argument("--sessions", type=_ints, default=[1, 10, 100])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="judge,cassette,memory")
+    ap.add_argument("--fresh", action="store_true", help="record the histories again")
+    ap.add_argument("--plot", type=Path)
+    ap.add_argument("--out", type=Path, default=RESULTS / "growth.json")
+    ap.add_argument("--compare", nargs=2, type=Path)
+    ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--baseline", default="[]", help=argparse.SUPPRESS)
+    ap.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.compare:
+        compare(*args.compare)
+        return {}
+    if args.memory_child is not None:
+        base = Baseline.from_wire(json.loads(args.baseline))
+        print(json.dumps(memory_child(args.memory_child, base, args.traced)))
+        return {}
+    only = set(args.only.split(","))
+    res: dict[str, Any] = {"machine": machine()}
+    print(f"load average at start: {loadavg()}", flush=True)
+    caps, baseline = calibrated()
+    hist = {n: history(n, caps, baseline, fresh=args.fresh) for n in args.steps} \
+        if only & {"judge", "cassette"} else {}
+    if "judge" in only:
+        res["judging"] = judging(hist, args.rounds)
+    if "cassette" in only:
+        prompts = {k: prompt_history(k, baseline, fresh=args.fresh) for k in args.prompt_kib}
+        res["cassettes"] = cassettes(hist, prompts, args.rounds)
+    if "memory" in only:
+        res["memory"] = memory(args.sessions, baseline)
+    res["load_at_end"] = loadavg()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(res, indent=1))
+    print(f"\nload average at end: {res['load_at_end']}\n\n{tables(res)}")
+    if args.plot:
+        plot(res, args.plot)
+    return res
+
+
+if __name__ == "__main__":
+    main()
