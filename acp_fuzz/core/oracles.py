@@ -21,7 +21,7 @@ The same function runs live after each step and offline on a cassette, so a live
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from acp_fuzz.core import builtin as _builtin  # noqa: F401  (the built-in checks register)
 from acp_fuzz.core.baseline import (
@@ -71,8 +71,11 @@ class Evaluator:
 
     def feed(self, events: Iterable[Event]) -> None:
         """Judge events not seen yet: ``events`` is the new tail, or the whole history so far
-        (events with a ``seq`` already judged are skipped)."""
+        (events with a ``seq`` already judged are skipped; in a history, without reading
+        them: a campaign feeds the whole history after every step)."""
         registered = checks()  # what is registered cannot change within one call
+        if isinstance(events, Sequence):
+            events = _unseen(events, self._seen)
         for ev in events:
             if ev.seq < self._seen:
                 continue
@@ -112,3 +115,17 @@ class Evaluator:
         """How many times each (oracle, rule) had something to judge so far, found or not:
         the evidence that a rule was *tested*, beside :meth:`findings` that say it failed."""
         return dict(self._ledger.judged)
+
+
+def _unseen(events: Sequence[Event], seen: int) -> Sequence[Event]:
+    """The events of ``events`` from ``seq`` ``seen`` on, found by position where the
+    ``seq`` numbers run on without a gap (a history, or a slice of one); anything else is
+    returned whole, for :meth:`Evaluator.feed` to skip what it has judged one by one."""
+    if not events or events[0].seq >= seen:
+        return events
+    i = seen - events[0].seq
+    if i >= len(events):
+        return events[len(events):] if events[-1].seq == seen - 1 else events
+    if events[i].seq == seen and events[i - 1].seq == seen - 1:
+        return events[i:]
+    return events

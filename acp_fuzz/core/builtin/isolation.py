@@ -6,12 +6,15 @@ no session, and in the titles ``session/list`` shows.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from acp_fuzz.core.builtin.evidence import clip, where
+from acp_fuzz.core.builtin.needles import Needles
 from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
-from acp_fuzz.core.sessions import IDS, ModelRequest
+from acp_fuzz.core.payloads import blocks_of
+from acp_fuzz.core.sessions import IDS, MIN_SIGNIFICANT, ModelRequest
 
 __all__ = ["MIN_TITLE_PIECE", "isolation"]
 
@@ -20,11 +23,26 @@ __all__ = ["MIN_TITLE_PIECE", "isolation"]
 MIN_TITLE_PIECE = 24
 
 
+@dataclass
+class _Sent:
+    """Every significant text of every step's prompt (what the tracker's ``all_blocks`` holds,
+    and the texts of steps it files under no session): each request is searched for them in
+    one pass, however many there are (:class:`Needles`), then judged per session."""
+
+    texts: Needles = field(default_factory=Needles)
+
+
 @builtin("prompt.leak")
 def isolation(j: Judge, ev: Event) -> None:
     """``prompt.leak`` in each model request and each ``session/list`` result."""
     c = j.change
-    if isinstance(c, ModelRequest):
+    if ev.kind == "step":
+        # The texts the tracker files under the step's session once it applies the step.
+        args = ev.data.get("args")
+        sp = args.get("systemPrompt") if isinstance(args, Mapping) else None
+        j.memo(_Sent).texts.add(t for t in (b.strip() for b in blocks_of(sp))
+                                if len(t) >= MIN_SIGNIFICANT)
+    elif isinstance(c, ModelRequest):
         if c.route == "untied":
             _mixed(j, c, ev.seq)
         else:
@@ -42,13 +60,15 @@ def _foreign(j: Judge, c: ModelRequest, seq: int) -> None:
     m, x, handle = c.session, c.x, c.x.session
     assert m is not None
     all_blocks = j.tracker.all_blocks
-    if any(other != handle for other in all_blocks):
-        j.judge_as("prompt.leak")
+    if not any(other != handle for other in all_blocks):
+        return
+    j.judge_as("prompt.leak")
+    found = j.memo(_Sent).texts.found_in(c.everything)
     for other, texts in all_blocks.items():
         if other == handle:
             continue
-        for b in sorted(texts):
-            if b in m.own or any(b in own for own in m.own) or b not in c.everything:
+        for b in sorted(texts & found):
+            if b in m.own or any(b in own for own in m.own):
                 continue
             kind = "side request" if x.side else "model request"
             j.report_as("prompt.leak",
@@ -65,8 +85,8 @@ def _mixed(j: Judge, c: ModelRequest, seq: int) -> None:
     if len(t.all_blocks) < 2:
         return
     j.judge_as("prompt.leak")
-    found = {h: [b for b in sorted(texts) if b in c.everything]
-             for h, texts in t.all_blocks.items()}
+    held = j.memo(_Sent).texts.found_in(c.everything)
+    found = {h: sorted(texts & held) for h, texts in t.all_blocks.items()}
     found = {h: bs for h, bs in found.items() if bs}
     if len(found) < 2:
         return

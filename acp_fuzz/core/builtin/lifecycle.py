@@ -10,9 +10,11 @@ turn after it carries the conversation.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from acp_fuzz.core.builtin.evidence import clip, said, where
+from acp_fuzz.core.builtin.needles import Needles
 from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.sessions import ModelRequest, Reply
@@ -151,21 +153,59 @@ def _reattach_answered(j: Judge, r: Reply) -> None:
                 after_restart=cold, steps=list(m.trail))
 
 
+@dataclass
+class _Refused:
+    """The tracker's refused texts (``Tracker.rejected``, which only grows), read once each:
+    every request is searched for all of them in one pass (:class:`Needles`), and only the
+    refused steps whose text it holds are judged."""
+
+    texts: Needles = field(default_factory=Needles)
+    read: int = 0  # how many of ``Tracker.rejected`` are in ``texts``
+    #: text -> the places in ``Tracker.rejected`` of the refused steps that sent it
+    where: dict[str, list[int]] = field(default_factory=dict)
+    #: refused texts found inside an accepted block (which stay accepted: it only grows)
+    accepted: set[str] = field(default_factory=set)
+
+    def catch_up(self, rejected: list[tuple[int, tuple[str, ...]]]) -> None:
+        for i in range(self.read, len(rejected)):
+            blocks = rejected[i][1]
+            self.texts.add(blocks)
+            for b in blocks:
+                self.where.setdefault(b, []).append(i)
+        self.read = len(rejected)
+
+
 def _rejected_text(j: Judge, c: ModelRequest, seq: int) -> None:
     """``reject.side-effect``: a rejected request's text never reaches the model afterwards."""
     t = j.tracker
-    if any(blocks for _, blocks in t.rejected):
-        j.judge_as("reject.side-effect")
-    for step_idx, blocks in t.rejected:
+    mem = j.memo(_Refused)
+    mem.catch_up(t.rejected)
+    if not len(mem.texts):
+        return
+    j.judge_as("reject.side-effect")
+    held = mem.texts.found_in(c.everything)
+    for i in sorted({i for b in held for i in mem.where[b]}):
+        step_idx, blocks = t.rejected[i]
         for b in blocks:
             # Text an accepted payload also carries (the same block, or a piece of one: a
             # refused change may reuse the session's own text) proves nothing.
-            if b in c.everything and not any(b in a for a in t.accepted_blocks):
+            if b in c.everything and not _accepted(b, t.accepted_blocks, mem.accepted):
                 j.report_as("reject.side-effect",
                             f"text from the systemPrompt of rejected step {step_idx + 1} "
                             "reached the model", step=step_idx, session=c.x.session,
                             **where(c.x, b, seq))
                 break
+
+
+def _accepted(text: str, accepted: set[str], known: set[str]) -> bool:
+    """Whether ``text`` is, or is inside, a block an accepted payload carried (``known``
+    remembers the texts found inside one, so that each is looked for only until found)."""
+    if text in accepted or text in known:
+        return True
+    if any(text in a for a in accepted):
+        known.add(text)
+        return True
+    return False
 
 
 def _history(j: Judge, c: ModelRequest, ev: Event) -> None:
