@@ -18,19 +18,23 @@ carry a canary of their own) and fresh nonces (the runner derives them per turn)
 by deleting the sessions it made (a campaign's example starts on a fresh agent with none;
 without it the agent's ``session/list`` answers, which the runner asks for after every
 refused ``session/new``, list every session of the run and the history's bytes grow as the
-square of its steps). Each history is recorded once and kept as a cassette in
-``benchmarks/results/growth/`` (``--fresh`` records again), so two trees judge the very same
-events: run the script from each and ``--compare`` the two JSON files.
+square of its steps). Each history is recorded once and kept as gzipped JSON lines in
+``benchmarks/results/growth/`` (not a cassette: one cannot hold 10,000 steps), and read from
+there (``--fresh`` records again), so two trees judge the very same events: run the script
+from each and ``--compare`` the two JSON files.
 
-**Judging** (``oracles.evaluate`` and ``Evaluator.feed``): each history is judged whole (as
-``replay --offline`` does) and step by step as a campaign does it (``History.snapshot()``,
-then ``Evaluator.feed(snapshot)`` and ``findings()`` after each step); the figure is the
+**Judging** (``oracles.evaluate`` and ``Evaluator.feed``): each history is judged three
+ways: whole (as ``replay --offline`` does); incrementally, one ``Evaluator`` fed each step's
+new events, its ``findings()`` read after each; and as a run feeds it (``run_steps`` with
+``stop_on_failure``, a campaign's example: ``History.snapshot()`` of the whole history, then
+``Evaluator.feed(snapshot)`` and ``findings()``, after each step). The figure is the
 median over ``--rounds`` of the CPU time of this process (``time.process_time``: judging is
 pure computation, and CPU time is much less inflated by a busy machine than wall time)
 divided by the steps, and by the history's KiB (the events, not the steps, are the oracles'
-input). "Growth" is the cost per step of the
-history's last tenth over its first tenth, judged step by step: 1 when nothing grows with
-what came before.
+input). "Growth" is the time of the history's last whole pass over the covering examples
+over its first (the same steps with other handles and texts): 1 when nothing grows with what
+came before. The recording's wall time per step (``run_steps``, agent and restarts
+included) is given beside, as measured on the machine of the run.
 
 **Cassettes** (``write_cassette``, ``read_cassette``, all checks, fsync'd): each history's
 write and read wall time (they wait on the disk) and size; then against prompt size, a
@@ -53,6 +57,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import gzip
 import itertools
 import json
 import subprocess
@@ -61,6 +66,7 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +74,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import RESULTS, loadavg, machine, median, reference_argv
 
-from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
+from acp_fuzz.core.cassette import (
+    Header,
+    read_cassette,
+    write_cassette,
+    write_cassette_bounded,
+)
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.lifecycle import HANDLES, handle_name
 from acp_fuzz.core.oracles import Baseline, Evaluator, evaluate
@@ -137,16 +148,34 @@ def script(n: int, caps: Any) -> tuple[list[dict[str, Any]], int]:
 
 
 def _save(path: Path, events: Sequence[Event], baseline: Baseline, **meta: Any) -> None:
-    header = Header(target=reference_argv(), kind="run",
-                    settings={"baseline": baseline.to_wire(), "strict": False}, meta=meta)
-    write_cassette(path, header, events)
+    """A recorded history as JSON lines, gzipped (a cassette cannot hold the longest: the
+    format's limit of values is reached at some 9,000 steps of these; see the results)."""
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write(json.dumps({"baseline": baseline.to_wire(), **meta}) + "\n")
+        for e in events:
+            f.write(json.dumps(e.to_wire(), ensure_ascii=False) + "\n")
 
 
-def history(n: int, caps: Any, baseline: Baseline, *, fresh: bool
-            ) -> tuple[list[Event], Baseline, int]:
-    """The recorded history of ``n`` steps (recorded now, or read from its cassette), its
-    baseline and the length of one pass over the covering examples."""
-    path = GROWTH / f"steps-{n}.cassette"
+def _load(path: Path) -> tuple[dict[str, Any], list[Event]]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        head = json.loads(f.readline())
+        return head, [Event.from_wire(json.loads(line)) for line in f]
+
+
+@dataclass
+class Recorded:
+    """A recorded history: its events, the baseline it is judged with, the steps of one pass
+    over the covering examples, and the wall seconds ``run_steps`` took to record it."""
+
+    events: list[Event]
+    baseline: Baseline
+    cycle: int
+    recorded_in: float
+
+
+def history(n: int, caps: Any, baseline: Baseline, *, fresh: bool) -> Recorded:
+    """The recorded history of ``n`` steps (recorded now, or read from its file)."""
+    path = GROWTH / f"steps-{n}.jsonl.gz"
     if fresh or not path.exists():
         GROWTH.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
@@ -156,14 +185,14 @@ def history(n: int, caps: Any, baseline: Baseline, *, fresh: bool
         _save(path, h.snapshot(), baseline, steps=n, cycle=cycle, recorded_in=round(took, 2),
               findings=[f.to_wire() for f in findings])
         print(f"  recorded {n} steps in {took:.1f} s ({len(h)} events)", flush=True)
-    c = read_cassette(path)
-    return (c.events, Baseline.from_wire(c.header.run_settings.baseline),
-            int(c.header.meta.get("cycle", n)))
+    head, events = _load(path)
+    return Recorded(events, Baseline.from_wire(head["baseline"]), int(head.get("cycle", n)),
+                    float(head.get("recorded_in", 0)))
 
 
 def prompt_history(kib: int, baseline: Baseline, *, fresh: bool) -> list[Event]:
     """Six steps around a one-block append prompt of ``kib`` KiB."""
-    path = GROWTH / f"prompt-{kib}k.cassette"
+    path = GROWTH / f"prompt-{kib}k.jsonl.gz"
     if fresh or not path.exists():
         GROWTH.mkdir(parents=True, exist_ok=True)
         text = ("lorem ipsum dolor sit amet " * (kib * 1024 // 27 + 1))[: kib * 1024 - 24]
@@ -176,7 +205,7 @@ def prompt_history(kib: int, baseline: Baseline, *, fresh: bool) -> list[Event]:
                  {"op": "prompt", "session": "B"}]
         h, _ = run_steps(spec(), steps, baseline=baseline)
         _save(path, h.snapshot(), baseline, prompt_kib=kib)
-    return read_cassette(path).events
+    return _load(path)[1]
 
 
 # -- judging -------------------------------------------------------------------------------------
@@ -196,10 +225,24 @@ def judge_whole(events: Sequence[Event], baseline: Baseline) -> float:
     return time.process_time() - t0
 
 
-def judge_stepwise(events: Sequence[Event], baseline: Baseline) -> tuple[list[float], float]:
-    """Judge as a campaign does: after each step, the history's snapshot fed to one
-    ``Evaluator`` and its findings read. Returns each step's time (snapshot + feed +
-    findings) and the time the snapshots alone took."""
+def judge_incremental(events: Sequence[Event], baseline: Baseline) -> list[float]:
+    """Feed one ``Evaluator`` each step's new events and read its findings after each:
+    returns each step's time."""
+    judge = Evaluator(baseline=baseline)
+    per_step: list[float] = []
+    clock = time.process_time
+    for seg in _segments(events):
+        t0 = clock()
+        judge.feed(seg)
+        judge.findings()
+        per_step.append(clock() - t0)
+    return per_step
+
+
+def judge_as_a_run(events: Sequence[Event], baseline: Baseline) -> tuple[list[float], float]:
+    """Judge as ``run_steps(stop_on_failure=True)`` and a campaign's example do: after each
+    step, the history's snapshot fed whole to one ``Evaluator`` and its findings read.
+    Returns each step's time (snapshot + feed + findings) and the snapshots' share."""
     h = History()
     judge = Evaluator(baseline=baseline)
     per_step: list[float] = []
@@ -228,32 +271,37 @@ def growth(per_step: Sequence[float], cycle: int) -> float | None:
     return sum(per_step[last:last + cycle]) / sum(per_step[:cycle])
 
 
-def judging(histories: Mapping[int, tuple[list[Event], Baseline, int]], rounds: int
-            ) -> list[dict[str, Any]]:
+def judging(histories: Mapping[int, Recorded], rounds: int) -> list[dict[str, Any]]:
     rows = []
-    for n, (events, baseline, cycle) in histories.items():
+    for n, rec in histories.items():
+        events, baseline = rec.events, rec.baseline
         evaluate(events[:500], baseline=baseline)  # warm: the schema validators build lazily
         kib = sum(len(json.dumps(e.to_wire(), ensure_ascii=False)) for e in events) / 1024
-        whole, stepwise, snaps, grow = [], [], [], []
+        t: dict[str, list[float]] = {k: [] for k in (
+            "whole", "incremental", "as_run", "snapshot", "grow_incremental", "grow_as_run")}
         for _ in range(rounds):
-            whole.append(judge_whole(events, baseline))
-            per_step, snap = judge_stepwise(events, baseline)
-            stepwise.append(sum(per_step))
-            snaps.append(snap)
-            g = growth(per_step, cycle)
-            if g is not None:
-                grow.append(g)
-        w, s = median(whole), median(stepwise)
-        rows.append({"steps": n, "events": len(events), "kib": round(kib, 1),
-                     "whole_us_per_step": round(w / n * 1e6, 1),
-                     "stepwise_us_per_step": round(s / n * 1e6, 1),
-                     "whole_us_per_kib": round(w / kib * 1e6, 1),
-                     "snapshot_share": round(median(snaps) / s, 4),
-                     "growth": round(median(grow), 2) if grow else None,
-                     "samples": {"whole": whole, "stepwise": stepwise, "growth": grow}})
-        print(f"  judged {n} steps: {rows[-1]['whole_us_per_step']} / "
-              f"{rows[-1]['stepwise_us_per_step']} us per step (whole / step by step), "
-              f"growth {rows[-1]['growth']}", flush=True)
+            t["whole"].append(judge_whole(events, baseline))
+            per_step = judge_incremental(events, baseline)
+            t["incremental"].append(sum(per_step))
+            t["grow_incremental"] += [g for g in [growth(per_step, rec.cycle)] if g is not None]
+            per_step, snap = judge_as_a_run(events, baseline)
+            t["as_run"].append(sum(per_step))
+            t["snapshot"].append(snap)
+            t["grow_as_run"] += [g for g in [growth(per_step, rec.cycle)] if g is not None]
+        row: dict[str, Any] = {"steps": n, "events": len(events), "kib": round(kib, 1),
+                               "recorded_ms_per_step": round(rec.recorded_in / n * 1e3, 1),
+                               "whole_us_per_kib": round(median(t["whole"]) / kib * 1e6, 1),
+                               "snapshot_share": round(median(t["snapshot"])
+                                                       / median(t["as_run"]), 4),
+                               "samples": t}
+        for k in ("whole", "incremental", "as_run"):
+            row[f"{k}_us_per_step"] = round(median(t[k]) / n * 1e6, 1)
+        for k in ("incremental", "as_run"):
+            row[f"growth_{k}"] = round(median(t[f"grow_{k}"]), 2) if t[f"grow_{k}"] else None
+        rows.append(row)
+        print(f"  judged {n} steps: {row['whole_us_per_step']} / {row['incremental_us_per_step']}"
+              f" / {row['as_run_us_per_step']} us per step (whole / incremental / as a run), "
+              f"growth {row['growth_incremental']} / {row['growth_as_run']}", flush=True)
     return rows
 
 
@@ -261,36 +309,47 @@ def judging(histories: Mapping[int, tuple[list[Event], Baseline, int]], rounds: 
 
 
 def cassette_times(events: Sequence[Event], rounds: int) -> dict[str, Any]:
+    """Write and read ``events`` as a cassette; where ``write_cassette`` refuses them (over
+    the format's limits), ``write_cassette_bounded`` as a campaign writes a finding's."""
     header = Header(target=reference_argv(), kind="run")
     writes, reads = [], []
     size = 0
+    bounded = False
     with tempfile.TemporaryDirectory(prefix="bench-growth-") as tmp:
         path = Path(tmp) / "x.cassette"
         for _ in range(rounds):
             t0 = time.perf_counter()
-            write_cassette(path, header, events)
+            try:
+                write_cassette(path, header, events)
+            except ValueError:
+                bounded = True
+                write_cassette_bounded(path, header, events)
             writes.append(time.perf_counter() - t0)
             size = path.stat().st_size
             t0 = time.perf_counter()
             back = read_cassette(path)
             reads.append(time.perf_counter() - t0)
-            assert len(back.events) == len(events)
+            assert bounded or len(back.events) == len(events)
+        kept = len(back.events)
     return {"events": len(events), "bytes": size, "write_ms": round(median(writes) * 1e3, 2),
-            "read_ms": round(median(reads) * 1e3, 2),
+            "read_ms": round(median(reads) * 1e3, 2), "bounded": bounded, "kept": kept,
+            "clipped": back.header.meta.get("clipped") if bounded else None,
             "samples": {"write": writes, "read": reads}}
 
 
-def cassettes(histories: Mapping[int, tuple[list[Event], Baseline, int]],
-              prompts: Mapping[int, list[Event]], rounds: int) -> dict[str, list[dict[str, Any]]]:
+def cassettes(histories: Mapping[int, Recorded], prompts: Mapping[int, list[Event]],
+              baseline: Baseline, rounds: int) -> dict[str, list[dict[str, Any]]]:
     by_steps = []
-    for n, (events, _, _) in histories.items():
-        r = {"steps": n, **cassette_times(events, rounds)}
+    for n, rec in histories.items():
+        r = {"steps": n, **cassette_times(rec.events, rounds)}
         by_steps.append(r)
         print(f"  cassette of {n} steps: {r['bytes'] / 1024:.0f} KiB, write {r['write_ms']} ms, "
               f"read {r['read_ms']} ms", flush=True)
     by_prompt = []
     for kib, events in prompts.items():
-        r = {"prompt_kib": kib, **cassette_times(events, rounds)}
+        judged = median([judge_whole(events, baseline) for _ in range(rounds)])
+        r = {"prompt_kib": kib, "judge_ms": round(judged * 1e3, 2),
+             **cassette_times(events, rounds)}
         by_prompt.append(r)
         print(f"  cassette with a {kib} KiB prompt: {r['bytes'] / 1024:.0f} KiB, write "
               f"{r['write_ms']} ms, read {r['read_ms']} ms", flush=True)
@@ -391,27 +450,31 @@ def tables(res: Mapping[str, Any]) -> str:
     """The results as the markdown tables of docs/performance.md."""
     out = []
     if res.get("judging"):
-        out += ["| steps | events | history KiB | whole: us per step | step by step: us per step "
-                "| whole: us per KiB | snapshot share | growth (last pass / first) |",
-                "|---|---|---|---|---|---|---|---|"]
+        out += ["| steps | events | history KiB | recording: ms per step (wall) "
+                "| whole: µs per step | per KiB | incremental: µs per step | growth "
+                "| as a run feeds it: µs per step | growth | of which snapshots |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         out += [f"| {r['steps']:,} | {r['events']:,} | {r['kib']:,.0f} | "
-                f"{r['whole_us_per_step']:,.0f} | {r['stepwise_us_per_step']:,.0f} | "
-                f"{r['whole_us_per_kib']:,.1f} | {r['snapshot_share']:.1%} | "
-                f"{_ratio(r['growth'])} |"
+                f"{r['recorded_ms_per_step']:,.1f} | {r['whole_us_per_step']:,.0f} | "
+                f"{r['whole_us_per_kib']:,.0f} | {r['incremental_us_per_step']:,.0f} | "
+                f"{_ratio(r['growth_incremental'])} | {r['as_run_us_per_step']:,.0f} | "
+                f"{_ratio(r['growth_as_run'])} | {r['snapshot_share']:.0%} |"
                 for r in res["judging"]]
         out.append("")
     cas = res.get("cassettes")
     if cas:
-        out += ["| history | events | cassette KiB | bytes per event | write ms | read ms |",
-                "|---|---|---|---|---|---|"]
+        out += ["| history | events | cassette KiB | bytes per event | write ms | read ms "
+                "| judging ms (CPU, whole) |",
+                "|---|---|---|---|---|---|---|"]
         for r in cas["steps"]:
-            out.append(f"| {r['steps']:,} steps | {r['events']:,} | {r['bytes'] / 1024:,.0f} | "
-                       f"{r['bytes'] / r['events']:.0f} | {r['write_ms']:,.1f} | "
-                       f"{r['read_ms']:,.1f} |")
+            note = f" (bounded: {r['kept']:,} events kept)" if r.get("bounded") else ""
+            out.append(f"| {r['steps']:,} steps{note} | {r['events']:,} | "
+                       f"{r['bytes'] / 1024:,.0f} | {r['bytes'] / r['events']:.0f} | "
+                       f"{r['write_ms']:,.1f} | {r['read_ms']:,.1f} | |")
         for r in cas["prompt"]:
             out.append(f"| 6 steps, {r['prompt_kib']} KiB prompt | {r['events']:,} | "
                        f"{r['bytes'] / 1024:,.0f} | {r['bytes'] / r['events']:,.0f} | "
-                       f"{r['write_ms']:,.1f} | {r['read_ms']:,.1f} |")
+                       f"{r['write_ms']:,.1f} | {r['read_ms']:,.1f} | {r['judge_ms']:,.1f} |")
         out.append("")
     if res.get("memory"):
         mib = 1024 * 1024
@@ -435,7 +498,8 @@ def plot(res: Mapping[str, Any], path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), dpi=80)
     j = res.get("judging") or []
     ax = axes[0]
-    for key, label in (("whole_us_per_step", "whole"), ("stepwise_us_per_step", "step by step")):
+    for key, label in (("whole_us_per_step", "whole"), ("incremental_us_per_step", "incremental"),
+                       ("as_run_us_per_step", "as a run feeds it")):
         ax.plot([r["steps"] for r in j], [r[key] for r in j], marker="o", label=label)
     ax.set(xscale="log", xlabel="steps in the history", ylabel="µs per step",
            title="judging cost per step", ylim=(0, None))
@@ -467,12 +531,17 @@ def compare(a: Path, b: Path) -> None:
     ra, rb = (json.loads(p.read_text()) for p in (a, b))
     print(f"{a} ({ra['machine']['commit']}, load {ra['machine']['load']}) vs {b} "
           f"({rb['machine']['commit']}, load {rb['machine']['load']})\n")
-    print("| steps | whole us/step | | step by step us/step | | growth | |")
-    print("|---|---|---|---|---|---|---|")
+    keys = ("whole_us_per_step", "incremental_us_per_step", "growth_incremental",
+            "as_run_us_per_step", "growth_as_run")
+    print("| steps | " + " | ".join(f"{k} | " for k in keys) + "|")
+    print("|---|" + "---|---|" * len(keys))
     for x, y in zip(ra.get("judging", []), rb.get("judging", []), strict=False):
-        print(f"| {x['steps']:,} | {x['whole_us_per_step']:,.0f} | {y['whole_us_per_step']:,.0f} "
-              f"| {x['stepwise_us_per_step']:,.0f} | {y['stepwise_us_per_step']:,.0f} "
-              f"| {_ratio(x['growth'])} | {_ratio(y['growth'])} |")
+        cells = [f"{_num(x.get(k))} | {_num(y.get(k))}" for k in keys]
+        print(f"| {x['steps']:,} | " + " | ".join(cells) + " |")
+
+
+def _num(x: float | None) -> str:
+    return "–" if x is None else f"{x:,.2f}" if x < 10 else f"{x:,.0f}"
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -507,7 +576,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         res["judging"] = judging(hist, args.rounds)
     if "cassette" in only:
         prompts = {k: prompt_history(k, baseline, fresh=args.fresh) for k in args.prompt_kib}
-        res["cassettes"] = cassettes(hist, prompts, args.rounds)
+        res["cassettes"] = cassettes(hist, prompts, baseline, args.rounds)
     if "memory" in only:
         res["memory"] = memory(args.sessions, baseline)
     res["load_at_end"] = loadavg()
