@@ -27,17 +27,21 @@ from each and ``--compare`` the two JSON files.
 ways: whole (as ``replay --offline`` does); incrementally, one ``Evaluator`` fed each step's
 new events, its ``findings()`` read after each; and as a run feeds it (``run_steps`` with
 ``stop_on_failure``, a campaign's example: ``History.snapshot()`` of the whole history, then
-``Evaluator.feed(snapshot)`` and ``findings()``, after each step). The figure is the
-median over ``--rounds`` of the CPU time of this process (``time.process_time``: judging is
-pure computation, and CPU time is much less inflated by a busy machine than wall time)
-divided by the steps, and by the history's KiB (the events, not the steps, are the oracles'
-input). "Growth" is the time of the history's last whole pass over the covering examples
-over its first (the same steps with other handles and texts): 1 when nothing grows with what
-came before. The recording's wall time per step (``run_steps``, agent and restarts
-included) is given beside, as measured on the machine of the run.
+``Evaluator.feed(snapshot)`` and ``findings()``, after each step). The figure is the median
+over ``--rounds`` (and at least 3,000 steps' worth) of the CPU time of this process
+(``time.process_time``: judging is pure computation, and CPU time is much less inflated by a
+busy machine than wall time) divided by the steps, and by the history's KiB (the events, not
+the steps, are the oracles' input). "Growth" is the time of the history's last whole pass
+over the covering examples (the same steps with other handles and texts each time) over the
+time of the pass halfway through: 2 when a step costs in proportion to the history before it,
+1 when it costs the same; each pass's time is in the results, and on the plot. The
+recording's wall time per step (``run_steps``, agent and restarts included) is given beside,
+as measured on the machine of the run.
 
 **Cassettes** (``write_cassette``, ``read_cassette``, all checks, fsync'd): each history's
-write and read wall time (they wait on the disk) and size; then against prompt size, a
+write and read wall time (they wait on the disk), CPU time per event (reading, also with the
+garbage collector off: its passes cost in proportion to everything this process holds), and
+size, and the same for the 1,000-step history repeated 2, 4 and 8 times; then against prompt size, a
 6-step history (``new A`` with a one-block append prompt of S KiB, a turn, a ``load``
 re-sending it, a turn, a ``fork``, a turn on the fork) for each S in ``--prompt-kib`` (96 KiB
 is the largest text ``strategies/payloads.py`` draws).
@@ -50,13 +54,15 @@ peak RSS (``VmHWM``, reset after the imports) of a second child without ``tracem
 the history's events.
 
 Raw results go to ``benchmarks/results/growth.json``; ``--plot PATH`` draws the curves
-(matplotlib: ``pip install -e '.[bench]'``).
+(matplotlib: ``pip install -e '.[bench]'``), with ``--before OTHER.json`` another tree's
+judging dashed beside them; ``--results FILE.json`` prints and plots saved results.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import gc
 import gzip
 import itertools
 import json
@@ -86,6 +92,8 @@ from acp_fuzz.core.oracles import Baseline, Evaluator, evaluate
 from acp_fuzz.engine.runner import Run, TargetSpec, run_steps
 
 GROWTH = RESULTS / "growth"
+#: What the script measures (``--only`` takes some of them).
+PARTS = ("judge", "cassette", "memory")
 #: A prompt text this long gets its repetition's suffix (drawn prompts carry a canary each;
 #: shorter texts are not evidence for the oracles, sessions.MIN_SIGNIFICANT).
 MIN_TAGGED = 12
@@ -261,14 +269,17 @@ def judge_as_a_run(events: Sequence[Event], baseline: Baseline) -> tuple[list[fl
     return per_step, snap
 
 
-def growth(per_step: Sequence[float], cycle: int) -> float | None:
-    """The cost of the last whole pass over the covering examples over the first: the same
-    steps (fresh handles and texts), judged after all the others. ``None`` with one pass."""
-    passes = len(per_step) // cycle
-    if passes < 2:
-        return None
-    last = (passes - 1) * cycle
-    return sum(per_step[last:last + cycle]) / sum(per_step[:cycle])
+def passes(per_step: Sequence[float], cycle: int) -> list[float]:
+    """The time of each whole pass over the covering examples: the same steps, with other
+    handles and texts, judged after more and more of them."""
+    return [sum(per_step[i:i + cycle]) for i in range(0, len(per_step) - cycle + 1, cycle)]
+
+
+def growth(times: Sequence[float]) -> float | None:
+    """The last pass's time over the time of the pass halfway through the history: 2 when a
+    step costs in proportion to the history before it, 1 when it costs the same. ``None``
+    with fewer than three passes."""
+    return times[-1] / times[(len(times) - 1) // 2] if len(times) >= 3 else None
 
 
 def judging(histories: Mapping[int, Recorded], rounds: int) -> list[dict[str, Any]]:
@@ -277,18 +288,20 @@ def judging(histories: Mapping[int, Recorded], rounds: int) -> list[dict[str, An
         events, baseline = rec.events, rec.baseline
         evaluate(events[:500], baseline=baseline)  # warm: the schema validators build lazily
         kib = sum(len(json.dumps(e.to_wire(), ensure_ascii=False)) for e in events) / 1024
-        t: dict[str, list[float]] = {k: [] for k in (
-            "whole", "incremental", "as_run", "snapshot", "grow_incremental", "grow_as_run")}
-        for _ in range(rounds):
+        t: dict[str, list[float]] = {k: [] for k in ("whole", "incremental", "as_run",
+                                                     "snapshot")}
+        by_pass: dict[str, list[list[float]]] = {"incremental": [], "as_run": []}
+        for _ in range(max(rounds, 3000 // n)):  # a short history is judged more times
             t["whole"].append(judge_whole(events, baseline))
             per_step = judge_incremental(events, baseline)
             t["incremental"].append(sum(per_step))
-            t["grow_incremental"] += [g for g in [growth(per_step, rec.cycle)] if g is not None]
+            by_pass["incremental"].append(passes(per_step, rec.cycle))
             per_step, snap = judge_as_a_run(events, baseline)
             t["as_run"].append(sum(per_step))
             t["snapshot"].append(snap)
-            t["grow_as_run"] += [g for g in [growth(per_step, rec.cycle)] if g is not None]
+            by_pass["as_run"].append(passes(per_step, rec.cycle))
         row: dict[str, Any] = {"steps": n, "events": len(events), "kib": round(kib, 1),
+                               "cycle": rec.cycle,
                                "recorded_ms_per_step": round(rec.recorded_in / n * 1e3, 1),
                                "whole_us_per_kib": round(median(t["whole"]) / kib * 1e6, 1),
                                "snapshot_share": round(median(t["snapshot"])
@@ -296,8 +309,12 @@ def judging(histories: Mapping[int, Recorded], rounds: int) -> list[dict[str, An
                                "samples": t}
         for k in ("whole", "incremental", "as_run"):
             row[f"{k}_us_per_step"] = round(median(t[k]) / n * 1e6, 1)
-        for k in ("incremental", "as_run"):
-            row[f"growth_{k}"] = round(median(t[f"grow_{k}"]), 2) if t[f"grow_{k}"] else None
+        for k, runs in by_pass.items():
+            # Each pass's median over the rounds, in µs per step of the pass.
+            row[f"passes_{k}"] = [round(median(p) / rec.cycle * 1e6, 1)
+                                  for p in zip(*runs, strict=True)]
+            g = growth(row[f"passes_{k}"])
+            row[f"growth_{k}"] = None if g is None else round(g, 2)
         rows.append(row)
         print(f"  judged {n} steps: {row['whole_us_per_step']} / {row['incremental_us_per_step']}"
               f" / {row['as_run_us_per_step']} us per step (whole / incremental / as a run), "
@@ -312,29 +329,44 @@ def cassette_times(events: Sequence[Event], rounds: int) -> dict[str, Any]:
     """Write and read ``events`` as a cassette; where ``write_cassette`` refuses them (over
     the format's limits), ``write_cassette_bounded`` as a campaign writes a finding's."""
     header = Header(target=reference_argv(), kind="run")
-    writes, reads = [], []
+    writes, reads, cpu_w, cpu_r, cpu_r_nogc = [], [], [], [], []
     size = 0
     bounded = False
     with tempfile.TemporaryDirectory(prefix="bench-growth-") as tmp:
         path = Path(tmp) / "x.cassette"
         for _ in range(rounds):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             try:
                 write_cassette(path, header, events)
             except ValueError:
                 bounded = True
                 write_cassette_bounded(path, header, events)
             writes.append(time.perf_counter() - t0)
+            cpu_w.append(time.process_time() - c0)
             size = path.stat().st_size
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             back = read_cassette(path)
             reads.append(time.perf_counter() - t0)
+            cpu_r.append(time.process_time() - c0)
             assert bounded or len(back.events) == len(events)
+            del back
+            gc.disable()  # the read alone, without the collector's passes over this heap
+            try:
+                c0 = time.process_time()
+                back = read_cassette(path)
+                cpu_r_nogc.append(time.process_time() - c0)
+            finally:
+                gc.enable()
         kept = len(back.events)
     return {"events": len(events), "bytes": size, "write_ms": round(median(writes) * 1e3, 2),
-            "read_ms": round(median(reads) * 1e3, 2), "bounded": bounded, "kept": kept,
+            "read_ms": round(median(reads) * 1e3, 2),
+            "write_cpu_us_per_event": round(median(cpu_w) / len(events) * 1e6, 2),
+            "read_cpu_us_per_event": round(median(cpu_r) / kept * 1e6, 2),
+            "read_cpu_nogc_us_per_event": round(median(cpu_r_nogc) / kept * 1e6, 2),
+            "bounded": bounded, "kept": kept,
             "clipped": back.header.meta.get("clipped") if bounded else None,
-            "samples": {"write": writes, "read": reads}}
+            "samples": {"write": writes, "read": reads, "write_cpu": cpu_w, "read_cpu": cpu_r,
+                        "read_cpu_nogc": cpu_r_nogc}}
 
 
 def cassettes(histories: Mapping[int, Recorded], prompts: Mapping[int, list[Event]],
@@ -345,6 +377,14 @@ def cassettes(histories: Mapping[int, Recorded], prompts: Mapping[int, list[Even
         by_steps.append(r)
         print(f"  cassette of {n} steps: {r['bytes'] / 1024:.0f} KiB, write {r['write_ms']} ms, "
               f"read {r['read_ms']} ms", flush=True)
+    if 1000 in histories:
+        # The 1,000-step history over and over (seq numbered on): the same events, k times.
+        one = histories[1000].events
+        for k in (2, 4, 8):
+            events = [Event(seq=i, t=e.t, kind=e.kind, data=e.data)
+                      for i, e in enumerate(one * k)]
+            r = {"steps": 1000 * k, "repeated": k, **cassette_times(events, rounds)}
+            by_steps.append(r)
     by_prompt = []
     for kib, events in prompts.items():
         judged = median([judge_whole(events, baseline) for _ in range(rounds)])
@@ -442,6 +482,11 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
 
+def _cpu(r: Mapping[str, Any]) -> str:
+    return (f"{r.get('write_cpu_us_per_event', 0):.1f} | {r.get('read_cpu_us_per_event', 0):.1f}"
+            f" ({r.get('read_cpu_nogc_us_per_event', 0):.1f})")
+
+
 def _ratio(x: float | None) -> str:
     return "–" if x is None else f"{x:.2f}"
 
@@ -464,17 +509,21 @@ def tables(res: Mapping[str, Any]) -> str:
     cas = res.get("cassettes")
     if cas:
         out += ["| history | events | cassette KiB | bytes per event | write ms | read ms "
+                "| write: CPU µs per event | read: CPU µs per event (GC off) "
                 "| judging ms (CPU, whole) |",
-                "|---|---|---|---|---|---|---|"]
+                "|---|---|---|---|---|---|---|---|---|"]
         for r in cas["steps"]:
             note = f" (bounded: {r['kept']:,} events kept)" if r.get("bounded") else ""
-            out.append(f"| {r['steps']:,} steps{note} | {r['events']:,} | "
+            name = f"1,000 steps × {r['repeated']}" if r.get("repeated") \
+                else f"{r['steps']:,} steps"
+            out.append(f"| {name}{note} | {r['events']:,} | "
                        f"{r['bytes'] / 1024:,.0f} | {r['bytes'] / r['events']:.0f} | "
-                       f"{r['write_ms']:,.1f} | {r['read_ms']:,.1f} | |")
+                       f"{r['write_ms']:,.1f} | {r['read_ms']:,.1f} | {_cpu(r)} | |")
         for r in cas["prompt"]:
             out.append(f"| 6 steps, {r['prompt_kib']} KiB prompt | {r['events']:,} | "
                        f"{r['bytes'] / 1024:,.0f} | {r['bytes'] / r['events']:,.0f} | "
-                       f"{r['write_ms']:,.1f} | {r['read_ms']:,.1f} | {r['judge_ms']:,.1f} |")
+                       f"{r['write_ms']:,.1f} | {r['read_ms']:,.1f} | {_cpu(r)} | "
+                       f"{r['judge_ms']:,.1f} |")
         out.append("")
     if res.get("memory"):
         mib = 1024 * 1024
@@ -488,52 +537,93 @@ def tables(res: Mapping[str, Any]) -> str:
     return "\n".join(out)
 
 
-def plot(res: Mapping[str, Any], path: Path) -> None:
-    """The curves, one panel per question (needs matplotlib: the ``bench`` extra)."""
+def plot(res: Mapping[str, Any], path: Path, before: Mapping[str, Any] | None = None) -> None:
+    """The curves (needs matplotlib: the ``bench`` extra): judging per step against the
+    history's steps (``before``'s dashed, the same histories judged by another tree), and the
+    cassettes against steps and against prompt size."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), dpi=80)
-    j = res.get("judging") or []
+    fig, grid = plt.subplots(2, 2, figsize=(10, 6.4), dpi=64)
+    axes = list(grid.flat)
     ax = axes[0]
-    for key, label in (("whole_us_per_step", "whole"), ("incremental_us_per_step", "incremental"),
-                       ("as_run_us_per_step", "as a run feeds it")):
-        ax.plot([r["steps"] for r in j], [r[key] for r in j], marker="o", label=label)
-    ax.set(xscale="log", xlabel="steps in the history", ylabel="µs per step",
-           title="judging cost per step", ylim=(0, None))
-    ax.legend()
-    cas = res.get("cassettes") or {"steps": [], "prompt": []}
+    modes = (("whole_us_per_step", "whole"), ("incremental_us_per_step", "incremental"),
+             ("as_run_us_per_step", "as a run feeds it"))
+    for (key, label), colour in zip(modes, ("C0", "C1", "C2"), strict=True):
+        for runs, style, tag in ((res, "-", ""), (before, "--", " (before)")):
+            j = (runs or {}).get("judging") or []
+            if j:
+                ax.plot([r["steps"] for r in j], [r[key] for r in j], style, color=colour,
+                        marker="o", markersize=3, label=label + tag)
+    ax.set(xscale="log", yscale="log", xlabel="steps in the history",
+           ylabel="µs of CPU per step", title="judging, per step")
+    ax.legend(fontsize=7)
     ax = axes[1]
-    for key, label in (("write_ms", "write"), ("read_ms", "read")):
-        ax.plot([r["steps"] for r in cas["steps"]],
-                [r[key] / r["steps"] * 1e3 for r in cas["steps"]], marker="o", label=label)
-    ax.set(xscale="log", xlabel="steps in the history", ylabel="µs per step",
-           title="cassette time per step", ylim=(0, None))
-    ax.legend()
+    for (key, label), colour in zip(modes[1:], ("C1", "C2"), strict=True):
+        for runs, style, tag in ((res, "-", ""), (before, "--", " (before)")):
+            j = (runs or {}).get("judging") or []
+            if j and j[-1].get(f"passes_{key.split('_us')[0]}"):
+                times = j[-1][f"passes_{key.split('_us')[0]}"]
+                ax.plot(range(1, len(times) + 1), times, style, color=colour, label=label + tag)
+    longest = ((res.get("judging") or [{}])[-1]).get("steps", 0)
+    ax.set(xlabel=f"pass over the covering examples ({longest:,}-step history)",
+           ylabel="µs of CPU per step", title="judging, each pass of the longest history",
+           ylim=(0, None))
+    ax.legend(fontsize=7)
+    cas = res.get("cassettes") or {"steps": [], "prompt": []}
     ax = axes[2]
-    m = res.get("memory") or []
-    mib = 1024 * 1024
-    ax.plot([r["sessions"] for r in m], [r["run_peak"] / mib for r in m], marker="o",
-            label="Run (heap peak)")
-    ax.plot([r["sessions"] for r in m], [r["judge_peak"] / mib for r in m], marker="o",
-            label="judging (heap peak)")
-    ax.set(xscale="log", xlabel="sessions in one example", ylabel="MiB",
-           title="memory", ylim=(0, None))
-    ax.legend()
+    recorded = [r for r in cas["steps"] if not r.get("repeated") and not r.get("bounded")]
+    repeated = [r for r in cas["steps"] if r.get("repeated")]
+    for key, label, colour in (("write_cpu_us_per_event", "write", "C0"),
+                               ("read_cpu_us_per_event", "read", "C1"),
+                               ("read_cpu_nogc_us_per_event", "read, GC off", "C2")):
+        ax.plot([r["events"] for r in recorded], [r.get(key, 0) for r in recorded], marker="o",
+                color=colour, label=label)
+        ax.plot([r["events"] for r in repeated], [r.get(key, 0) for r in repeated], "x",
+                color=colour)
+    ax.set(xscale="log", xlabel="events in the cassette (x: the 1,000-step history repeated)",
+           ylabel="µs of CPU per event", title="cassette, per event", ylim=(0, None))
+    ax.legend(fontsize=7)
+    ax = axes[3]
+    kib = [r["prompt_kib"] for r in cas["prompt"]]
+    ax.plot(kib, [r["bytes"] / 1024 for r in cas["prompt"]], marker="o", color="C3",
+            label="cassette KiB")
+    ax.set(xlabel="prompt KiB (6 steps)", ylabel="KiB", title="cassette against prompt size",
+           ylim=(0, None))
+    twin = ax.twinx()
+    for key, label, colour in (("write", "write ms", "C0"), ("read", "read ms", "C1"),
+                               ("judge", "judging ms", "C4")):
+        ms = [r["judge_ms"] if key == "judge" else r[f"{key}_cpu_us_per_event"] * r["events"]
+              / 1e3 for r in cas["prompt"]]
+        twin.plot(kib, ms, "--", marker="o", markersize=3, color=colour, label=label + " (CPU)")
+    twin.set(ylabel="ms of CPU", ylim=(0, None))
+    ax.legend(loc="upper left", fontsize=7)
+    twin.legend(loc="lower right", fontsize=7)
     fig.tight_layout()
     fig.savefig(path)
+
+
+def _regrow(runs: Mapping[str, Any]) -> None:
+    """Growth as :func:`growth` defines it now, from each row's passes (older results)."""
+    for row in runs.get("judging", []):
+        for k in ("incremental", "as_run"):
+            g = growth(row.get(f"passes_{k}", []))
+            row[f"growth_{k}"] = None if g is None else round(g, 2)
 
 
 def compare(a: Path, b: Path) -> None:
     """The judging rows of two runs side by side (the same histories, two trees)."""
     ra, rb = (json.loads(p.read_text()) for p in (a, b))
-    print(f"{a} ({ra['machine']['commit']}, load {ra['machine']['load']}) vs {b} "
+    _regrow(ra)
+    _regrow(rb)
+    print(f"A = {a} ({ra['machine']['commit']}, load {ra['machine']['load']}), B = {b} "
           f"({rb['machine']['commit']}, load {rb['machine']['load']})\n")
-    keys = ("whole_us_per_step", "incremental_us_per_step", "growth_incremental",
-            "as_run_us_per_step", "growth_as_run")
-    print("| steps | " + " | ".join(f"{k} | " for k in keys) + "|")
+    keys = {"whole_us_per_step": "whole µs/step", "incremental_us_per_step":
+            "incremental µs/step", "growth_incremental": "growth", "as_run_us_per_step":
+            "as a run µs/step", "growth_as_run": "growth"}
+    print("| steps | " + " | ".join(f"{v} A | B" for v in keys.values()) + " |")
     print("|---|" + "---|---|" * len(keys))
     for x, y in zip(ra.get("judging", []), rb.get("judging", []), strict=False):
         cells = [f"{_num(x.get(k))} | {_num(y.get(k))}" for k in keys]
@@ -550,9 +640,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--prompt-kib", type=_ints, default=[1, 8, 32, 64, 96])
     ap.add_argument("--sessions", type=_ints, default=[1, 10, 100])
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--only", default="judge,cassette,memory")
+    ap.add_argument("--only", default=",".join(PARTS))
     ap.add_argument("--fresh", action="store_true", help="record the histories again")
     ap.add_argument("--plot", type=Path)
+    ap.add_argument("--before", type=Path, help="another tree's results, dashed on the plot")
+    ap.add_argument("--results", type=Path, help="print and plot saved results, measure nothing")
     ap.add_argument("--out", type=Path, default=RESULTS / "growth.json")
     ap.add_argument("--compare", nargs=2, type=Path)
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
@@ -566,8 +658,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         base = Baseline.from_wire(json.loads(args.baseline))
         print(json.dumps(memory_child(args.memory_child, base, args.traced)))
         return {}
+    before = json.loads(args.before.read_text()) if args.before else None
+    if args.results:
+        res = json.loads(args.results.read_text())
+        _regrow(res)
+        _regrow(before or {})
+        print(tables(res))
+        if args.plot:
+            plot(res, args.plot, before)
+        return res
     only = set(args.only.split(","))
-    res: dict[str, Any] = {"machine": machine()}
+    # A run of some parts only updates those parts of an earlier run's results.
+    res = json.loads(args.out.read_text()) if args.out.exists() and only != set(PARTS) else {}
+    res[f"machine_{'_'.join(sorted(only))}"] = machine()
+    res.setdefault("machine", res[f"machine_{'_'.join(sorted(only))}"])
     print(f"load average at start: {loadavg()}", flush=True)
     caps, baseline = calibrated()
     hist = {n: history(n, caps, baseline, fresh=args.fresh) for n in args.steps} \
@@ -579,12 +683,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         res["cassettes"] = cassettes(hist, prompts, baseline, args.rounds)
     if "memory" in only:
         res["memory"] = memory(args.sessions, baseline)
-    res["load_at_end"] = loadavg()
+    res[f"load_at_end_{'_'.join(sorted(only))}"] = res["load_at_end"] = loadavg()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(res, indent=1))
+    _regrow(res)
     print(f"\nload average at end: {res['load_at_end']}\n\n{tables(res)}")
     if args.plot:
-        plot(res, args.plot)
+        plot(res, args.plot, before)
     return res
 
 
