@@ -46,6 +46,18 @@ from acp_fuzz.reporting.kept import KEPT_FILE, load_kept
 from benchmarks._common import RESULTS, ROOT, loadavg, machine
 
 KEPT = ROOT / "cassettes" / "real" / KEPT_FILE
+#: What an older acp-fuzz called a kept finding (its oracle and rule then), so that a run of
+#: an older checkout (``--acp-fuzz``) is matched fairly: the refusal of a re-sent prompt was
+#: MUST under the append/override rule before issue #31, the conversation's rule was the
+#: client-replay one, and a destroyed conversation was only ``session.history-lost``.
+RENAMED: dict[tuple[str, str], set[tuple[str, str]]] = {
+    ("payload.valid-rejected", "ACPFUZZ-RESEND-ACCEPTED-SHOULD"): {
+        ("payload.valid-rejected", "SP-AGENT-APPEND-MUST"),
+        ("payload.valid-rejected", "SP-AGENT-OVERRIDE-MUST")},
+    ("session.history-destroyed", "ACPFUZZ-CONVERSATION-KEPT-MUST"): {
+        ("session.history-lost", "SES-AGENT-LOAD-REPLAY-MUST"),
+        ("session.history-lost", "ACPFUZZ-CONVERSATION-KEPT-MUST")},
+}
 
 
 def _campaign(cmd: str, profile: str, seed: int, protocol: str, budget: float,
@@ -85,10 +97,11 @@ def _judge(run: dict[str, Any]) -> dict[str, Any]:
     bad = [f for f in run["findings"] if f["severity"] in ("MUST", "SHOULD")]
     met = {}
     for k in kept:
-        times = [f["seconds"] for f in bad if (f["oracle"], f["rule"]) == (k.oracle, k.rule)]
+        names = {(k.oracle, k.rule), *RENAMED.get((k.oracle, k.rule), set())}
+        times = [f["seconds"] for f in bad if (f["oracle"], f["rule"]) in names]
         met[k.finding] = min((t for t in times if t is not None), default=None) \
             if times else "not found"
-    known = {(k.oracle, k.rule) for k in kept}
+    known = {n for k in kept for n in ((k.oracle, k.rule), *RENAMED.get((k.oracle, k.rule), ()))}
     unreviewed = [f for f in bad if (f["oracle"], f["rule"]) not in known]
     return {**run, "kept": met, "unreviewed": unreviewed}
 
