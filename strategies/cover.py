@@ -19,6 +19,12 @@ vocabulary, that send
   A (P); prompt A``, ``new A (P); fork A->B (Q); prompt B; prompt A``, ``new A (P); prompt
   A; compact A; prompt A``, ``new A (P); prompt A; load A (Q); compact A; prompt A; prompt
   A``, ...;
+* every surface beside the model where a prompt can show (``surface:<where>``, issue #33):
+  ``surface:update``, a turn or reattach of a session after another session sent a prompt
+  (its ``session/update`` texts, titles included, are judged against that prompt);
+  ``surface:error``, a refused request after another session sent a prompt (its error
+  answer is); ``surface:replay``, a load of a session with a prompt and a conversation
+  (what it replays is judged against the session's own prompt);
 * every invalid payload variant (:func:`~acp_fuzz.strategies.payloads.invalid_variants`) on
   every request that carries a prompt and that the agent supports (``new:<variant>``,
   ``load:<variant>``, ``resume:<variant>``, ``fork:<variant>``). Each is one rejected
@@ -131,11 +137,40 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
         caps.list and bool(caps.load or caps.replay or caps.resume))
     if _deferral_before_compaction(caps, resend_on_lifecycle):
         keys.append("compact:after-change")
+    keys += _surface_keys(caps)
     keys += [f"fault:{kind}" for kind in FAULTS]
     keys += _payload_keys(caps, resend_on_lifecycle) + _pair_keys(caps, resend_on_lifecycle)
     variants = invalid_variants(override=caps.override)
     return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
                                                         resend_on_lifecycle) for v in variants]
+
+
+def _surface_keys(caps: Capabilities) -> list[str]:
+    """The surfaces beside the model this agent can be shown to put a prompt on."""
+    if not caps.system_prompt:
+        return []
+    return ["surface:update", "surface:error"] + (
+        ["surface:replay"] if caps.load or caps.replay else [])
+
+
+def _surfaces_of(step: Mapping[str, Any], caps: Capabilities,
+                 before: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ``surface:<where>`` keys ``step`` covers, given the steps sent ``before`` it."""
+    op, handle = step.get("op"), step.get("new", step.get("session"))
+    sent = [s for s in before if s.get("op") in PROMPT_REQUESTS
+            and s.get("systemPrompt") is not None
+            and invalid_variant(s["systemPrompt"], override=caps.override) is None]
+    others = any(s.get("new", s.get("session")) != handle for s in sent)
+    out = []
+    if others and op in ("prompt", "load", "resume"):
+        out.append("surface:update")
+    if others and op in PROMPT_REQUESTS and step.get("systemPrompt") is not None \
+            and invalid_variant(step["systemPrompt"], override=caps.override) is not None:
+        out.append("surface:error")
+    talked = any(s.get("op") == "prompt" and s.get("session") == handle for s in before)
+    if op == "load" and talked and any(s.get("new", s.get("session")) == handle for s in sent):
+        out.append("surface:replay")
+    return out
 
 
 def _fault_group() -> _Group:
@@ -195,6 +230,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
                 keys.append(f"change:{op}")
             if op in ("load", "resume") and _cold_change(step, before):
                 keys.append(f"change:cold-{op}")
+    if caps.system_prompt:
+        keys += _surfaces_of(step, caps, before)
     return keys + _pairs_of(step, before)
 
 
@@ -303,8 +340,15 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
         return unit
 
     # Two sessions, one with a prompt, a turn each (the other's turn shows a leak), then a
-    # cancel, list and close of the first (close last: it ends the session).
+    # cancel, a refused session/new (its error shows a leak), a list and a close of the
+    # first (close last: it ends the session).
     turns: list[Unit] = [step("cancel")]
+    if caps.system_prompt:
+        def refused(ex: _Example, _: str) -> None:
+            c = ex.handle()
+            ex.add({"op": "new", "session": c, "cwd": "distinct",
+                    **ex.invalid(c, invalid_variants(override=caps.override)[0])})
+        turns.append(refused)
     if caps.list:
         turns.append(lambda ex, a: ex.add({"op": "list"}))
     if caps.close:

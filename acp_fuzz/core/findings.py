@@ -104,6 +104,9 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
                "not show its id and shows an id no request created"),
     OracleInfo("session.deleted-usable", "info", "ACPFUZZ-DELETE-LIVE-MAY",
                "a turn of a session was served after session/delete of it succeeded"),
+    OracleInfo("prompt.replayed-as-user", "SHOULD", "ACPFUZZ-REPLAY-NOT-USER-SHOULD",
+               "a session's own client prompt shown to the client as a user message (what a "
+               "load replays, or a turn's echo)"),
     OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
                "how an agent that does not advertise systemPrompt answered one (robustness)"),
 ]}

@@ -202,7 +202,21 @@ RULES: tuple[Rule, ...] = (
        "run several independent sessions.",
        "acp-fuzz's reading: a session's prompt is its own state, so another session's client "
        "text in its model request (forks excepted) is a MUST",
-       ("prompt.leak", "bug:leak")),
+       ("prompt.leak", "bug:leak"),
+       ("prompt.leak", "bug:title-from-other-prompt (a title; session_info_update and "
+        "session/list)"),
+       ("prompt.leak", "bug:error-quotes-other-prompt (an error answer's data)"),
+       ("prompt.leak", _HAND + " (stderr lines, what a load replays: test_oracles_shown.py)")),
+    _r("ACPFUZZ-REPLAY-NOT-USER-SHOULD", RFD, _MODES,
+       "Agents SHOULD give it system-level precedence — for example, in the model’s system "
+       "prompt or developer instructions rather than in user-turn content",
+       "acp-fuzz's reading: the prompt is system-level content, not a user turn; an agent "
+       "that shows the client a session's own prompt as a user message (user_message_chunk "
+       "in a load's replay, v2's user_message) tells the client the user wrote it, and a "
+       "client that rebuilds or forwards its transcript puts it back in user-turn content. "
+       "The RFD's Security considerations section is empty, so no stronger word applies: "
+       "SHOULD, as the placement it mirrors (another session's prompt there is prompt.leak)",
+       ("prompt.replayed-as-user", "bug:replay-prompt-as-user")),
     _r("ACPFUZZ-PROMPT-ONCE-SHOULD", RFD, _MODES,
        "the client content is added to the agent’s own instructions rather than replacing them.",
        "acp-fuzz's reading: added once; a block more often than the prompt holds it",

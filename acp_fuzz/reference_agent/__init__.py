@@ -295,6 +295,20 @@ client prompt texts.
     template autoescapes it); a prompt on ``session/new`` stays verbatim. 3 steps: new A;
     load A (append a text with ``<b>``); prompt A → ``&lt;b&gt;`` (``prompt.altered``,
     SHOULD).
+``title-from-other-prompt``
+    A session's first completed turn titles it, with a ``session_info_update`` and the title
+    ``session/list`` shows, from the client prompt most recently set in the process: another
+    session's, when that one was set last. 3 steps: new A (append P); new B; prompt B → B's
+    title is P (``prompt.leak``, MUST).
+``replay-prompt-as-user``
+    ``session/load`` (in v2, ``session/resume`` replaying from the start) replays the
+    session's client prompt to the client as a user message (``user_message_chunk``; v2
+    ``user_message`` ``m-system``) before the conversation. 2 steps: new A (append P); load
+    A → P shown as the user's (``prompt.replayed-as-user``, SHOULD).
+``error-quotes-other-prompt``
+    Every error answer carries ``data.lastPrompt``: the client prompt most recently set in the
+    process, whichever session set it. 2 steps: new A (append P); new B (an invalid
+    prompt) → B's ``-32602`` holds P (``prompt.leak``, MUST).
 ``retry-drops-prompt``
     A model request tried again after a failure (5xx, 429, a lost connection, an answer cut
     short or not JSON) is rebuilt without its system message. 2 steps: new A (append P);

@@ -161,6 +161,14 @@ BUGS: dict[str, str] = {
     "cold-load-new-id": "a session loaded or resumed in a new process before its first turn "
     "is stored again under a new id: session/list shows that id, not the session's (pi-acp "
     "0.0.34, which writes a session only with its first message)",
+    "title-from-other-prompt": "a session's first turn titles it (session_info_update, and "
+    "session/list shows the title) from the client prompt most recently set in the process, "
+    "which may be another session's",
+    "replay-prompt-as-user": "session/load (v2: resume replaying from the start) replays the "
+    "session's client prompt as a user message before its conversation",
+    "error-quotes-other-prompt": "every error answer carries, in its data, the client prompt "
+    "most recently set in the process (a debugging aid left in), which may be another "
+    "session's",
 }
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
@@ -603,6 +611,10 @@ class Agent:
             return
         except RpcError as e:
             self.log(f"-> error {e.code} {e.message[:80]}")
+            if "error-quotes-other-prompt" in self.bugs and self.last_client_prompt is not None:
+                # BUG(error-quotes-other-prompt): the process's last prompt, whoever set it.
+                data = e.data if isinstance(e.data, dict) else {}
+                e.data = {**data, "lastPrompt": self.last_client_prompt.client_text()}
             self._reply(request_id, error=e)
             return
         except Exception as e:  # a bug in a handler must not kill the agent
@@ -1102,6 +1114,8 @@ class Agent:
         self.store.save(session)
         self._relist(session, cold)
         # SES-AGENT-LOAD-REPLAY-MUST: replay the whole conversation, THEN answer.
+        if "replay-prompt-as-user" in self.bugs and session.system_prompt is not None:
+            self._replay_prompt(session)  # BUG(replay-prompt-as-user)
         for i, entry in enumerate(session.history):
             user = entry["role"] == "user"
             content = {"type": "text", "text": entry["content"]}
@@ -1116,6 +1130,18 @@ class Agent:
         self._state_snapshot(session)
         self._advertise(session)
         return self.options_of(session)
+
+    def _replay_prompt(self, session: Session) -> None:
+        """BUG(replay-prompt-as-user): the client prompt is not a message of the
+        conversation, yet it is replayed as the user's."""
+        assert session.system_prompt is not None
+        content = {"type": "text", "text": session.system_prompt.client_text()}
+        if self.protocol >= 2:
+            self._update(session.session_id, {"sessionUpdate": "user_message",
+                                              "messageId": "m-system", "content": [content]})
+        else:
+            self._update(session.session_id, {"sessionUpdate": "user_message_chunk",
+                                              "content": content})
 
     def _reattach_prompt(self, session_id: str, params: dict[str, Any]) -> SystemPrompt | None:
         """The validated prompt of a load or resume (:meth:`parse_system_prompt`)."""
@@ -1358,6 +1384,12 @@ class Agent:
             asked["id"], answered["id"] = message_id, reply_id  # kept for a replay
         session.history.append(asked)
         session.history.append(answered)
+        if "title-from-other-prompt" in self.bugs and len(session.history) == 2 \
+                and self.last_client_prompt is not None:
+            # BUG(title-from-other-prompt): titled from whatever prompt was set last.
+            session.title = self.last_client_prompt.client_text().strip()[:MAX_TITLE]
+            self._update(session_id, {"sessionUpdate": "session_info_update",
+                                      "title": session.title})
         self.store.save(session)
         return "end_turn"
 

@@ -82,6 +82,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("SP-AGENT-EMPTY-MAY", "empty content: accepted or rejected"),
     ("ACPFUZZ-SCHEMA-SHAPE-SHOULD", "a systemPrompt that is not an object is rejected"),
     ("ACPFUZZ-SESSION-ISOLATION-MUST", "one session's prompt never reaches another session"),
+    ("ACPFUZZ-REPLAY-NOT-USER-SHOULD", "a session's prompt is never shown as a user message"),
     ("ACPFUZZ-PROMPT-ONCE-SHOULD", "the prompt reaches the model once per request"),
     ("ACPFUZZ-VERBATIM-SHOULD", "the prompt's characters arrive as sent"),
     ("SP-AGENT-APPEND-FORMAT-DEF", "how the prompt is formatted is the agent's (info)"),

@@ -104,8 +104,8 @@ def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect(
               for ex in covering_examples(REFERENCE)[:7]]
     assert shapes == [
         [("new", "A", True), ("prompt", "A", False), ("new", "B", False),
-         ("prompt", "B", False), ("cancel", "A", False), ("list", None, False),
-         ("close", "A", False)],
+         ("prompt", "B", False), ("cancel", "A", False), ("new", "C", True),
+         ("list", None, False), ("close", "A", False)],
         [("new", "A", True), ("prompt", "A", False), ("load", "A", True), ("prompt", "A", False)],
         [("new", "A", True), ("prompt", "A", False), ("resume", "A", True),
          ("prompt", "A", False)],
@@ -272,3 +272,31 @@ def test_a_workers_share_within_a_shard_is_one_class_of_the_plan() -> None:
                   for p in range(40)]
         assert all(len(o) == 1 for o in owners)
         assert all(owners[p][0] == (p % n, (p // n) % w) for p in range(40))
+
+
+def test_what_a_step_covers_of_the_surfaces_beside_the_model() -> None:
+    """surface:update, a turn or reattach after another session's prompt; surface:error, a
+    refused request after one; surface:replay, a load of a session with a prompt and a
+    conversation (issue #33 §2). Each is sent by the reference agent's covering examples."""
+    p = {"mode": "append", "content": [{"type": "text", "text": "Be a careful reviewer."}]}
+    bad = invalid_payload("mode-unknown", "[canary C3]")
+    new_a = {"op": "new", "session": "A", "systemPrompt": p}
+    new_b = {"op": "new", "session": "B"}
+    turn_a, turn_b = {"op": "prompt", "session": "A"}, {"op": "prompt", "session": "B"}
+
+    def surfaces(step: dict[str, Any], before: list[dict[str, Any]]) -> list[str]:
+        return [k for k in step_keys(step, REFERENCE, before) if k.startswith("surface:")]
+
+    assert surfaces(turn_b, [new_a, new_b]) == ["surface:update"]
+    assert surfaces(turn_a, [new_a]) == []  # its own prompt only
+    assert surfaces({"op": "new", "session": "C", "systemPrompt": bad}, [new_a]) == \
+        ["surface:error"]
+    assert surfaces({"op": "new", "session": "A", "systemPrompt": bad}, []) == []
+    load_a = {"op": "load", "session": "A", "systemPrompt": p}
+    assert surfaces(load_a, [new_a, turn_a]) == ["surface:replay"]
+    assert surfaces(load_a, [new_a]) == []  # nothing to replay
+    assert {"surface:update", "surface:error", "surface:replay"} <= set(cover_keys(REFERENCE))
+    assert "surface:replay" not in cover_keys(replace(REFERENCE, load=False))
+    assert not [k for k in cover_keys(Capabilities(load=True)) if k.startswith("surface:")]
+    first = covering_examples(REFERENCE)[0]
+    assert {"surface:update", "surface:error"} <= set(first.keys)

@@ -11,6 +11,7 @@ feed reads are counted.
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any, overload
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_oracles import BASE, H, P, Q, appended, only, sp
+from test_oracles_shown import error, request, update
 
 from acp_fuzz.core.builtin.isolation import _Sent
 from acp_fuzz.core.builtin.needles import GRAM, INDEXED_FROM, Needles
@@ -43,6 +45,24 @@ def block(h: H, k: int) -> None:
     h.step("delete", a)
 
 
+def shown_block(h: H, k: int) -> None:
+    """:func:`block`, with what an agent shows the client beside the model (issue #33 §2):
+    the refused session's error answer, and a reply streamed to the first session, each long
+    enough to be judged as a piece of a client text too."""
+    a, b = handle_name(2 * k), handle_name(2 * k + 1)
+    own = f"{P} [canary {k}]"
+    h.new(a, sp("append", own))
+    h.step("new", b, outcome="error", error={"code": -32602, "message": "bad mode"},
+           systemPrompt={"mode": "prepend",
+                         "content": [{"type": "text", "text": f"{Q} [refused {k}]"}]})
+    request(h, 3 * k, "session/new", cwd="/w")
+    error(h, 3 * k, f"Invalid params: unknown mode prepend (request {k})")
+    h.prompt(a, system=appended(own))
+    update(h, a, {"sessionUpdate": "agent_message_chunk",
+                  "content": {"type": "text", "text": f"Here is the answer to turn {k}."}})
+    h.step("delete", a)
+
+
 def lines_run(fn: Callable[[], None]) -> int:
     """How many Python lines ``fn`` runs (every frame it enters), restoring the tracer that
     was there (coverage's, under ``.ci/run``)."""
@@ -63,14 +83,14 @@ def lines_run(fn: Callable[[], None]) -> int:
     return count
 
 
-def cost_of_one_more_block(blocks: int) -> int:
+def cost_of_one_more_block(blocks: int, make: Callable[[H, int], None] = block) -> int:
     h = H()
     for k in range(blocks):
-        block(h, k)
+        make(h, k)
     judge = Evaluator(baseline=BASE)
     judge.feed(h.h.snapshot())
     start = len(h.h)
-    block(h, blocks)
+    make(h, blocks)
     tail = h.h.snapshot()[start:]
     return lines_run(lambda: judge.feed(tail))
 
@@ -82,6 +102,16 @@ def test_judging_one_more_block_costs_the_same_after_300_or_1200_blocks() -> Non
     early, late = cost_of_one_more_block(300), cost_of_one_more_block(1200)
     assert early > 0
     # Searching every text sent so far ran about 4 times as many lines after 1200 blocks.
+    assert late <= early * 1.1, (early, late)
+
+
+def test_judging_what_the_agent_shows_costs_the_same_after_300_or_1200_blocks() -> None:
+    # An error answer and a streamed reply per block, each searched for every client text
+    # (and for a piece of one): a search of each text ran about 4 times as many lines after
+    # 1200 blocks.
+    early = cost_of_one_more_block(300, shown_block)
+    late = cost_of_one_more_block(1200, shown_block)
+    assert early > 0
     assert late <= early * 1.1, (early, late)
 
 
@@ -162,6 +192,38 @@ def test_needles_find_exactly_what_a_search_of_each_finds(texts: list[str], pick
         added += texts[i:i + 5]
         hay = junk.join([added[p % len(added)] for p in picks] + [junk]) if added else junk
         assert needles.found_in(hay) == {t for t in added if t and t in hay}
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(texts=st.lists(st.text("ab c]", min_size=1, max_size=60), max_size=40),
+       cut=st.tuples(st.integers(0, 10**6), st.integers(0, 60)),
+       junk=st.text("ab c]x", max_size=30), indexed_from=st.sampled_from([0, 3, 10, 100]))
+def test_needles_holding_finds_exactly_what_a_search_of_each_finds(
+        texts: list[str], cut: tuple[int, int], junk: str, indexed_from: int) -> None:
+    # A piece of one of the texts (long enough for the index, or not), or junk.
+    needles = Needles(indexed_from)
+    added: list[str] = []
+    for i in range(0, len(texts), 5):
+        needles.add(texts[i:i + 5])
+        added += texts[i:i + 5]
+        pick = added[cut[0] % len(added)] if added else ""
+        for piece in (pick[cut[1] % (len(pick) + 1):], pick[:cut[1]], junk, junk + pick):
+            assert needles.holding(piece) == {t for t in added if t and piece in t}
+
+
+def test_needles_holding_reads_a_piece_once_whatever_the_number_of_texts() -> None:
+    # Texts with nothing in common: a piece's candidates are the texts filed under its
+    # least shared pieces (texts that share those with it would be candidates too).
+    def text(k: int) -> str:
+        return hashlib.sha256(str(k).encode()).hexdigest()
+
+    few, many = Needles(), Needles()
+    few.add(text(k) for k in range(INDEXED_FROM))
+    many.add(text(k) for k in range(10 * INDEXED_FROM))
+    piece = text(7)[5:40]
+    assert few.holding(piece) == many.holding(piece) == {text(7)}
+    assert many.probed == few.probed == len(piece) - GRAM + 1
+    assert many.searched == few.searched == 1
 
 
 def test_needles_read_a_request_once_whatever_the_number_of_texts() -> None:

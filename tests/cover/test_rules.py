@@ -158,9 +158,14 @@ def test_no_proof_says_none_planted_where_a_quality_test_plants_the_bug() -> Non
                _literal(quality / "test_every_path.py", "PATHS").items()}
     for bug, _, oracle, _, _ in _literal(quality / "test_known_shapes.py", "FINDINGS").values():
         planted.setdefault((oracle, _KNOWN_RULE[bug]), bug)
-    listed = {(o, r.id): proof for r in RULES for o, proof in r.oracles}
+    listed: dict[tuple[str, str], list[str]] = {}
+    for r in RULES:
+        for o, proof in r.oracles:
+            listed.setdefault((o, r.id), []).append(proof)
+    # A rule may list an oracle more than once (a planted bug per surface, and surfaces
+    # judged on hand-built histories only): one planted bug among them is the proof.
     stale = {key: (bug, listed.get(key)) for key, bug in planted.items()
-             if not str(listed.get(key, "")).startswith("bug:")}
+             if not any(p.startswith("bug:") for p in listed.get(key, []))}
     assert stale == {}
 
 

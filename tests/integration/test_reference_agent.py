@@ -1320,6 +1320,35 @@ def _untied_digest(t: Trial) -> bool:
     return any(P in json.dumps(r) and Q in json.dumps(r) for r in t.model.requests)
 
 
+@reproduces("title-from-other-prompt")
+def _title_from_other_prompt(t: Trial) -> bool:
+    t.agent.new(sp("append", P))
+    other = t.agent.new()
+    notes, _ = t.agent.call("session/prompt", {"sessionId": other, "prompt": [text("hi")]})
+    titles = [n["params"]["update"].get("title") for n in notes
+              if n["params"]["update"]["sessionUpdate"] == "session_info_update"]
+    listed = t.agent.ok("session/list", {})["sessions"]
+    return titles == [P] and any(s.get("title") == P for s in listed)
+
+
+@reproduces("replay-prompt-as-user")
+def _replay_prompt_as_user(t: Trial) -> bool:
+    session = t.agent.new(sp("append", P))
+    notes, _ = t.agent.call("session/load", {"sessionId": session, "cwd": CWD,
+                                             "mcpServers": []})
+    return any(n["params"]["update"]["sessionUpdate"] == "user_message_chunk"
+               and n["params"]["update"]["content"]["text"] == P for n in notes)
+
+
+@reproduces("error-quotes-other-prompt")
+def _error_quotes_other_prompt(t: Trial) -> bool:
+    t.agent.new(sp("append", P))
+    error = t.agent.error("session/new", {"cwd": CWD, "mcpServers": [],
+                                          "systemPrompt": {"mode": "prepend",
+                                                           "content": [text(Q)]}})
+    return P in json.dumps(error)
+
+
 @reproduces("omit-falls-back-when-talked")
 def _omit_falls_back_when_talked(t: Trial) -> bool:
     session = t.agent.new(sp("append", P))

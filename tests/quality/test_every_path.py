@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.engine.campaign import calibrate, run_steps
+from acp_fuzz.engine.campaign import CampaignResult, calibrate, run_steps
 from tests.quality.test_planted_bugs import SEEDS, Track, first_failure, reference
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
@@ -94,8 +94,15 @@ def _cases() -> list[object]:
 def test_every_report_path_has_a_planted_bug_found_and_shrunk(bug: str, seed: int,
                                                               tmp_path: Path,
                                                               no_orphans: Track) -> None:
-    oracle, severity, rule, minimum, names = PATHS[bug]
-    result = first_failure(reference(bug), tmp_path, seed=seed)
+    assert_found_and_shrunk(first_failure(reference(bug), tmp_path, seed=seed), bug, PATHS[bug])
+
+
+def assert_found_and_shrunk(result: CampaignResult, bug: str,
+                            path: tuple[str, str, str, int, str]) -> None:
+    """``result`` (a ``-x`` campaign) found ``bug``, confirmed it 3/3 and shrunk it to its
+    minimum, with a finding of the oracle, severity and rule of ``path`` whose message
+    names its path."""
+    oracle, severity, rule, minimum, names = path
     assert result.reports, f"{bug} not found in {result.examples_run} examples"
     report = result.reports[0]
     assert report.status == "failed" and report.reproduced == report.runs == 3

@@ -9,7 +9,11 @@ Each module judges one kind of promise, and registers its checks on import, in t
 - :mod:`.payload`: the answer to a ``systemPrompt`` payload (``payload.*``);
 - :mod:`.lifecycle`: what a refused request, an accepted prompt and a load or resume owe
   the session's next turns (``reject.side-effect``, ``session.*``);
+- :mod:`.listing`: what ``session/list`` and ``session/delete`` say of a session
+  (``session.listed-other-id``, ``session.deleted-usable``);
 - :mod:`.isolation`: one session's client text never reaches another's (``prompt.leak``);
+- :mod:`.replayed`: a session's own prompt is not shown to the client as a user message
+  (``prompt.replayed-as-user``);
 - :mod:`.turns`: each turn carries the prompt the session owes (``prompt.*``, ``override.*``,
   ``append.*``, ``defaults.*``, ``lifecycle.omitted-*``);
 - :mod:`.faults`: a turn whose model request failed ends visibly (``turn.silent-failure``).
@@ -29,8 +33,11 @@ from acp_fuzz.core.builtin import payload
 from acp_fuzz.core.builtin import lifecycle
 from acp_fuzz.core.builtin import listing
 from acp_fuzz.core.builtin import isolation
+from acp_fuzz.core.builtin import replayed
 from acp_fuzz.core.builtin import turns
 from acp_fuzz.core.builtin import faults
 # isort: on
 
-__all__ = ["faults", "isolation", "lifecycle", "listing", "payload", "protocol", "turns"]
+__all__ = [
+    "faults", "isolation", "lifecycle", "listing", "payload", "protocol", "replayed", "turns",
+]

@@ -14,13 +14,22 @@ filed under their ends, apart), and a request is read once, piece by piece. A te
 the request is among the texts filed under one of the request's pieces, and each such
 candidate is then confirmed by a plain search: the cost of a request is its length plus its
 candidates, whatever the number of texts.
+
+:meth:`Needles.holding` asks the other way round, which texts hold a given piece (a title
+or a line the agent shows that is a piece of a client text): from the same point on, each
+text is filed under every piece that starts at a multiple of :data:`STRIDE` in it, so that
+a piece at least ``STRIDE + GRAM - 1`` characters long covers one of them at every place it
+can sit; the candidates are the texts filed under the least shared of its pieces at each of
+the ``STRIDE`` alignments, again confirmed by a plain search (texts that share those pieces
+with it at the same alignment are candidates too: a piece of a part many texts have in
+common costs their number, as a search of each would).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-__all__ = ["GRAM", "INDEXED_FROM", "Needles"]
+__all__ = ["GRAM", "INDEXED_FROM", "STRIDE", "Needles"]
 
 #: The length of the pieces the index files texts under. A shorter text is searched for on
 #: its own (the leak checks' texts are at least MIN_SIGNIFICANT, 12 characters, long).
@@ -29,6 +38,10 @@ GRAM = 8
 #: on the recorded histories of ``benchmarks/bench_growth.py``: 64 made a 1,000-step history
 #: 12 % slower to judge than plain searches, 256 and 1,024 were as fast as them, or faster).
 INDEXED_FROM = 256
+#: :meth:`Needles.holding` files a text under its pieces at every this many places: a piece
+#: of ``STRIDE + GRAM - 1`` characters (23: the titles it asks about are at least 24 long) or
+#: more is then found through the index, a shorter one by a plain search.
+STRIDE = 16
 #: Where a long text is filed: among its first and its last this many places (a canary is
 #: at its end), so filing a 96 KiB text costs no more than filing a short one.
 _PLACES = 64
@@ -46,6 +59,9 @@ class Needles:
         self._texts: dict[str, None] = {}  # insertion order: the same filing every run
         self._short: list[str] = []
         self._index: dict[str, list[str]] | None = None
+        # piece -> the texts with it at a multiple of STRIDE (holding's; made at its first
+        # use past indexed_from)
+        self._every: dict[str, dict[str, None]] | None = None
         self.searched = 0
         self.probed = 0
 
@@ -62,6 +78,8 @@ class Needles:
                 self._texts[t] = None
                 if self._index is not None:
                     self._file(t)
+                if self._every is not None:
+                    self._file_every(t)
         if self._index is None and len(self._texts) >= self._indexed_from:
             self._index = {}
             for t in self._texts:
@@ -83,6 +101,34 @@ class Needles:
         candidates.update(self._short)
         self.searched += len(candidates)
         return {n for n in candidates if n in text}
+
+    def holding(self, piece: str) -> set[str]:
+        """Every added text that holds ``piece``: ``{n for n in added if piece in n}``."""
+        last = len(piece) - GRAM  # the last place a whole GRAM-piece of it starts at
+        if self._index is None or last + 1 < STRIDE:
+            self.searched += len(self._texts)
+            return {n for n in self._texts if piece in n}
+        if self._every is None:
+            self._every = {}
+            for t in self._texts:
+                self._file_every(t)
+        every = self._every
+        none: dict[str, None] = {}
+        candidates: set[str] = set()
+        # A text holding the piece at place p has it filed under the piece's GRAM-pieces at
+        # each i with p + i a multiple of STRIDE: one alignment of the STRIDE, all of them.
+        for r in range(STRIDE):
+            filed = [every.get(piece[i:i + GRAM], none) for i in range(r, last + 1, STRIDE)]
+            self.probed += len(filed)
+            least: dict[str, None] = min(filed, key=len)
+            candidates.update(least)
+        self.searched += len(candidates)
+        return {n for n in candidates if piece in n}
+
+    def _file_every(self, text: str) -> None:
+        assert self._every is not None
+        for j in range(0, len(text) - GRAM + 1, STRIDE):
+            self._every.setdefault(text[j:j + GRAM], {})[text] = None
 
     def _file(self, text: str) -> None:
         assert self._index is not None
