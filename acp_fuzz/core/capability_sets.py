@@ -19,25 +19,41 @@ The flags (docs/rules.md):
     ``loadSession`` and the ``sessionCapabilities`` markers of the same names. In v2 a
     ``session`` object commits the agent to resume, close and list, and there is no
     ``session/load``: there only ``fork`` (and the prompt flags) change what is advertised.
+``shape``
+    How the prompt capability says what it does not offer (issue #33 §3): ``""`` leaves it
+    out; ``"null"`` sends ``systemPrompt: null`` (no ``systemPrompt``); ``"mode-null"`` sends
+    ``{"mode": null}`` and ``"override-null"`` ``{"mode": {"override": null}}`` (append only).
+    The schema reads each as its omitted form (CAP-OMITTED-UNSUPPORTED-DEF); a client that
+    reads a ``null`` as advertised breaks the gate rules. Shrinks to ``""``.
+``changes``
+    From the client's second connection on, the stand-in advertises another prompt
+    capability (:meth:`CapabilitySet.for_connection`): override dropped, or the whole
+    ``systemPrompt``, or (where none was advertised) both added. A client that keeps what
+    its first connection advertised breaks the gate rules on the next.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
-__all__ = ["FLAGS", "STAND_IN_NAME", "CapabilitySet"]
+__all__ = ["FLAGS", "SHAPES", "STAND_IN_NAME", "CapabilitySet"]
 
 #: The boolean flags, in the order they are drawn and printed.
 FLAGS = ("system_prompt", "override", "load", "resume", "fork", "close", "list")
 #: How the stand-in names itself in ``initialize``.
 STAND_IN_NAME = "acp-fuzz-stand-in"
 
+#: The spellings of a prompt capability's "not offered" (see ``shape``), smallest first.
+SHAPES = ("", "null", "mode-null", "override-null")
+
 #: The wire name of each flag, for messages ("v1: systemPrompt, loadSession").
 _WIRE_NAMES = {"system_prompt": "systemPrompt", "override": "systemPrompt.mode.override",
                "load": "loadSession", "resume": "resume", "fork": "fork", "close": "close",
                "list": "list"}
+_SHAPE_WIRE = {"null": "systemPrompt: null", "mode-null": "systemPrompt.mode: null",
+               "override-null": "systemPrompt.mode.override: null"}
 #: Flags that v2 does not let an agent leave out (or that v2 does not have).
 _V2_FIXED = frozenset({"load", "resume", "close", "list"})
 
@@ -54,12 +70,34 @@ class CapabilitySet:
     fork: bool = False
     close: bool = False
     list: bool = False
+    shape: str = ""
+    changes: bool = False
 
     def __post_init__(self) -> None:
         if self.protocol not in (1, 2):
             raise ValueError(f"protocol must be 1 or 2, not {self.protocol!r}")
         if self.override and not self.system_prompt:
             raise ValueError("override is advertised only inside systemPrompt")
+        if self.shape not in SHAPES:
+            raise ValueError(f"shape must be one of {SHAPES}, not {self.shape!r}")
+        if (self.shape == "null" and self.system_prompt) or (
+                self.shape in ("mode-null", "override-null")
+                and (not self.system_prompt or self.override)):
+            raise ValueError(f"shape {self.shape!r} spells a capability the set advertises")
+
+    def for_connection(self, n: int) -> CapabilitySet:
+        """What connection ``n`` (0 for the first) is advertised: the set itself, or under
+        ``changes``, from the second connection on, its prompt capability changed: override
+        dropped, else ``systemPrompt`` dropped, else both added (the spelling plain)."""
+        if not self.changes or n == 0:
+            return self
+        if self.override:
+            sp, override = True, False
+        elif self.system_prompt:
+            sp, override = False, False
+        else:
+            sp, override = True, True
+        return replace(self, system_prompt=sp, override=override, shape="", changes=False)
 
     # -- what is advertised ------------------------------------------------------------------
 
@@ -81,31 +119,37 @@ class CapabilitySet:
     def size(self) -> int:
         """How many capabilities are advertised (the version above 1 counts as one): what
         shrinking makes small."""
-        return sum(bool(getattr(self, f)) for f in FLAGS) + (self.protocol - 1)
+        return sum(bool(getattr(self, f)) for f in FLAGS) + (self.protocol - 1) \
+            + bool(self.shape) + self.changes
 
     def describe(self) -> str:
         """``"v1: systemPrompt, loadSession"``, or ``"v1: nothing advertised"``."""
         names = self.advertised()
-        return f"v{self.protocol}: " + (", ".join(names) if names else "nothing advertised")
+        out = f"v{self.protocol}: " + (", ".join(names) if names else "nothing advertised")
+        if self.shape:
+            out += f" ({_SHAPE_WIRE[self.shape]})"
+        return out + (" (then changed)" if self.changes else "")
 
     def initialize_result(self, offer: Any, *, version: str = "0") -> dict[str, Any]:
         """The stand-in's ``initialize`` answer to an offer of ``offer``."""
         v = self.version_for(offer)
         sp: dict[str, Any] | None = None
         if self.system_prompt:
-            sp = {"mode": {"override": {}}} if self.override else {}
+            nulls: dict[str, dict[str, Any]] = {"mode-null": {"mode": None},
+                                                "override-null": {"mode": {"override": None}}}
+            sp = {"mode": {"override": {}}} if self.override else nulls.get(self.shape, {})
         info = {"name": STAND_IN_NAME, "version": version}
         if v >= 2:
             session: dict[str, Any] = {}
             if self.fork:
                 session["fork"] = {}
-            if sp is not None:
+            if sp is not None or self.shape == "null":
                 session["systemPrompt"] = sp
             return {"protocolVersion": 2, "info": info, "capabilities": {"session": session},
                     "authMethods": []}
         sess: dict[str, Any] = {name: {} for name in ("resume", "fork", "close", "list")
                                 if getattr(self, name)}
-        if sp is not None:
+        if sp is not None or self.shape == "null":
             sess["systemPrompt"] = sp
         return {"protocolVersion": 1,
                 "agentCapabilities": {
@@ -130,9 +174,15 @@ class CapabilitySet:
         if protocol not in (1, 2) or isinstance(protocol, bool):
             raise ValueError(f"capability set: protocol must be 1 or 2, not {protocol!r}")
         flags: dict[str, bool] = {}
-        for name in FLAGS:
+        for name in (*FLAGS, "changes"):
             value = obj.get(name, False)
             if not isinstance(value, bool):
                 raise ValueError(f"capability set: {name} must be true or false")
             flags[name] = value
-        return cls(protocol=protocol, **flags)
+        shape = obj.get("shape", "")
+        if shape not in SHAPES:
+            raise ValueError(f"capability set: shape must be one of {', '.join(map(repr, SHAPES))}")
+        try:
+            return cls(protocol=protocol, shape=shape, **flags)
+        except ValueError as e:
+            raise ValueError(f"capability set: {e}") from None

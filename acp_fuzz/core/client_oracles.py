@@ -37,7 +37,8 @@ The oracles (:data:`CLIENT_CATALOG`; ``docs/oracles.md``, "Client oracles"):
     a request other than ``initialize`` on a connection before its ``initialize``.
 ``client.prompt-not-resent`` (SHOULD, SP-CLIENT-RESEND-SHOULD)
     a load, resume or fork of a session that has a prompt, without it; info when the
-    session's prompt went in a vendor ``_meta`` key only and is re-sent in no form.
+    session's prompt went in a vendor ``_meta`` key only and is re-sent in no form; nothing
+    when the prompt is an override the connection does not advertise (the gate comes first).
 ``client.prompt-changed`` (SHOULD, SP-CLIENT-RESEND-SHOULD)
     a load, resume or fork that sends another prompt than the session's (or one where the
     session was created without).
@@ -443,6 +444,11 @@ class _Judge:
             return
         had = self.sessions[sid]
         sent = params.get("systemPrompt")
+        if sent is None and had is not None and _mode_of(had) == "override" \
+                and not conn.caps.override:
+            # This connection does not advertise override (the agent's capabilities changed
+            # since the session was made): the gate's MUST NOT comes before the SHOULD.
+            return
         self.judge("client.prompt-not-resent")
         self.judge("client.prompt-changed")
         if had is not None and sent is None:
@@ -513,6 +519,12 @@ def _normal(sp: Any) -> str:
                   and b.get("type") == "text" else b for b in sp["content"]]
         return json.dumps([sp.get("mode"), blocks], sort_keys=True, default=repr)
     return json.dumps(sp, sort_keys=True, default=repr)
+
+
+def _mode_of(normal: str) -> Any:
+    """The mode of a prompt in :func:`_normal`'s form (``None`` for a shape without one)."""
+    value = json.loads(normal)
+    return value[0] if isinstance(value, list) and len(value) == 2 else None
 
 
 def _excerpt(value: Any) -> Any:

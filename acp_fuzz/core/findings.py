@@ -107,6 +107,12 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("prompt.replayed-as-user", "SHOULD", "ACPFUZZ-REPLAY-NOT-USER-SHOULD",
                "a session's own client prompt shown to the client as a user message (what a "
                "load replays, or a turn's echo)"),
+    OracleInfo("capability.drift", "SHOULD", "ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
+               "a restarted agent process advertises other capabilities than the run's first "
+               "(same command, HOME and protocol offer)"),
+    OracleInfo("capability.refused", "SHOULD", "ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
+               "a method the agent's advertised capability gates answered -32601 Method not "
+               "found"),
     OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
                "how an agent that does not advertise systemPrompt answered one (robustness)"),
 ]}

@@ -135,7 +135,9 @@ RULES: tuple[Rule, ...] = (
        "MUST apply a systemPrompt supplied on session/new in the requested mode, or return an "
        "error as described above",
        "no error code is fixed: any JSON-RPC error is a rejection (payload.invalid-accepted "
-       "reports only a success); the code is recorded"),
+       "reports only a success); the code is recorded, by payload class, as facts: the JSON "
+       "report's error_codes, a line per class in the text report, a table in the Markdown "
+       "bug report; no oracle reads it"),
     _r("SP-AGENT-OVERRIDE-CONTEXT-MAY", RFD, _MODES,
        "Context the agent supplies from the workspace or environment — project instruction "
        "files such as AGENTS.md, environment details, skill listings — MAY still be included",
@@ -207,6 +209,17 @@ RULES: tuple[Rule, ...] = (
         "session/list)"),
        ("prompt.leak", "bug:error-quotes-other-prompt (an error answer's data)"),
        ("prompt.leak", _HAND + " (stderr lines, what a load replays: test_oracles_shown.py)")),
+    _r("ACPFUZZ-CAPABILITIES-HOLD-SHOULD", RFD, "Design choices",
+       "The capability lets agents opt in and then be held to the behavior, and gives clients "
+       "reliable feature detection",
+       "acp-fuzz's reading: a client detects features once per connection and keeps the "
+       "sessions it made under them; an agent whose next process (same command, HOME and "
+       "offer) advertises otherwise, or that answers an advertised method -32601 (\"The method "
+       "does not exist or is not available\", the schema's words for that code), gives no "
+       "reliable detection. SHOULD: nothing in the RFD or the schema says capabilities must "
+       "stay the same across connections, and v1 and v2 are compared only as facts",
+       ("capability.drift", "bug:capabilities-drift-after-restart"),
+       ("capability.refused", _HAND + " (test_oracles_capabilities.py)")),
     _r("ACPFUZZ-REPLAY-NOT-USER-SHOULD", RFD, _MODES,
        "Agents SHOULD give it system-level precedence — for example, in the model’s system "
        "prompt or developer instructions rather than in user-turn content",
@@ -296,6 +309,7 @@ RULES: tuple[Rule, ...] = (
        "a client sending it unadvertised is MUST; acp-fuzz's own probes of agents that do not "
        "advertise it are info (robustness, not scored)",
        ("client.prompt-unadvertised", "client-bug:unadvertised-prompt"),
+       ("client.prompt-unadvertised", "client-bug:null-is-advertised (systemPrompt: null)"),
        ("payload.probe", _INFO)),
     _r("SP-CLIENT-OVERRIDE-GATE-MUSTNOT", RFD, _CLIENT,
        "Clients MUST NOT use \"mode\": \"override\" unless the agent advertised the "

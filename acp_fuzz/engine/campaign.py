@@ -49,6 +49,7 @@ from acp_fuzz.core.calibration import (
 )
 from acp_fuzz.core.cassette import Header
 from acp_fuzz.core.dialects import resolve
+from acp_fuzz.core.facts import Codes, add_codes, refusal_codes
 from acp_fuzz.core.findings import CATALOG, Finding, is_failure
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.minimize import (
@@ -327,6 +328,9 @@ class CampaignResult:
     #: (:meth:`acp_fuzz.core.oracles.Evaluator.judged`): a rule with checks and no finding was
     #: *tested and followed*; one with none was not tested at all.
     judged: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: The error codes of the examples' refused requests that carried a prompt, by payload
+    #: class (:func:`acp_fuzz.core.facts.refusal_codes`): information, never a verdict.
+    error_codes: Codes = field(default_factory=dict)
     #: The search stopped generating examples at ``settings.time_budget``.
     out_of_time: bool = False
     #: What the covering examples cover for this agent, whether they ran or not
@@ -435,6 +439,13 @@ def _sum_counts(maps: Sequence[Mapping[Any, int]]) -> dict[Any, int]:
     return out
 
 
+def _sum_codes(codes: Sequence[Codes]) -> Codes:
+    out: Codes = {}
+    for c in codes:
+        add_codes(out, c)
+    return out
+
+
 def _earliest(maps: Sequence[Mapping[str, int]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for m in maps:
@@ -451,8 +462,8 @@ MERGE: dict[str, str] = {
     "examples_run": "sum", "steps_run": "sum", "reports": "same-bug-once",
     "info": "derived", "info_reports": "shortest-info", "explained": "sum",
     "interrupted": "any", "model_requests": "sum-counts", "deadlines": "deadlines",
-    "judged": "sum-counts", "out_of_time": "any", "cover_keys": "union",
-    "coverage": "earliest", "covering_examples": "sum",
+    "judged": "sum-counts", "error_codes": "sum-codes", "out_of_time": "any",
+    "cover_keys": "union", "coverage": "earliest", "covering_examples": "sum",
     # The seconds each spent on its share (workers run theirs at once, shards on other
     # machines): summed, the work the covering examples cost, not a wall time.
     "covering_seconds": "sum", "covering": "concat",
@@ -465,7 +476,8 @@ _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
     "sum": sum, "any": any, "max": lambda xs: max(xs, default=0.0),
     "same-bug-once": _same_bug_once, "shortest-info": _shortest_info,
     # Workers' deadlines once were dropped from the merged result.
-    "sum-counts": _sum_counts, "earliest": _earliest, "deadlines": Deadlines.merged,
+    "sum-counts": _sum_counts, "sum-codes": _sum_codes, "earliest": _earliest,
+    "deadlines": Deadlines.merged,
     "union": lambda xs: list(dict.fromkeys(k for x in xs for k in x)),
     "side-log": SideLog.merged, "first-set": lambda xs: next((x for x in xs if x), None),
     "concat": lambda xs: [v for x in xs for v in x],
@@ -951,6 +963,7 @@ class SearchMachine(LifecycleMachine):
         s.note_beside(self.steps, self.run)
         s.warm.retire(self.run)
         s.result.add_judged(self.judge.judged())
+        add_codes(s.result.error_codes, refusal_codes(self.run.history.snapshot()))
         s.result.examples_run += 1
         s.result.shrink_runs += self.shrinking
         s.on_event(ExampleDone(s.result.examples_run, s.result.steps_run,

@@ -507,9 +507,18 @@ def capability_sets() -> Any:
         override = d(st.booleans()) if system_prompt else False
         fork = d(st.booleans())
         load, resume, close, lst = (d(st.booleans()) for _ in range(4))
+        # How an unoffered prompt capability is spelled (null forms), and whether the next
+        # connections advertise another one: drawn last, so they shrink away first, and
+        # always as the same choices (see above: fewer choices would count as smaller).
+        pick = d(st.integers(0, 2))
+        shape = "" if override or not pick else "null" if not system_prompt \
+            else ("mode-null", "override-null")[pick - 1]
+        changes = d(st.booleans())
         if protocol >= 2:
-            return CapabilitySet(protocol, system_prompt, override, fork=fork)
-        return CapabilitySet(protocol, system_prompt, override, load, resume, fork, close, lst)
+            return CapabilitySet(protocol, system_prompt, override, fork=fork, shape=shape,
+                                 changes=changes)
+        return CapabilitySet(protocol, system_prompt, override, load, resume, fork, close, lst,
+                             shape=shape, changes=changes)
 
     return draw()
 

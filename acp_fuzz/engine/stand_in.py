@@ -339,7 +339,9 @@ def serve(run_dir: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
     with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
         caps = CapabilitySet.from_wire(json.load(f)["capabilities"])
     agent = StandIn(run_dir, caps)
-    log = _Log(os.path.join(run_dir, f"conn-{agent.connection_number()}.jsonl"))
+    n = agent.connection_number()
+    agent.caps = caps.for_connection(n)  # the set's "changes": another one from the second on
+    log = _Log(os.path.join(run_dir, f"conn-{n}.jsonl"))
     # The command line it was started by (client_campaign.agent_command), not sys.argv,
     # whose first word is this file's path: a portable cassette rewrites the interpreter.
     argv = [sys.executable, "-m", "acp_fuzz.engine.stand_in", *sys.argv[1:]]

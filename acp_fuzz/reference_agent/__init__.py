@@ -305,6 +305,11 @@ client prompt texts.
     session's client prompt to the client as a user message (``user_message_chunk``; v2
     ``user_message`` ``m-system``) before the conversation. 2 steps: new A (append P); load
     A → P shown as the user's (``prompt.replayed-as-user``, SHOULD).
+``capabilities-drift-after-restart``
+    A process that finds sessions stored by an earlier one leaves ``fork`` out of what
+    ``initialize`` advertises (v1 ``sessionCapabilities``, v2 ``capabilities.session``); it
+    still forks. 2 steps: new A; restart → the new process advertises no fork
+    (``capability.drift``, SHOULD).
 ``error-quotes-other-prompt``
     Every error answer carries ``data.lastPrompt``: the client prompt most recently set in the
     process, whichever session set it. 2 steps: new A (append P); new B (an invalid

@@ -166,6 +166,8 @@ BUGS: dict[str, str] = {
     "which may be another session's",
     "replay-prompt-as-user": "session/load (v2: resume replaying from the start) replays the "
     "session's client prompt as a user message before its conversation",
+    "capabilities-drift-after-restart": "a process that finds sessions stored by an earlier "
+    "one leaves fork out of the capabilities it advertises (and still forks)",
     "error-quotes-other-prompt": "every error answer carries, in its data, the client prompt "
     "most recently set in the process (a debugging aid left in), which may be another "
     "session's",
@@ -982,6 +984,8 @@ class Agent:
         }
         if self.titles:
             caps["sessionCapabilities"]["title"] = {}
+        if self._drifting():
+            del caps["sessionCapabilities"]["fork"]  # BUG(capabilities-drift-after-restart)
         if self.directories:
             caps["sessionCapabilities"]["additionalDirectories"] = {}
         name = AGENT_NAME
@@ -1015,12 +1019,19 @@ class Agent:
             session["title"] = {}
         if self.directories:
             session["additionalDirectories"] = {}
+        if self._drifting():
+            del session["fork"]  # BUG(capabilities-drift-after-restart)
         return {
             "protocolVersion": answer,
             "info": {"name": AGENT_NAME, "version": AGENT_VERSION},
             "capabilities": {"session": session},
             "authMethods": [],
         }
+
+    def _drifting(self) -> bool:
+        """BUG(capabilities-drift-after-restart): what is advertised must not depend on
+        what an earlier process left behind."""
+        return "capabilities-drift-after-restart" in self.bugs and bool(self.store.all())
 
     def goose_set_system_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
         """Goose's extension request: ``mode`` ``set`` replaces, ``append`` (the default)

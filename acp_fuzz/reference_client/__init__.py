@@ -47,8 +47,9 @@ Planted bugs (``--bug NAME``, repeatable)
 ``empty-content`` (``content: []`` on load, resume and fork), ``resume-ungated`` (v1: resume
 without the capability), ``new-before-initialize``, ``no-resend``, ``changed-on-reattach`` and
 ``legacy-meta-only`` (``_meta.systemPrompt`` instead of the standard field, as acpx 0.19.1
-does) and ``string-prompt`` (``systemPrompt`` as a bare string); ``BUGS`` says what each does
-and which rule it breaks.
+does), ``string-prompt`` (``systemPrompt`` as a bare string) and ``null-is-advertised`` (a
+capability key that is there counts as advertised, ``null`` included); ``BUGS`` says what
+each does and which rule it breaks.
 """
 
 from .client import BUGS, COMMANDS, Client, ClientError, main

@@ -44,6 +44,8 @@ BUGS: dict[str, str] = {
                            "(SP-CLIENT-RESEND-SHOULD)",
     "legacy-meta-only": "sends the prompt as _meta.systemPrompt ({append: text}) instead of "
                         "the standard field, even where it is advertised",
+    "null-is-advertised": "reads a capability key that is present as advertised, null "
+                          "included (systemPrompt: null, mode.override: null)",
     "string-prompt": "sends systemPrompt as a bare string, an earlier draft's shape, instead "
                      "of {mode, content} (ACPFUZZ-CLIENT-PROMPT-SHAPE-MUST)",
 }
@@ -190,12 +192,18 @@ class Client:
         return isinstance(sess.get(method), dict)
 
     def prompt_capability(self) -> dict[str, Any] | None:
-        sp = self.session_caps().get("systemPrompt")
+        caps = self.session_caps()
+        sp = caps.get("systemPrompt")
+        if "null-is-advertised" in self.bugs and "systemPrompt" in caps:
+            return sp if isinstance(sp, dict) else {}  # BUG(null-is-advertised)
         return sp if isinstance(sp, dict) else None
 
     def override_advertised(self) -> bool:
         cap = self.prompt_capability()
         mode = cap.get("mode") if cap is not None else None
+        if "null-is-advertised" in self.bugs:
+            # BUG(null-is-advertised): the key is there, whatever it holds.
+            return isinstance(mode, dict) and "override" in mode
         return isinstance(mode, dict) and isinstance(mode.get("override"), dict)
 
     # -- the system prompt -------------------------------------------------------------------
@@ -227,6 +235,13 @@ class Client:
             return params
         if reattach and sp is not None:
             if "no-resend" in self.bugs:
+                return params
+            if sp["mode"] == "override" and not self.override_advertised() \
+                    and "override-unadvertised" not in self.bugs:
+                # This connection no longer offers override: the gate's MUST NOT comes
+                # before re-sending (a SHOULD), and an append would be another prompt.
+                self.log.write("reference client: the agent no longer advertises override; "
+                               "not re-sending the session's prompt\n")
                 return params
             if "empty-content" in self.bugs:
                 sp = {"mode": sp["mode"], "content": []}

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.errors import AcpFuzzError
+from acp_fuzz.core.facts import codes_to_wire
 from acp_fuzz.core.findings import Finding, is_failure, is_reported
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.protocol import agent_info
@@ -50,6 +51,9 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
            # with how many times (acp-fuzz matrix builds its table from this and findings).
            "judged": [{"oracle": o, "rule": r, "checks": n}
                       for (o, r), n in sorted(result.judged.items())],
+           # Facts, never verdicts: the error code of every refused request that carried
+           # a prompt, by payload class ({"mode-unknown": {"-32602": 3}}).
+           "error_codes": codes_to_wire(result.error_codes),
            "out_of_time": result.out_of_time,
            # What was sent: for each op and invalid payload variant the covering examples
            # cover, the example that first sent it, and those none sent.
@@ -233,8 +237,21 @@ def result_from_json(doc: Any, cassette_at: Callable[[str], Path] = Path) -> Any
     requests = _of(doc, "model_requests", Mapping, default={})
     _need(all(type(v) is int for v in requests.values()), "'model_requests' holds a non-count")
     result.model_requests = dict(requests)
+    result.error_codes = _codes(_of(doc, "error_codes", Mapping, default={}))
     _coverage(result, _of(doc, "coverage", Mapping, default={}))
     return result
+
+
+def _codes(codes: Mapping[str, Any]) -> dict[str, dict[int, int]]:
+    """``error_codes`` read back: payload class -> JSON-RPC code (a key, in JSON) -> count."""
+    def code(c: str) -> bool:
+        return c.removeprefix("-").isdigit() and len(c) <= 12
+
+    for cls, by in codes.items():
+        _need(isinstance(by, Mapping) and all(code(c) and type(n) is int
+                                              for c, n in by.items()),
+              f"'error_codes.{cls[:64]}' is not error codes and counts")
+    return {cls: {int(c): n for c, n in by.items()} for cls, by in codes.items()}
 
 
 def _coverage(result: Any, cov: Mapping[str, Any]) -> None:

@@ -32,6 +32,7 @@ from typing import Any
 
 from acp_fuzz.core.cassette import Cassette
 from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
+from acp_fuzz.core.facts import refusal_codes
 from acp_fuzz.core.findings import CATALOG, Finding, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.payloads import Capabilities, blocks_of
@@ -137,6 +138,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
                    + "; ".join(f"{md_code(_word(f.oracle))} ({_text(f.message)})" for f in info)
                    + ".")
         out.append("")
+    out += _error_codes(events)
 
     # -- steps ------------------------------------------------------------------------------
     steps = [e for e in events if e.kind == "step"]
@@ -208,6 +210,20 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
 
 
 # -- helpers --------------------------------------------------------------------------------------
+
+def _error_codes(events: Sequence[Event]) -> list[str]:
+    """The error codes of the cassette's refused requests that carried a prompt, by payload
+    class: a table of facts (no rule fixes a code), or nothing."""
+    codes = refusal_codes(events)
+    if not codes:
+        return []
+    out = ["Error codes of the refused requests that carried a `systemPrompt` (information: "
+           "the RFD fixes no code):", "", "| payload class | codes |", "|---|---|"]
+    for cls, by in sorted(codes.items()):
+        shown = ", ".join(f"`{code}` ×{n}" for code, n in sorted(by.items()))
+        out.append(f"| {md_code(cls, table=True)} | {shown} |")
+    return [*out, ""]
+
 
 def _is_client_cassette(header: Any) -> bool:
     from acp_fuzz.engine.client_campaign import CASSETTE_KIND

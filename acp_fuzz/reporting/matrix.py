@@ -100,6 +100,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("ACPFUZZ-REATTACH-ADVERTISED-SHOULD", "an advertised load or resume works"),
     ("ACPFUZZ-LIST-IDS-SHOULD", "after a cold load, session/list shows the session's own id"),
     ("ACPFUZZ-DELETE-LIVE-MAY", "a deleted session still serves turns, or not (info)"),
+    ("ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
+     "what initialize advertises holds: in every process, for every advertised method"),
     ("CANCEL-AGENT-STOPREASON-MUST", "a cancelled turn ends with stopReason cancelled"),
     ("ACPFUZZ-FAILURE-VISIBLE-SHOULD", "a failed model call does not end the turn silently"),
     ("SES-AGENT-BASELINE-MUST", "the agent answers, and does not crash or hang"),
@@ -121,7 +123,8 @@ _RANK = ("fail", "flaky", "unconfirmed")
 #: is about the client's prompt, and does not apply to an agent that does not take one.
 _PROMPT_FREE = frozenset({"ACPFUZZ-CONVERSATION-KEPT-MUST", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
                           "ACPFUZZ-LIST-IDS-SHOULD", "ACPFUZZ-DELETE-LIVE-MAY",
-                          "ACPFUZZ-FAILURE-VISIBLE-SHOULD", "CANCEL-AGENT-STOPREASON-MUST",
+                          "ACPFUZZ-FAILURE-VISIBLE-SHOULD", "ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
+                          "CANCEL-AGENT-STOPREASON-MUST",
                           "SES-AGENT-BASELINE-MUST", "FR-WIRE-NDJSON-MUST"})
 #: Rules about a prompt on load, resume or fork (a changed, re-sent or omitted one).
 _LIFECYCLE = frozenset({"SP-LIFECYCLE-CHANGE-SHOULD", "SP-LIFECYCLE-DEFER-MAY",

@@ -9,7 +9,7 @@ shown, never interpreted), so a writer without colours prints ``line.text`` as i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,6 +98,14 @@ def untied_lines(result: CampaignResult) -> list[Line]:
     return lines
 
 
+def error_code_lines(codes: Mapping[str, Mapping[int, int]]) -> list[Line]:
+    """The error codes of the refused requests, by payload class, one info line each
+    (facts, never verdicts: no rule fixes a code)."""
+    return [Line(terminal(f"  info  error codes [{cls}]: " + ", ".join(
+        f"{code} x{n}" for code, n in sorted(by.items()))))
+        for cls, by in sorted(codes.items())]
+
+
 def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -> list[Line]:
     """The findings part of a campaign's report: each info observation on one line, then
     each distinct failure with its findings, its minimal steps, the requests they sent, its
@@ -107,6 +115,7 @@ def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -
     lines = model_request_lines(result) + untied_lines(result)
     lines += [Line(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}"))
               for f in result.info]
+    lines += error_code_lines(result.error_codes)
     if not result.reports:
         return [*lines, Line("no failing findings", "green")]
     for rep in result.reports:

@@ -15,10 +15,12 @@ from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
 from acp_fuzz.core.client_oracles import CLIENT_CATALOG, CLIENT_HARNESS_RULES, judge_client
 from acp_fuzz.core.findings import CATALOG, Finding
 from acp_fuzz.core.history import Event, History
+from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.scenarios import Scenario, ScenarioError, Step, parse_scenario
 
 P = {"mode": "append", "content": [{"type": "text", "text": "Be terse."}]}
 Q = {"mode": "append", "content": [{"type": "text", "text": "Be verbose."}]}
+P_OVERRIDE = {"mode": "override", "content": [{"type": "text", "text": "Be terse."}]}
 ALL_V1 = CapabilitySet(1, True, True, True, True, True, True, True)
 
 
@@ -475,6 +477,52 @@ def test_capability_sets_describe_count_and_round_trip() -> None:
         CapabilitySet(protocol=0)
 
 
+def test_null_shapes_read_as_not_offered_and_sets_change_between_connections() -> None:
+    """The shapes of issue #33 §3: null at each level of the prompt capability, which the
+    client oracles (Capabilities.from_initialize) read as not advertised; and a set that
+    advertises another prompt capability from the second connection on."""
+    def sp_of(caps: CapabilitySet, version: int = 1) -> Any:
+        r = caps.initialize_result(version)
+        sess = r["agentCapabilities"]["sessionCapabilities"] if version == 1 \
+            else r["capabilities"]["session"]
+        return sess.get("systemPrompt", "omitted")
+
+    assert sp_of(CapabilitySet(shape="null")) is None
+    assert sp_of(CapabilitySet(2, shape="null"), 2) is None
+    assert sp_of(CapabilitySet(1, True, shape="mode-null")) == {"mode": None}
+    assert sp_of(CapabilitySet(1, True, shape="override-null")) == {"mode": {"override": None}}
+    assert sp_of(CapabilitySet()) == "omitted"
+    for caps in (CapabilitySet(shape="null"), CapabilitySet(1, True, shape="mode-null"),
+                 CapabilitySet(1, True, shape="override-null")):
+        read = Capabilities.from_initialize(caps.initialize_result(1))
+        assert (read.system_prompt, read.override) == (caps.system_prompt, False)
+    for bad in ({"shape": "null", "system_prompt": True}, {"shape": "mode-null"},
+                {"shape": "override-null", "system_prompt": True, "override": True},
+                {"shape": "nil"}, {"changes": "yes"}):
+        with pytest.raises(ValueError):
+            CapabilitySet.from_wire(bad)
+    both = CapabilitySet(1, True, True, changes=True)
+    assert both.for_connection(0) == both
+    assert (both.for_connection(1).system_prompt, both.for_connection(1).override) == \
+        (True, False)
+    assert not CapabilitySet(1, True, changes=True).for_connection(2).system_prompt
+    assert CapabilitySet(shape="null", changes=True).for_connection(1).override
+    assert CapabilitySet(1, True, shape="mode-null", changes=True).describe() == \
+        "v1: systemPrompt (systemPrompt.mode: null) (then changed)"
+    assert CapabilitySet(1, True, shape="mode-null", changes=True).size() == 3
+    assert CapabilitySet.from_wire(both.to_wire()) == both
+
+
+def test_override_sent_where_a_later_connection_no_longer_advertises_it() -> None:
+    caps = CapabilitySet(1, True, True, load=True, changes=True)
+    c = Conv().step(0).init(caps, offer=1)
+    c.new("S", P_OVERRIDE)
+    c.step(1).init(caps.for_connection(1), conn=1, offer=1)
+    c.reattach("session/load", "S", P_OVERRIDE, conn=1)
+    f = only(c, "client.override-unadvertised")
+    assert f.evidence["connection"] == 1
+
+
 # -- scenarios -------------------------------------------------------------------------------
 
 
@@ -552,3 +600,17 @@ def test_the_reference_client_and_the_stand_in_start_on_the_core_alone() -> None
         wrong = {m for m in _imports(path) if not m.startswith("acp_fuzz.core")}
         assert wrong == set(), path
         assert "hypothesis" not in path.read_text(encoding="utf-8")
+
+
+def test_an_override_not_re_sent_where_it_is_no_longer_advertised_is_fine() -> None:
+    caps = CapabilitySet(1, True, True, load=True, changes=True)
+    c = Conv().step(0).init(caps, offer=1)
+    c.new("S", P_OVERRIDE)
+    c.step(1).init(caps.for_connection(1), conn=1, offer=1)
+    c.reattach("session/load", "S", conn=1)
+    assert c.findings() == []
+    # Where override is still advertised, not re-sending it is the SHOULD finding.
+    c2 = Conv().step(0).init(CapabilitySet(1, True, True, load=True), offer=1)
+    c2.new("S", P_OVERRIDE)
+    c2.reattach("session/load", "S")
+    assert only(c2, "client.prompt-not-resent").severity == "SHOULD"

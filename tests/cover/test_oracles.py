@@ -167,7 +167,8 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "prompt.change-ignored", "lifecycle.omitted-inconsistent", "defaults.too-small",
         "session.history-lost", "session.reattach-failed", "session.turn-failed",
         "turn.silent-failure", "session.history-destroyed", "session.listed-other-id",
-        "session.deleted-usable", "prompt.replayed-as-user",
+        "session.deleted-usable", "prompt.replayed-as-user", "capability.drift",
+        "capability.refused",
     }
 
 

@@ -112,6 +112,12 @@ def test_every_payload_variant_and_op_is_sent_within_the_covering_examples_at_ev
     assert max(coverage["first_example"][k] for k in keys) <= N
     assert {"op:restart", "op:delete", "op:cancel", "op:fork", "invalid:session/load"} <= \
         set(keys)
+    # The error code of every refused payload, by class (facts, issue #33 §3): the
+    # reference agent answers -32602 to each invalid class, and refuses no valid prompt.
+    codes = report["error_codes"]
+    assert {"mode-unknown", "content-empty", "block-not-text", "draft-string"} <= set(codes)
+    assert "valid" not in codes
+    assert {code for by in codes.values() for code in by} == {"-32602"}
 
 
 def test_two_workers_share_the_covering_examples(tmp_path: Path, no_orphans: object) -> None:
@@ -120,6 +126,7 @@ def test_two_workers_share_the_covering_examples(tmp_path: Path, no_orphans: obj
     coverage = report["coverage"]
     # Each worker ran its half: N in all, not N each.
     assert coverage["covering_examples"] == N and coverage["unsent"] == []
+    assert report["error_codes"]["mode-unknown"]["-32602"] >= 4  # both workers' counts
     assert set(k for k in _keys(report) if ":" in k and k.split(":")[0] in OPS.values()) <= \
         set(_received(requests))
 

@@ -1349,6 +1349,13 @@ def _error_quotes_other_prompt(t: Trial) -> bool:
     return P in json.dumps(error)
 
 
+@reproduces("capabilities-drift-after-restart")
+def _capabilities_drift_after_restart(t: Trial) -> bool:
+    first = t.agent.init_result["agentCapabilities"]
+    t.agent.new()
+    return bool(t.restart().init_result["agentCapabilities"] != first)
+
+
 @reproduces("omit-falls-back-when-talked")
 def _omit_falls_back_when_talked(t: Trial) -> bool:
     session = t.agent.new(sp("append", P))

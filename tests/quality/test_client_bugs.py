@@ -58,6 +58,10 @@ MINIMUM: dict[str, tuple[str, int, tuple[str, ...]]] = {
     "legacy-meta-only": ("client.legacy-meta-prompt", 1, ()),
     # systemPrompt as a bare string where systemPrompt is advertised
     "string-prompt": ("client.prompt-malformed", 1, ()),
+    # override sent where the shape is {"mode": {"override": null}} (or systemPrompt where
+    # it is null): the capability set's shape counts as one (issue #33 §3)
+    "null-is-advertised": ("client.override-unadvertised|client.prompt-unadvertised", 1,
+                           ("--mode", "override")),
 }
 
 
@@ -74,14 +78,15 @@ def _campaign(scenario: Scenario, tmp_path: Path, n: int = 40,
 @pytest.mark.parametrize("bug", sorted(MINIMUM))
 def test_each_planted_bug_is_found_shrunk_and_recorded(bug: str, tmp_path: Path,
                                                        no_orphans: Track) -> None:
-    oracle, size, extra = MINIMUM[bug]
+    oracles, size, extra = MINIMUM[bug]
     result = _campaign(Scenario((*CLIENT, *extra, "--bug", bug)), tmp_path)
-    found = [r for r in result.reports if oracle in r.oracles]
+    found = [r for r in result.reports if set(oracles.split("|")) & set(r.oracles)]
     assert found, [r.oracles for r in result.reports]
     rep = found[0]
     assert (rep.status, rep.rate) == ("FAILED", "3/3")
     assert rep.caps.size() == size, rep.caps.describe()
-    f = next(f for f in rep.findings if f.oracle == oracle)
+    f = next(f for f in rep.findings if f.oracle in oracles.split("|"))
+    oracle = f.oracle
     assert f.evidence["method"]
     assert rep.cassette is not None and rep.cassette.is_file()
     cassette = read_cassette(rep.cassette)
@@ -140,6 +145,30 @@ def test_the_correct_client_gives_nothing_under_every_capability_set(
         for extra in ((), ("--mode", "override"))[: 1 + caps.system_prompt]:
             run = run_scenario(Scenario.from_steps((*CLIENT, *extra), steps), caps)
             assert run.findings == [], (caps.describe(), extra, run.findings)
+
+
+def test_the_correct_client_gives_nothing_under_null_shapes_or_changed_capabilities(
+        no_orphans: Track) -> None:
+    """The capability shapes clients are never shown otherwise (issue #33 §3): null for
+    "not offered" at each level, and a prompt capability that changes from the second
+    connection on (override dropped, the field dropped, both added)."""
+    sets = [CapabilitySet(v, sp, override, load=True, shape=shape, changes=changes)
+            for v in (1, 2) for changes in (False, True)
+            for sp, override, shape in ((False, False, "null"), (True, False, "mode-null"),
+                                        (True, False, "override-null"), (True, True, ""),
+                                        (False, False, ""))]
+    for caps in sets:
+        for extra in ((), ("--mode", "override")):
+            run = run_scenario(Scenario.from_steps((*CLIENT, *extra), ["new", "prompt again"]),
+                               caps)
+            assert run.findings == [], (caps.describe(), extra, run.findings)
+    # The planted client that reads null as advertised is caught by the same rules.
+    bad = Scenario.from_steps((*CLIENT, "--mode", "override", "--bug", "null-is-advertised"),
+                              ["new"])
+    run = run_scenario(bad, CapabilitySet(1, True, False, shape="override-null"))
+    assert {f.oracle for f in run.findings} == {"client.override-unadvertised"}
+    run = run_scenario(bad, CapabilitySet(1, shape="null"))
+    assert {f.oracle for f in run.findings} == {"client.prompt-unadvertised"}
 
 
 def test_the_correct_client_gives_nothing_in_a_campaign(tmp_path: Path,

@@ -35,6 +35,11 @@ SURFACES: dict[str, tuple[str, str, str, int, str]] = {
     # refused session/new)
     "error-quotes-other-prompt": ("prompt.leak", "MUST", "ACPFUZZ-SESSION-ISOLATION-MUST", 2,
                                   "error answer to session/new"),
+    # new A; restart -> the second process advertises no fork (the restart covering example:
+    # new A (P); prompt A; restart)
+    "capabilities-drift-after-restart": ("capability.drift", "SHOULD",
+                                         "ACPFUZZ-CAPABILITIES-HOLD-SHOULD", 2,
+                                         "advertises other capabilities"),
 }
 
 

@@ -16,6 +16,7 @@ Each module judges one kind of promise, and registers its checks on import, in t
   (``prompt.replayed-as-user``);
 - :mod:`.turns`: each turn carries the prompt the session owes (``prompt.*``, ``override.*``,
   ``append.*``, ``defaults.*``, ``lifecycle.omitted-*``);
+- :mod:`.capabilities`: what ``initialize`` advertised holds (``capability.*``);
 - :mod:`.faults`: a turn whose model request failed ends visibly (``turn.silent-failure``).
 
 A built-in check sees an event before the session tracker applies it
@@ -36,8 +37,10 @@ from acp_fuzz.core.builtin import isolation
 from acp_fuzz.core.builtin import replayed
 from acp_fuzz.core.builtin import turns
 from acp_fuzz.core.builtin import faults
+from acp_fuzz.core.builtin import capabilities
 # isort: on
 
 __all__ = [
-    "faults", "isolation", "lifecycle", "listing", "payload", "protocol", "replayed", "turns",
+    "capabilities", "faults", "isolation", "lifecycle", "listing", "payload", "protocol",
+    "replayed", "turns",
 ]
