@@ -24,7 +24,10 @@ vocabulary, that send
   (its ``session/update`` texts, titles included, are judged against that prompt);
   ``surface:error``, a refused request after another session sent a prompt (its error
   answer is); ``surface:replay``, a load of a session with a prompt and a conversation
-  (what it replays is judged against the session's own prompt);
+  (what it replays is judged against the session's own prompt); ``scope:<mode>``, the first
+  turn of a session made with an ``append`` (``override``) prompt after a session made
+  without one had a turn (its tools, and its ``session/new`` answer's modes and config
+  options, are compared with that session's);
 * every invalid payload variant (:func:`~acp_fuzz.strategies.payloads.invalid_variants`) on
   every request that carries a prompt and that the agent supports (``new:<variant>``,
   ``load:<variant>``, ``resume:<variant>``, ``fork:<variant>``). Each is one rejected
@@ -150,7 +153,8 @@ def _surface_keys(caps: Capabilities) -> list[str]:
     if not caps.system_prompt:
         return []
     return ["surface:update", "surface:error"] + (
-        ["surface:replay"] if caps.load or caps.replay else [])
+        ["surface:replay"] if caps.load or caps.replay else []) + [
+        f"scope:{m}" for m in _scope_modes(caps)]
 
 
 def _surfaces_of(step: Mapping[str, Any], caps: Capabilities,
@@ -170,6 +174,13 @@ def _surfaces_of(step: Mapping[str, Any], caps: Capabilities,
     talked = any(s.get("op") == "prompt" and s.get("session") == handle for s in before)
     if op == "load" and talked and any(s.get("new", s.get("session")) == handle for s in sent):
         out.append("surface:replay")
+    made = next((s for s in before if s.get("op") == "new" and s.get("session") == handle),
+                None)
+    plain = {s.get("session") for s in before if s.get("op") == "new"
+             and s.get("systemPrompt") is None}
+    if op == "prompt" and made is not None and made in sent and not talked and any(
+            s.get("op") == "prompt" and s.get("session") in plain for s in before):
+        out.append(f"scope:{made['systemPrompt'].get('mode')}")
     return out
 
 
@@ -316,6 +327,16 @@ def _two_sessions(ex: _Example) -> str:
     return a
 
 
+def _plain_and_turn(ex: _Example) -> str:
+    a = ex.handle()
+    ex.add({"op": "new", "session": a, "cwd": "distinct"}, {"op": "prompt", "session": a})
+    return a
+
+
+def _scope_modes(caps: Capabilities) -> tuple[str, ...]:
+    return ("append", "override") if caps.override else ("append",)
+
+
 def _nothing(ex: _Example) -> str | None:
     return None
 
@@ -405,6 +426,17 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
                                      "params": invalid_params(method),
                                      "why": "unknown session id"})
     groups.append(_Group(_nothing, tuple(invalid(m) for m in _invalid_methods(caps))))
+    if caps.system_prompt:
+        # A session without a prompt and a turn, then one per mode: what a prompt must not
+        # change beside the instructions (the tools a turn offers, the modes and config
+        # options session/new answers) is compared with the first.
+        def scoped(mode: str) -> Unit:
+            def unit(ex: _Example, _: str) -> None:
+                b = ex.handle()
+                ex.add({"op": "new", "session": b, "cwd": "distinct",
+                        **ex.prompt(b, mode=mode)}, {"op": "prompt", "session": b})
+            return unit
+        groups.append(_Group(_plain_and_turn, tuple(scoped(m) for m in _scope_modes(caps))))
     switches: list[Unit] = []
     if caps.set_mode:
         switches.append(lambda ex, a: ex.add({"op": "set_mode", "session": a, "pick": 0},

@@ -113,6 +113,12 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("capability.refused", "SHOULD", "ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
                "a method the agent's advertised capability gates answered -32601 Method not "
                "found"),
+    OracleInfo("scope.tools-changed", "MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF",
+               "a session with an override (append: SHOULD) prompt offers the model other "
+               "tools than the sessions without a prompt"),
+    OracleInfo("scope.config-changed", "MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF",
+               "session/new with an override (append: SHOULD) prompt answers other modes or "
+               "config options than without a prompt"),
     OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
                "how an agent that does not advertise systemPrompt answered one (robustness)"),
 ]}

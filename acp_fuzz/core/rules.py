@@ -128,9 +128,22 @@ RULES: tuple[Rule, ...] = (
     _r("SP-AGENT-OVERRIDE-SCOPE-DEF", RFD, _MODES,
        "This mode only changes the instructions the agent itself authors: it does not change "
        "tool availability, MCP servers, permissions, or session configuration.",
-       "not an oracle: with SP-AGENT-OVERRIDE-CONTEXT-MAY, why environment and tool "
-       "listings an agent keeps under override are not counted as default instructions "
-       "(docs/findings.md)"),
+       "a tool the model is offered, or a mode or config option session/new offers, that "
+       "differs between a session with an override prompt and sessions without one: MUST, "
+       "because supporting override (SP-AGENT-OVERRIDE-MUST) is doing what this defines. With "
+       "SP-AGENT-OVERRIDE-CONTEXT-MAY, also why environment and tool listings an agent keeps "
+       "under override are not counted as default instructions (docs/findings.md)",
+       ("scope.tools-changed", "bug:override-drops-tools"),
+       ("scope.config-changed", "bug:override-changes-config")),
+    _r("ACPFUZZ-APPEND-SCOPE-SHOULD", RFD, _MODES,
+       "This mode only changes the instructions the agent itself authors: it does not change "
+       "tool availability, MCP servers, permissions, or session configuration.",
+       "acp-fuzz's reading: the RFD says this of override; append, whose content \"is added "
+       "to the agent’s own instructions rather than replacing them\", changes less, so a "
+       "tool or a mode or config option that differs between an append session and sessions "
+       "without a prompt breaks it a fortiori. SHOULD: the RFD's words are about override",
+       ("scope.tools-changed", _HAND + " (test_oracles_scope.py)"),
+       ("scope.config-changed", _HAND + " (test_oracles_scope.py)")),
     _r("SP-ERROR-CODE-DEF", RFD, _NEW,
        "MUST apply a systemPrompt supplied on session/new in the requested mode, or return an "
        "error as described above",

@@ -79,7 +79,9 @@ changes (SP-AGENT-ERROR-NOSIDEEFFECT-MUST). It must be omitted, ``null``, or an 
 Anything else is ``-32602 Invalid params: <why>``. ``_meta`` and unknown keys are ignored.
 
 Each turn sends one Chat Completions request to ``$OPENAI_BASE_URL/chat/completions``
-(``Authorization: Bearer $OPENAI_API_KEY``, model ``reference-model``, non-streaming) with::
+(``Authorization: Bearer $OPENAI_API_KEY``, model ``reference-model``, non-streaming; two
+function ``tools``, ``read_file`` and ``list_directory``, which it offers in every mode and
+never runs) with::
 
     [{"role": "system", "content": SYSTEM}, *history, {"role": "user", "content": USER}]
 
@@ -305,6 +307,15 @@ client prompt texts.
     session's client prompt to the client as a user message (``user_message_chunk``; v2
     ``user_message`` ``m-system``) before the conversation. 2 steps: new A (append P); load
     A → P shown as the user's (``prompt.replayed-as-user``, SHOULD).
+``override-drops-tools``
+    A session with an override prompt offers the model ``read_file`` alone: the override
+    path builds its own tool list, without ``list_directory``. 4 steps: new A; prompt A; new
+    B (override P); prompt B → B's request lacks a tool A's had (``scope.tools-changed``,
+    MUST).
+``override-changes-config``
+    (Plants ``switches``.) ``session/new`` with an override prompt starts the session on
+    ``reference-model-mini`` instead of the default model: its ``configOptions`` answer
+    differs. 2 steps: new A; new B (override P) (``scope.config-changed``, MUST).
 ``capabilities-drift-after-restart``
     A process that finds sessions stored by an earlier one leaves ``fork`` out of what
     ``initialize`` advertises (v1 ``sessionCapabilities``, v2 ``capabilities.session``); it

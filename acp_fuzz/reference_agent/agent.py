@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,12 +166,27 @@ BUGS: dict[str, str] = {
     "which may be another session's",
     "replay-prompt-as-user": "session/load (v2: resume replaying from the start) replays the "
     "session's client prompt as a user message before its conversation",
+    "override-drops-tools": "a session with an override prompt offers the model its tools "
+    "without list_directory",
+    "override-changes-config": "session/new with an override prompt starts the session on "
+    "reference-model-mini, not the default model (implies --variant switches)",
     "capabilities-drift-after-restart": "a process that finds sessions stored by an earlier "
     "one leaves fork out of the capabilities it advertises (and still forks)",
     "error-quotes-other-prompt": "every error answer carries, in its data, the client prompt "
     "most recently set in the process (a debugging aid left in), which may be another "
     "session's",
 }
+
+#: The tools every turn request offers the model (Chat Completions function tools). The
+#: agent never runs them: the fake model answers in text. They are there so that what a
+#: prompt must not change (tool availability, SP-AGENT-OVERRIDE-SCOPE-DEF) can be seen.
+TOOLS: tuple[dict[str, Any], ...] = tuple(
+    {"type": "function", "function": {
+        "name": name, "description": what,
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}},
+                       "required": ["path"]}}}
+    for name, what in (("read_file", "Read a file of the working directory."),
+                       ("list_directory", "List a directory of the working directory.")))
 
 #: The models this agent offers as its ``model`` config option (``configOptions`` in new,
 #: load, resume and fork answers; ``session/set_config_option``).
@@ -218,7 +233,8 @@ VARIANTS: dict[str, str] = {
 BUSY = -32000
 
 #: The planted bugs that need ``--variant switches`` (they plant it themselves).
-SWITCH_BUGS = frozenset({"mode-drops-prompt", "model-switch-drops-prompt"})
+SWITCH_BUGS = frozenset({"mode-drops-prompt", "model-switch-drops-prompt",
+                         "override-changes-config"})
 #: The planted bugs that need ``--variant titles`` (they plant it themselves).
 TITLE_BUGS = frozenset({"title-drops-prompt"})
 #: The planted bugs that need ``--variant directories`` (they plant it themselves).
@@ -411,22 +427,25 @@ MAX_RETRY_AFTER_S = 2.0
 
 
 def chat_completion(base_url: str | None, api_key: str, messages: list[dict[str, str]],
-                    model: str = MODEL) -> str:
+                    model: str = MODEL, tools: Sequence[dict[str, Any]] = ()) -> str:
     """POST ``messages`` to ``<base_url>/chat/completions`` and return the assistant's text.
 
     Any failure (no base URL, connection error, non-200 status, malformed answer) raises
     :class:`RpcError` ``-32603``; the agent answers the prompt with it and keeps running.
     """
-    return chat_request(base_url, api_key, messages, model).text
+    return chat_request(base_url, api_key, messages, model, tools).text
 
 
 def chat_request(base_url: str | None, api_key: str, messages: list[dict[str, str]],
-                 model: str = MODEL) -> Answer:
+                 model: str = MODEL, tools: Sequence[dict[str, Any]] = ()) -> Answer:
     """:func:`chat_completion`, with the reply's ``usage.prompt_tokens``; an HTTP 400 whose
     error ``code`` is ``context_length_exceeded`` raises :class:`ContextTooLong`."""
     if not base_url:
         raise RpcError(INTERNAL_ERROR, "model request failed: OPENAI_BASE_URL is not set")
-    body = json.dumps({"model": model, "messages": messages, "stream": False}).encode()
+    payload: dict[str, Any] = {"model": model, "messages": messages, "stream": False}
+    if tools:
+        payload["tools"] = list(tools)
+    body = json.dumps(payload).encode()
     request = urllib.request.Request(
         base_url.rstrip("/") + "/chat/completions",
         data=body,
@@ -476,7 +495,7 @@ def _error_code(e: urllib.error.HTTPError) -> Any:
 
 #: The model call: (messages, model id) -> the assistant's text, or an :class:`Answer` with
 #: the usage it reported.
-Model = Callable[[list[dict[str, str]], str], "str | Answer"]
+Model = Callable[[list[dict[str, str]], str, Sequence[dict[str, Any]]], "str | Answer"]
 
 
 class Agent:
@@ -872,6 +891,15 @@ class Agent:
                 self.deferred[session_id] = (prompt, left - 1)
         return prompt
 
+    def tools_of(self, session: Session) -> tuple[dict[str, Any], ...]:
+        """The tools a turn of ``session`` offers the model: :data:`TOOLS`, whatever its
+        prompt (override changes no tool, SP-AGENT-OVERRIDE-SCOPE-DEF)."""
+        sp = session.system_prompt
+        if "override-drops-tools" in self.bugs and sp is not None and sp.mode == "override":
+            # BUG(override-drops-tools): the override path builds its own, shorter list.
+            return tuple(t for t in TOOLS if t["function"]["name"] != "list_directory")
+        return TOOLS
+
     def options_of(self, session: Session) -> dict[str, Any]:
         """What new, load, resume and fork answer about a session besides its id: its modes
         and config options (``--variant switches``), else nothing. v2 has no modes."""
@@ -1075,6 +1103,10 @@ class Agent:
             if prompt is None and "delete-leaves-prompt" in self.bugs:
                 prompt = self.left_behind.get(cwd)  # BUG(delete-leaves-prompt)
             session = self.store.create(cwd, prompt, [])
+            if "override-changes-config" in self.bugs and prompt is not None \
+                    and prompt.mode == "override":
+                session.model = MODELS[1]  # BUG(override-changes-config)
+                self.store.save(session)
             self._activate(session)
         if session.system_prompt is not None:
             self.last_client_prompt = session.system_prompt
@@ -1090,7 +1122,7 @@ class Agent:
                  if s.system_prompt is not None]
         with contextlib.suppress(RpcError):  # only a digest: the session is made either way
             self.model([{"role": "system", "content": "Summarise this workspace's sessions."},
-                        {"role": "user", "content": "\n\n".join(texts)}], MODEL)
+                        {"role": "user", "content": "\n\n".join(texts)}], MODEL, ())
 
     def session_load(self, params: dict[str, Any]) -> dict[str, Any]:
         """v1 ``session/load``; in v2, ``session/resume`` with ``replayFrom`` ``start`` runs
@@ -1441,7 +1473,7 @@ class Agent:
         """The model's reply text. Under ``--variant compacting`` a reply whose usage reports
         at least :data:`COMPACT_AT` of :data:`CONTEXT_WINDOW` marks the session for a
         compaction before its next turn."""
-        answer = self.model(messages, session.model)
+        answer = self.model(messages, session.model, self.tools_of(session))
         if not isinstance(answer, Answer):
             return answer
         if self.compacting and answer.prompt_tokens is not None \
@@ -1718,10 +1750,12 @@ def main(argv: list[str] | None = None) -> int:
     agent = Agent(
         store=store,
         # A compacting agent reads the usage of its replies; the others, the text alone.
-        model=(lambda messages, model: chat_request(base_url, api_key, messages, model))
+        model=(lambda messages, model, tools: chat_request(base_url, api_key, messages, model,
+                                                           tools))
         if {"compacting", "defer-until-compaction"} & set(args.variant)
         or COMPACTION_BUGS & set(args.bug)
-        else (lambda messages, model: chat_completion(base_url, api_key, messages, model)),
+        else (lambda messages, model, tools: chat_completion(base_url, api_key, messages,
+                                                              model, tools)),
         send=send,
         cancelled=reader.cancel_waiting,
         reattaching=reader.reattach_waiting,

@@ -74,6 +74,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("SP-AGENT-OVERRIDE-MUST", "an agent advertising override accepts it"),
     ("SP-AGENT-APPEND-ADDITIVE-DEF", "append keeps the agent's default instructions"),
     ("SP-AGENT-OVERRIDE-REPLACES-DEF", "override replaces the default instructions"),
+    ("SP-AGENT-OVERRIDE-SCOPE-DEF", "override changes no tool, mode or config option"),
+    ("ACPFUZZ-APPEND-SCOPE-SHOULD", "append changes no tool, mode or config option"),
     ("SP-AGENT-APPEND-PLACEMENT-SHOULD", "the prompt goes in the system slot, not a user turn"),
     ("SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
      "a prompt that cannot be applied is an error, with no session left behind"),

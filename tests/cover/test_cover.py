@@ -94,9 +94,9 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # The number docs/performance.md states as N ("Every payload kind at every seed"), and
     # its bound: 16 before the valid payloads, vendor carriers and pairs of ops (issue #36),
     # 32 before the faulted turns (one example of 9 steps, issue #32), 33 before a changed
-    # prompt on the first reattach after a restart.
-    assert len(covering_examples(REFERENCE)) == 34
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 320
+    # prompt on the first reattach after a restart, 34 before the scope example (issue #33).
+    assert len(covering_examples(REFERENCE)) == 35
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 326
 
 
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:
@@ -300,3 +300,22 @@ def test_what_a_step_covers_of_the_surfaces_beside_the_model() -> None:
     assert not [k for k in cover_keys(Capabilities(load=True)) if k.startswith("surface:")]
     first = covering_examples(REFERENCE)[0]
     assert {"surface:update", "surface:error"} <= set(first.keys)
+
+
+def test_the_scope_example_compares_each_mode_with_a_session_without_a_prompt() -> None:
+    """new A; prompt A; new B (append); prompt B; new C (override); prompt C: what a prompt
+    must not change (issue #33 §1) is compared with A's, for each mode the agent offers."""
+    scope = next(ex for ex in covering_examples(REFERENCE) if "scope:append" in ex.keys)
+    assert [(s["op"], s.get("systemPrompt", {}).get("mode")) for s in scope.steps] == [
+        ("new", None), ("prompt", None), ("new", "append"), ("prompt", None),
+        ("new", "override"), ("prompt", None)]
+    assert {"scope:append", "scope:override"} <= set(scope.keys)
+    plain = replace(REFERENCE, override=False)
+    assert "scope:override" not in cover_keys(plain) and "scope:append" in cover_keys(plain)
+    new_b = {"op": "new", "session": "B", "systemPrompt": {"mode": "append", "content": [
+        {"type": "text", "text": "Be a careful reviewer."}]}}
+    turn_b = {"op": "prompt", "session": "B"}
+    plain_a = [{"op": "new", "session": "A"}, {"op": "prompt", "session": "A"}]
+    assert "scope:append" in step_keys(turn_b, REFERENCE, [*plain_a, new_b])
+    assert "scope:append" not in step_keys(turn_b, REFERENCE, [plain_a[0], new_b])  # no turn
+    assert "scope:append" not in step_keys(turn_b, REFERENCE, [*plain_a, new_b, turn_b])

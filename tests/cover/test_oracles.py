@@ -168,7 +168,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "session.history-lost", "session.reattach-failed", "session.turn-failed",
         "turn.silent-failure", "session.history-destroyed", "session.listed-other-id",
         "session.deleted-usable", "prompt.replayed-as-user", "capability.drift",
-        "capability.refused",
+        "capability.refused", "scope.tools-changed", "scope.config-changed",
     }
 
 

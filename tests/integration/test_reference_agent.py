@@ -1356,6 +1356,25 @@ def _capabilities_drift_after_restart(t: Trial) -> bool:
     return bool(t.restart().init_result["agentCapabilities"] != first)
 
 
+@reproduces("override-drops-tools")
+def _override_drops_tools(t: Trial) -> bool:
+    plain = t.agent.new()
+    t.agent.prompt(plain)
+    before = [tool["function"]["name"] for tool in t.model.requests[-1]["tools"]]
+    t.agent.prompt(t.agent.new(sp("override", P)))
+    after = [tool["function"]["name"] for tool in t.model.requests[-1]["tools"]]
+    assert before == ["read_file", "list_directory"]
+    return after != before
+
+
+@reproduces("override-changes-config")
+def _override_changes_config(t: Trial) -> bool:
+    plain = t.agent.ok("session/new", {"cwd": CWD, "mcpServers": []})
+    over = t.agent.ok("session/new", {"cwd": CWD, "mcpServers": [],
+                                      "systemPrompt": sp("override", P)})
+    return bool(plain["configOptions"] != over["configOptions"])
+
+
 @reproduces("omit-falls-back-when-talked")
 def _omit_falls_back_when_talked(t: Trial) -> bool:
     session = t.agent.new(sp("append", P))

@@ -40,6 +40,13 @@ SURFACES: dict[str, tuple[str, str, str, int, str]] = {
     "capabilities-drift-after-restart": ("capability.drift", "SHOULD",
                                          "ACPFUZZ-CAPABILITIES-HOLD-SHOULD", 2,
                                          "advertises other capabilities"),
+    # new A; prompt A; new B (override P); prompt B -> B offers read_file alone (the scope
+    # covering example: new A; prompt A; new B (append); prompt B; new C (override); prompt C)
+    "override-drops-tools": ("scope.tools-changed", "MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF", 4,
+                             "without list_directory"),
+    # new A; new B (override P) -> B's configOptions say reference-model-mini
+    "override-changes-config": ("scope.config-changed", "MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF",
+                                2, "other modes or config options"),
 }
 
 

@@ -16,6 +16,7 @@ Each module judges one kind of promise, and registers its checks on import, in t
   (``prompt.replayed-as-user``);
 - :mod:`.turns`: each turn carries the prompt the session owes (``prompt.*``, ``override.*``,
   ``append.*``, ``defaults.*``, ``lifecycle.omitted-*``);
+- :mod:`.scope`: what a prompt must not change beside the instructions (``scope.*``);
 - :mod:`.capabilities`: what ``initialize`` advertised holds (``capability.*``);
 - :mod:`.faults`: a turn whose model request failed ends visibly (``turn.silent-failure``).
 
@@ -38,9 +39,10 @@ from acp_fuzz.core.builtin import replayed
 from acp_fuzz.core.builtin import turns
 from acp_fuzz.core.builtin import faults
 from acp_fuzz.core.builtin import capabilities
+from acp_fuzz.core.builtin import scope
 # isort: on
 
 __all__ = [
     "capabilities", "faults", "isolation", "lifecycle", "listing", "payload", "protocol",
-    "replayed", "turns",
+    "replayed", "scope", "turns",
 ]

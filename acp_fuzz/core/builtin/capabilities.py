@@ -15,7 +15,7 @@ from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.sessions import IDS
 
-__all__ = ["GATED", "advertised", "capabilities", "changed_paths"]
+__all__ = ["GATED", "advertised", "capabilities", "changed_paths", "without_meta"]
 
 #: The methods an advertised capability makes available, and the flags of
 #: :class:`acp_fuzz.core.payloads.Capabilities` (as the ``initialize`` verdict records them)
@@ -41,17 +41,17 @@ def advertised(result: Mapping[str, Any]) -> dict[str, Any]:
     ``agentCapabilities``, v2 ``capabilities``), every ``_meta`` left out (vendor data, which
     may change with anything)."""
     return {"protocolVersion": result.get("protocolVersion"),
-            "capabilities": _without_meta(result.get("agentCapabilities",
+            "capabilities": without_meta(result.get("agentCapabilities",
                                                      result.get("capabilities")), 0)}
 
 
-def _without_meta(v: Any, depth: int) -> Any:
+def without_meta(v: Any, depth: int) -> Any:
     if depth > 16:
         return v
     if isinstance(v, Mapping):
-        return {k: _without_meta(x, depth + 1) for k, x in v.items() if k != "_meta"}
+        return {k: without_meta(x, depth + 1) for k, x in v.items() if k != "_meta"}
     if isinstance(v, list):
-        return [_without_meta(x, depth + 1) for x in v]
+        return [without_meta(x, depth + 1) for x in v]
     return v
 
 
