@@ -27,7 +27,9 @@ vocabulary, that send
   (what it replays is judged against the session's own prompt); ``scope:<mode>``, the first
   turn of a session made with an ``append`` (``override``) prompt after a session made
   without one had a turn (its tools, and its ``session/new`` answer's modes and config
-  options, are compared with that session's);
+  options, are compared with that session's); ``mcp:<mode>``, the first turn of a session
+  made naming acp-fuzz's MCP server (``none``, ``append``, ``override``), and
+  ``mcp:beside``, the first turn of one made without it after one named it;
 * every invalid payload variant (:func:`~acp_fuzz.strategies.payloads.invalid_variants`) on
   every request that carries a prompt and that the agent supports (``new:<variant>``,
   ``load:<variant>``, ``resume:<variant>``, ``fork:<variant>``). Each is one rejected
@@ -149,12 +151,14 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
 
 
 def _surface_keys(caps: Capabilities) -> list[str]:
-    """The surfaces beside the model this agent can be shown to put a prompt on."""
+    """The surfaces beside the model this agent can be shown to put a prompt on, and the
+    sessions naming acp-fuzz's MCP server (in each prompt mode, and one beside them)."""
+    mcp = [f"mcp:{m}" for m in _mcp_modes(caps)] + ["mcp:beside"]
     if not caps.system_prompt:
-        return []
+        return mcp
     return ["surface:update", "surface:error"] + (
         ["surface:replay"] if caps.load or caps.replay else []) + [
-        f"scope:{m}" for m in _scope_modes(caps)]
+        f"scope:{m}" for m in _scope_modes(caps)] + mcp
 
 
 def _surfaces_of(step: Mapping[str, Any], caps: Capabilities,
@@ -176,9 +180,11 @@ def _surfaces_of(step: Mapping[str, Any], caps: Capabilities,
         out.append("surface:replay")
     made = next((s for s in before if s.get("op") == "new" and s.get("session") == handle),
                 None)
+    # (Sessions naming acp-fuzz's MCP server are the mcp:<mode> keys' own example.)
     plain = {s.get("session") for s in before if s.get("op") == "new"
-             and s.get("systemPrompt") is None}
-    if op == "prompt" and made is not None and made in sent and not talked and any(
+             and s.get("systemPrompt") is None and not s.get("mcp")}
+    if op == "prompt" and made is not None and made in sent and not talked \
+            and not made.get("mcp") and any(
             s.get("op") == "prompt" and s.get("session") in plain for s in before):
         out.append(f"scope:{made['systemPrompt'].get('mode')}")
     return out
@@ -243,7 +249,25 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
                 keys.append(f"change:cold-{op}")
     if caps.system_prompt:
         keys += _surfaces_of(step, caps, before)
-    return keys + _pairs_of(step, before)
+    return keys + _mcp_of(step, before) + _pairs_of(step, before)
+
+
+def _mcp_of(step: Mapping[str, Any], before: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``mcp:<mode>`` for the first turn of a session made naming acp-fuzz's MCP server
+    (``none`` without a prompt), ``mcp:beside`` for the first turn of one made without it
+    after a session named it."""
+    handle = step.get("session")
+    if step.get("op") != "prompt" or any(s.get("op") == "prompt" and s.get("session") == handle
+                                         for s in before):
+        return []
+    made = next((s for s in before if s.get("op") == "new" and s.get("session") == handle),
+                None)
+    if made is None:
+        return []
+    if made.get("mcp"):
+        sp = made.get("systemPrompt")
+        return [f"mcp:{sp.get('mode') if isinstance(sp, Mapping) else 'none'}"]
+    return ["mcp:beside"] if any(s.get("mcp") for s in before) else []
 
 
 class _Example:
@@ -337,6 +361,11 @@ def _scope_modes(caps: Capabilities) -> tuple[str, ...]:
     return ("append", "override") if caps.override else ("append",)
 
 
+def _mcp_modes(caps: Capabilities) -> tuple[str, ...]:
+    """The prompt modes a session naming the MCP server is sent in (``none``: no prompt)."""
+    return ("none", *(_scope_modes(caps) if caps.system_prompt else ()))
+
+
 def _nothing(ex: _Example) -> str | None:
     return None
 
@@ -426,6 +455,24 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
                                      "params": invalid_params(method),
                                      "why": "unknown session id"})
     groups.append(_Group(_nothing, tuple(invalid(m) for m in _invalid_methods(caps))))
+    # Sessions that name acp-fuzz's MCP server, one per prompt mode, then one that does not:
+    # each named server's tool must reach its session's turn, and no other session's.
+    def named(mode: str | None) -> Unit:
+        def unit(ex: _Example, _: str) -> None:
+            b = ex.handle()
+            sp = ex.prompt(b, mode=mode) if mode else {}
+            ex.add({"op": "new", "session": b, "cwd": "distinct", **sp, "mcp": True},
+                   {"op": "prompt", "session": b})
+        return unit
+
+    def beside(ex: _Example, _: str) -> None:
+        d = ex.handle()
+        ex.add({"op": "new", "session": d, "cwd": "distinct"}, {"op": "prompt", "session": d})
+
+    def first(ex: _Example) -> str:
+        named(None)(ex, "")
+        return "A"
+    groups.append(_Group(first, (*(named(m) for m in _mcp_modes(caps)[1:]), beside)))
     if caps.system_prompt:
         # A session without a prompt and a turn, then one per mode: what a prompt must not
         # change beside the instructions (the tools a turn offers, the modes and config

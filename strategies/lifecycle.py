@@ -55,6 +55,8 @@ COMPACT_EVERY = 3
 #: retry must carry the session's prompt, and the next turn must still have it. The
 #: covering examples send each kind at every seed (``strategies.cover``).
 FAULT_EVERY = 10
+#: One new session in this many names acp-fuzz's MCP server (``"mcp": true``).
+MCP_EVERY = 4
 #: The titles a retitle sends: plain, padded (an agent may trim it), and beyond ASCII.
 TITLES = ("Renamed by acp-fuzz", "  Release checklist  ", "Überprüfung – ✓ 検証")
 
@@ -245,7 +247,11 @@ class LifecycleMachine(RuleBasedStateMachine):
                                         forced_invalid=forced_invalid)
         cwd = data.draw(st.sampled_from(["distinct", "shared"]), label="cwd")
         ok = not _rejected(applied)
-        self._send({"op": "new", "session": handle, "cwd": cwd, **sp}, accepted=ok)
+        # One new session in MCP_EVERY names acp-fuzz's MCP server (its tool must reach this
+        # session's model requests, and no other's): issue #33 §1.
+        mcp = {"mcp": True} if data.draw(st.integers(0, MCP_EVERY - 1), label="mcp") == 0 \
+            else {}
+        self._send({"op": "new", "session": handle, "cwd": cwd, **sp, **mcp}, accepted=ok)
         if ok:
             self.model.sessions[handle] = SessionView(
                 prompt=applied, cwd="shared" if cwd == "shared" else handle)

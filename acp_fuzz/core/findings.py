@@ -119,6 +119,12 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("scope.config-changed", "MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF",
                "session/new with an override (append: SHOULD) prompt answers other modes or "
                "config options than without a prompt"),
+    OracleInfo("mcp.tool-missing", "MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF",
+               "the tool of an MCP server a session named is missing from its turn under "
+               "override (append: SHOULD), while sessions without a prompt get theirs"),
+    OracleInfo("mcp.tool-leak", "MUST", "ACPFUZZ-SESSION-ISOLATION-MUST",
+               "a session's model request offers the tool of an MCP server another session "
+               "named"),
     OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
                "how an agent that does not advertise systemPrompt answered one (robustness)"),
 ]}

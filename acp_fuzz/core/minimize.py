@@ -231,8 +231,9 @@ def _as_turn(op: str) -> Callable[[Mapping[str, Any]], dict[str, Any] | None]:
 
 
 def _plain_request(s: Mapping[str, Any]) -> dict[str, Any] | None:
-    if "extra" in s or "_meta" in s:
-        return {k: v for k, v in s.items() if k not in ("extra", "_meta")}
+    """The request without its vendor fields and without naming acp-fuzz's MCP server."""
+    if "extra" in s or "_meta" in s or "mcp" in s:
+        return {k: v for k, v in s.items() if k not in ("extra", "_meta", "mcp")}
     return None
 
 
@@ -513,6 +514,8 @@ def shape_of(steps: Sequence[Mapping[str, Any]]) -> Shape:
             # Another directory, extra roots: part of the bug when minimizing kept them.
             cwd = "+".join(k for k in ("moved", "roots")
                            if (s.get("cwd") == "moved" if k == "moved" else s.get("roots")))
+        if s.get("mcp"):
+            cwd += "+mcp"  # naming acp-fuzz's MCP server: part of the bug when kept
         # Sent beside a running turn: another shape than the plain load or resume.
         out.append((f"busy-{op}" if s.get("busy") else op, idx(session), idx(s.get("new")),
                     kind, cwd))

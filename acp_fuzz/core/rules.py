@@ -134,7 +134,8 @@ RULES: tuple[Rule, ...] = (
        "SP-AGENT-OVERRIDE-CONTEXT-MAY, also why environment and tool listings an agent keeps "
        "under override are not counted as default instructions (docs/findings.md)",
        ("scope.tools-changed", "bug:override-drops-tools"),
-       ("scope.config-changed", "bug:override-changes-config")),
+       ("scope.config-changed", "bug:override-changes-config"),
+       ("mcp.tool-missing", "bug:override-drops-mcp-tools")),
     _r("ACPFUZZ-APPEND-SCOPE-SHOULD", RFD, _MODES,
        "This mode only changes the instructions the agent itself authors: it does not change "
        "tool availability, MCP servers, permissions, or session configuration.",
@@ -143,7 +144,8 @@ RULES: tuple[Rule, ...] = (
        "tool or a mode or config option that differs between an append session and sessions "
        "without a prompt breaks it a fortiori. SHOULD: the RFD's words are about override",
        ("scope.tools-changed", _HAND + " (test_oracles_scope.py)"),
-       ("scope.config-changed", _HAND + " (test_oracles_scope.py)")),
+       ("scope.config-changed", _HAND + " (test_oracles_scope.py)"),
+       ("mcp.tool-missing", _HAND + " (test_oracles_mcp.py)")),
     _r("SP-ERROR-CODE-DEF", RFD, _NEW,
        "MUST apply a systemPrompt supplied on session/new in the requested mode, or return an "
        "error as described above",
@@ -221,7 +223,8 @@ RULES: tuple[Rule, ...] = (
        ("prompt.leak", "bug:title-from-other-prompt (a title; session_info_update and "
         "session/list)"),
        ("prompt.leak", "bug:error-quotes-other-prompt (an error answer's data)"),
-       ("prompt.leak", _HAND + " (stderr lines, what a load replays: test_oracles_shown.py)")),
+       ("prompt.leak", _HAND + " (stderr lines, what a load replays: test_oracles_shown.py)"),
+       ("mcp.tool-leak", "bug:mcp-tools-leak (another session's MCP server's tool)")),
     _r("ACPFUZZ-CAPABILITIES-HOLD-SHOULD", RFD, "Design choices",
        "The capability lets agents opt in and then be held to the behavior, and gives clients "
        "reliable feature detection",

@@ -44,6 +44,7 @@ __all__ = [
     "elsewhere",
     "invalid_params",
     "lifecycle_request",
+    "mcp_tool_for",
     "nonce_for",
     "preview",
     "prompt_params",
@@ -96,7 +97,7 @@ def advertises_compact(update: Any) -> bool:
 
 #: The keys each op's step may have, besides ``op`` (what the strategies draw, and what the
 #: minimizer's short forms use). Anything else in a cassette's step is refused.
-_PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra"})
+_PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra", "mcp"})
 _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
     "new": frozenset({"session", "cwd"}) | _PROMPT_KEYS,
@@ -134,6 +135,14 @@ MAX_PROMPT_DEPTH = 8
 #: Keys a ``_meta`` inside a ``systemPrompt`` may have (the strategies' decorations), each
 #: with a string value.
 _PROMPT_META_KEYS = frozenset({"systemPrompt", "acpfuzz.dev/note", "text"})
+
+
+def mcp_tool_for(session: str) -> str:
+    """The name of the tool acp-fuzz's MCP server offers to session ``session`` (a handle)
+    when a step names it: ``acpfuzz_mcp_`` and 10 hex digits of the handle, a canary that no
+    other session's request may hold. The same in every run (a replay sends the same name);
+    no nonce (the gateway ties requests by nonce)."""
+    return "acpfuzz_mcp_" + hashlib.sha256(f"mcp:{session}".encode()).hexdigest()[:10]
 
 
 def nonce_for(session: str, turn: int, salt: str = "") -> str:
@@ -210,6 +219,8 @@ def validate_step(step: Any) -> dict[str, Any]:
         roots = step.get("roots", 0)
         if not isinstance(roots, int) or isinstance(roots, bool) or not 0 <= roots <= MAX_ROOTS:
             raise ValueError(f"step {op!r}: 'roots' must be an integer from 0 to {MAX_ROOTS}")
+    if not isinstance(step.get("mcp", False), bool):
+        raise ValueError(f"step {op!r}: 'mcp' must be true or false")
     if op in ("load", "resume") and not isinstance(step.get("busy", False), bool):
         raise ValueError(f"step {op!r}: 'busy' must be true or false")
     if op == "set_title":
@@ -331,11 +342,14 @@ def prompt_params(step: Mapping[str, Any], dialect: str = "standard") -> dict[st
 
 def lifecycle_request(step: Mapping[str, Any], *, protocol: int = 1,
                       dialect: str = "standard", session_id: str = "", cwd: str = "",
-                      roots: Sequence[str] = ()) -> tuple[str, dict[str, Any]]:
+                      roots: Sequence[str] = (), mcp_servers: Sequence[Mapping[str, Any]] = (),
+                      ) -> tuple[str, dict[str, Any]]:
     """The method and params that a (validated) ``new``, ``load``, ``resume``, ``fork`` or
     ``invalid`` step sends, given what the runner chose: the agent's ``session_id`` of the
-    step's session, its ``cwd`` and the ``roots`` directories. The harness always sends
-    ``mcpServers: []``: no step can name a server.
+    step's session, its ``cwd``, the ``roots`` directories, and the ``mcpServers`` of a step
+    that says ``"mcp": true`` (the runner builds acp-fuzz's own server's command line: a step
+    says only whether to name it, so a cassette never chooses a command). Else
+    ``mcpServers: []``.
 
     Under ACP v2 a load goes out as a resume that replays from the start (SP-V2-NOLOAD-DEF).
     """
@@ -343,10 +357,11 @@ def lifecycle_request(step: Mapping[str, Any], *, protocol: int = 1,
     if op == "invalid":
         return step["method"], invalid_params(step["method"])
     sp = prompt_params(step, dialect)
+    servers = [dict(s) for s in mcp_servers] if step.get("mcp") else []
     if op == "new":
-        return "session/new", {"cwd": cwd, "mcpServers": [], **sp}
+        return "session/new", {"cwd": cwd, "mcpServers": servers, **sp}
     dirs = {"additionalDirectories": list(roots)} if roots else {}
-    base = {"sessionId": session_id, "cwd": cwd, "mcpServers": [], **dirs}
+    base = {"sessionId": session_id, "cwd": cwd, "mcpServers": servers, **dirs}
     if op == "fork":
         return "session/fork", {**base, **sp}
     if op == "load" and protocol >= 2:
@@ -369,9 +384,11 @@ def preview(step: Mapping[str, Any], protocol: int = 1, dialect: str = "standard
     cwd = f"<new cwd of {handle}>" if moved else (
         "<shared cwd>" if step.get("cwd") == "shared" else f"<cwd of {handle}>")
     roots = [f"<root {i + 1}>" for i in range(int(step.get("roots", 0) or 0))]
+    servers = [{"name": "acp-fuzz", "command": "<this python>", "env": [],
+                "args": ["-m", "acp_fuzz.mcp_server", "--tool", mcp_tool_for(handle)]}]
     return lifecycle_request(step, protocol=protocol, dialect=dialect,
                              session_id=f"<id of {step.get('session', '')}>", cwd=cwd,
-                             roots=roots)
+                             roots=roots, mcp_servers=servers)
 
 
 def will_send(step: Any, protocol: int = 1, dialect: str = "standard",
@@ -454,7 +471,8 @@ def _dirs_label(step: Mapping[str, Any]) -> str:
 
 
 def _sp_dirs(step: Mapping[str, Any]) -> str:
-    return _sp_label(step) + _dirs_label(step)
+    return _sp_label(step) + _dirs_label(step) + (
+        " (names acp-fuzz's MCP server)" if step.get("mcp") else "")
 
 
 def _sp_label(step: Mapping[str, Any]) -> str:

@@ -22,6 +22,7 @@ import os
 import secrets
 import shlex
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -42,6 +43,7 @@ from acp_fuzz.core.steps import (
     COMPACT_COMMAND,
     advertises_compact,
     lifecycle_request,
+    mcp_tool_for,
     nonce_for,
     prompt_text,
     validate_step,
@@ -517,6 +519,9 @@ class Run:
                 c = Classification("probe", c.reason, "info", "EXT-META-MUSTNOT")
             annotations["class"] = {"kind": c.kind, "reason": c.reason,
                                     "severity": c.severity, "rule": c.rule}
+        if step.get("mcp"):
+            # The tool acp-fuzz's MCP server offers this session (mcp_servers builds it).
+            annotations["mcp_tool"] = mcp_tool_for(step.get("new", step["session"]))
         if step["op"] in ("prompt", "cancel") or step.get("busy") or (
                 step["op"] == "compact" and step["by"] != "command"):
             turn = self.turns.get(step["session"], 0) + 1
@@ -581,7 +586,8 @@ class Run:
         handle = step["session"]
         cwd = self._cwd_for(step, handle)
         reply = self._request(*lifecycle_request(step, protocol=self.protocol,
-                                                 dialect=self.dialect, cwd=cwd))
+                                                 dialect=self.dialect, cwd=cwd,
+                                                 mcp_servers=mcp_servers(step)))
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
@@ -598,7 +604,8 @@ class Run:
         cwd, roots = self._dirs(step, step["new"], src.cwd)
         reply = self._request(*lifecycle_request(step, protocol=self.protocol,
                                                  dialect=self.dialect, session_id=src.agent_id,
-                                                 cwd=cwd, roots=roots))
+                                                 cwd=cwd, roots=roots,
+                                                 mcp_servers=mcp_servers(step)))
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
@@ -643,7 +650,8 @@ class Run:
         s = self.sessions[step["session"]]
         cwd, roots = self._dirs(step, step["session"], s.cwd)
         method, params = lifecycle_request(step, protocol=self.protocol, dialect=self.dialect,
-                                           session_id=s.agent_id, cwd=cwd, roots=roots)
+                                           session_id=s.agent_id, cwd=cwd, roots=roots,
+                                           mcp_servers=mcp_servers(step))
         if step.get("busy"):
             out = self._busy(method, params, step["session"], ann)
         else:
@@ -870,6 +878,23 @@ class Run:
             self.dead = True
             return StepOutcome("exited", error={"harness": str(e)})
         return StepOutcome("ok")
+
+
+#: The name acp-fuzz's MCP server is given in ``mcpServers`` (an agent may prefix its tools
+#: with it: ``mcp__acp-fuzz__<tool>``).
+MCP_SERVER_NAME = "acp-fuzz"
+
+
+def mcp_servers(step: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The ``mcpServers`` of a step that says ``"mcp": true``: acp-fuzz's own stdio MCP
+    server (:mod:`acp_fuzz.mcp_server`, this interpreter, read-only in the sandbox), offering
+    the session's canary tool (:func:`~acp_fuzz.core.steps.mcp_tool_for`). Built here from
+    the handle alone: a cassette never chooses a command."""
+    if not step.get("mcp"):
+        return []
+    tool = mcp_tool_for(step.get("new", step["session"]))
+    return [{"name": MCP_SERVER_NAME, "command": sys.executable,
+             "args": ["-m", "acp_fuzz.mcp_server", "--tool", tool], "env": []}]
 
 
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).

@@ -81,7 +81,9 @@ Anything else is ``-32602 Invalid params: <why>``. ``_meta`` and unknown keys ar
 Each turn sends one Chat Completions request to ``$OPENAI_BASE_URL/chat/completions``
 (``Authorization: Bearer $OPENAI_API_KEY``, model ``reference-model``, non-streaming; two
 function ``tools``, ``read_file`` and ``list_directory``, which it offers in every mode and
-never runs) with::
+never runs, and the tools of the session's stdio MCP servers as ``mcp__<server>__<tool>``:
+each server ``mcpServers`` names on new, load, resume or fork is started and asked
+``initialize`` and ``tools/list`` once the request is valid, ``mcp.py``) with::
 
     [{"role": "system", "content": SYSTEM}, *history, {"role": "user", "content": USER}]
 
@@ -312,6 +314,14 @@ client prompt texts.
     path builds its own tool list, without ``list_directory``. 4 steps: new A; prompt A; new
     B (override P); prompt B → B's request lacks a tool A's had (``scope.tools-changed``,
     MUST).
+``override-drops-mcp-tools``
+    A session with an override prompt offers the model none of its MCP servers' tools. 4
+    steps: new A (naming an MCP server); prompt A; new B (override P, naming one); prompt B
+    → B's request lacks its server's tool (``mcp.tool-missing``, MUST).
+``mcp-tools-leak``
+    Every session offers the model the tools of the MCP servers named last in the process,
+    whichever session named them. 3 steps: new A (naming an MCP server); new B; prompt B →
+    B's request offers A's server's tool (``mcp.tool-leak``, MUST).
 ``override-changes-config``
     (Plants ``switches``.) ``session/new`` with an override prompt starts the session on
     ``reference-model-mini`` instead of the default model: its ``configOptions`` answer

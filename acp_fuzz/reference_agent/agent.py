@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.version import __version__
+from . import mcp
 from .store import Session, Store, SystemPrompt
 
 AGENT_NAME = "acp-fuzz-reference-agent"
@@ -168,6 +169,10 @@ BUGS: dict[str, str] = {
     "session's client prompt as a user message before its conversation",
     "override-drops-tools": "a session with an override prompt offers the model its tools "
     "without list_directory",
+    "override-drops-mcp-tools": "a session with an override prompt offers the model none of "
+    "its MCP servers' tools",
+    "mcp-tools-leak": "every session offers the model the tools of the MCP servers named "
+    "last in the process, whichever session named them",
     "override-changes-config": "session/new with an override prompt starts the session on "
     "reference-model-mini, not the default model (implies --variant switches)",
     "capabilities-drift-after-restart": "a process that finds sessions stored by an earlier "
@@ -347,7 +352,8 @@ def require_cwd(params: dict[str, Any]) -> str:
 
 
 def check_mcp_servers(params: dict[str, Any], *, required: bool) -> None:
-    """``mcpServers`` is required on new/load, optional on resume/fork; we connect to none."""
+    """``mcpServers`` is required on new/load, optional on resume/fork (the stdio servers
+    it names are connected once the request is valid: :mod:`.mcp`)."""
     servers = params.get("mcpServers")
     if servers is None and not required and "mcpServers" not in params:
         return
@@ -568,6 +574,10 @@ class Agent:
         self.left_behind: dict[str, SystemPrompt] = {}  # only by BUG(delete-leaves-prompt)
         self.unstored: set[str] = set()  # only by BUG(unstored-before-turn)
         self.relisted: set[str] = set()  # only by BUG(cold-load-new-id)
+        # Each loaded session's MCP tools, (server, tool), from its last new, load, resume or
+        # fork (in memory: the request names the servers each time).
+        self.mcp_tools: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self.last_mcp_tools: list[tuple[str, dict[str, Any]]] = []  # only BUG(mcp-tools-leak)
         self.methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "initialize": self.initialize,
             "session/new": self.session_new,
@@ -892,13 +902,28 @@ class Agent:
         return prompt
 
     def tools_of(self, session: Session) -> tuple[dict[str, Any], ...]:
-        """The tools a turn of ``session`` offers the model: :data:`TOOLS`, whatever its
-        prompt (override changes no tool, SP-AGENT-OVERRIDE-SCOPE-DEF)."""
+        """The tools a turn of ``session`` offers the model: :data:`TOOLS` and its MCP
+        servers' tools, whatever its prompt (override changes no tool and no MCP server,
+        SP-AGENT-OVERRIDE-SCOPE-DEF)."""
         sp = session.system_prompt
-        if "override-drops-tools" in self.bugs and sp is not None and sp.mode == "override":
+        override = sp is not None and sp.mode == "override"
+        own = self.mcp_tools.get(session.session_id, [])
+        if "mcp-tools-leak" in self.bugs:
+            own = self.last_mcp_tools  # BUG(mcp-tools-leak): one list for the process
+        if "override-drops-mcp-tools" in self.bugs and override:
+            own = []  # BUG(override-drops-mcp-tools)
+        if "override-drops-tools" in self.bugs and override:
             # BUG(override-drops-tools): the override path builds its own, shorter list.
             return tuple(t for t in TOOLS if t["function"]["name"] != "list_directory")
-        return TOOLS
+        return TOOLS + mcp.function_tools(own)
+
+    def _connect_mcp(self, session_id: str, params: dict[str, Any]) -> None:
+        """Connect the session to the stdio MCP servers the (validated) request names: its
+        tools from now on (:mod:`.mcp`)."""
+        tools = mcp.connect(params.get("mcpServers"), self.log)
+        self.mcp_tools[session_id] = tools
+        if tools:
+            self.last_mcp_tools = tools
 
     def options_of(self, session: Session) -> dict[str, Any]:
         """What new, load, resume and fork answer about a session besides its id: its modes
@@ -1108,6 +1133,7 @@ class Agent:
                 session.model = MODELS[1]  # BUG(override-changes-config)
                 self.store.save(session)
             self._activate(session)
+        self._connect_mcp(session.session_id, params)
         if session.system_prompt is not None:
             self.last_client_prompt = session.system_prompt
             if "untied-digest" in self.bugs:
@@ -1154,6 +1180,7 @@ class Agent:
         cold = session_id not in self.seen_here
         self._reopen(session, cwd, prompt, busy)
         self._activate(session)
+        self._connect_mcp(session_id, params)
         self.store.save(session)
         self._relist(session, cold)
         # SES-AGENT-LOAD-REPLAY-MUST: replay the whole conversation, THEN answer.
@@ -1235,6 +1262,7 @@ class Agent:
         cold = session_id not in self.seen_here
         self._reopen(session, cwd, prompt, busy)
         self._activate(session)
+        self._connect_mcp(session_id, params)
         self.store.save(session)
         self._relist(session, cold)
         self._state_snapshot(session)
@@ -1261,6 +1289,7 @@ class Agent:
             source.system_prompt = prompt  # BUG(fork-corrupts-source)
             self.store.save(source)
         self._activate(fork)
+        self._connect_mcp(fork.session_id, params)
         if prompt is not None:
             self.last_client_prompt = prompt
         self._advertise(fork)

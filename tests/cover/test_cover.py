@@ -94,9 +94,10 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # The number docs/performance.md states as N ("Every payload kind at every seed"), and
     # its bound: 16 before the valid payloads, vendor carriers and pairs of ops (issue #36),
     # 32 before the faulted turns (one example of 9 steps, issue #32), 33 before a changed
-    # prompt on the first reattach after a restart, 34 before the scope example (issue #33).
-    assert len(covering_examples(REFERENCE)) == 35
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 326
+    # prompt on the first reattach after a restart, 34 before the scope example and 35 before
+    # the MCP example (issue #33).
+    assert len(covering_examples(REFERENCE)) == 36
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 334
 
 
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:
@@ -319,3 +320,18 @@ def test_the_scope_example_compares_each_mode_with_a_session_without_a_prompt() 
     assert "scope:append" in step_keys(turn_b, REFERENCE, [*plain_a, new_b])
     assert "scope:append" not in step_keys(turn_b, REFERENCE, [plain_a[0], new_b])  # no turn
     assert "scope:append" not in step_keys(turn_b, REFERENCE, [*plain_a, new_b, turn_b])
+
+
+def test_the_mcp_example_names_the_server_in_each_mode_then_a_session_that_does_not() -> None:
+    """new A (mcp); prompt A; new B (append, mcp); prompt B; new C (override, mcp); prompt C;
+    new D; prompt D: each named server's tool must reach its session, and not D (#33 §1)."""
+    mcp = next(ex for ex in covering_examples(REFERENCE) if "mcp:beside" in ex.keys)
+    assert [(s["op"], s.get("systemPrompt", {}).get("mode"), s.get("mcp", False))
+            for s in mcp.steps] == [
+        ("new", None, True), ("prompt", None, False), ("new", "append", True),
+        ("prompt", None, False), ("new", "override", True), ("prompt", None, False),
+        ("new", None, False), ("prompt", None, False)]
+    assert {"mcp:none", "mcp:append", "mcp:override", "mcp:beside"} <= set(mcp.keys)
+    assert not [k for k in mcp.keys if k.startswith("scope:")]  # the scope example's own
+    assert {"mcp:none", "mcp:beside"} <= set(cover_keys(Capabilities(load=True)))
+    assert "mcp:append" not in cover_keys(Capabilities(load=True))

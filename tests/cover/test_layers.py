@@ -140,3 +140,10 @@ def test_nothing_below_the_interface_layer_imports_it() -> None:
     wrong = {m: sorted(d for d in deps if interface(d))
              for m, deps in _graph().items() if not interface(m) and m != "acp_fuzz"}
     assert {m: d for m, d in wrong.items() if d} == {}
+
+
+def test_the_mcp_server_stands_on_the_standard_library_alone() -> None:
+    """``python -m acp_fuzz.mcp_server`` is launched by agents inside their sandbox, for every
+    session that names it: it imports nothing of acp-fuzz."""
+    graph = _graph()
+    assert {d for d in graph["acp_fuzz.mcp_server"] if _in(d, "acp_fuzz")} == set()

@@ -169,6 +169,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "turn.silent-failure", "session.history-destroyed", "session.listed-other-id",
         "session.deleted-usable", "prompt.replayed-as-user", "capability.drift",
         "capability.refused", "scope.tools-changed", "scope.config-changed",
+        "mcp.tool-missing", "mcp.tool-leak",
     }
 
 

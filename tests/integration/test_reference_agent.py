@@ -1375,6 +1375,32 @@ def _override_changes_config(t: Trial) -> bool:
     return bool(plain["configOptions"] != over["configOptions"])
 
 
+def _named(tool: str) -> dict[str, Any]:
+    return {"cwd": CWD, "mcpServers": [{"name": "acp-fuzz", "command": sys.executable,
+                                        "args": ["-m", "acp_fuzz.mcp_server", "--tool", tool],
+                                        "env": []}]}
+
+
+def _mcp_names(t: Trial) -> list[str]:
+    return [tool["function"]["name"] for tool in t.model.requests[-1]["tools"]][2:]
+
+
+@reproduces("override-drops-mcp-tools")
+def _override_drops_mcp_tools(t: Trial) -> bool:
+    t.agent.prompt(t.agent.ok("session/new", _named("tool_a"))["sessionId"])
+    assert _mcp_names(t) == ["mcp__acp-fuzz__tool_a"]
+    over = t.agent.ok("session/new", {**_named("tool_b"), "systemPrompt": sp("override", P)})
+    t.agent.prompt(over["sessionId"])
+    return _mcp_names(t) != ["mcp__acp-fuzz__tool_b"]
+
+
+@reproduces("mcp-tools-leak")
+def _mcp_tools_leak(t: Trial) -> bool:
+    t.agent.ok("session/new", _named("tool_a"))
+    t.agent.prompt(t.agent.new())
+    return _mcp_names(t) != []
+
+
 @reproduces("omit-falls-back-when-talked")
 def _omit_falls_back_when_talked(t: Trial) -> bool:
     session = t.agent.new(sp("append", P))

@@ -188,7 +188,7 @@ RARE: dict[str, tuple[str, str]] = {
 }
 #: The reference agent's covering examples: the rare kinds are all among them (16 before the
 #: valid payloads, vendor carriers and pairs of ops of issue #36 came before them).
-COVERING = 35
+COVERING = 36
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -47,6 +47,13 @@ SURFACES: dict[str, tuple[str, str, str, int, str]] = {
     # new A; new B (override P) -> B's configOptions say reference-model-mini
     "override-changes-config": ("scope.config-changed", "MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF",
                                 2, "other modes or config options"),
+    # new A (mcp); prompt A; new B (override P, mcp); prompt B -> B lacks its server's tool
+    # (the MCP covering example)
+    "override-drops-mcp-tools": ("mcp.tool-missing", "MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF", 4,
+                                 "no tool of the MCP server"),
+    # new A (mcp); new B; prompt B -> B's request offers A's tool
+    "mcp-tools-leak": ("mcp.tool-leak", "MUST", "ACPFUZZ-SESSION-ISOLATION-MUST", 3,
+                       "MCP tool"),
 }
 
 

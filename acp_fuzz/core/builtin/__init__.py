@@ -17,6 +17,7 @@ Each module judges one kind of promise, and registers its checks on import, in t
 - :mod:`.turns`: each turn carries the prompt the session owes (``prompt.*``, ``override.*``,
   ``append.*``, ``defaults.*``, ``lifecycle.omitted-*``);
 - :mod:`.scope`: what a prompt must not change beside the instructions (``scope.*``);
+- :mod:`.mcp`: the MCP servers a session names (``mcp.*``);
 - :mod:`.capabilities`: what ``initialize`` advertised holds (``capability.*``);
 - :mod:`.faults`: a turn whose model request failed ends visibly (``turn.silent-failure``).
 
@@ -40,9 +41,10 @@ from acp_fuzz.core.builtin import turns
 from acp_fuzz.core.builtin import faults
 from acp_fuzz.core.builtin import capabilities
 from acp_fuzz.core.builtin import scope
+from acp_fuzz.core.builtin import mcp
 # isort: on
 
 __all__ = [
-    "capabilities", "faults", "isolation", "lifecycle", "listing", "payload", "protocol",
-    "replayed", "scope", "turns",
+    "capabilities", "faults", "isolation", "lifecycle", "listing", "mcp", "payload",
+    "protocol", "replayed", "scope", "turns",
 ]

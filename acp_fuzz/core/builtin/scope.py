@@ -75,7 +75,8 @@ def _tools(j: Judge, c: ModelRequest, seq: int) -> None:
     x = c.x
     if mode is None or x.turn is None:
         return
-    tools = tool_names(x.api, x.body)
+    # acp-fuzz's own MCP server's tools are each session's canary: mcp.* judges them.
+    tools = frozenset(t for t in tool_names(x.api, x.body) if "acpfuzz_mcp_" not in t)
     seen = j.memo(_Seen)
     key = (x.api, x.turn)
     if mode == "none":
