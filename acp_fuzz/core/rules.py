@@ -157,10 +157,15 @@ RULES: tuple[Rule, ...] = (
        "Context the agent supplies from the workspace or environment — project instruction "
        "files such as AGENTS.md, environment details, skill listings — MAY still be included",
        "system-slot texts that name the session's working directory are environment "
-       "context, left out of the defaults override.not-applied looks for"),
+       "context, left out of the defaults override.not-applied looks for; which workspace "
+       "instruction files (AGENTS.md, CLAUDE.md, GEMINI.md, QWEN.md, written with canaries "
+       "into every session's working directory) reach the model, per prompt mode, is "
+       "recorded as facts (the JSON report's workspace_files), never judged"),
     _r("SP-AGENT-OVERRIDE-DOC-SHOULD", RFD, _MODES,
        "agents SHOULD document what they keep.",
-       "not judged (documentation is not on the wire); the reference agent keeps nothing"),
+       "not judged (documentation is not on the wire); the reference agent keeps nothing, "
+       "its AGENTS.md included; what an agent keeps of the workspace files is shown per agent "
+       "(workspace_files) so a maintainer can compare it with what the agent documents"),
     _r("SP-NEW-OMIT-DEFAULT-DEF", SCHEMA, "NewSessionRequest.systemPrompt",
        "Optional. Omitted and `null` are equivalent and mean the Agent uses its own default "
        "instructions.",

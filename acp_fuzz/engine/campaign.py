@@ -68,6 +68,8 @@ from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.core.side_requests import SideLog, beside_turns
 from acp_fuzz.core.steps import advertises_compact, steps_of
 from acp_fuzz.core.version import __version__
+from acp_fuzz.core.workspace import Facts as WorkspaceFacts
+from acp_fuzz.core.workspace import add_facts, workspace_facts
 from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.database import AgentScoped, open_database
 from acp_fuzz.engine.deadlines import Deadlines
@@ -331,6 +333,9 @@ class CampaignResult:
     #: The error codes of the examples' refused requests that carried a prompt, by payload
     #: class (:func:`acp_fuzz.core.facts.refusal_codes`): information, never a verdict.
     error_codes: Codes = field(default_factory=dict)
+    #: Which workspace instruction files reached the model, per prompt mode
+    #: (:func:`acp_fuzz.core.workspace.workspace_facts`): information, never a verdict.
+    workspace: WorkspaceFacts = field(default_factory=dict)
     #: The search stopped generating examples at ``settings.time_budget``.
     out_of_time: bool = False
     #: What the covering examples cover for this agent, whether they ran or not
@@ -446,6 +451,13 @@ def _sum_codes(codes: Sequence[Codes]) -> Codes:
     return out
 
 
+def _sum_workspace(facts: Sequence[WorkspaceFacts]) -> WorkspaceFacts:
+    out: WorkspaceFacts = {}
+    for f in facts:
+        add_facts(out, f)
+    return out
+
+
 def _earliest(maps: Sequence[Mapping[str, int]]) -> dict[str, int]:
     out: dict[str, int] = {}
     for m in maps:
@@ -462,7 +474,8 @@ MERGE: dict[str, str] = {
     "examples_run": "sum", "steps_run": "sum", "reports": "same-bug-once",
     "info": "derived", "info_reports": "shortest-info", "explained": "sum",
     "interrupted": "any", "model_requests": "sum-counts", "deadlines": "deadlines",
-    "judged": "sum-counts", "error_codes": "sum-codes", "out_of_time": "any",
+    "judged": "sum-counts", "error_codes": "sum-codes", "workspace": "sum-workspace",
+    "out_of_time": "any",
     "cover_keys": "union", "coverage": "earliest", "covering_examples": "sum",
     # The seconds each spent on its share (workers run theirs at once, shards on other
     # machines): summed, the work the covering examples cost, not a wall time.
@@ -476,7 +489,8 @@ _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
     "sum": sum, "any": any, "max": lambda xs: max(xs, default=0.0),
     "same-bug-once": _same_bug_once, "shortest-info": _shortest_info,
     # Workers' deadlines once were dropped from the merged result.
-    "sum-counts": _sum_counts, "sum-codes": _sum_codes, "earliest": _earliest,
+    "sum-counts": _sum_counts, "sum-codes": _sum_codes, "sum-workspace": _sum_workspace,
+    "earliest": _earliest,
     "deadlines": Deadlines.merged,
     "union": lambda xs: list(dict.fromkeys(k for x in xs for k in x)),
     "side-log": SideLog.merged, "first-set": lambda xs: next((x for x in xs if x), None),
@@ -963,7 +977,9 @@ class SearchMachine(LifecycleMachine):
         s.note_beside(self.steps, self.run)
         s.warm.retire(self.run)
         s.result.add_judged(self.judge.judged())
-        add_codes(s.result.error_codes, refusal_codes(self.run.history.snapshot()))
+        events = self.run.history.snapshot()
+        add_codes(s.result.error_codes, refusal_codes(events))
+        add_facts(s.result.workspace, workspace_facts(events))
         s.result.examples_run += 1
         s.result.shrink_runs += self.shrinking
         s.on_event(ExampleDone(s.result.examples_run, s.result.steps_run,

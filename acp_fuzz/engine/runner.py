@@ -18,6 +18,7 @@ Every step is recorded as a ``step`` event followed by the ACP frames it caused 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
@@ -49,6 +50,9 @@ from acp_fuzz.core.steps import (
     validate_step,
 )
 from acp_fuzz.core.version import __version__
+from acp_fuzz.core.workspace import FILES as WORKSPACE_FILES
+from acp_fuzz.core.workspace import canary_for
+from acp_fuzz.core.workspace import file_text as workspace_text
 from acp_fuzz.engine import interrupt
 from acp_fuzz.engine.agent_setup import AgentSetup, Compaction, Facts
 from acp_fuzz.engine.client_policy import ClientPolicy
@@ -571,7 +575,24 @@ class Run:
 
     def _cwd_for(self, step: Mapping[str, Any], handle: str) -> str:
         name = "shared" if step.get("cwd") == "shared" else handle
-        return self.sandbox.new_cwd(name)
+        return self._workspace(handle, name)
+
+    def _workspace(self, handle: str, name: str) -> str:
+        """The working directory ``name`` for session ``handle``, with the instruction files
+        (AGENTS.md, ...) written into it, each holding its folder's canary, and a
+        ``workspace`` verdict saying which (:mod:`acp_fuzz.core.workspace`)."""
+        cwd = self.sandbox.new_cwd(name)
+        for file in WORKSPACE_FILES:
+            path = os.path.join(cwd, file)
+            # A shared folder has them from its first session; whatever an agent put there
+            # (a link, a folder it made read-only) stays: "x" follows no link, and a file not
+            # written only shows as not seen.
+            with contextlib.suppress(OSError), open(path, "x", encoding="utf-8") as f:
+                f.write(workspace_text(name, file))
+        self.history.append("verdict", {"step": self._step_index - 1, "what": "workspace",
+                                        "session": handle, "folder": name, "files": {
+                                            f: canary_for(name, f) for f in WORKSPACE_FILES}})
+        return cwd
 
     def _dialect_followup(self, step: Mapping[str, Any], session_id: str) -> None:
         # Goose sets the prompt with an extension request once the session exists.
@@ -667,7 +688,7 @@ class Run:
         session's own directory, or a new one (``"cwd": "moved"``), and ``roots`` new
         directories as extra workspace roots (none: the field is not sent)."""
         if step.get("cwd") == "moved":
-            cwd = self.sandbox.new_cwd(f"{handle}-moved-{self._step_index}")
+            cwd = self._workspace(handle, f"{handle}-moved-{self._step_index}")
         roots = int(step.get("roots", 0))
         return cwd, [self.sandbox.new_cwd(f"{handle}-root-{self._step_index}-{i}")
                      for i in range(roots)]

@@ -90,10 +90,13 @@ each server ``mcpServers`` names on new, load, resume or fork is started and ask
 where USER is the prompt's ``text`` blocks (and ``resource_link`` URIs) joined by ``"\\n"``, the
 client text is the ``systemPrompt`` blocks joined by ``"\\n\\n"`` verbatim, and SYSTEM is:
 
-* no client prompt: ``DEFAULT_INSTRUCTIONS + "\\n\\nWorking directory: " + cwd``;
+* no client prompt: ``DEFAULT_INSTRUCTIONS + "\\n\\nWorking directory: " + cwd``, then, when
+  the working directory has an ``AGENTS.md``, ``"\\n\\nProject instructions (AGENTS.md):\\n"``
+  and its text (at most 64 KiB);
 * ``append``: that, then ``"\\n\\n"``, then the client text;
 * ``override``: the client text alone. **Nothing** of the agent's own instructions is kept
-  under override, not even the working-directory line (SP-AGENT-OVERRIDE-DOC-SHOULD).
+  under override, not even the working-directory line or AGENTS.md
+  (SP-AGENT-OVERRIDE-DOC-SHOULD).
 
 The reply reaches the client as one ``agent_message_chunk`` before ``{"stopReason":"end_turn"}``.
 A model request that fails in a way worth trying again (HTTP 5xx or 429, a lost connection,

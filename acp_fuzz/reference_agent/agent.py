@@ -68,6 +68,24 @@ def default_instructions(cwd: str) -> str:
     return f"{DEFAULT_INSTRUCTIONS}\n\nWorking directory: {cwd}"
 
 
+#: The project instruction file the agent reads from a session's working directory, and the
+#: most of it it reads.
+PROJECT_FILE = "AGENTS.md"
+MAX_PROJECT_FILE = 64 * 1024
+
+
+def project_instructions(cwd: str) -> str:
+    """``AGENTS.md`` of the working directory, as the agent adds it to its defaults (a
+    blank line, a heading, the text), or nothing: no such file, or not readable. Under
+    override it goes with the defaults (the agent keeps nothing, SP-AGENT-OVERRIDE-DOC-SHOULD)."""
+    try:
+        with open(os.path.join(cwd, PROJECT_FILE), encoding="utf-8", errors="replace") as f:
+            text = f.read(MAX_PROJECT_FILE).strip()
+    except OSError:
+        return ""
+    return f"\n\nProject instructions ({PROJECT_FILE}):\n{text}" if text else ""
+
+
 # The defects ``--bug`` can plant (repeat it to plant several; each is its own branch). The
 # package docstring describes each one with its minimal reproduction.
 BUGS: dict[str, str] = {
@@ -816,7 +834,7 @@ class Agent:
             prompt = self._deferred_prompt(session.session_id)
         if "leak" in self.bugs and self.last_client_prompt is not None:
             prompt = self.last_client_prompt  # BUG(leak): process-global state, not per session
-        defaults = default_instructions(session.cwd)
+        defaults = default_instructions(session.cwd) + project_instructions(session.cwd)
         if session.mode == "plan":
             defaults += f"\n{PLAN_INSTRUCTION}"
         if "tiny-baseline" in self.bugs:

@@ -15,6 +15,7 @@ from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.protocol import agent_info
 from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.core.version import __version__
+from acp_fuzz.core.workspace import facts_to_wire
 from acp_fuzz.reporting.junit import Case
 
 if TYPE_CHECKING:
@@ -54,6 +55,9 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
            # Facts, never verdicts: the error code of every refused request that carried
            # a prompt, by payload class ({"mode-unknown": {"-32602": 3}}).
            "error_codes": codes_to_wire(result.error_codes),
+           # Facts too: per prompt mode, which workspace instruction files (AGENTS.md, ...)
+           # reached the model (SP-AGENT-OVERRIDE-CONTEXT-MAY: override may keep them).
+           "workspace_files": facts_to_wire(result.workspace),
            "out_of_time": result.out_of_time,
            # What was sent: for each op and invalid payload variant the covering examples
            # cover, the example that first sent it, and those none sent.
@@ -238,6 +242,7 @@ def result_from_json(doc: Any, cassette_at: Callable[[str], Path] = Path) -> Any
     _need(all(type(v) is int for v in requests.values()), "'model_requests' holds a non-count")
     result.model_requests = dict(requests)
     result.error_codes = _codes(_of(doc, "error_codes", Mapping, default={}))
+    result.workspace = _workspace(_of(doc, "workspace_files", Mapping, default={}))
     _coverage(result, _of(doc, "coverage", Mapping, default={}))
     return result
 
@@ -252,6 +257,20 @@ def _codes(codes: Mapping[str, Any]) -> dict[str, dict[int, int]]:
                                               for c, n in by.items()),
               f"'error_codes.{cls[:64]}' is not error codes and counts")
     return {cls: {int(c): n for c, n in by.items()} for cls, by in codes.items()}
+
+
+def _workspace(wire: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
+    """``workspace_files`` read back: prompt mode -> file -> [turns shown, turns]."""
+    def count(n: Any) -> bool:
+        return isinstance(n, Mapping) and type(n.get("shown")) is int \
+            and type(n.get("turns")) is int
+
+    by_mode = _of(wire, "by_mode", Mapping, default={})
+    for mode, files in by_mode.items():
+        _need(isinstance(files, Mapping) and all(count(n) for n in files.values()),
+              f"'workspace_files.by_mode.{mode[:64]}' is not files with counts")
+    return {mode: {name: [n["shown"], n["turns"]] for name, n in files.items()}
+            for mode, files in by_mode.items()}
 
 
 def _coverage(result: Any, cov: Mapping[str, Any]) -> None:

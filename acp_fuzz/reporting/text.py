@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.findings import Finding, is_reported
 from acp_fuzz.core.steps import describe
+from acp_fuzz.core.workspace import kept_lines
 from acp_fuzz.reporting.campaign import shard_name
 
 if TYPE_CHECKING:
@@ -116,6 +117,8 @@ def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -
     lines += [Line(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}"))
               for f in result.info]
     lines += error_code_lines(result.error_codes)
+    lines += [Line(terminal(f"  info  workspace files reaching the model, {line}"))
+              for line in kept_lines(result.workspace)]
     if not result.reports:
         return [*lines, Line("no failing findings", "green")]
     for rep in result.reports:

@@ -66,7 +66,8 @@ def test_a_report_read_back_is_the_campaign_it_was_written_from() -> None:
                 judged={("prompt.leak", "RULE-prompt.leak"): 7}, explained=2,
                 model_requests={"turn": 5}, cover_keys=["op:new", "op:load"],
                 coverage={"op:new": 1}, covering_examples=2,
-                error_codes={"mode-unknown": {-32602: 3, -32600: 1}})
+                error_codes={"mode-unknown": {-32602: 3, -32600: 1}},
+                workspace={"override": {"AGENTS.md": [1, 4]}, "none": {"AGENTS.md": [2, 2]}})
     doc = json.loads(json.dumps(result_to_json(r)))
     back = result_from_json(doc)
     assert result_to_json(back) == doc
@@ -76,6 +77,7 @@ def test_a_report_read_back_is_the_campaign_it_was_written_from() -> None:
     assert back.settings.shard == (1, 3) and doc["shard"] == "2/3"
     assert back.unsent() == ["op:load"] and back.exit_code == 1
     assert back.error_codes == {"mode-unknown": {-32600: 1, -32602: 3}}
+    assert back.workspace == {"none": {"AGENTS.md": [2, 2]}, "override": {"AGENTS.md": [1, 4]}}
 
 
 def test_the_shards_merge_into_one_report_with_each_bug_once(
@@ -83,7 +85,8 @@ def test_the_shards_merge_into_one_report_with_each_bug_once(
     paths = [_write(tmp_path, f"r{k}.json", _result(
         (k, 3), reports, covering=[f"plan{k}"], coverage={"op:new": k + 1},
         cover_keys=["op:load"] if k < 2 else [], judged={("prompt.leak", "R"): 2},
-        error_codes={"mode-unknown": {-32602: 1}, **({"valid": {-32603: k}} if k else {})}))
+        error_codes={"mode-unknown": {-32602: 1}, **({"valid": {-32603: k}} if k else {})},
+        workspace={"append": {"AGENTS.md": [k, 2]}}))
         for k, reports in enumerate([[_report("prompt.leak", LEAK)],
                                      [_report("prompt.leak", LEAK_LONGER),
                                       _report("agent.crash", CRASH)],
@@ -96,6 +99,8 @@ def test_the_shards_merge_into_one_report_with_each_bug_once(
     assert (doc["examples_run"], doc["steps_run"], doc["seconds"]) == (30, 120, 12.5)
     assert doc["judged"] == [{"oracle": "prompt.leak", "rule": "R", "checks": 6}]
     assert doc["error_codes"] == {"mode-unknown": {"-32602": 3}, "valid": {"-32603": 3}}
+    assert doc["workspace_files"]["by_mode"] == {"append": {"AGENTS.md": {"shown": 3,
+                                                                          "turns": 6}}}
     assert doc["coverage"]["covering"] == ["plan0", "plan1", "plan2"]
     assert doc["coverage"]["first_example"] == {"op:new": 1}
     assert doc["coverage"]["unsent"] == ["op:load"]  # unsent where it was to be sent
@@ -199,6 +204,9 @@ def test_result_from_json_says_what_is_wrong() -> None:
     for codes in ({"valid": {"x": 1}}, {"valid": {"-32602": "1"}}, {"valid": [1]}):
         with pytest.raises(ReportError, match=r"'error_codes\.valid' is not error codes"):
             result_from_json({**doc, "error_codes": codes})
+    for by_mode in ({"none": []}, {"none": {"AGENTS.md": {"shown": 1}}}):
+        with pytest.raises(ReportError, match=r"'workspace_files\.by_mode\.none' is not"):
+            result_from_json({**doc, "workspace_files": {"by_mode": by_mode}})
 
 
 LEAK_CASSETTE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "leak.cassette"

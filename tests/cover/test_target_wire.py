@@ -187,7 +187,8 @@ def test_merge_sums_keeps_the_deadlines_and_reports_each_bug_once() -> None:
             reports=[FindingReport("failed", 3, 3, [leak], list(steps), [], None)],
             deadlines=deadlines.to_wire(), judged={("prompt.leak", leak.rule): 2},
             cover_keys=["op:new"], coverage={"op:new": coverage}, covering_examples=2,
-            covering_seconds=seconds, error_codes={"mode-unknown": {-32602: 2}})
+            covering_seconds=seconds, error_codes={"mode-unknown": {-32602: 2}},
+            workspace={"override": {"AGENTS.md": [1, 3]}})
 
     slow = Deadlines(30.0, {"session/prompt": 2.0})
     slow.overran("session/prompt", None)
@@ -197,6 +198,7 @@ def test_merge_sums_keeps_the_deadlines_and_reports_each_bug_once() -> None:
     assert merged.model_requests == {"turn": 6}
     assert merged.judged == {("prompt.leak", leak.rule): 4}
     assert merged.error_codes == {"mode-unknown": {-32602: 4}}
+    assert merged.workspace == {"override": {"AGENTS.md": [2, 6]}}
     assert merged.coverage == {"op:new": 1} and merged.cover_keys == ["op:new"]
     assert (merged.covering_examples, merged.covering_seconds) == (4, 10.5)
     assert len(merged.reports) == 1 and merged.settings.seed == 7

@@ -27,7 +27,7 @@ from acp_fuzz.strategies import cover_keys
 pytestmark = pytest.mark.integration
 
 #: The covering examples of the reference agent (docs/performance.md states it as N) ...
-N = 34
+N = 36
 #: ... run in this many agent processes: one each, and one more for the restart in one.
 PROCESSES = N + 1
 OPS = {"session/new": "new", "session/load": "load", "session/resume": "resume",
@@ -118,6 +118,14 @@ def test_every_payload_variant_and_op_is_sent_within_the_covering_examples_at_ev
     assert {"mode-unknown", "content-empty", "block-not-text", "draft-string"} <= set(codes)
     assert "valid" not in codes
     assert {code for by in codes.values() for code in by} == {"-32602"}
+    # Which workspace files reached the model, per mode (facts, #33 §1): the reference agent
+    # reads AGENTS.md, and keeps nothing under override.
+    by_mode = report["workspace_files"]["by_mode"]
+    assert by_mode["none"]["AGENTS.md"]["shown"] == by_mode["none"]["AGENTS.md"]["turns"] > 0
+    assert by_mode["override"]["AGENTS.md"]["shown"] == 0 < by_mode["override"]["AGENTS.md"][
+        "turns"]
+    assert all(n["shown"] == 0 for m in by_mode.values() for f, n in m.items()
+               if f != "AGENTS.md")
 
 
 def test_two_workers_share_the_covering_examples(tmp_path: Path, no_orphans: object) -> None:
