@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 
 from acp_fuzz.core.history import Event
 
-__all__ = ["Codes", "add_codes", "codes_to_wire", "refusal_codes"]
+__all__ = ["COMPARABLE", "Codes", "add_codes", "codes_to_wire", "refusal_codes",
+           "version_differences"]
 
 #: payload class -> error code -> how many refused requests answered it.
 Codes = dict[str, dict[int, int]]
@@ -58,3 +59,20 @@ def add_codes(into: Codes, more: Mapping[str, Mapping[int, int]]) -> None:
 def codes_to_wire(codes: Mapping[str, Mapping[int, int]]) -> dict[str, dict[str, int]]:
     """JSON's shape: ``{"mode-unknown": {"-32602": 3}}``, classes and codes sorted."""
     return {cls: {str(c): n for c, n in sorted(by.items())} for cls, by in sorted(codes.items())}
+
+
+#: The capabilities (:class:`acp_fuzz.core.payloads.Capabilities` flags) that ACP v1 and v2
+#: advertise alike, as markers: the rest differ by design (v2's ``session`` object commits an
+#: agent to list, resume and close, and v2 has no ``session/load``).
+COMPARABLE = ("system_prompt", "override", "fork", "delete", "title", "additional_directories")
+
+
+def version_differences(v1: Mapping[str, object], v2: Mapping[str, object]) -> list[str]:
+    """The :data:`COMPARABLE` flags that a v1 and a v2 campaign of the same agent (their JSON
+    reports' ``capabilities``) advertise differently: ``"fork: v1 yes, v2 no"``. Facts for the
+    matrix, never a verdict: an agent may offer another feature set in another version."""
+    def said(v: object) -> str:
+        return "yes" if v is True else "no"
+
+    return [f"{k}: v1 {said(v1.get(k))}, v2 {said(v2.get(k))}" for k in COMPARABLE
+            if (v1.get(k) is True) != (v2.get(k) is True)]

@@ -66,3 +66,13 @@ def test_the_markdown_report_shows_the_codes_as_facts() -> None:
     assert "the RFD fixes no code" in text
     none = render_markdown(Cassette(header=header, events=H().h.snapshot()))
     assert "Error codes" not in none
+
+
+def test_v1_and_v2_capabilities_are_compared_where_both_can_say_it() -> None:
+    from acp_fuzz.core.facts import version_differences
+    from acp_fuzz.core.payloads import Capabilities
+
+    v1 = Capabilities(system_prompt=True, override=True, load=True, fork=True).to_wire()
+    v2 = Capabilities(system_prompt=True, resume=True, list=True, replay=True).to_wire()
+    assert version_differences(v1, v2) == ["override: v1 yes, v2 no", "fork: v1 yes, v2 no"]
+    assert version_differences(v1, v1) == []
