@@ -33,9 +33,9 @@ vocabulary, that send
 * every invalid payload variant (:func:`~acp_fuzz.strategies.payloads.invalid_variants`) on
   every request that carries a prompt and that the agent supports (``new:<variant>``,
   ``load:<variant>``, ``resume:<variant>``, ``fork:<variant>``). Each is one rejected
-  request, so several go in one example: ``new A (P)``, then as many rejected loads,
-  resumes and forks of ``A`` as ``max_steps`` leaves room for, then ``prompt A`` (a rejected
-  request must have changed nothing).
+  request, so several go in one example: ``new A (P); prompt A``, then as many rejected
+  loads, resumes and forks of ``A`` as ``max_steps`` leaves room for, then ``prompt A`` (a
+  rejected request must have changed nothing, the conversation included).
 
 They are pure data: the same capabilities always give the same examples, whatever the seed.
 :func:`step_keys` says what a step that was sent covers, for the search's own draws too, so a
@@ -561,7 +561,9 @@ def _invalid_groups(caps: Capabilities, resend: bool) -> list[_Group]:
                     ex.add({"op": op, "session": a, **ex.invalid(a, v)})
                 reopened.append(rejected)
     if reopened:
-        groups.append(_Group(_new_session, tuple(reopened), _turn))
+        # After a turn: a refused request on a session with a conversation must leave it as
+        # it was (a reattach refused after unloading it leaves its next turn failing).
+        groups.append(_Group(_new_and_turn, tuple(reopened), _turn))
     return groups
 
 

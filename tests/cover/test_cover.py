@@ -95,9 +95,9 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # its bound: 16 before the valid payloads, vendor carriers and pairs of ops (issue #36),
     # 32 before the faulted turns (one example of 9 steps, issue #32), 33 before a changed
     # prompt on the first reattach after a restart, 34 before the scope example and 35 before
-    # the MCP example (issue #33).
-    assert len(covering_examples(REFERENCE)) == 36
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 334
+    # the MCP example, 36 before a turn came before the rejected reattaches (issue #33).
+    assert len(covering_examples(REFERENCE)) == 37
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 344
 
 
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:
@@ -180,11 +180,11 @@ def test_a_compaction_covers_a_change_only_after_a_live_one_since_the_last() -> 
 def test_a_payload_example_is_one_session_then_rejected_requests_then_a_turn() -> None:
     reopened = [ex for ex in covering_examples(REFERENCE)
                 if any(k.split(":")[0] in ("load", "resume", "fork") for k in ex.keys)]
-    assert len(reopened) == 7
+    assert len(reopened) == 8
     for ex in reopened:
-        first, *rejected, turn = ex.steps
+        first, talk, *rejected, turn = ex.steps
         assert first["op"] == "new" and classify(first["systemPrompt"], REFERENCE).kind == "valid"
-        assert turn == {"op": "prompt", "session": "A"}
+        assert talk == turn == {"op": "prompt", "session": "A"}
         for s in rejected:
             assert s["op"] in ("load", "resume", "fork") and s["session"] == "A"
             assert classify(s["systemPrompt"], REFERENCE).kind == "invalid"
@@ -195,7 +195,7 @@ def test_keys_select_only_the_examples_still_needed() -> None:
     examples = covering_examples(REFERENCE, keys=wanted)
     assert _sent(examples, REFERENCE) >= set(wanted)
     assert len(examples) == 2  # the delete example, and one of rejected requests
-    assert [s["op"] for s in examples[1].steps] == ["new", "resume", "fork", "prompt"]
+    assert [s["op"] for s in examples[1].steps] == ["new", "prompt", "resume", "fork", "prompt"]
     # A key every example covers takes one example, the first.
     (only,) = covering_examples(Capabilities(system_prompt=True), keys=["op:new"])
     assert only.steps[0]["op"] == "new"

@@ -188,7 +188,7 @@ RARE: dict[str, tuple[str, str]] = {
 }
 #: The reference agent's covering examples: the rare kinds are all among them (16 before the
 #: valid payloads, vendor carriers and pairs of ops of issue #36 came before them).
-COVERING = 36
+COVERING = 37
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
