@@ -357,7 +357,9 @@ def lifecycle_request(step: Mapping[str, Any], *, protocol: int = 1,
     if op == "invalid":
         return step["method"], invalid_params(step["method"])
     sp = prompt_params(step, dialect)
-    servers = [dict(s) for s in mcp_servers] if step.get("mcp") else []
+    # v2 names the transport of every server ("type": "stdio"); v1's stdio entry has none.
+    servers = [{**s, **({"type": "stdio"} if protocol >= 2 else {})} for s in mcp_servers] \
+        if step.get("mcp") else []
     if op == "new":
         return "session/new", {"cwd": cwd, "mcpServers": servers, **sp}
     dirs = {"additionalDirectories": list(roots)} if roots else {}

@@ -87,3 +87,15 @@ def test_another_session_s_tool_is_a_leak_its_own_and_a_fork_source_s_are_not() 
     h2.step("load", "A")  # a load that names no server: the tool is no longer owed
     turn(h2, "A", appended())
     assert not {"mcp.tool-leak", "mcp.tool-missing"} & ids(h2.findings())
+
+
+def test_the_server_entry_names_its_transport_in_v2_only() -> None:
+    from acp_fuzz.core.steps import lifecycle_request
+
+    server = [{"name": "acp-fuzz", "command": "/py", "args": [], "env": []}]
+    step = {"op": "new", "session": "A", "mcp": True}
+    assert lifecycle_request(step, mcp_servers=server)[1]["mcpServers"] == server
+    assert lifecycle_request(step, protocol=2, mcp_servers=server)[1]["mcpServers"] == [
+        {**server[0], "type": "stdio"}]
+    assert lifecycle_request({"op": "new", "session": "A"}, mcp_servers=server)[1][
+        "mcpServers"] == []
