@@ -120,6 +120,10 @@ NOT_RUN: dict[tuple[str, str], str] = {
                             "machine, then one table"):
         "the benchmarks run for minutes to hours; tests/quality/test_search_power.py runs "
         "benchmarks/search_power.py",
+    ("docs/performance.md", "python benchmarks/bench_growth.py                       # "
+                            "everything (about 15 minutes here)"):
+        "the growth benchmark runs for about 15 minutes; tests/cover/test_oracles_growth.py "
+        "counts the work it times",
     ("docs/profiles.md", "acp-fuzz target --profile my-agent.toml"):
         "shows the error for a file with a mistake the page does not write out "
         "(`init = \"soon\"`); tests/cover/test_profile_files.py holds that error line",

@@ -90,6 +90,27 @@ def test_a_rule_that_does_not_bind_the_agent_is_not_applicable_never_pass() -> N
     assert failed.cells["ACPFUZZ-SESSION-ISOLATION-MUST"].status == "fail"
 
 
+def test_the_rules_of_the_prompt_s_whole_scope_bind_whom_they_say() -> None:
+    """Issue #33's rows: what initialize advertises binds every agent; a prompt shown as a
+    user message and append's scope bind an agent that takes a prompt; override's scope one
+    that advertises override."""
+    scope = [("capability.drift", "ACPFUZZ-CAPABILITIES-HOLD-SHOULD"),
+             ("prompt.replayed-as-user", "ACPFUZZ-REPLAY-NOT-USER-SHOULD"),
+             ("scope.tools-changed", "ACPFUZZ-APPEND-SCOPE-SHOULD"),
+             ("scope.tools-changed", "SP-AGENT-OVERRIDE-SCOPE-DEF")]
+    bare = column_from_report(doc(capabilities={"load": True}, judged=judged(*scope)), profile="g")
+    assert bare.cells["ACPFUZZ-CAPABILITIES-HOLD-SHOULD"].status == "pass"
+    for _, rule in scope[1:]:
+        assert (bare.cells[rule].status, bare.cells[rule].text) == \
+            ("na", "no systemPrompt capability")
+    append_only = column_from_report(doc(capabilities={**ALL, "override": False},
+                                         judged=judged(*scope)), profile="c")
+    assert [append_only.cells[r].status for _, r in scope] == ["pass", "pass", "pass", "na"]
+    assert append_only.cells["SP-AGENT-OVERRIDE-SCOPE-DEF"].text == "override not advertised"
+    every = column_from_report(doc(judged=judged(*scope)), profile="all")
+    assert {every.cells[r].status for _, r in scope} == {"pass"}
+
+
 def test_every_rule_an_agent_oracle_cites_is_a_row() -> None:
     """A rule without a row is shown only when it fails: its passes are invisible."""
     from acp_fuzz.core.client_oracles import CLIENT_CATALOG
