@@ -52,10 +52,11 @@ from urllib.parse import quote
 
 from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.protocol import agent_info, answered
+from acp_fuzz.core.workspace import kept_lines
 
-__all__ = ["CLIP", "ROWS", "Cell", "Column", "CorpusNote", "cells_to_json", "column_from_report",
-           "column_not_run", "corpus_entry", "corpus_skip", "matrix_html", "matrix_markdown",
-           "matrix_preamble"]
+__all__ = ["CLIP", "ROWS", "Cell", "Column", "CorpusNote", "cells_to_json", "column_facts",
+           "column_from_report", "column_not_run", "corpus_entry", "corpus_skip", "matrix_html",
+           "matrix_markdown", "matrix_preamble"]
 
 Status = Literal["pass", "fail", "flaky", "unconfirmed", "error", "info", "na", "untested"]
 #: Where a cell's verdict came from: the bounded campaign, the replayed corpus, or both.
@@ -170,6 +171,10 @@ class Column:
     note: str
     cells: Mapping[str, Cell] = field(default_factory=dict)
     corpus: tuple[CorpusNote, ...] = ()
+    #: Facts, never verdicts (plain text, one line each): which workspace instruction files
+    #: reached the model per prompt mode (what override keeps: SP-AGENT-OVERRIDE-CONTEXT-MAY)
+    #: and the error codes of refused payloads by class (no rule fixes a code).
+    facts: tuple[str, ...] = ()
 
 
 #: One failure behind a fail cell: (status as the campaign says it: failed, flaky or
@@ -227,7 +232,38 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str,
         note += ", interrupted"
     # The protocol version is part of what was tested: v2 columns say so.
     proto = " (ACP v2)" if answered(init) >= 2 else ""
-    return Column(f"{name} {version}{proto}", profile, note, cells, seen.notes)
+    return Column(f"{name} {version}{proto}", profile, note, cells, seen.notes,
+                  column_facts(doc))
+
+
+def column_facts(doc: Mapping[str, Any]) -> tuple[str, ...]:
+    """The facts lines of a campaign's JSON document: per prompt mode, the workspace files
+    whose canary reached the model (of the turns judged), then the refusal codes by payload
+    class. Anything not of the expected shape (an older or hand-made document) is left out:
+    facts are never worth an error."""
+    out: list[str] = []
+    ws = doc.get("workspace_files")
+    by_mode = ws.get("by_mode") if isinstance(ws, Mapping) else None
+    if isinstance(by_mode, Mapping):
+        counts = {str(mode): {str(name): [_int(n, "shown"), _int(n, "turns")]
+                              for name, n in files.items() if isinstance(n, Mapping)}
+                  for mode, files in by_mode.items() if isinstance(files, Mapping)}
+        out += [f"workspace files reaching the model, {line}" for line in kept_lines(counts)]
+    codes = doc.get("error_codes")
+    if isinstance(codes, Mapping) and codes:
+        parts = []
+        for cls, by_code in sorted(codes.items()):
+            if isinstance(by_code, Mapping):
+                parts.append(f"{cls} " + ", ".join(
+                    f"{code} x{_int(by_code, code)}" for code in sorted(by_code)))
+        if parts:
+            out.append("refusal codes by payload class: " + "; ".join(parts))
+    return tuple(clip(line, 2 * CLIP) for line in out)
+
+
+def _int(m: Mapping[str, Any], key: str) -> int:
+    v = m.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def _cell(rule: str, failed: Mapping[str, Sequence[_Hit]], seen: _Seen,
@@ -556,6 +592,7 @@ def matrix_markdown(columns: Sequence[Column], *, title: str = "Conformance matr
         for n in col.corpus:
             where = f" {md_code(clip(n.cassette, CLIP))}" if n.cassette else ""
             lines.append(f"  - {md_text(n.what)}{where}: {md_text(clip(n.text, 2 * CLIP))}.")
+        lines += [f"  - fact: {md_text(f)}." for f in col.facts]
     return "\n".join(lines) + "\n"
 
 
@@ -604,6 +641,7 @@ def matrix_html(columns: Sequence[Column], *, title: str = "Conformance matrix",
             f"<li>{esc(n.what)}"
             + (f" <code>{esc(n.cassette)}</code>" if n.cassette else "")
             + f": {esc(n.text, 2 * CLIP)}.</li>" for n in col.corpus)
+        items += "".join(f"<li>fact: {esc(f, 2 * CLIP)}.</li>" for f in col.facts)
         return f"<ul>{items}</ul>" if items else ""
 
     notes = "".join(f"<li>{esc(c.label, _LABEL)} ({esc(c.profile)}): {esc(c.note)}; "
@@ -653,6 +691,12 @@ def matrix_preamble(command: str, *, version: str, interrupted: bool = False,
             f"listed in {code('kept.toml')} there, each with its cassette per ACP version "
             "or why none can exist: the table is refused for a version a kept finding says "
             "nothing about.")
+    out.append("Under each agent, facts (never verdicts): which workspace instruction files "
+               "(AGENTS.md, CLAUDE.md, GEMINI.md, QWEN.md, each with a canary, written into "
+               "every session's folder) reached the model with no prompt, under append and "
+               "under override (the RFD lets override keep them, SP-AGENT-OVERRIDE-CONTEXT-MAY, "
+               "and asks agents to document what they keep), and the error code of each "
+               "refused payload class.")
     out.append("A bounded campaign is a sample: pass means no failure among the cases judged "
                "at this seed and budget, not proof of conformance. Longer campaigns find "
                "more (docs/findings.md).")

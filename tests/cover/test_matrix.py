@@ -226,3 +226,30 @@ def test_a_hostile_agent_name_is_escaped_in_both_formats() -> None:
     parser.feed(matrix_html([col]))
     assert "script" not in parser.tags
     assert parser.hrefs == ["c/a.cassette"]  # only the cassette the campaign wrote
+
+
+def test_an_agent_s_facts_are_listed_under_it_never_as_cells() -> None:
+    """What override keeps of the workspace files, and the refusal codes, are facts under the
+    agent (escaped like everything else); a malformed facts field is left out, not an error."""
+    ws = {"files": ["AGENTS.md", "CLAUDE.md"],
+          "by_mode": {"none": {"AGENTS.md": {"shown": 3, "turns": 3},
+                               "CLAUDE.md": {"shown": 0, "turns": 3}},
+                      "override": {"AGENTS.md": {"shown": 0, "turns": 2},
+                                   "CLAUDE.md": {"shown": 0, "turns": 2}}}}
+    codes = {"mode-unknown": {"-32602": 4}, "text-missing": {"1001": 1, "-32602": 2}}
+    col = column_from_report(doc(workspace_files=ws, error_codes=codes), profile="demo")
+    assert col.facts == (
+        "workspace files reaching the model, none: AGENTS.md 3/3",
+        "workspace files reaching the model, override: none of AGENTS.md, CLAUDE.md, "
+        "GEMINI.md, QWEN.md",
+        "refusal codes by payload class: mode-unknown -32602 x4; "
+        "text-missing -32602 x2, 1001 x1")
+    md = matrix_markdown([col])
+    assert "  - fact: workspace files reaching the model, none: AGENTS.md 3/3." in md
+    assert "fact: refusal codes by payload class" in matrix_html([col])
+    assert all(c.status != "info" for c in col.cells.values())  # facts decide no cell
+    bad = column_from_report(doc(workspace_files={"by_mode": ["x"]},
+                                 error_codes={"mode-unknown": "<b>"}), profile="demo")
+    assert bad.facts == ()
+    hostile = column_from_report(doc(error_codes={"<script>": {"1": 1}}), profile="demo")
+    assert "<script>" not in matrix_html([hostile])
