@@ -128,3 +128,27 @@ def test_config_is_compared_only_with_settled_plain_sessions() -> None:
     new_answered(h, "C", sp("append", Q), options("big"))
     new_answered(h, "E", {"mode": "prepend", "content": []}, {})  # refused kind: not judged
     assert "scope.config-changed" not in ids(h.findings())
+
+
+def test_a_session_with_an_mcp_server_is_compared_only_with_sessions_that_have_one() -> None:
+    """codex-acp 2.6.0 offers list_mcp_resources, list_mcp_resource_templates and
+    read_mcp_resource in any session with an MCP server: a session with acp-fuzz's server and
+    an append prompt is not compared with a plain session without one (a false alarm of the
+    first run against it), but with a plain session that has one too; and a fork of it
+    inherits the server."""
+    mcp_tools = [*TOOLS, "list_mcp_resources", "read_mcp_resource"]
+    h = H()
+    h.new("A", sp("append", Q), mcp=True)
+    h.new("B")
+    turn(h, "B", appended(), TOOLS)
+    turn(h, "A", appended(Q), mcp_tools)
+    assert "scope.tools-changed" not in ids(h.findings())
+    h.new("C", mcp=True)
+    turn(h, "C", appended(), mcp_tools)
+    h.new("D", sp("override", P), mcp=True)
+    turn(h, "D", [P], TOOLS)  # with its server, yet without the tools a plain one gets
+    h.step("fork", "A", new="E")
+    turn(h, "E", appended(Q), mcp_tools)
+    found = [f for f in h.findings() if f.oracle == "scope.tools-changed"]
+    assert [(f.session, f.severity) for f in found] == [("D", "MUST")]
+    assert found[0].evidence["dropped"] == ["list_mcp_resources", "read_mcp_resource"]

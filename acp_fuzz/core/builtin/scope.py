@@ -34,9 +34,15 @@ LEVELS = {"override": ("MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF"),
 @dataclass
 class _Seen:
     """The sessions made without a prompt so far: the tool sets of their turn requests by
-    (API, turn number), and the configuration their ``session/new`` answers offered."""
+    (API, turn number, whether the session has MCP servers), and the configuration their
+    ``session/new`` answers offered."""
 
-    tools: dict[tuple[str, int], list[frozenset[str]]] = field(default_factory=dict)
+    tools: dict[tuple[str, int, bool], list[frozenset[str]]] = field(default_factory=dict)
+    #: The sessions an accepted new, load, resume or fork gave acp-fuzz's MCP server (a fork
+    #: also those whose source had it). An agent may offer tools of its own for any MCP
+    #: server (codex-acp adds list_mcp_resources, read_mcp_resource, ...): a session with
+    #: one is compared only with sessions that have one too, never with a plain one.
+    mcp: set[str] = field(default_factory=set)
     config: list[str] = field(default_factory=list)
     #: The last ``session/new`` answer's configuration (its event), until its step's reply.
     answer: tuple[int, str] | None = None
@@ -49,8 +55,11 @@ def scope(j: Judge, ev: Event) -> None:
     c = j.change
     if isinstance(c, ModelRequest) and c.route == "turn" and c.session is not None:
         _tools(j, c, ev.seq)
-    elif isinstance(c, Reply) and c.op == "new" and c.outcome == "ok":
-        _config(j, c)
+    elif isinstance(c, Reply) and c.outcome == "ok" and c.op in ("new", "load", "resume",
+                                                                 "fork"):
+        _mcp(j.memo(_Seen), c)
+        if c.op == "new":
+            _config(j, c)
     elif ev.kind == "acp" and ev.data.get("dir") != "send" and not ev.data.get("error"):
         msg = ev.data.get("msg")
         if isinstance(msg, Mapping) and isinstance(msg.get("id"), IDS) \
@@ -78,7 +87,7 @@ def _tools(j: Judge, c: ModelRequest, seq: int) -> None:
     # acp-fuzz's own MCP server's tools are each session's canary: mcp.* judges them.
     tools = frozenset(t for t in tool_names(x.api, x.body) if "acpfuzz_mcp_" not in t)
     seen = j.memo(_Seen)
-    key = (x.api, x.turn)
+    key = (x.api, x.turn, x.session in seen.mcp)
     if mode == "none":
         seen.tools.setdefault(key, []).append(tools)
         return
@@ -97,6 +106,14 @@ def _tools(j: Judge, c: ModelRequest, seq: int) -> None:
                     f"tools than the sessions without a prompt ({what})",
                     severity=severity, rule=rule, session=x.session, model_event=seq,
                     dropped=clip(dropped), added=clip(added), tools=clip(sorted(tools)))
+
+
+def _mcp(seen: _Seen, c: Reply) -> None:
+    handle = c.args.get("new") if c.op == "fork" else c.args.get("session")
+    source = c.args.get("session")
+    if isinstance(handle, str) and (c.args.get("mcp") or (
+            c.op == "fork" and isinstance(source, str) and source in seen.mcp)):
+        seen.mcp.add(handle)
 
 
 def config_of(result: Mapping[str, Any]) -> str:
