@@ -561,6 +561,10 @@ WITHDRAWN = {
     # the compaction rows (2026-12-02), a false alarm caught in review.
     "matrix-v2/codex-acp/prompt.lost-seed0.cassette",
     "matrix-v2/claude-agent-acp/prompt.lost-seed0.cassette",
+    # #33 §1: codex-acp offers its MCP resource tools to any session with an MCP server; the
+    # first scope.tools-changed compared such a session (append) with a plain one without a
+    # server (the #36 sweep, seed 1, 2026-12-04), a false alarm caught in review.
+    "matrix/codex-acp/scope.tools-changed-seed1.cassette",
 }
 
 
@@ -590,6 +594,12 @@ def test_the_withdrawn_compaction_losses_are_late_fallbacks_after_an_omitted_pro
         f = only(found, "lifecycle.omitted-inconsistent")
         assert f.severity == "info" and f.evidence["compaction"].startswith(
             "the compaction at step"), rel
+        assert [x.severity for x in found if x.severity != "info"] == [], rel
+
+
+def test_the_withdrawn_tools_change_was_a_session_with_an_mcp_server() -> None:
+    for rel, found in _withdrawn("scope.tools-changed"):
+        assert "scope.tools-changed" not in ids(found), rel
         assert [x.severity for x in found if x.severity != "info"] == [], rel
 
 
