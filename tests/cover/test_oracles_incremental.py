@@ -12,7 +12,12 @@ from acp_fuzz.core.oracles import Baseline, Evaluator, evaluate
 
 CORPUS = sorted((Path(__file__).resolve().parents[2] / "cassettes").rglob("*.cassette"))
 # The agent corpus: a client's cassette (acp-fuzz client) is judged by the client oracles.
-CASSETTES = [c for c in map(read_cassette, CORPUS) if c.header.kind != "client-finding"]
+PAIRS = [(p, c) for p, c in zip(CORPUS, map(read_cassette, CORPUS), strict=True)
+         if c.header.kind != "client-finding"]
+CASSETTES = [c for _, c in PAIRS]
+#: A withdrawn false alarm (tests/cover/test_oracles_verdicts.py's WITHDRAWN) may have no
+#: finding left at all: the codex-acp tools change of a session with an MCP server.
+NOTHING_LEFT = {"scope.tools-changed-seed1.cassette"}
 
 
 def test_there_is_something_to_compare() -> None:
@@ -36,4 +41,4 @@ def test_feeding_in_chunks_equals_evaluating_whole(which: int, cuts: list[int]) 
     full = Evaluator(baseline=baseline)
     full.feed(events)
     assert judge.judged() == full.judged()
-    assert whole, "every corpus cassette records a failure"
+    assert whole or PAIRS[which][0].name in NOTHING_LEFT, "every corpus cassette records a failure"

@@ -447,6 +447,22 @@ def test_a_vendor_field_that_silently_replaces_the_standard_prompt_is_lost_and_n
     assert field in f.message
 
 
+def test_a_short_block_found_beside_a_winning_vendor_field_is_a_coincidence_not_a_block(
+        ) -> None:
+    """claude-agent-acp 0.101.0 (finding 5, seed 1 of the #36 sweep): a prompt of blocks
+    ``[]`` and three long ones, replaced by ``_meta.claudeCode.options.systemPrompt``; its
+    ``[]`` was in the request (the request's other text), so it was named prompt.altered."""
+    h = H()
+    meta = {"claudeCode": {"options": {"systemPrompt": VENDOR}}}
+    prompt = {"mode": "append", "content": [{"type": "text", "text": "[]"},
+                                            {"type": "text", "text": P}]}
+    lifecycle_with_meta(h, "new", "A", prompt, meta)
+    h.prompt("A", system=[VENDOR, "tools: []"])
+    f = only(h.findings(), "prompt.lost")
+    assert (f.severity, f.evidence["won"]) == ("MUST", "_meta.claudeCode.options.systemPrompt")
+    assert "prompt.altered" not in ids(h.findings())
+
+
 def test_a_vendor_field_that_wins_on_load_is_lost_not_deferred() -> None:
     # Without the vendor text counted as the session's own, "defaults + vendor text" would
     # pass for the old state (a deferral).

@@ -271,9 +271,13 @@ def _report_missing(j: Judge, m: SessionModel, handle: str, primary: Candidate,
     cut = [b for b in missing if b not in reformatted and _truncated(b, everything)]
     sev = primary.severity if primary.severity != "info" else "SHOULD"
     rule = _rule_after(m, primary)
-    partial = _short_blocks_delivered(j, m, handle, p, everything) if not present else []
     won = {path: text for path, text in m.vendor.items()
            if len(text.strip()) >= MIN_SIGNIFICANT and text.strip() in everything}
+    # A vendor field's text in place of every significant block: the prompt was replaced,
+    # and a short block still found ('[]') is a coincidence of the request's other text, not
+    # a block delivered (claude-agent-acp's finding 5 was named prompt.altered so, 2026-12-04).
+    partial = _short_blocks_delivered(j, m, handle, p, everything) \
+        if not present and not won else []
     extra: dict[str, Any] = {}
     note = ""
     if m.compacted:
