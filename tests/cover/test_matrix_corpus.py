@@ -205,10 +205,11 @@ def test_a_document_from_before_the_corpus_renders_as_it_did() -> None:
     assert "(corpus)" not in md and "(campaign+corpus)" not in md and "\n  - " not in md
     assert md == matrix_markdown([column_from_report(doc(), profile="claude", corpus=None)])
     assert "<ul><li>" in matrix_html([old]) and "<li><ul>" not in matrix_html([old])
-    # Its preamble has no corpus paragraph; with a corpus root, one names the folder.
+    # Its preamble has no corpus paragraph (its others: made by, the cells, the facts, the
+    # sample); with a corpus root, one names the folder.
     before = matrix_preamble("acp-fuzz matrix", version="0.1.0")
     now = matrix_preamble("acp-fuzz matrix", version="0.1.0", corpus_root="cassettes/real/")
-    assert len(before) == 3 and len(now) == 4 and now[:2] + now[3:] == before
+    assert len(before) == 4 and len(now) == 5 and now[:2] + now[3:] == before
     assert "`cassettes/real/<profile>/`" in now[2] and "**FAIL**" in now[2]
     plain = matrix_preamble("acp-fuzz matrix", version="0.1.0", corpus_root="cassettes/real",
                             interrupted=True, plain=True)
