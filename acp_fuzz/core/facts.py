@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 
 from acp_fuzz.core.history import Event
 
-__all__ = ["COMPARABLE", "Codes", "add_codes", "codes_to_wire", "refusal_codes",
+__all__ = ["COMPARABLE", "Codes", "add_codes", "codes_text", "codes_to_wire", "refusal_codes",
            "version_differences"]
 
 #: payload class -> error code -> how many refused requests answered it.
@@ -54,6 +54,11 @@ def add_codes(into: Codes, more: Mapping[str, Mapping[int, int]]) -> None:
         mine = into.setdefault(cls, {})
         for code, n in by.items():
             mine[code] = mine.get(code, 0) + n
+
+
+def codes_text(by: Mapping[int, int]) -> str:
+    """One class's codes as plain text, lowest code first: ``-32602 x4, 1001 x1``."""
+    return ", ".join(f"{code} x{n}" for code, n in sorted(by.items()))
 
 
 def codes_to_wire(codes: Mapping[str, Mapping[int, int]]) -> dict[str, dict[str, int]]:

@@ -21,7 +21,8 @@ from acp_fuzz.reporting.junit import Case
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign import CampaignResult
 
-__all__ = ["ReportError", "campaign_cases", "result_from_json", "result_to_json", "shard_name"]
+__all__ = ["ReportError", "campaign_cases", "codes_from_json", "result_from_json", "result_to_json",
+           "shard_name", "workspace_from_json"]
 
 
 def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
@@ -241,14 +242,15 @@ def result_from_json(doc: Any, cassette_at: Callable[[str], Path] = Path) -> Any
     requests = _of(doc, "model_requests", Mapping, default={})
     _need(all(type(v) is int for v in requests.values()), "'model_requests' holds a non-count")
     result.model_requests = dict(requests)
-    result.error_codes = _codes(_of(doc, "error_codes", Mapping, default={}))
-    result.workspace = _workspace(_of(doc, "workspace_files", Mapping, default={}))
+    result.error_codes = codes_from_json(_of(doc, "error_codes", Mapping, default={}))
+    result.workspace = workspace_from_json(_of(doc, "workspace_files", Mapping, default={}))
     _coverage(result, _of(doc, "coverage", Mapping, default={}))
     return result
 
 
-def _codes(codes: Mapping[str, Any]) -> dict[str, dict[int, int]]:
-    """``error_codes`` read back: payload class -> JSON-RPC code (a key, in JSON) -> count."""
+def codes_from_json(codes: Mapping[str, Any]) -> dict[str, dict[int, int]]:
+    """``error_codes`` read back: payload class -> JSON-RPC code (a key, in JSON) -> count;
+    ReportError when it is not that."""
     def code(c: str) -> bool:
         return c.removeprefix("-").isdigit() and len(c) <= 12
 
@@ -259,8 +261,9 @@ def _codes(codes: Mapping[str, Any]) -> dict[str, dict[int, int]]:
     return {cls: {int(c): n for c, n in by.items()} for cls, by in codes.items()}
 
 
-def _workspace(wire: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
-    """``workspace_files`` read back: prompt mode -> file -> [turns shown, turns]."""
+def workspace_from_json(wire: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
+    """``workspace_files`` read back: prompt mode -> file -> [turns shown, turns];
+    ReportError when it is not that."""
     def count(n: Any) -> bool:
         return isinstance(n, Mapping) and type(n.get("shown")) is int \
             and type(n.get("turns")) is int

@@ -44,20 +44,23 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
+from acp_fuzz.core.facts import codes_text
 from acp_fuzz.core.protocol import agent_info, answered
 from acp_fuzz.core.workspace import kept_lines
+from acp_fuzz.reporting.campaign import ReportError, codes_from_json, workspace_from_json
 
 __all__ = ["CLIP", "ROWS", "Cell", "Column", "CorpusNote", "cells_to_json", "column_facts",
            "column_from_report", "column_not_run", "corpus_entry", "corpus_skip", "matrix_html",
            "matrix_markdown", "matrix_preamble"]
 
+_T = TypeVar("_T")
 Status = Literal["pass", "fail", "flaky", "unconfirmed", "error", "info", "na", "untested"]
 #: Where a cell's verdict came from: the bounded campaign, the replayed corpus, or both.
 Source = Literal["campaign", "corpus", "campaign+corpus"]
@@ -239,31 +242,26 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str,
 def column_facts(doc: Mapping[str, Any]) -> tuple[str, ...]:
     """The facts lines of a campaign's JSON document: per prompt mode, the workspace files
     whose canary reached the model (of the turns judged), then the refusal codes by payload
-    class. Anything not of the expected shape (an older or hand-made document) is left out:
+    class. A field that does not read back (an older or hand-made document) is left out:
     facts are never worth an error."""
     out: list[str] = []
-    ws = doc.get("workspace_files")
-    by_mode = ws.get("by_mode") if isinstance(ws, Mapping) else None
-    if isinstance(by_mode, Mapping):
-        counts = {str(mode): {str(name): [_int(n, "shown"), _int(n, "turns")]
-                              for name, n in files.items() if isinstance(n, Mapping)}
-                  for mode, files in by_mode.items() if isinstance(files, Mapping)}
-        out += [f"workspace files reaching the model, {line}" for line in kept_lines(counts)]
-    codes = doc.get("error_codes")
-    if isinstance(codes, Mapping) and codes:
-        parts = []
-        for cls, by_code in sorted(codes.items()):
-            if isinstance(by_code, Mapping):
-                parts.append(f"{cls} " + ", ".join(
-                    f"{code} x{_int(by_code, code)}" for code in sorted(by_code)))
-        if parts:
-            out.append("refusal codes by payload class: " + "; ".join(parts))
+    ws = _read(workspace_from_json, doc.get("workspace_files"))
+    out += [f"workspace files reaching the model, {line}" for line in kept_lines(ws or {})]
+    codes = _read(codes_from_json, doc.get("error_codes"))
+    if codes:
+        out.append("refusal codes by payload class: " + "; ".join(
+            f"{cls} {codes_text(by)}" for cls, by in sorted(codes.items())))
     return tuple(clip(line, 2 * CLIP) for line in out)
 
 
-def _int(m: Mapping[str, Any], key: str) -> int:
-    v = m.get(key)
-    return v if isinstance(v, int) and not isinstance(v, bool) else 0
+def _read(reader: Callable[[Mapping[str, Any]], _T], wire: object) -> _T | None:
+    """``reader(wire)``, or ``None`` when ``wire`` is not a mapping or does not read back."""
+    if not isinstance(wire, Mapping):
+        return None
+    try:
+        return reader(wire)
+    except ReportError:
+        return None
 
 
 def _cell(rule: str, failed: Mapping[str, Sequence[_Hit]], seen: _Seen,

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.facts import codes_text
 from acp_fuzz.core.findings import Finding, is_reported
 from acp_fuzz.core.steps import describe
 from acp_fuzz.core.workspace import kept_lines
@@ -102,9 +103,8 @@ def untied_lines(result: CampaignResult) -> list[Line]:
 def error_code_lines(codes: Mapping[str, Mapping[int, int]]) -> list[Line]:
     """The error codes of the refused requests, by payload class, one info line each
     (facts, never verdicts: no rule fixes a code)."""
-    return [Line(terminal(f"  info  error codes [{cls}]: " + ", ".join(
-        f"{code} x{n}" for code, n in sorted(by.items()))))
-        for cls, by in sorted(codes.items())]
+    return [Line(terminal(f"  info  error codes [{cls}]: {codes_text(by)}"))
+            for cls, by in sorted(codes.items())]
 
 
 def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -> list[Line]:
