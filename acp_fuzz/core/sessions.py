@@ -174,6 +174,13 @@ class Reply:
     def changes(self) -> bool:
         return self.outcome not in ("timeout", "exited")
 
+    @property
+    def target(self) -> str | None:
+        """The handle of the session the request made or reattached: a fork's ``new``, any
+        other op's ``session`` (``None`` when the step names none)."""
+        h = self.args.get("new") if self.op == "fork" else self.args.get("session")
+        return h if isinstance(h, str) else None
+
 
 @dataclass(frozen=True)
 class ModelRequest:

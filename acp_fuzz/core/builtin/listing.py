@@ -80,8 +80,8 @@ def _reply(j: Judge, seen: _Seen, r: Reply) -> None:
         seen.cold.pop(handle, None)
         seen.deleted[handle] = t.line(r.args)
     elif r.op in ("new", "fork"):
-        made = r.args.get("new") if r.op == "fork" else handle
-        if isinstance(made, str):  # a handle taken again: another session
+        made = r.target
+        if made is not None:  # a handle taken again: another session
             seen.cold.pop(made, None)
             seen.deleted.pop(made, None)
 

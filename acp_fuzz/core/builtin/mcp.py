@@ -63,8 +63,8 @@ def mcp(j: Judge, ev: Event) -> None:
 
 
 def _accepted(seen: _Named, c: Reply) -> None:
-    handle = c.args.get("new") if c.op == "fork" else c.args.get("session")
-    if not isinstance(handle, str):
+    handle = c.target
+    if handle is None:
         return
     tool = seen.step_tool if c.args.get("mcp") else None
     seen.owed[handle] = tool

@@ -109,11 +109,10 @@ def _tools(j: Judge, c: ModelRequest, seq: int) -> None:
 
 
 def _mcp(seen: _Seen, c: Reply) -> None:
-    handle = c.args.get("new") if c.op == "fork" else c.args.get("session")
     source = c.args.get("session")
-    if isinstance(handle, str) and (c.args.get("mcp") or (
+    if c.target is not None and (c.args.get("mcp") or (
             c.op == "fork" and isinstance(source, str) and source in seen.mcp)):
-        seen.mcp.add(handle)
+        seen.mcp.add(c.target)
 
 
 def config_of(result: Mapping[str, Any]) -> str:
