@@ -474,7 +474,10 @@ class Run:
 
     def stderr_note(self) -> str:
         """`` (stderr: <the agent's last stderr line>)``, or nothing: for one-line errors."""
-        lines = self._agent.stderr_tail.strip().splitlines() if self._agent else []
+        if self._agent is None:
+            return ""
+        self._agent.settle_stderr()
+        lines = self._agent.stderr_tail.strip().splitlines()
         return f" (stderr: {lines[-1][:200]})" if lines else ""
 
     def _request(self, method: str, params: Any, *, timeout: float | None = None) -> Reply:

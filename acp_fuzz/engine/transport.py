@@ -612,6 +612,16 @@ class AgentProcess:
             data = bytes(self._tail)
         return data.decode("utf-8", errors="replace")
 
+    def settle_stderr(self, timeout: float = 0.5) -> None:
+        """Once the agent has exited, wait (up to ``timeout``) for its stderr to be read to
+        the end, so that :attr:`stderr_tail` holds its last words: the reader of stdout can
+        see the exit before the reader of stderr has read them. Only for failure paths."""
+        if self._proc is None or self._proc.poll() is None:
+            return
+        for t in self._threads:
+            if t.name.startswith("acp-stderr-"):
+                t.join(timeout)
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
