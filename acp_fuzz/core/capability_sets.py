@@ -34,6 +34,7 @@ The flags (docs/rules.md):
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -98,6 +99,33 @@ class CapabilitySet:
         else:
             sp, override = True, True
         return replace(self, system_prompt=sp, override=override, shape="", changes=False)
+
+    def smaller(self) -> tuple[CapabilitySet, ...]:
+        """The sets one step smaller than this one (one thing fewer advertised, the version
+        down to 1, the plain spelling, no change between connections): what the client
+        campaign's shrinker tries for a covering set's failure. Sets the rules forbid (a
+        null spelling of a capability advertised) are left out."""
+        out: builtins.list[CapabilitySet] = []
+        steps: tuple[tuple[str, Any], ...] = (("changes", False), ("shape", ""), ("protocol", 1),
+                                              *((f, False) for f in reversed(FLAGS)))
+        for name, value in steps:
+            if getattr(self, name) == value:
+                continue
+            try:
+                out.append(replace(self, **{name: value}))
+            except ValueError:
+                continue  # e.g. systemPrompt dropped while override or a null form needs it
+        return tuple(out)
+
+    @classmethod
+    def covering(cls) -> tuple[CapabilitySet, ...]:
+        """The sets every client campaign runs first, whatever the seed: nothing advertised
+        (the smallest, Hypothesis's own first draw), then everything advertised and kept
+        across connections, in v1 and in v2, so that a client is judged at least once with
+        override offered and on re-sending at load, resume and fork (a random draw keeps the
+        prompt capability on every connection of a reattaching scenario only now and then)."""
+        return (cls(), cls(1, True, True, True, True, True, True, True),
+                cls(2, True, True, fork=True))
 
     # -- what is advertised ------------------------------------------------------------------
 

@@ -10,7 +10,11 @@ after each step the new frames become ``acp`` events of one history, connection 
 connection, between a ``step`` event and the client's ``process`` events, and
 :func:`acp_fuzz.core.client_oracles.judge_client` judges the whole history.
 
-The search (:func:`run_client_campaign`) is Hypothesis over capability sets: a failing
+The search (:func:`run_client_campaign`) opens with the covering sets
+(:meth:`~acp_fuzz.core.capability_sets.CapabilitySet.covering`: nothing advertised, then
+everything advertised and kept, in v1 and in v2, whatever the seed; a failure there is shrunk
+one flag at a time), then
+is Hypothesis over capability sets: a failing
 example (a MUST or SHOULD finding of an oracle not yet reported) is shrunk by Hypothesis to
 the smallest capability set that still shows it, re-run ``confirm_runs`` times on fresh
 sandboxes (``FAILED`` when it reproduced each time, else ``FLAKY``), and written as a
@@ -691,6 +695,32 @@ class _Search:
             self.failure = (caps, run, oracles)
             raise _ClientBug(", ".join(oracles))
 
+    def cover(self, caps: CapabilitySet) -> tuple[CapabilitySet, ClientRun,
+                                                  tuple[str, ...]] | None:
+        """Run one covering set as an example; a new failure is shrunk (:meth:`shrink`) and
+        returned, not raised."""
+        self.failure, self.generated, self.seen, self.budget = None, 0, set(), 1
+        with contextlib.suppress(_ClientBug):
+            self.example(caps)
+        failure, self.failure = self.failure, None
+        return None if failure is None else self.shrink(*failure)
+
+    def shrink(self, caps: CapabilitySet, run: ClientRun, oracles: tuple[str, ...]
+               ) -> tuple[CapabilitySet, ClientRun, tuple[str, ...]]:
+        """The smallest set, one flag at a time (:meth:`CapabilitySet.smaller`), that still
+        fails an oracle not yet reported, with the oracles it fails: as Hypothesis shrinks a
+        drawn set (any new failure counts). A covering set was not drawn, so it is not
+        Hypothesis's to shrink, and a dozen fields need no more than this greedy walk."""
+        smaller = True
+        while smaller:
+            smaller = False
+            for candidate in caps.smaller():
+                again = self.run(candidate)
+                if self.failing(again):
+                    caps, run, oracles, smaller = candidate, again, self.failing(again), True
+                    break
+        return caps, run, oracles
+
     def round(self, seed: int, budget: int) -> None:
         from hypothesis import HealthCheck, Phase, Verbosity, given, settings
         from hypothesis import seed as hypothesis_seed
@@ -721,6 +751,14 @@ def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
     search = _Search(scenario, cfg, result, on_event or (lambda ev: None))
     budget, n = cfg.max_examples, 0
     try:
+        for caps in CapabilitySet.covering()[:budget]:
+            if len(result.reports) >= cfg.max_failures:
+                break
+            budget -= 1
+            failure = search.cover(caps)
+            if failure is not None:
+                search.known.update(failure[2])
+                result.reports.append(_confirm(search, *failure))
         while budget > 0 and len(result.reports) < cfg.max_failures:
             with contextlib.suppress(_ClientBug):
                 search.round(cfg.seed + n, budget)

@@ -34,3 +34,22 @@ def test_broken_settings_are_a_one_line_value_error(settings: Any, said: str) ->
     with pytest.raises(ValueError, match=said) as caught:
         ClientRunSettings.from_wire(settings)
     assert "\n" not in str(caught.value)
+
+
+def test_each_smaller_set_advertises_one_thing_less_and_is_valid() -> None:
+    full = CapabilitySet(1, True, True, True, True, True, True, True, changes=True)
+    smaller = full.smaller()
+    assert smaller and all(s.size() == full.size() - 1 for s in smaller)
+    # systemPrompt cannot go while override is advertised inside it
+    assert not any(s.override and not s.system_prompt for s in smaller)
+    assert CapabilitySet().smaller() == ()
+    shaped = CapabilitySet(1, True, shape="mode-null")
+    assert {s.describe() for s in shaped.smaller()} == {"v1: systemPrompt"}
+
+
+def test_the_covering_sets_open_with_nothing_then_everything_in_each_version() -> None:
+    first, *full = CapabilitySet.covering()
+    assert first == CapabilitySet()
+    assert [(c.protocol, c.override, c.changes) for c in full] == [(1, True, False),
+                                                                   (2, True, False)]
+    assert all(c.load or c.protocol == 2 for c in full)

@@ -17,6 +17,8 @@ import os
 import sys
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
+from typing import Any
 
 from acp_fuzz.reference_agent import agent as ref
 
@@ -40,12 +42,16 @@ def main() -> int:
     sys.stderr.flush()
 
     def chat(base_url: str | None, api_key: str, messages: list[dict[str, str]],
-             model: str = ref.MODEL) -> str:
+             model: str = ref.MODEL, tools: Sequence[dict[str, Any]] = ()) -> str:
+        # The reference agent's own signature (it passes the MCP tools it offers).
         if pad:
             messages = [messages[0], {"role": "assistant", "content": "p" * pad}, *messages[1:]]
         query = urllib.parse.urlencode({"access_token": secret, "api_key": secret}) \
             if secret else ""
-        body = json.dumps({"model": model, "messages": messages}).encode()
+        payload: dict[str, Any] = {"model": model, "messages": messages}
+        if tools:
+            payload["tools"] = list(tools)
+        body = json.dumps(payload).encode()
         request = urllib.request.Request(
             f"{(base_url or '').rstrip('/')}/chat/completions" + (f"?{query}" if query else ""),
             data=body, method="POST",

@@ -178,3 +178,30 @@ def test_the_correct_client_gives_nothing_in_a_campaign(tmp_path: Path,
     assert result.examples_run == 15
     assert result.judged[("client.prompt-unadvertised", "SP-CLIENT-GATE-MUSTNOT")] > 0
     assert not (tmp_path / "cassettes").exists() or not any((tmp_path / "cassettes").iterdir())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_reattaching_careful_client_is_judged_on_re_sending_at_every_seed(
+        seed: int, tmp_path: Path, no_orphans: Track) -> None:
+    """The covering sets keep the prompt capability on both connections, whatever the seed:
+    a random draw did so only now and then (``changes`` on every other set), and the SDK
+    clients' campaigns at seed 0 came out with the re-send rules never judged."""
+    scenario = Scenario.from_steps(CLIENT, ["new", "prompt hi"])
+    result = run_client_campaign(scenario, ClientSettings(
+        max_examples=3, seed=seed, cassette_dir=tmp_path / "c"))
+    assert result.reports == []
+    judged = {o for (o, _), n in result.judged.items() if n}
+    assert {"client.prompt-not-resent", "client.prompt-changed"} <= judged
+
+
+def test_a_covering_set_s_failure_is_shrunk_flag_by_flag(tmp_path: Path,
+                                                         no_orphans: Track) -> None:
+    # with two examples only the covering sets run: the failure (no re-send) is seen first on
+    # everything advertised, and shrunk by the greedy walk, not by Hypothesis
+    scenario = Scenario.from_steps((*CLIENT, "--bug", "no-resend"), ["new", "prompt hi"])
+    result = run_client_campaign(scenario, ClientSettings(
+        max_examples=2, cassette_dir=tmp_path / "c"))
+    (rep,) = result.reports
+    assert rep.oracles == ("client.prompt-not-resent",)
+    assert rep.caps.size() == 2, rep.caps.describe()
+    assert (rep.status, rep.rate) == ("FAILED", "3/3")
