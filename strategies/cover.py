@@ -52,7 +52,7 @@ from typing import Any
 
 from acp_fuzz.core.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.core.steps import FAULTS, invalid_params
+from acp_fuzz.core.steps import DURING, FAULTS, invalid_params
 
 from .lifecycle import TITLES
 from .payloads import (
@@ -144,6 +144,7 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
         keys.append("compact:after-change")
     keys += _surface_keys(caps)
     keys += [f"fault:{kind}" for kind in FAULTS]
+    keys += [f"during:{what}" for what in _during(caps)]
     keys += _payload_keys(caps, resend_on_lifecycle) + _pair_keys(caps, resend_on_lifecycle)
     variants = invalid_variants(override=caps.override)
     return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
@@ -200,6 +201,27 @@ def _fault_group() -> _Group:
     return _Group(_new_session, tuple(unit(kind) for kind in FAULTS), _turn)
 
 
+def _during(caps: Capabilities) -> tuple[str, ...]:
+    """What this agent is sent while the model is thinking (a close where it has close)."""
+    return tuple(what for what in DURING if what != "close" or caps.close)
+
+
+def _during_group(caps: Capabilities) -> _Group:
+    """``during:<what>`` for each of ``steps.DURING`` the agent takes, in one example:
+    ``new A (P)``, a turn of ``A`` with a ``session/cancel`` sent while its model request is
+    held, one with a ``$/cancel_request`` of its prompt, a plain turn (what a cancelled turn
+    left shows there), and last (the session is closed after it) one with a
+    ``session/close``."""
+    def unit(what: str) -> Unit:
+        return lambda ex, a: ex.add({"op": "prompt", "session": a, "during": what})
+
+    def suffix(ex: _Example, a: str) -> None:
+        _turn(ex, a)
+        if caps.close:
+            unit("close")(ex, a)
+    return _Group(_new_session, tuple(unit(w) for w in _during(caps) if w != "close"), suffix)
+
+
 def _deferral_before_compaction(caps: Capabilities, resend: bool) -> bool:
     """Whether the agent can be sent a changed prompt on a live load or resume, and then be
     made to compact (``compact:after-change``)."""
@@ -220,6 +242,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         keys.append(f"invalid:{step.get('method')}")
     if op == "prompt" and "fault" in step:
         keys.append(f"fault:{step['fault']}")
+    if op == "prompt" and "during" in step:
+        keys.append(f"during:{step['during']}")
     if op in ("prompt", "list"):
         keys += _after_life(step, before)
     if op == "compact":
@@ -529,6 +553,7 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     # is found (and, with -x, the run ends) within the first examples of every seed.
     groups += _invalid_groups(caps, resend)
     groups.append(_fault_group())
+    groups.append(_during_group(caps))
     payloads, changes = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 2
     groups += [payloads, *_pair_groups(caps, resend), changes]
     return groups

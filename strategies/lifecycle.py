@@ -29,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from acp_fuzz.core.lifecycle import Lifecycle, handle_name
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.core.steps import FAULTS, invalid_params
+from acp_fuzz.core.steps import DURING, FAULTS, invalid_params
 
 from .payloads import decorated, invalid_system_prompts, valid_system_prompts, vendor_meta
 
@@ -438,11 +438,27 @@ class LifecycleMachine(RuleBasedStateMachine):
             self._send({"op": "list"})
         elif what == "cancel" and self._loaded():
             handle = data.draw(st.sampled_from(self._loaded()), label="session")
-            self._send({"op": "cancel", "session": handle})
+            self._cancel(data, handle)
         elif what == "invalid":
             self._invalid_request(data)
         elif what == "title" and self.model.life.sessions:
             self._retitle(data)
+
+    def _cancel(self, data: st.DataObject, handle: str) -> None:
+        """A cancel of a turn: written right behind its prompt (a race the agent must handle
+        either way), or (where the model is acp-fuzz's) sent while the turn's model request is
+        held (``during``): a ``session/cancel``, a ``$/cancel_request`` of the prompt, or a
+        ``session/close``. What a cancelled turn left behind shows in the turn after it."""
+        kinds = ["race"] + ([w for w in DURING if w != "close" or self.caps.close]
+                            if self.model_faults else [])
+        how = data.draw(st.sampled_from(kinds), label="cancel how") if len(kinds) > 1 \
+            else "race"
+        if how == "race":
+            self._send({"op": "cancel", "session": handle})
+            return
+        self._send({"op": "prompt", "session": handle, "during": how})
+        if how != "close":
+            self._turn_after(handle)
 
     def _retitle(self, data: st.DataObject) -> None:
         """``session/set_title`` of any session that exists (open, closed, or unloaded by a

@@ -96,6 +96,18 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
                "small to tell kept from replaced"),
     OracleInfo("cancel.error", "MUST", "CANCEL-AGENT-STOPREASON-MUST",
                "a prompt cancelled mid-turn was answered with an error, not a stop reason"),
+    OracleInfo("cancel.turn-kept", "SHOULD", "CANCEL-AGENT-STOP-SHOULD",
+               "a session/cancel sent while the model was thinking, and the turn ended with "
+               "another stop reason than cancelled"),
+    OracleInfo("close.turn-kept", "SHOULD", "CANCEL-AGENT-STOP-SHOULD",
+               "a session/close accepted while the model was thinking, and the session's turn "
+               "ended with another stop reason than cancelled"),
+    OracleInfo("close.turn-unanswered", "MUST", "SES-AGENT-CLOSE-CANCELS-MUST",
+               "a session/close accepted while the model was thinking, and the session's "
+               "session/prompt never answered"),
+    OracleInfo("cancel-request.unanswered", "MUST", "CANCELREQ-AGENT-ANSWER-MUST",
+               "a $/cancel_request of a session/prompt still unanswered, and the prompt never "
+               "answered (neither a result nor -32800)"),
     OracleInfo("turn.silent-failure", "SHOULD", "ACPFUZZ-FAILURE-VISIBLE-SHOULD",
                "a turn whose model request failed, and that never got an answer, ended with "
                "end_turn and nothing said"),

@@ -142,7 +142,7 @@ class Lifecycle:
         h = step.get("session")
         if op == "prompt" and self.deleted(h):
             # A plain turn of a deleted session: sent to see it refused.
-            return not (step.get("fault") or step.get("busy"))
+            return not (step.get("fault") or step.get("busy") or step.get("during"))
         if need == "exists" and not self.exists(h):
             return False
         if need == "open" and not self.is_open(h):
@@ -175,6 +175,8 @@ class Lifecycle:
             self.gone.discard(step["new"])
         elif op == "prompt" and self.exists(h):
             self.sessions[h].talked = True
+            # A close sent during the turn: the step's answer is the close's.
+            self.sessions[h].closed = self.sessions[h].closed or step.get("during") == "close"
         elif op == "compact" and self.exists(h):
             self.sessions[h].talked = step.get("by") != "command"
         elif op in ("load", "resume") and self.exists(h):

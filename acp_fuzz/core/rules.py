@@ -377,6 +377,39 @@ RULES: tuple[Rule, ...] = (
        "notification, even if the cancellation causes exceptions in underlying operations.",
        "a prompt cancelled mid-turn answered with an error",
        ("cancel.error", "bug:cancel-errors")),
+    _r("CANCEL-AGENT-STOP-SHOULD", SCHEMA, "CancelNotification",
+       "Upon receiving this notification, the Agent SHOULD:\n- Stop all language model "
+       "requests as soon as possible\n- Abort all tool call invocations in progress\n- Send "
+       "any pending `session/update` notifications\n- Respond to the original "
+       "`session/prompt` request with the `cancelled` stop reason",
+       "a session/cancel (or a session/close, which cancels “as if session/cancel was "
+       "called”) written while the turn's model request was held open, so while the model was "
+       "thinking, and the turn then ended with another stop reason than cancelled: the work "
+       "went on. StopReason \"cancelled\" says this stop reason MUST be returned; the "
+       "notification's own list says SHOULD, and acp-fuzz takes the lower of the two. A "
+       "cancel that arrives after the turn ended owes nothing, so only a held turn is judged",
+       ("cancel.turn-kept", "bug:cancel-ignored-mid-turn"),
+       ("close.turn-kept", "bug:close-keeps-turn")),
+    _r("SES-AGENT-CLOSE-CANCELS-MUST", SCHEMA, "CloseSessionRequest",
+       "If supported, the agent **must** cancel any ongoing work related to the session\n"
+       "(treat it as if `session/cancel` was called) and then free up any resources\n"
+       "associated with the session.",
+       "a session/close accepted while a turn of the session ran (its model request held "
+       "open), and the turn's session/prompt never answered: cancelled work still answers "
+       "its prompt (StopReason \"cancelled\"), and a prompt left unanswered was neither "
+       "cancelled nor finished",
+       ("close.turn-unanswered", "bug:close-drops-turn")),
+    _r("CANCELREQ-AGENT-ANSWER-MUST", SCHEMA, "CancelRequestNotification",
+       "Upon receiving this notification, the receiver:\n\n1. MAY cancel the corresponding "
+       "request activity and all nested activities\n2. MAY send any pending notifications.\n"
+       "3. MUST send one of these responses for the original request:\n  - Valid response "
+       "with appropriate data (partial results or cancellation marker)\n  - Error response "
+       "with code `-32800` (Cancelled)",
+       "a $/cancel_request of a session/prompt still unanswered (v1; its model request held "
+       "open) after which the prompt is never answered. Ignoring the notification is allowed "
+       "(the protocol's $/ notifications may be ignored); dropping the request is not. A "
+       "request answered before the cancel came owes nothing",
+       ("cancel-request.unanswered", "bug:cancel-request-unanswered")),
     _r("CANCEL-CLIENT-PERMISSION-MUST", SCHEMA, "RequestPermissionOutcome \"cancelled\"",
        "When a client sends a `session/cancel` notification to cancel an ongoing prompt turn, "
        "it MUST respond to all pending `session/request_permission` requests with this "

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPACT_BY",
     "COMPACT_COMMAND",
+    "DURING",
     "FAULTS",
     "INVALID_METHODS",
     "OPS",
@@ -76,6 +77,12 @@ COMPACT_BY = ("command", "usage", "overflow")
 #: answer.
 FAULTS = ("server-error", "rate-limited", "overloaded", "connection-closed", "stream-cut",
           "not-json", "slow-first-byte")
+#: What a ``prompt`` step's ``during`` sends while the turn's first model request is held
+#: open by the fake model (the model is thinking, deterministically): ``cancel`` a
+#: ``session/cancel`` of the session, ``close`` a ``session/close`` of it, ``cancel-request``
+#: a ``$/cancel_request`` of the turn's own ``session/prompt``. The hold is then released and
+#: the turn (and the close) awaited; a ``during`` verdict says what came of each.
+DURING = ("cancel", "close", "cancel-request")
 #: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
 #: advertises it (claude-agent-acp, codex-acp and the reference agent name it so).
 COMPACT_COMMAND = "compact"
@@ -101,7 +108,7 @@ _PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra", "mcp"})
 _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
     "new": frozenset({"session", "cwd"}) | _PROMPT_KEYS,
-    "prompt": frozenset({"session", "fault"}),
+    "prompt": frozenset({"session", "fault", "during"}),
     "load": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "resume": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "fork": frozenset({"session", "new"}) | _PROMPT_KEYS | _DIR_KEYS,
@@ -231,6 +238,9 @@ def validate_step(step: Any) -> dict[str, Any]:
     if "fault" in step and step["fault"] not in FAULTS:
         raise ValueError(f"step 'prompt': 'fault' must be one of {', '.join(FAULTS)}, "
                          f"got {_short(step['fault'])}")
+    if "during" in step and (step["during"] not in DURING or "fault" in step):
+        raise ValueError(f"step 'prompt': 'during' must be one of {', '.join(DURING)} (and "
+                         f"comes without a 'fault'), got {_short(step['during'])}")
     if "systemPrompt" in step:
         _check_prompt(op, step["systemPrompt"], 0)
     if "_meta" in step:
@@ -427,6 +437,11 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
     if op == "prompt" and "fault" in step:
         return (f"session/prompt {step['session']} (its first model request fails once: "
                 f"{step['fault']})")
+    if op == "prompt" and "during" in step:
+        sent = {"cancel": f"session/cancel {step['session']}",
+                "close": f"session/close {step['session']}",
+                "cancel-request": "$/cancel_request of the prompt"}.get(step["during"], "?")
+        return f"session/prompt {step['session']} (and {sent} while its model request is held)"
     if op == "prompt":
         return f"session/prompt {step['session']}"
     if op in ("close", "delete"):

@@ -58,6 +58,7 @@ from acp_fuzz.engine.agent_setup import AgentSetup, Compaction, Facts
 from acp_fuzz.engine.client_policy import ClientPolicy
 from acp_fuzz.engine.deadlines import Deadlines
 from acp_fuzz.engine.gateway import Gateway
+from acp_fuzz.engine.gateway.faults import Hold
 from acp_fuzz.engine.sandbox import Sandbox, SandboxError, agent_command
 from acp_fuzz.engine.transport import AgentProcess, AgentStartError, Expectation, Pending, Reply
 
@@ -735,9 +736,12 @@ class Run:
         return _TurnWait(ends.request, idle)
 
     def _do_prompt(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        """A turn. With a ``fault``, the gateway fails the turn's first model request once
-        (:meth:`Gateway.fail_next`: a retry gets the normal answer); a ``fault`` verdict
+        """A turn. With a ``during``, see :meth:`_held`. With a ``fault``, the gateway
+        fails the turn's first model request once (:meth:`Gateway.fail_next`: a retry gets
+        the normal answer); a ``fault`` verdict
         says how many requests it failed (``faulted``: 0 when the turn never asked)."""
+        if "during" in step:
+            return self._held(step, ann)
         fault = step.get("fault")
         if fault is not None:
             assert self.gateway is not None
@@ -754,6 +758,69 @@ class Run:
                                             "outcome": out.outcome, "fault": fault,
                                             "faulted": faulted})
         return out
+
+    def _held(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """A turn with a request sent while the model is thinking: the gateway holds the
+        turn's first model request open (:meth:`Gateway.hold_next`); once it has arrived,
+        ``during`` (:data:`~acp_fuzz.core.steps.DURING`) is written, and after a short
+        settle (:data:`SETTLE_S`, for an agent that reacts at once, cut short by the answers
+        it waits for) the request is let go and the turn, and a close's answer, are awaited.
+        A turn that never asked the model (refused, or answered at once) gets nothing sent
+        during it. A ``during`` verdict records what was sent, whether the prompt was still
+        unanswered then, and how the turn and the close ended; the step's outcome is the
+        close's for ``close``, else the turn's (a ``-32800`` answer to a cancelled request is
+        a turn that stopped as ``cancelled``)."""
+        handle, what = step["session"], step["during"]
+        assert self.gateway is not None
+        hold = self.gateway.hold_next(session=handle)
+        side: Pending | None = None
+        try:
+            turn = self._send_turn(handle, ann)
+            request = turn if isinstance(turn, Pending) else turn.request
+            held = self._wait_held(hold, turn)
+            pending = held and not request.done
+            if held:
+                side = self._send_during(what, handle, request.id)
+                _settle(turn if side is None else side, SETTLE_S)
+        finally:
+            hold.release()  # lets the held request go (once taken, the plan is no longer armed)
+            self.gateway.disarm(handle)  # or drops it, never taken
+        ended = self._await(turn, "session/prompt", self.spec.request_timeout)
+        closed = self._await(side, "session/close", self.spec.request_timeout) \
+            if side is not None else None
+        record: dict[str, Any] = {"step": self._step_index - 1, "what": "during",
+                                  "during": what, "held": held, "pending": pending,
+                                  "turn": _ending(ended)}
+        if closed is not None:
+            record["close"] = _ending(closed)
+        self.history.append("verdict", record)
+        if what == "close" and closed is not None:
+            return self._reply_outcome(closed)
+        if ended.outcome == "error" and isinstance(ended.error, Mapping) \
+                and ended.error.get("code") == REQUEST_CANCELLED and what != "close":
+            ended = Reply("ok", result={"stopReason": "cancelled"}, id=ended.id)
+        return self._reply_outcome(ended)
+
+    def _wait_held(self, hold: Hold, turn: Pending | _TurnWait) -> bool:
+        """Whether the held model request arrived before the turn ended without it (a
+        refused turn never asks the model), the agent died or the request timeout passed."""
+        until = time.monotonic() + self.spec.request_timeout
+        while not hold.wait_arrived(HELD_POLL_S):
+            if _turn_over(turn) or self.dead or time.monotonic() > until:
+                return hold.arrived
+        return True
+
+    def _send_during(self, what: str, handle: str, request_id: Any) -> Pending | None:
+        """Write ``what`` for session ``handle`` (whose ``session/prompt`` is
+        ``request_id``); a close is a request, whose pending answer is returned."""
+        sid = self.sessions[handle].agent_id
+        if what == "close":
+            return self.agent.send_request("session/close", {"sessionId": sid})
+        if what == "cancel":
+            self.agent.notify("session/cancel", {"sessionId": sid})
+        else:
+            self.agent.notify("$/cancel_request", {"requestId": request_id})
+        return None
 
     def _do_compact(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """Make the agent compact session ``H``, and wait for the turn that does it.
@@ -923,6 +990,42 @@ def mcp_servers(step: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
 REQUEST_CANCELLED = -32800
+#: How long a held turn's request stays held after ``during`` was written, at most: an agent
+#: that reads its input while the model is thinking acts on it in this time (the turn's or
+#: the close's answer ends the wait at once); one that reads it only after the model answered
+#: costs this much a held turn.
+SETTLE_S = 0.5
+#: How often a held turn looks whether its prompt was answered before its model request came.
+HELD_POLL_S = 0.02
+
+
+def _turn_over(turn: Pending | _TurnWait) -> bool:
+    """Whether a turn in flight has ended: v1's answer came; in v2 the answer refused it, or
+    its idle ``state_update`` came."""
+    if isinstance(turn, Pending):
+        return turn.done
+    if turn.idle.event.is_set():
+        return True
+    return turn.request.done and turn.request.wait(0, give_up=False).outcome != "ok"
+
+
+def _settle(pending: Pending | _TurnWait, seconds: float) -> None:
+    """Wait up to ``seconds`` for ``pending``'s answer (a v2 turn: its end), leaving it in
+    flight."""
+    if isinstance(pending, Pending):
+        pending.wait(seconds, give_up=False)
+    else:
+        pending.idle.event.wait(seconds)
+
+
+def _ending(reply: Reply) -> dict[str, Any]:
+    """How a request of a held turn ended, for its ``during`` verdict."""
+    out: dict[str, Any] = {"outcome": reply.outcome}
+    if isinstance(reply.result, Mapping) and "stopReason" in reply.result:
+        out["stopReason"] = reply.result["stopReason"]
+    if isinstance(reply.error, Mapping) and isinstance(reply.error.get("code"), int):
+        out["code"] = reply.error["code"]
+    return out
 
 
 class _TurnEnd:

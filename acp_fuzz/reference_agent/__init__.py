@@ -252,6 +252,22 @@ client prompt texts.
     A prompt whose ``session/cancel`` the agent sees is answered ``-32603`` instead of the
     stop reason ``cancelled``. 2 steps: new A; prompt A with a cancel right behind it →
     ``-32603`` (``cancel.error``, MUST).
+``cancel-ignored-mid-turn``
+    A ``session/cancel`` that arrives while the model is answering is not looked for: the
+    turn ends ``end_turn``. 2 steps: new A; prompt A with a cancel sent while its model
+    request is held → ``end_turn`` (``cancel.turn-kept``, SHOULD).
+``close-keeps-turn``
+    A ``session/close`` that arrives while the model is answering does not cancel the turn.
+    2 steps: new A; prompt A with a close sent while its model request is held →
+    ``end_turn`` (``close.turn-kept``, SHOULD).
+``close-drops-turn``
+    The same close ends the turn without ever answering its ``session/prompt``. 2 steps
+    (v1): → no answer (``close.turn-unanswered``, MUST).
+``cancel-request-unanswered``
+    A ``$/cancel_request`` of the running ``session/prompt`` drops it: never answered. 2
+    steps (v1): new A; prompt A with its ``$/cancel_request`` sent while its model request is
+    held → no answer (``cancel-request.unanswered``, MUST). The correct agent answers
+    ``-32800``.
 ``turn-fails-on-64k``
     A client text over 65536 characters is accepted, and every turn of the session then
     fails with ``-32603``. 2 steps: new A (append a 65537+ character text); prompt A →

@@ -151,6 +151,15 @@ BUGS: dict[str, str] = {
     "system message",
     "cancel-errors": "a prompt whose session/cancel the agent sees is answered with -32603 "
     "instead of the stop reason cancelled",
+    "cancel-ignored-mid-turn": "a session/cancel that arrives while the model is answering is "
+    "not looked for: the turn ends end_turn (one that came before the model call still stops "
+    "it)",
+    "close-keeps-turn": "a session/close that arrives while the model is answering does not "
+    "cancel the turn: it ends end_turn, its answer kept",
+    "close-drops-turn": "a session/close that arrives while the model is answering ends the "
+    "turn without ever answering its session/prompt",
+    "cancel-request-unanswered": "a $/cancel_request of the running session/prompt (v1) drops "
+    "the request: it is never answered, neither with a result nor with -32800",
     "turn-fails-on-64k": "a client text over 65536 characters is accepted, and every turn of "
     "the session then fails with -32603",
     "cold-load-keeps-old": "after a restart, a load or resume that changes the prompt is "
@@ -303,6 +312,7 @@ INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
+REQUEST_CANCELLED = -32800  # the answer to a request cancelled by $/cancel_request
 RESOURCE_NOT_FOUND = -32002
 UNSUPPORTED_VERSION = -32022  # v2 only: no supported version at or below the offer
 
@@ -536,6 +546,8 @@ class Agent:
         send: Callable[[dict[str, Any]], None],
         cancelled: Callable[[str], bool] = lambda _session_id: False,
         reattaching: Callable[[str], bool] = lambda _session_id: False,
+        closing: Callable[[str], bool] = lambda _session_id: False,
+        request_cancelled: Callable[[Any], bool] = lambda _request_id: False,
         bugs: Iterable[str] = (),
         log: Callable[[str], None] = lambda _line: None,
         dialect: str = "standard",
@@ -550,6 +562,11 @@ class Agent:
         # single-threaded: one that arrived during a turn is read after it), and the
         # sessions that had one arrive while a turn of theirs ran.
         self.reattaching = reattaching
+        # Whether a session/close of a session, or a $/cancel_request of a request, is waiting
+        # in the pipe, and the request being answered (None: a notification, or none).
+        self.closing = closing
+        self.request_cancelled = request_cancelled
+        self.request_id: Any = None
         self.busy: set[str] = set()
         self.bugs = frozenset(bugs)  # the planted defects (--bug, repeatable)
         self.variants = frozenset(variants)  # correct variants (--variant)
@@ -653,6 +670,7 @@ class Agent:
             return
         self.log(f"<- {method} id={short(request_id)}")
         self.after_reply = None
+        self.request_id = request_id
         try:
             result = self.dispatch(method, params)
         except NoAnswer:
@@ -1465,8 +1483,9 @@ class Agent:
             return "end_turn"  # BUG(fault-ends-silently): a failed turn must say so
         if self.reattaching(session_id):  # it arrived while the model was answering
             self.busy.add(session_id)
-        if self.cancelled(session_id):  # the cancel arrived while the model was answering
-            return self._cancelled()
+        stopped = self._stopped_mid_turn(session_id, message_id is not None)
+        if stopped is not None:
+            return stopped
         asked = {"role": "user", "content": user_text}
         answered = {"role": "assistant", "content": reply}
         reply_id = self._say(session, reply, message_id)
@@ -1482,6 +1501,25 @@ class Agent:
                                       "title": session.title})
         self.store.save(session)
         return "end_turn"
+
+    def _stopped_mid_turn(self, session_id: str, v2: bool) -> str | None:
+        """The stop reason of a turn that what arrived while the model was answering stops
+        (``None``: it goes on): a ``session/cancel``, a ``session/close`` of its session
+        (which cancels ongoing work as if ``session/cancel`` had been sent), or (v1, where
+        the prompt is still unanswered) a ``$/cancel_request`` of its ``session/prompt``,
+        answered ``-32800``. The answer of a cancelled turn is not stored."""
+        if self.cancelled(session_id) and "cancel-ignored-mid-turn" not in self.bugs:
+            return self._cancelled()
+        if self.closing(session_id):
+            if "close-drops-turn" in self.bugs:
+                raise NoAnswer  # BUG(close-drops-turn): a cancelled turn is still answered
+            if "close-keeps-turn" not in self.bugs:  # BUG(close-keeps-turn) goes on
+                return self._cancelled()
+        if not v2 and self.request_id is not None and self.request_cancelled(self.request_id):
+            if "cancel-request-unanswered" in self.bugs:
+                raise NoAnswer  # BUG(cancel-request-unanswered): it must still be answered
+            raise RpcError(REQUEST_CANCELLED, "Request cancelled")
+        return None
 
     def _cancelled(self) -> str:
         """The stop reason of a cancelled turn."""
@@ -1683,6 +1721,30 @@ class LineReader:
         """Whether a ``session/cancel`` for ``session_id`` has arrived but is not processed yet."""
         return self._waiting(session_id, ("session/cancel",), request=False)
 
+    def close_waiting(self, session_id: str) -> bool:
+        """Whether a ``session/close`` of ``session_id`` has arrived but is not processed
+        yet."""
+        return self._waiting(session_id, ("session/close",), request=True)
+
+    def cancel_request_waiting(self, request_id: Any) -> bool:
+        """Whether a ``$/cancel_request`` of the request ``request_id`` has arrived but is
+        not processed yet (the notification then goes by as one this agent ignores)."""
+        self._waiting("", (), request=False)  # reads what the pipe holds
+        for line in bytes(self._buf).split(b"\n"):
+            if b"$/cancel_request" not in line:
+                continue
+            try:
+                message = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            if not isinstance(message, dict) or "id" in message \
+                    or message.get("method") != "$/cancel_request":
+                continue
+            params = message.get("params")
+            if isinstance(params, dict) and params.get("requestId") == request_id:
+                return True
+        return False
+
     def reattach_waiting(self, session_id: str) -> bool:
         """Whether a ``session/load`` or ``session/resume`` of ``session_id`` has arrived but
         is not processed yet."""
@@ -1806,6 +1868,8 @@ def main(argv: list[str] | None = None) -> int:
         send=send,
         cancelled=reader.cancel_waiting,
         reattaching=reader.reattach_waiting,
+        closing=reader.close_waiting,
+        request_cancelled=reader.cancel_request_waiting,
         bugs=args.bug,
         log=log,
         dialect=args.dialect,

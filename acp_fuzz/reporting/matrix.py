@@ -109,6 +109,9 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
      "what initialize advertises holds: in every process, for every advertised method"),
     ("CANCEL-AGENT-STOPREASON-MUST", "a cancelled turn ends with stopReason cancelled"),
+    ("CANCEL-AGENT-STOP-SHOULD", "a cancel or close while the model thinks stops the turn"),
+    ("SES-AGENT-CLOSE-CANCELS-MUST", "a close while the model thinks still answers the turn"),
+    ("CANCELREQ-AGENT-ANSWER-MUST", "a $/cancel_request of a prompt still answers it"),
     ("ACPFUZZ-FAILURE-VISIBLE-SHOULD", "a failed model call does not end the turn silently"),
     ("SES-AGENT-BASELINE-MUST", "the agent answers, and does not crash or hang"),
     ("FR-WIRE-NDJSON-MUST", "every message is well-formed JSON-RPC on one line"),
@@ -130,7 +133,8 @@ _RANK = ("fail", "flaky", "unconfirmed")
 _PROMPT_FREE = frozenset({"ACPFUZZ-CONVERSATION-KEPT-MUST", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
                           "ACPFUZZ-LIST-IDS-SHOULD", "ACPFUZZ-DELETE-LIVE-MAY",
                           "ACPFUZZ-FAILURE-VISIBLE-SHOULD", "ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
-                          "CANCEL-AGENT-STOPREASON-MUST",
+                          "CANCEL-AGENT-STOPREASON-MUST", "CANCEL-AGENT-STOP-SHOULD",
+                          "SES-AGENT-CLOSE-CANCELS-MUST", "CANCELREQ-AGENT-ANSWER-MUST",
                           "SES-AGENT-BASELINE-MUST", "FR-WIRE-NDJSON-MUST"})
 #: Rules about a prompt on load, resume or fork (a changed, re-sent or omitted one).
 _LIFECYCLE = frozenset({"SP-LIFECYCLE-CHANGE-SHOULD", "SP-LIFECYCLE-DEFER-MAY",
@@ -511,6 +515,8 @@ def _not_applicable(rule: str, caps: Mapping[str, Any]) -> str | None:
         return "session/list, or a load or resume, not advertised"
     if rule == "ACPFUZZ-DELETE-LIVE-MAY" and not caps.get("delete"):
         return "session/delete not advertised"
+    if rule == "SES-AGENT-CLOSE-CANCELS-MUST" and not caps.get("close"):
+        return "session/close not advertised"
     return None
 
 

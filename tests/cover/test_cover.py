@@ -95,9 +95,12 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # its bound: 16 before the valid payloads, vendor carriers and pairs of ops (issue #36),
     # 32 before the faulted turns (one example of 9 steps, issue #32), 33 before a changed
     # prompt on the first reattach after a restart, 34 before the scope example and 35 before
-    # the MCP example, 36 before a turn came before the rejected reattaches (issue #33).
-    assert len(covering_examples(REFERENCE)) == 37
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 344
+    # the MCP example, 36 before a turn came before the rejected reattaches (issue #33), 37
+    # before the turns with a cancel, a $/cancel_request and a close sent while the model is
+    # thinking (one example of 5 steps, issue #32).
+    assert len(covering_examples(REFERENCE)) == 38
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 349
+    assert {"during:cancel", "during:cancel-request", "during:close"} <= set(keys)
 
 
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:

@@ -19,7 +19,10 @@ Each module judges one kind of promise, and registers its checks on import, in t
 - :mod:`.scope`: what a prompt must not change beside the instructions (``scope.*``);
 - :mod:`.mcp`: the MCP servers a session names (``mcp.*``);
 - :mod:`.capabilities`: what ``initialize`` advertised holds (``capability.*``);
-- :mod:`.faults`: a turn whose model request failed ends visibly (``turn.silent-failure``).
+- :mod:`.faults`: a turn whose model request failed ends visibly (``turn.silent-failure``);
+- :mod:`.during`: a cancel, a close or a ``$/cancel_request`` sent while the model is
+  thinking stops the turn and leaves its prompt answered (``cancel.turn-kept``,
+  ``close.*``, ``cancel-request.unanswered``).
 
 A built-in check sees an event before the session tracker applies it
 (:class:`acp_fuzz.core.checks.Judge`): the state the event met, and the tracker's record of
@@ -39,12 +42,13 @@ from acp_fuzz.core.builtin import isolation
 from acp_fuzz.core.builtin import replayed
 from acp_fuzz.core.builtin import turns
 from acp_fuzz.core.builtin import faults
+from acp_fuzz.core.builtin import during
 from acp_fuzz.core.builtin import capabilities
 from acp_fuzz.core.builtin import scope
 from acp_fuzz.core.builtin import mcp
 # isort: on
 
 __all__ = [
-    "capabilities", "faults", "isolation", "lifecycle", "listing", "mcp", "payload",
+    "capabilities", "during", "faults", "isolation", "lifecycle", "listing", "mcp", "payload",
     "protocol", "replayed", "scope", "turns",
 ]

@@ -77,6 +77,8 @@ def _answer(j: Judge, r: Reply) -> None:
     if outcome is not None:
         j.judge_as("agent.hang")
         j.judge_as("agent.crash")
+    if outcome == "timeout" and args.get("during") == "cancel-request":
+        return  # a prompt its $/cancel_request left unanswered: cancel-request.unanswered
     if outcome == "timeout":
         beside = " (or to the turn running beside it)" if args.get("busy") else ""
         j.report_as("agent.hang", f"no answer to {said(proto, op)}{beside} within the timeout",
@@ -93,7 +95,8 @@ def _answer(j: Judge, r: Reply) -> None:
     if outcome == "error" and isinstance(d.get("error"), Mapping) and "harness" in d["error"]:
         j.report_as("protocol.malformed", f"{op}: {d['error']['harness']}",
                     rule="FR-WIRE-NDJSON-MUST", session=args.get("session"))
-    if op == "cancel" and r.live and r.answered and not _refused_before(j, args):
+    cancelled = op == "cancel" or args.get("during") in ("cancel", "cancel-request")
+    if cancelled and r.live and r.answered and not _refused_before(j, args):
         # Only a session this agent process has open: after a restart (not loaded again) or
         # a close, the prompt is about an unknown session and an error is the right answer.
         j.judge_as("cancel.error")

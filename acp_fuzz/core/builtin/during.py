@@ -1,0 +1,85 @@
+"""What a request sent while the model is thinking must do to the turn (pure).
+
+A ``prompt`` step with ``during`` (:data:`acp_fuzz.core.steps.DURING`) has the fake model
+hold the turn's first model request open, writes a ``session/cancel``, a ``session/close`` or
+a ``$/cancel_request`` of the turn's ``session/prompt``, then lets the model answer. Its
+``during`` verdict says whether the request was held (a turn that never asked the model is
+not judged: nothing was sent during it), whether the prompt was still unanswered when the
+request went out, and how the turn (and the close) ended:
+
+- ``cancel.turn-kept`` (SHOULD, CANCEL-AGENT-STOP-SHOULD): after a held ``session/cancel``
+  the turn ended with another stop reason than ``cancelled``. An error answer is
+  ``cancel.error``'s (:mod:`.protocol`), judged for the step's answer as for every cancel.
+- ``close.turn-kept`` (SHOULD, CANCEL-AGENT-STOP-SHOULD) and ``close.turn-unanswered``
+  (MUST, SES-AGENT-CLOSE-CANCELS-MUST): after a ``session/close`` the agent accepted, the
+  turn ended with another stop reason than ``cancelled``, or never answered. A refused close
+  leaves the session open, and its turn may run on: not judged.
+- ``cancel-request.unanswered`` (MUST, CANCELREQ-AGENT-ANSWER-MUST): the prompt, unanswered
+  when its ``$/cancel_request`` went out, never answered. A result of any kind, or
+  ``-32800``, holds; in v2 the prompt is answered once its message is inserted, before the
+  model is asked, so its cancel owes nothing.
+
+A turn that errs after a failure of the agent's own (its process died) is ``agent.crash``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from acp_fuzz.core.checks import Judge, builtin
+from acp_fuzz.core.history import Event
+
+__all__ = ["during"]
+
+#: How each request sent during a turn is named in a message.
+_SENT = {"cancel": "session/cancel", "close": "session/close",
+         "cancel-request": "$/cancel_request of its session/prompt"}
+
+
+@builtin("cancel.turn-kept", "close.turn-kept", "close.turn-unanswered",
+         "cancel-request.unanswered")
+def during(j: Judge, ev: Event) -> None:
+    """A ``during`` verdict, against what the turn and the close answered."""
+    d = ev.data
+    if ev.kind != "verdict" or d.get("what") != "during" or not d.get("held"):
+        return
+    what, handle = d.get("during"), j.tracker.args.get("session")
+    turn = _mapping(d.get("turn"))
+    said = f"session {handle}: a {_SENT.get(str(what), what)} sent while the model was thinking"
+    if what == "cancel-request":
+        _cancel_request(j, d, turn, said)
+    elif what == "close":
+        if _mapping(d.get("close")).get("outcome") != "ok":
+            return  # refused (or never answered: agent.hang's): the session may run on
+        j.judge_as("close.turn-unanswered")
+        j.judge_as("close.turn-kept")
+        if turn.get("outcome") == "timeout":
+            j.report_as("close.turn-unanswered", f"{said} was accepted, and the turn's "
+                        "session/prompt was never answered", session=handle)
+        else:
+            _kept(j, "close.turn-kept", turn, f"{said} was accepted", handle)
+    elif what == "cancel":
+        j.judge_as("cancel.turn-kept")
+        _kept(j, "cancel.turn-kept", turn, said, handle)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _cancel_request(j: Judge, d: Mapping[str, Any], turn: Mapping[str, Any], said: str) -> None:
+    if not d.get("pending"):
+        return  # answered before the cancel went out: nothing is owed
+    j.judge_as("cancel-request.unanswered")
+    if turn.get("outcome") == "timeout":
+        j.report_as("cancel-request.unanswered", f"{said}, and the prompt was never answered "
+                    "(neither a result nor -32800)", session=j.tracker.args.get("session"))
+
+
+def _kept(j: Judge, oracle: str, turn: Mapping[str, Any], said: str, handle: Any) -> None:
+    """The turn answered with a stop reason other than ``cancelled``: the work went on."""
+    reason = turn.get("stopReason")
+    if turn.get("outcome") == "ok" and isinstance(reason, str) and reason != "cancelled":
+        j.report_as(oracle, f"{said}, and the turn ended with stop reason {reason!r}, not "
+                    "'cancelled'", session=handle, stopReason=reason)

@@ -1,0 +1,103 @@
+"""Finds and shrinks the planted bugs of a request sent while the model is thinking (issue
+#32 §2), at seeds 1-3 (a covering example sends each kind at every seed), and replays each
+cassette deterministically: FAILED with the bug, FIXED without. The correct reference agent,
+which peeks at its input after the model answers, is clean under every kind, in v1 and v2.
+
+* ``cancel-ignored-mid-turn``: a ``session/cancel`` written while the turn's model request is
+  held is not looked for: ``end_turn``, ``cancel.turn-kept`` (SHOULD).
+* ``close-keeps-turn``: a ``session/close`` then does not cancel the turn: ``end_turn``,
+  ``close.turn-kept`` (SHOULD).
+* ``close-drops-turn``: the close ends the turn unanswered: ``close.turn-unanswered`` (MUST).
+* ``cancel-request-unanswered``: a ``$/cancel_request`` of the prompt drops it:
+  ``cancel-request.unanswered`` (MUST).
+
+Each shrinks to two steps: ``new A``, and the turn with the request sent during it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_fuzz.core.history import History
+from acp_fuzz.engine.campaign import CampaignSettings, calibrate, run_campaign, run_steps
+from acp_fuzz.engine.gateway import Gateway
+from acp_fuzz.engine.replay import replay_cassette
+from acp_fuzz.engine.runner import TargetSpec
+
+pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
+
+#: bug -> (oracle, severity, what the shrunk turn sends during it).
+BUGS = {
+    "cancel-ignored-mid-turn": ("cancel.turn-kept", "SHOULD", "cancel"),
+    "close-keeps-turn": ("close.turn-kept", "SHOULD", "close"),
+    "close-drops-turn": ("close.turn-unanswered", "MUST", "close"),
+    "cancel-request-unanswered": ("cancel-request.unanswered", "MUST", "cancel-request"),
+}
+
+
+def argv(*bugs: str) -> list[str]:
+    out = [sys.executable, "-m", "acp_fuzz.reference_agent"]
+    for bug in bugs:
+        out += ["--bug", bug]
+    return out
+
+
+def reference(*bugs: str, protocol: str = "1") -> TargetSpec:
+    # A short timeout: two of the bugs leave a prompt unanswered, and the shrinker meets
+    # that hang again at every trial that keeps it.
+    spec = TargetSpec.from_command(argv(*bugs), protocol=protocol)
+    return dataclasses.replace(spec, request_timeout=5.0)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
+        bug: str, seed: int, tmp_path: Path, no_orphans: object) -> None:
+    oracle, severity, during = BUGS[bug]
+    result = run_campaign(reference(bug), CampaignSettings(
+        cassette_dir=tmp_path, max_failures=1, seed=seed, strict=severity == "SHOULD"))
+    assert result.reports, f"{bug} not found in {result.examples_run} examples"
+    report = result.reports[0]
+    assert report.status == "failed" and report.reproduced == report.runs == 3
+    (f,) = [f for f in report.findings if f.oracle == oracle]
+    assert f.severity == severity
+    assert [(s["op"], s.get("during")) for s in report.steps] == [
+        ("new", None), ("prompt", during)], report.steps
+    assert report.cassette is not None
+    if seed == 1:  # the cassette is the same at every seed: replay one
+        again = replay_cassette(report.cassette, target=argv(bug), runs=2)
+        assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
+        fixed = replay_cassette(report.cassette, target=argv())
+        assert fixed.verdict == "FIXED", fixed.line()
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_the_correct_reference_agent_is_clean_under_every_request_during_a_turn(
+        protocol: str, no_orphans: object) -> None:
+    spec = reference(protocol=protocol)
+    steps = [{"op": "new", "session": "A", "systemPrompt": {"mode": "append", "content": [
+        {"type": "text", "text": "Review every change for injection flaws first."}]}},
+        {"op": "prompt", "session": "A", "during": "cancel"},
+        {"op": "prompt", "session": "A", "during": "cancel-request"},
+        {"op": "prompt", "session": "A"},
+        {"op": "prompt", "session": "A", "during": "close"}]
+    with Gateway(History()) as gateway:
+        _, _, baseline = calibrate(spec, gateway=gateway)
+        history, findings = run_steps(spec, steps, baseline=baseline, gateway=gateway)
+    assert [f for f in findings if f.severity != "info"] == []
+    verdicts = [e.data for e in history.events
+                if e.kind == "verdict" and e.data.get("what") == "during"]
+    # Each was sent while the model request was held, and each turn stopped as cancelled
+    # (the $/cancel_request: -32800 in v1, where the prompt was still unanswered; in v2 the
+    # prompt was answered before the model was asked, and the turn ran on).
+    assert [(v["during"], v["held"], v["pending"]) for v in verdicts] == [
+        ("cancel", True, protocol == "1"), ("cancel-request", True, protocol == "1"),
+        ("close", True, protocol == "1")]
+    ends = [v["turn"].get("stopReason", v["turn"].get("code")) for v in verdicts]
+    assert ends == (["cancelled", -32800, "cancelled"] if protocol == "1"
+                    else ["cancelled", "end_turn", "cancelled"])
+    assert verdicts[2]["close"] == {"outcome": "ok"}
