@@ -37,14 +37,13 @@ from acp_fuzz.cli.options import (
     enter_sandbox_net,
     require_bwrap,
 )
-from acp_fuzz.cli.target import parse_reports
+from acp_fuzz.cli.target import parse_reports, passed_secrets
 from acp_fuzz.core.errors import CassetteError, HarnessError
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.scenarios import DEFAULT_TIMEOUT, Scenario, ScenarioError, parse_scenario
-from acp_fuzz.core.scrub import env_secrets
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.client_campaign import ClientCampaignResult
+    from acp_fuzz.engine.client_campaign import ClientCampaignResult, ClientSettings
 
 __all__ = ["client", "replay_client_cassette"]
 
@@ -76,71 +75,80 @@ def _scenario(command: Sequence[str], steps: Sequence[str], scenario_file: Path 
     return sc
 
 
+# The arguments and options of ``client`` (declared here, not in its signature, so that the
+# command reads as what it does; typer reads them the same either way).
+_COMMAND: Any = typer.Argument(None, metavar="[-- CLIENT-CMD ARGS...]",
+                               help="The client, after --. An argument that is "
+                                    "exactly {agent} becomes the agent's command "
+                                    "line; the client also finds it in "
+                                    "$ACP_FUZZ_AGENT.")
+_MAX_EXAMPLES: Any = typer.Option(50, "--max-examples", "-n", min=1,
+                                  help="How many capability sets to try.")
+_SEED: Any = typer.Option(0, "--seed", help="Seed: the same seed and client give the "
+                                            "same run.")
+_STRICT: Any = typer.Option(False, "--strict", metavar="", help="Fail on SHOULD findings too.")
+_TIMEOUT: Any = typer.Option(None, "--timeout", min=0.1,
+                             help=f"Seconds each step may run (default: the "
+                                  f"scenario's, else {DEFAULT_TIMEOUT:g}).")
+# Not target's ./cassettes: a folder of agent cassettes replays against an agent, and a
+# client cassette there would be one that cannot.
+_CASSETTE_DIR: Any = typer.Option(Path("client-cassettes"), "--cassette-dir",
+                                  help="Where finding cassettes are written.")
+_REPORT: Any = typer.Option([], "--report", help="json:PATH or junit:PATH (repeatable).")
+_REPLAY: Any = typer.Option(None, "--replay", metavar="CASSETTE",
+                            help="The same as `acp-fuzz replay --client "
+                                 "CASSETTE`: FIXED, FAILED or FLAKY.")
+_TRUST_RECORDED_COMMAND: Any = typer.Option(
+    False, "--trust-recorded-command", metavar="",
+    help="With --replay: run the client command and steps the cassette recorded (only "
+         "for cassettes you trust).")
+_PORTABLE: Any = typer.Option(
+    False, "--portable", metavar="",
+    help="Write cassettes without this machine's paths (the Python interpreter becomes "
+         "'python', the run's sandbox '<sandbox>'), to attach to a bug report.")
+_PASS_ENV: Any = typer.Option(
+    [], "--pass-env", metavar="NAME",
+    help="Pass this variable from your environment to the client (repeatable); its "
+         "value is scrubbed from cassettes and reports.")
+_MAX_FAILURES: Any = typer.Option(10, "--max-failures", min=1, metavar="N",
+                                  help="Stop after N distinct failures.")
+_EXITFIRST: Any = typer.Option(False, "--exitfirst", "-x", metavar="",
+                               help="Stop at the first failure.")
+_EXCLUDE_ORACLE: Any = typer.Option(
+    [], "--exclude-oracle", metavar="ID",
+    help="Skip this client oracle's findings (repeatable).")
+_ORACLE: Any = typer.Option(
+    [], "--oracle", metavar="ID",
+    help="Report only this client oracle's findings (repeatable).")
+
+
 @app.command(context_settings={"allow_interspersed_args": False})
 def client(
-    command: list[str] = typer.Argument(None, metavar="[-- CLIENT-CMD ARGS...]",
-                                        help="The client, after --. An argument that is "
-                                             "exactly {agent} becomes the agent's command "
-                                             "line; the client also finds it in "
-                                             "$ACP_FUZZ_AGENT."),
-    max_examples: int = typer.Option(50, "--max-examples", "-n", min=1,
-                                     help="How many capability sets to try."),
-    seed: int = typer.Option(0, "--seed", help="Seed: the same seed and client give the "
-                                               "same run."),
-    strict: bool = typer.Option(False, "--strict", metavar="",
-                                help="Fail on SHOULD findings too."),
+    command: list[str] = _COMMAND,
+    max_examples: int = _MAX_EXAMPLES,
+    seed: int = _SEED,
+    strict: bool = _STRICT,
     step: list[str] = STEP_OPTION,
     scenario_file: Path | None = SCENARIO_OPTION,
-    timeout: float | None = typer.Option(None, "--timeout", min=0.1,
-                                         help=f"Seconds each step may run (default: the "
-                                              f"scenario's, else {DEFAULT_TIMEOUT:g})."),
-    # Not target's ./cassettes: a folder of agent cassettes replays against an agent, and a
-    # client cassette there would be one that cannot.
-    cassette_dir: Path = typer.Option(Path("client-cassettes"), "--cassette-dir",
-                                      help="Where finding cassettes are written."),
-    report: list[str] = typer.Option([], "--report",
-                                     help="json:PATH or junit:PATH (repeatable)."),
-    replay: Path | None = typer.Option(None, "--replay", metavar="CASSETTE",
-                                       help="The same as `acp-fuzz replay --client "
-                                            "CASSETTE`: FIXED, FAILED or FLAKY."),
-    trust_recorded_command: bool = typer.Option(
-        False, "--trust-recorded-command", metavar="",
-        help="With --replay: run the client command and steps the cassette recorded (only "
-             "for cassettes you trust)."),
+    timeout: float | None = _TIMEOUT,
+    cassette_dir: Path = _CASSETTE_DIR,
+    report: list[str] = _REPORT,
+    replay: Path | None = _REPLAY,
+    trust_recorded_command: bool = _TRUST_RECORDED_COMMAND,
     sandbox_net: bool = SANDBOX_NET_OPTION,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
-    portable: bool = typer.Option(
-        False, "--portable", metavar="",
-        help="Write cassettes without this machine's paths (the Python interpreter becomes "
-             "'python', the run's sandbox '<sandbox>'), to attach to a bug report."),
-    pass_env: list[str] = typer.Option(
-        [], "--pass-env", metavar="NAME",
-        help="Pass this variable from your environment to the client (repeatable); its "
-             "value is scrubbed from cassettes and reports."),
-    max_failures: int = typer.Option(10, "--max-failures", min=1, metavar="N",
-                                     help="Stop after N distinct failures."),
-    exitfirst: bool = typer.Option(False, "--exitfirst", "-x", metavar="",
-                                   help="Stop at the first failure."),
-    exclude_oracle: list[str] = typer.Option(
-        [], "--exclude-oracle", metavar="ID",
-        help="Skip this client oracle's findings (repeatable)."),
-    oracle: list[str] = typer.Option(
-        [], "--oracle", metavar="ID",
-        help="Report only this client oracle's findings (repeatable)."),
+    portable: bool = _PORTABLE,
+    pass_env: list[str] = _PASS_ENV,
+    max_failures: int = _MAX_FAILURES,
+    exitfirst: bool = _EXITFIRST,
+    exclude_oracle: list[str] = _EXCLUDE_ORACLE,
+    oracle: list[str] = _ORACLE,
 ) -> None:
     """Test an ACP client: acp-fuzz plays the agent with drawn capability sets and judges
     what the client sends (systemPrompt gating, content, re-sending, gated methods)."""
-    from acp_fuzz.core.client_oracles import CLIENT_CATALOG
-
-    for option, ids in (("--exclude-oracle", exclude_oracle), ("--oracle", oracle)):
-        for oid in ids:
-            if oid not in CLIENT_CATALOG:
-                fail(f"{option}: unknown client oracle {oid!r} (known: "
-                     f"{', '.join(sorted(CLIENT_CATALOG))})")
-    if oracle:
-        exclude_oracle = sorted(set(exclude_oracle) | (set(CLIENT_CATALOG) - set(oracle)))
+    excluded = _excluded_oracles(exclude_oracle, oracle)
     reports = parse_reports(report)
-    secrets = sorted(_passed_secrets(pass_env))
+    secrets = sorted(passed_secrets(pass_env))
     hide(secrets)
     if replay is not None:
         if reports:
@@ -164,23 +172,51 @@ def client(
         require_bwrap()
     enter_sandbox_net(sandbox_net)
 
-    from acp_fuzz.engine.client_campaign import (
-        ClientCampaignEvent,
-        ClientSettings,
-        Confirming,
-        ExampleRan,
-        FailureFound,
-        run_client_campaign,
-    )
+    from acp_fuzz.engine.client_campaign import ClientSettings
 
     hint = _again_options(sc, scenario_file, sandbox_fs=sandbox_fs, sandbox_net=sandbox_net)
     cfg = ClientSettings(max_examples=max_examples, seed=seed, strict=strict,
                          cassette_dir=cassette_dir, max_failures=1 if exitfirst else
                          max_failures, pass_env=tuple(pass_env),
-                         exclude_oracles=tuple(exclude_oracle), replay_hint=hint,
+                         exclude_oracles=excluded, replay_hint=hint,
                          sandbox_fs=sandbox_fs, portable=portable)
     out.print(terminal(f"client: {shlex.join(sc.command) or '(each step is a command line)'}"
                        f"  scenario: {len(sc.steps)} step(s)"), markup=False)
+    t0 = time.monotonic()
+    result = _run(sc, cfg)
+    if result.interrupted:
+        err.print("acp-fuzz: interrupted: writing what was found so far", markup=False)
+    _print(result, time.monotonic() - t0)
+    for kind, path in reports:
+        _write_report(kind, result, path, secrets)
+    raise typer.Exit(result.exit_code)
+
+
+def _excluded_oracles(exclude_oracle: list[str], oracle: list[str]) -> tuple[str, ...]:
+    """The client oracles whose findings are skipped: those ``--exclude-oracle`` names and,
+    with ``--oracle``, every one it does not name; exit 2 for an oracle not known."""
+    from acp_fuzz.core.client_oracles import CLIENT_CATALOG
+
+    for option, ids in (("--exclude-oracle", exclude_oracle), ("--oracle", oracle)):
+        for oid in ids:
+            if oid not in CLIENT_CATALOG:
+                fail(f"{option}: unknown client oracle {oid!r} (known: "
+                     f"{', '.join(sorted(CLIENT_CATALOG))})")
+    if oracle:
+        return tuple(sorted(set(exclude_oracle) | (set(CLIENT_CATALOG) - set(oracle))))
+    return tuple(exclude_oracle)
+
+
+def _run(sc: Scenario, cfg: ClientSettings) -> ClientCampaignResult:
+    """Run the client campaign, its progress said on stderr; exit 2 on a harness or
+    scenario error."""
+    from acp_fuzz.engine.client_campaign import (
+        ClientCampaignEvent,
+        Confirming,
+        ExampleRan,
+        FailureFound,
+        run_client_campaign,
+    )
 
     def on_event(ev: ClientCampaignEvent) -> None:
         if isinstance(ev, ExampleRan) and ev.examples == 1:
@@ -191,22 +227,15 @@ def client(
         elif isinstance(ev, Confirming):
             err.print(terminal(f"  shrunk to {ev.caps.describe()}; confirming"), markup=False)
 
-    t0 = time.monotonic()
     restore = install_interrupt_handlers()
     try:
-        result = run_client_campaign(sc, cfg, on_event)
+        return run_client_campaign(sc, cfg, on_event)
     except HarnessError as e:
         fail(str(e))
     except ScenarioError as e:
         fail(str(e))
     finally:
         restore()
-    if result.interrupted:
-        err.print("acp-fuzz: interrupted: writing what was found so far", markup=False)
-    _print(result, time.monotonic() - t0)
-    for kind, path in reports:
-        _write_report(kind, result, path, secrets)
-    raise typer.Exit(result.exit_code)
 
 
 def _again_options(sc: Scenario, scenario_file: Path | None, *, sandbox_fs: bool,
@@ -219,12 +248,6 @@ def _again_options(sc: Scenario, scenario_file: Path | None, *, sandbox_fs: bool
     elif any(s.args for s in sc.steps):
         words += [f"--step {shlex.quote(shlex.join(s.args))}" for s in sc.steps]
     return " ".join(words)
-
-
-def _passed_secrets(names: Sequence[str]) -> frozenset[str]:
-    import os
-
-    return env_secrets({n: os.environ[n] for n in names if n in os.environ}, names)
 
 
 def _print(result: ClientCampaignResult, elapsed: float) -> None:

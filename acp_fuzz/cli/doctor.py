@@ -11,7 +11,6 @@ cannot be started, ``130`` interrupted.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,14 +33,19 @@ from acp_fuzz.cli.options import (
     enter_sandbox_net,
     require_bwrap,
 )
-from acp_fuzz.cli.target import AGENT_ARGUMENT, PROFILE_OPTION, build_spec, print_agent
+from acp_fuzz.cli.target import (
+    AGENT_ARGUMENT,
+    PROFILE_OPTION,
+    build_spec,
+    passed_secrets,
+    print_agent,
+)
 from acp_fuzz.core.cassette import Header
 from acp_fuzz.core.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.core.escaping import clip, terminal
 from acp_fuzz.core.history import ModelExchange
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.core.protocol import agent_info
-from acp_fuzz.core.scrub import env_secrets
 from acp_fuzz.core.steps import describe
 from acp_fuzz.engine.diagnosis import (
     diagnose_run,
@@ -95,8 +99,7 @@ def doctor(
         passthrough_env=(*spec.passthrough_env, *pass_env),
         dialect=spec.dialect if dialect == "auto" else dialect,
         protocol=spec.protocol if protocol is None else protocol)
-    hide(sorted(env_secrets({n: os.environ[n] for n in spec.passthrough_env
-                             if n in os.environ}, spec.passthrough_env)))
+    hide(sorted(passed_secrets(spec.passthrough_env)))
     restore = install_interrupt_handlers()
     try:
         code = _one_turn(spec, cassette_dir)

@@ -10,7 +10,7 @@ import typer
 from acp_fuzz.cli.app import fail
 
 __all__ = ["PASS_ENV_OPTION", "SANDBOX_FS_OPTION", "SANDBOX_NET_OPTION", "SCENARIO_OPTION",
-           "STEP_OPTION", "enter_sandbox_net", "require_bwrap"]
+           "STEP_OPTION", "TIMEOUT_OPTION", "enter_sandbox_net", "require_bwrap"]
 
 SANDBOX_NET_OPTION: Any = typer.Option(
     False, "--sandbox-net", metavar="",
@@ -19,6 +19,10 @@ SANDBOX_FS_OPTION: Any = typer.Option(
     False, "--sandbox-fs", metavar="",
     help="Agents see only their sandbox (writable), system folders and what they need to "
          "run (read-only); not your files. Needs bubblewrap (bwrap).")
+
+#: ``--timeout`` of the commands that fuzz agents (``target``, ``matrix``).
+TIMEOUT_OPTION: Any = typer.Option(30.0, "--timeout", min=0.1,
+                                   help="Seconds to wait for each agent answer.")
 
 #: ``--pass-env`` for the commands that run one agent turn and write no file (``doctor``).
 PASS_ENV_OPTION: Any = typer.Option(

@@ -34,6 +34,7 @@ from acp_fuzz.cli.app import (
 from acp_fuzz.cli.options import (
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
+    TIMEOUT_OPTION,
     enter_sandbox_net,
     require_bwrap,
 )
@@ -51,8 +52,8 @@ if TYPE_CHECKING:
 #: What ``target --report KIND:PATH`` writes.
 REPORT_KINDS = ("json", "junit", "html")
 
-__all__ = ["AGENT_ARGUMENT", "PROFILE_OPTION", "build_spec", "parse_reports", "print_agent",
-           "target"]
+__all__ = ["AGENT_ARGUMENT", "PROFILE_OPTION", "build_spec", "parse_reports", "passed_secrets",
+           "print_agent", "target"]
 
 
 #: The agent, as ``target`` and ``doctor`` take it (declared once: typer shares the objects).
@@ -114,145 +115,140 @@ def parse_reports(values: Sequence[str], kinds: Sequence[str] = ("json", "junit"
     return reports
 
 
+# The options of ``target`` (declared here, not in its signature, so that the command reads
+# as what it does; typer reads them the same either way).
+_MAX_EXAMPLES: Any = typer.Option(100, "--max-examples", "-n", min=1,
+                                  help="How many lifecycle sequences to try.")
+_SEED: Any = typer.Option(0, "--seed", help="Seed: the same seed and agent give the same run.")
+_STRICT: Any = typer.Option(False, "--strict",
+                            metavar="",
+                            help="Fail on SHOULD findings too, and on deferred changes.")
+_MAX_STEPS: Any = typer.Option(12, "--max-steps", min=1, help="Most steps per sequence.")
+_TIME_BUDGET: Any = typer.Option(
+    None, "--time-budget", min=1.0, metavar="SECONDS",
+    help="Draw no new example after this long (a failure found by then is still shrunk "
+         "and confirmed); the summary says when it stopped the search.")
+_CASSETTE_DIR: Any = typer.Option(Path("cassettes"), "--cassette-dir",
+                                  help="Where finding cassettes are written.")
+_REPORT: Any = typer.Option(
+    [], "--report", metavar="KIND:PATH",
+    help="json:PATH, junit:PATH (one test case per rule checked) or html:PATH (one "
+         "self-contained page: the findings, their steps and what reached the model); "
+         "repeatable.")
+_DIALECT: Any = typer.Option(
+    "auto", "--dialect",
+    help="How the prompt is sent: auto (from initialize: the standard field wherever it "
+         "is advertised), standard, claude-meta, pi-meta or goose.")
+_PROTOCOL: Any = typer.Option(
+    None, "--protocol", metavar="1|2|auto",
+    help="ACP version to offer in initialize: 1 (the current one), 2 (the draft), or "
+         "auto (offer 2, speak whichever of 1 and 2 the agent answers). Default: the "
+         "profile's, else 1.")
+_DATABASE: Any = typer.Option(
+    None, "--db", metavar="FOLDER|redis://HOST:PORT/N",
+    help="Hypothesis example database: a folder, or a Redis URL for many machines "
+         "(shared by workers; off by default for determinism).")
+_PASS_ENV: Any = typer.Option(
+    [], "--pass-env", metavar="NAME",
+    help="Pass this variable from your environment to the agent (repeatable; e.g. a real "
+         "key for --model-upstream). Its value, whatever the name, is a secret: it is "
+         "scrubbed from cassettes and from the JSON and JUnit reports (values shorter "
+         "than 6 characters excepted).")
+_WORKERS: Any = typer.Option(1, "--workers", "-j", min=1,
+                             help="Parallel workers, each with its own agents and gateway, "
+                                  "sharing one example database.")
+_SHARD: Any = typer.Option(
+    None, "--shard", metavar="K/N",
+    help="Run shard K of N (1-based), one per CI job or machine: the shards split the "
+         "covering examples and the search's draws and never run one example twice; "
+         "--max-examples is this shard's. Merge their JSON reports with `acp-fuzz "
+         "report merge` (docs/scaling.md).")
+_MODEL_UPSTREAM: Any = typer.Option(
+    None, "--model-upstream", metavar="URL",
+    help="Forward model requests to a real provider; recorded with vcrpy into cassettes.")
+_MAX_FAILURES: Any = typer.Option(
+    10, "--max-failures", min=1, metavar="N",
+    help="Stop after N distinct failures (each is shrunk, confirmed and recorded).")
+_EXITFIRST: Any = typer.Option(False, "--exitfirst", "-x",
+                               metavar="",
+                               help="Stop at the first failure (--max-failures 1).")
+_EXCLUDE_ORACLE: Any = typer.Option(
+    [], "--exclude-oracle", metavar="ID",
+    help="Skip this oracle's findings, e.g. a known bug (repeatable).")
+_ORACLE: Any = typer.Option(
+    [], "--oracle", metavar="ID",
+    help="Report only this oracle's findings (repeatable; the others are skipped as "
+         "with --exclude-oracle).")
+_NO_COVER: Any = typer.Option(False, "--no-cover", metavar="",
+                              help="Skip the covering examples: the search alone.")
+_COVER_ONLY: Any = typer.Option(False, "--cover-only", metavar="",
+                                help="Run only the covering examples (the fixed ones, the "
+                                     "same at every seed), no search.")
+_KEEP_INFO: Any = typer.Option(False, "--keep-info",
+                               metavar="",
+                               help="Write a cassette for each info observation too.")
+_PORTABLE: Any = typer.Option(
+    False, "--portable",
+    metavar="",
+    help="Write cassettes without this machine's paths (the Python interpreter becomes "
+    "'python', the agents cache '<agents>/', the run's sandbox '<sandbox>'), to attach "
+    "to a bug report.")
+_PLUGIN: Any = typer.Option(
+    [], "--plugin", metavar="MODULE|PATH",
+    help="Load your checks from this module or .py file (repeatable; also "
+         "$ACP_FUZZ_PLUGINS and `acp_fuzz` entry points; see docs/extending.md).")
+
+
 @app.command(context_settings={"allow_interspersed_args": False})
 def target(
     command: list[str] = AGENT_ARGUMENT,
     profile: str | None = PROFILE_OPTION,
-    max_examples: int = typer.Option(100, "--max-examples", "-n", min=1,
-                                     help="How many lifecycle sequences to try."),
-    seed: int = typer.Option(0, "--seed", help="Seed: the same seed and agent give the same run."),
-    strict: bool = typer.Option(False, "--strict",
-                                metavar="",
-                                help="Fail on SHOULD findings too, and on deferred changes."),
-    timeout: float = typer.Option(30.0, "--timeout", min=0.1,
-                                  help="Seconds to wait for each agent answer."),
-    max_steps: int = typer.Option(12, "--max-steps", min=1, help="Most steps per sequence."),
-    time_budget: float | None = typer.Option(
-        None, "--time-budget", min=1.0, metavar="SECONDS",
-        help="Draw no new example after this long (a failure found by then is still shrunk "
-             "and confirmed); the summary says when it stopped the search."),
-    cassette_dir: Path = typer.Option(Path("cassettes"), "--cassette-dir",
-                                      help="Where finding cassettes are written."),
-    report: list[str] = typer.Option(
-        [], "--report", metavar="KIND:PATH",
-        help="json:PATH, junit:PATH (one test case per rule checked) or html:PATH (one "
-             "self-contained page: the findings, their steps and what reached the model); "
-             "repeatable."),
-    dialect: str = typer.Option(
-        "auto", "--dialect",
-        help="How the prompt is sent: auto (from initialize: the standard field wherever it "
-             "is advertised), standard, claude-meta, pi-meta or goose."),
-    protocol: str | None = typer.Option(
-        None, "--protocol", metavar="1|2|auto",
-        help="ACP version to offer in initialize: 1 (the current one), 2 (the draft), or "
-             "auto (offer 2, speak whichever of 1 and 2 the agent answers). Default: the "
-             "profile's, else 1."),
+    max_examples: int = _MAX_EXAMPLES,
+    seed: int = _SEED,
+    strict: bool = _STRICT,
+    timeout: float = TIMEOUT_OPTION,
+    max_steps: int = _MAX_STEPS,
+    time_budget: float | None = _TIME_BUDGET,
+    cassette_dir: Path = _CASSETTE_DIR,
+    report: list[str] = _REPORT,
+    dialect: str = _DIALECT,
+    protocol: str | None = _PROTOCOL,
     sandbox_net: bool = SANDBOX_NET_OPTION,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
-    database: str | None = typer.Option(
-        None, "--db", metavar="FOLDER|redis://HOST:PORT/N",
-        help="Hypothesis example database: a folder, or a Redis URL for many machines "
-             "(shared by workers; off by default for determinism)."),
-    pass_env: list[str] = typer.Option(
-        [], "--pass-env", metavar="NAME",
-        help="Pass this variable from your environment to the agent (repeatable; e.g. a real "
-             "key for --model-upstream). Its value, whatever the name, is a secret: it is "
-             "scrubbed from cassettes and from the JSON and JUnit reports (values shorter "
-             "than 6 characters excepted)."),
-    workers: int = typer.Option(1, "--workers", "-j", min=1,
-                                help="Parallel workers, each with its own agents and gateway, "
-                                     "sharing one example database."),
-    shard: str | None = typer.Option(
-        None, "--shard", metavar="K/N",
-        help="Run shard K of N (1-based), one per CI job or machine: the shards split the "
-             "covering examples and the search's draws and never run one example twice; "
-             "--max-examples is this shard's. Merge their JSON reports with `acp-fuzz "
-             "report merge` (docs/scaling.md)."),
-    model_upstream: str | None = typer.Option(
-        None, "--model-upstream", metavar="URL",
-        help="Forward model requests to a real provider; recorded with vcrpy into cassettes."),
-    max_failures: int = typer.Option(
-        10, "--max-failures", min=1, metavar="N",
-        help="Stop after N distinct failures (each is shrunk, confirmed and recorded)."),
-    exitfirst: bool = typer.Option(False, "--exitfirst", "-x",
-                                   metavar="",
-                                   help="Stop at the first failure (--max-failures 1)."),
-    exclude_oracle: list[str] = typer.Option(
-        [], "--exclude-oracle", metavar="ID",
-        help="Skip this oracle's findings, e.g. a known bug (repeatable)."),
-    oracle: list[str] = typer.Option(
-        [], "--oracle", metavar="ID",
-        help="Report only this oracle's findings (repeatable; the others are skipped as "
-             "with --exclude-oracle)."),
-    no_cover: bool = typer.Option(False, "--no-cover", metavar="",
-                                  help="Skip the covering examples: the search alone."),
-    cover_only: bool = typer.Option(False, "--cover-only", metavar="",
-                                    help="Run only the covering examples (the fixed ones, the "
-                                         "same at every seed), no search."),
-    keep_info: bool = typer.Option(False, "--keep-info",
-                                   metavar="",
-                                   help="Write a cassette for each info observation too."),
-    portable: bool = typer.Option(
-        False, "--portable",
-        metavar="",
-        help="Write cassettes without this machine's paths (the Python interpreter becomes "
-        "'python', the agents cache '<agents>/', the run's sandbox '<sandbox>'), to attach "
-        "to a bug report."),
-    plugin: list[str] = typer.Option(
-        [], "--plugin", metavar="MODULE|PATH",
-        help="Load your checks from this module or .py file (repeatable; also "
-             "$ACP_FUZZ_PLUGINS and `acp_fuzz` entry points; see docs/extending.md)."),
+    database: str | None = _DATABASE,
+    pass_env: list[str] = _PASS_ENV,
+    workers: int = _WORKERS,
+    shard: str | None = _SHARD,
+    model_upstream: str | None = _MODEL_UPSTREAM,
+    max_failures: int = _MAX_FAILURES,
+    exitfirst: bool = _EXITFIRST,
+    exclude_oracle: list[str] = _EXCLUDE_ORACLE,
+    oracle: list[str] = _ORACLE,
+    no_cover: bool = _NO_COVER,
+    cover_only: bool = _COVER_ONLY,
+    keep_info: bool = _KEEP_INFO,
+    portable: bool = _PORTABLE,
+    plugin: list[str] = _PLUGIN,
 ) -> None:
     """Fuzz an agent's systemPrompt handling; shrink each distinct failure to a minimal
     reproduction."""
     # Here, not at the top: the campaign loads Hypothesis, which report, show and replay
     # --offline never need (tests/cover/test_public_api.py keeps them free of it).
-    from acp_fuzz.engine.campaign import (
-        Calibrated,
-        CampaignSettings,
-        FailureFound,
-        ShrankToKnown,
-        Started,
-        run_campaign,
-    )
+    from acp_fuzz.engine.campaign import CampaignSettings
 
-    if dialect not in DIALECT_CHOICES:
-        fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
-    if protocol is not None and protocol not in PROTOCOL_CHOICES:
-        fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
-    if no_cover and cover_only:
-        fail("--no-cover and --cover-only exclude each other")
+    _check_choices(dialect, protocol, no_cover=no_cover, cover_only=cover_only)
     reports = parse_reports(report, REPORT_KINDS)
     share = parse_shard(shard)
     load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
-    excluded = _check_oracles(exclude_oracle)
-    if oracle:
-        from acp_fuzz.core.findings import CATALOG
-
-        chosen = set(_check_oracles(oracle, "--oracle"))
-        excluded = tuple(sorted(set(excluded) | (set(CATALOG) - chosen)))
+    excluded = _excluded_oracles(exclude_oracle, oracle)
     enter_sandbox_net(sandbox_net)
-    spec = build_spec(command or [], profile, timeout)
-    if sandbox_fs:
-        require_bwrap()
-        spec = dataclasses.replace(spec, sandbox_fs=True)
-    if pass_env:
-        spec = dataclasses.replace(spec, passthrough_env=(*spec.passthrough_env, *pass_env))
-    if dialect != "auto":
-        spec = dataclasses.replace(spec, dialect=dialect)
-    if protocol is not None:
-        spec = dataclasses.replace(spec, protocol=protocol)
-    secrets = sorted(env_secrets({n: os.environ[n] for n in spec.passthrough_env
-                                  if n in os.environ}, spec.passthrough_env))
+    spec = _agent_spec(command or [], profile, timeout, sandbox_fs=sandbox_fs,
+                       pass_env=pass_env, dialect=dialect, protocol=protocol)
+    secrets = sorted(passed_secrets(spec.passthrough_env))
     hide(secrets)  # from here on, no line the CLI prints holds one of them
     check_writable_dir(cassette_dir, "--cassette-dir")
     if database is not None:
-        from acp_fuzz.engine.database import DatabaseError, check_database
-
-        try:
-            check_database(database)
-        except DatabaseError as e:
-            fail(str(e))
+        _check_database(database)
     cfg = CampaignSettings(max_examples=max_examples, seed=seed, strict=strict,
                            max_steps=max_steps, cassette_dir=cassette_dir, database=database,
                            model_upstream=check_url(model_upstream),
@@ -262,51 +258,7 @@ def target(
                            shard=share, cover_share=share)
     t0 = time.monotonic()
     view = _Progress(spec, cfg, database is not None)
-    progress = view.bar
-
-    def on_event(ev: CampaignEvent) -> None:
-        if isinstance(ev, Started):
-            print_agent(ev.agent, ev.initialize)
-            from acp_fuzz.core.dialects import not_honoured, resolve
-
-            why = not_honoured(resolve(spec.dialect, ev.initialize), ev.initialize)
-            if why is not None:
-                err.print(terminal(f"warning: --dialect {spec.dialect}: {why}"),
-                          style="yellow", markup=False)
-        elif isinstance(ev, Calibrated):
-            b = ev.baseline
-            out.print(f"baseline: {b.size_lines} default-instruction line(s), {b.size_chars} "
-                      "characters learned" + ("" if b.substantial else
-                                              " (too small to judge override and append)")
-                      if b.known else "baseline: no default instructions seen (default checks off)")
-            if ev.learned is not None:
-                out.print(ev.learned.line(), markup=False)
-        elif isinstance(ev, FailureFound):
-            err.print(f"found a failure ({', '.join(ev.oracles)}); shrinking it", markup=False)
-        elif isinstance(ev, ShrankToKnown):
-            err.print(f"  same bug as the {', '.join(ev.known)} failure already found; "
-                      "searching on", markup=False)
-        view.on_event(ev)
-
-    restore = install_interrupt_handlers()
-    try:
-        if workers > 1:
-            from acp_fuzz.engine.workers import run_parallel
-
-            result = run_parallel(spec, cfg, workers, on_event)
-        else:
-            result = run_campaign(spec, cfg, on_event)
-    except HarnessError as e:
-        progress.stop()
-        _fail_with_diagnosis(e)
-    except KeyboardInterrupt:
-        progress.stop()
-        err.print("acp-fuzz: interrupted before any example ran; nothing to write",
-                  markup=False)
-        raise typer.Exit(130) from None
-    finally:
-        restore()
-        progress.stop()
+    result = _run(spec, cfg, workers, view)
     if result.interrupted:
         err.print("acp-fuzz: interrupted: writing what was found so far", markup=False)
     # The replay line names the agent the way the user did: replay never runs a cassette's
@@ -321,14 +273,137 @@ def target(
     out.print(f"covering examples: {result.covering_examples}{planned} in "
               f"{result.covering_seconds:.1f} s" if cfg.cover else "covering examples: off "
               "(--no-cover)", markup=False)
+    _write_reports(reports, result, secrets, elapsed)
+    _print_summary(result, elapsed)
+    raise typer.Exit(result.exit_code)  # 130 when interrupted
+
+
+def _check_choices(dialect: str, protocol: str | None, *, no_cover: bool,
+                   cover_only: bool) -> None:
+    """Exit 2 for a dialect or an ACP version not known, or for both ``--no-cover`` and
+    ``--cover-only``."""
+    if dialect not in DIALECT_CHOICES:
+        fail(f"--dialect {dialect!r} is not known (known: {', '.join(DIALECT_CHOICES)})")
+    if protocol is not None and protocol not in PROTOCOL_CHOICES:
+        fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
+    if no_cover and cover_only:
+        fail("--no-cover and --cover-only exclude each other")
+
+
+def passed_secrets(names: Sequence[str]) -> frozenset[str]:
+    """The values of the variables ``--pass-env`` names that are set here, as secrets
+    (:func:`acp_fuzz.core.scrub.env_secrets`)."""
+    return env_secrets({n: os.environ[n] for n in names if n in os.environ}, names)
+
+
+def _excluded_oracles(exclude_oracle: Sequence[str], oracle: Sequence[str]) -> tuple[str, ...]:
+    """The oracles whose findings are skipped: those ``--exclude-oracle`` names and, with
+    ``--oracle``, every one it does not name."""
+    excluded = _check_oracles(exclude_oracle)
+    if oracle:
+        from acp_fuzz.core.findings import CATALOG
+
+        chosen = set(_check_oracles(oracle, "--oracle"))
+        excluded = tuple(sorted(set(excluded) | (set(CATALOG) - chosen)))
+    return excluded
+
+
+def _agent_spec(command: Sequence[str], profile: str | None, timeout: float, *,
+                sandbox_fs: bool, pass_env: Sequence[str], dialect: str,
+                protocol: str | None) -> TargetSpec:
+    """The agent to fuzz (:func:`build_spec`) with what the options change of it: the
+    sandbox, the variables passed, the dialect and the ACP version."""
+    spec = build_spec(command, profile, timeout)
+    if sandbox_fs:
+        require_bwrap()
+        spec = dataclasses.replace(spec, sandbox_fs=True)
+    if pass_env:
+        spec = dataclasses.replace(spec, passthrough_env=(*spec.passthrough_env, *pass_env))
+    if dialect != "auto":
+        spec = dataclasses.replace(spec, dialect=dialect)
+    if protocol is not None:
+        spec = dataclasses.replace(spec, protocol=protocol)
+    return spec
+
+
+def _check_database(database: str) -> None:
+    """``--db``: exit 2 unless the example database can be used."""
+    from acp_fuzz.engine.database import DatabaseError, check_database
+
+    try:
+        check_database(database)
+    except DatabaseError as e:
+        fail(str(e))
+
+
+def _run(spec: TargetSpec, cfg: CampaignSettings, workers: int, view: _Progress
+         ) -> CampaignResult:
+    """Run the campaign (on ``workers`` workers), its events said as they come; exit 2 on a
+    harness error, 130 when interrupted before any example ran."""
+    from acp_fuzz.engine.campaign import run_campaign
+
+    def on_event(ev: CampaignEvent) -> None:
+        _say(ev, spec)
+        view.on_event(ev)
+
+    progress = view.bar
+    restore = install_interrupt_handlers()
+    try:
+        if workers > 1:
+            from acp_fuzz.engine.workers import run_parallel
+
+            return run_parallel(spec, cfg, workers, on_event)
+        return run_campaign(spec, cfg, on_event)
+    except HarnessError as e:
+        progress.stop()
+        _fail_with_diagnosis(e)
+    except KeyboardInterrupt:
+        progress.stop()
+        err.print("acp-fuzz: interrupted before any example ran; nothing to write",
+                  markup=False)
+        raise typer.Exit(130) from None
+    finally:
+        restore()
+        progress.stop()
+
+
+def _say(ev: CampaignEvent, spec: TargetSpec) -> None:
+    """The lines a campaign event prints besides the progress bar: the agent, its baseline,
+    each failure found and each that shrank to one found already."""
+    from acp_fuzz.engine.campaign import Calibrated, FailureFound, ShrankToKnown, Started
+
+    if isinstance(ev, Started):
+        print_agent(ev.agent, ev.initialize)
+        from acp_fuzz.core.dialects import not_honoured, resolve
+
+        why = not_honoured(resolve(spec.dialect, ev.initialize), ev.initialize)
+        if why is not None:
+            err.print(terminal(f"warning: --dialect {spec.dialect}: {why}"),
+                      style="yellow", markup=False)
+    elif isinstance(ev, Calibrated):
+        b = ev.baseline
+        out.print(f"baseline: {b.size_lines} default-instruction line(s), {b.size_chars} "
+                  "characters learned" + ("" if b.substantial else
+                                          " (too small to judge override and append)")
+                  if b.known else "baseline: no default instructions seen (default checks off)")
+        if ev.learned is not None:
+            out.print(ev.learned.line(), markup=False)
+    elif isinstance(ev, FailureFound):
+        err.print(f"found a failure ({', '.join(ev.oracles)}); shrinking it", markup=False)
+    elif isinstance(ev, ShrankToKnown):
+        err.print(f"  same bug as the {', '.join(ev.known)} failure already found; "
+                  "searching on", markup=False)
+
+
+def _write_reports(reports: Sequence[tuple[str, Path]], result: CampaignResult,
+                   secrets: Sequence[str], elapsed: float) -> None:
+    """Write each ``--report KIND:PATH``."""
     for kind, path in reports:
         if kind == "html":
             _write_html(result, path, secrets, elapsed)
         else:
             _write_json(result, path, secrets, elapsed) if kind == "json" else \
                 _write_junit(result, path, secrets)
-    _print_summary(result, elapsed)
-    raise typer.Exit(result.exit_code)  # 130 when interrupted
 
 
 class _Progress:
