@@ -16,6 +16,7 @@ so far is still written).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 import sys
@@ -38,6 +39,7 @@ from acp_fuzz.cli.app import (
 from acp_fuzz.cli.options import (
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
+    TIMEOUT_OPTION,
     enter_sandbox_net,
     require_bwrap,
 )
@@ -51,55 +53,71 @@ from acp_fuzz.reporting.kept import unaccounted
 __all__ = ["matrix"]
 
 
+# The options of ``matrix`` (declared here, not in its signature, so that the command reads
+# as what it does; typer reads them the same either way).
+_PROFILE: Any = typer.Option(
+    [], "--profile", "-p",
+    help="An agent to test (repeatable; default: every profile, see `acp-fuzz profiles`).")
+_MAX_EXAMPLES: Any = typer.Option(25, "--max-examples", "-n", min=1,
+                                  help="Examples per agent.")
+_TIME_BUDGET: Any = typer.Option(
+    600.0, "--time-budget", min=1.0, metavar="SECONDS",
+    help="Per agent: no new example after this long (a failure found is still shrunk "
+         "and confirmed).")
+_SEED: Any = typer.Option(0, "--seed", help="Seed of every campaign.")
+_PROTOCOL: Any = typer.Option(
+    "1", "--protocol", metavar="1|2|auto",
+    help="ACP version every campaign offers (an agent that does not speak it is not "
+         "tested, with why).")
+_WORKERS: Any = typer.Option(1, "--workers", "-j", min=1, help="Parallel workers per agent.")
+_CASSETTE_DIR: Any = typer.Option(Path("cassettes/matrix"), "--cassette-dir",
+                                  help="Where failure cassettes go (one folder per agent).")
+_MARKDOWN: Any = typer.Option(Path("matrix.md"), "--markdown", help="The Markdown table.")
+_HTML: Any = typer.Option(Path("matrix.html"), "--html", help="The self-contained HTML page.")
+_JSON: Any = typer.Option(
+    None, "--json",
+    help="Also write the command, every campaign's JSON report, the corpus replays and "
+         "each cell (with where its verdict came from) here.")
+_FROM_JSON: Any = typer.Option(
+    None, "--from-json", metavar="PATH",
+    help="Run nothing: write the table again from what an earlier --json saved.")
+_PLUGIN: Any = typer.Option(
+    [], "--plugin", metavar="MODULE|PATH",
+    help="Load your checks from this module or .py file (repeatable; see "
+         "docs/extending.md): their rules get rows of their own.")
+_CORPUS: Any = typer.Option(
+    None, "--corpus", metavar="DIR",
+    help="Where the reviewed corpus of each agent is: DIR/<profile name>/*.cassette "
+         "(default: cassettes/real). Each cassette recorded from the same agent version "
+         "is replayed against the profile's agent; one that still fails makes its rule "
+         "FAIL, with its cassette, even when the campaign did not draw it.")
+_NO_CORPUS: Any = typer.Option(False, "--no-corpus", metavar="",
+                               help="Replay no corpus: the campaigns alone.")
+_CORPUS_RUNS: Any = typer.Option(
+    3, "--corpus-runs", min=1, metavar="N",
+    help="Replays of each corpus cassette (a failure in some of them only: flaky).")
+
+
 @app.command()
 def matrix(
-    profile: list[str] = typer.Option(
-        [], "--profile", "-p",
-        help="An agent to test (repeatable; default: every profile, see `acp-fuzz profiles`)."),
-    max_examples: int = typer.Option(25, "--max-examples", "-n", min=1,
-                                     help="Examples per agent."),
-    time_budget: float = typer.Option(
-        600.0, "--time-budget", min=1.0, metavar="SECONDS",
-        help="Per agent: no new example after this long (a failure found is still shrunk "
-             "and confirmed)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of every campaign."),
-    protocol: str = typer.Option(
-        "1", "--protocol", metavar="1|2|auto",
-        help="ACP version every campaign offers (an agent that does not speak it is not "
-             "tested, with why)."),
-    timeout: float = typer.Option(30.0, "--timeout", min=0.1,
-                                  help="Seconds to wait for each agent answer."),
-    workers: int = typer.Option(1, "--workers", "-j", min=1,
-                                help="Parallel workers per agent."),
+    profile: list[str] = _PROFILE,
+    max_examples: int = _MAX_EXAMPLES,
+    time_budget: float = _TIME_BUDGET,
+    seed: int = _SEED,
+    protocol: str = _PROTOCOL,
+    timeout: float = TIMEOUT_OPTION,
+    workers: int = _WORKERS,
     sandbox_net: bool = SANDBOX_NET_OPTION,
-    cassette_dir: Path = typer.Option(Path("cassettes/matrix"), "--cassette-dir",
-                                      help="Where failure cassettes go (one folder per agent)."),
-    markdown: Path = typer.Option(Path("matrix.md"), "--markdown", help="The Markdown table."),
-    html_out: Path = typer.Option(Path("matrix.html"), "--html",
-                                  help="The self-contained HTML page."),
-    json_out: Path | None = typer.Option(
-        None, "--json",
-        help="Also write the command, every campaign's JSON report, the corpus replays and "
-             "each cell (with where its verdict came from) here."),
-    from_json: Path | None = typer.Option(
-        None, "--from-json", metavar="PATH",
-        help="Run nothing: write the table again from what an earlier --json saved."),
+    cassette_dir: Path = _CASSETTE_DIR,
+    markdown: Path = _MARKDOWN,
+    html_out: Path = _HTML,
+    json_out: Path | None = _JSON,
+    from_json: Path | None = _FROM_JSON,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
-    plugin: list[str] = typer.Option(
-        [], "--plugin", metavar="MODULE|PATH",
-        help="Load your checks from this module or .py file (repeatable; see "
-             "docs/extending.md): their rules get rows of their own."),
-    corpus: Path | None = typer.Option(
-        None, "--corpus", metavar="DIR",
-        help="Where the reviewed corpus of each agent is: DIR/<profile name>/*.cassette "
-             "(default: cassettes/real). Each cassette recorded from the same agent version "
-             "is replayed against the profile's agent; one that still fails makes its rule "
-             "FAIL, with its cassette, even when the campaign did not draw it."),
-    no_corpus: bool = typer.Option(False, "--no-corpus", metavar="",
-                                   help="Replay no corpus: the campaigns alone."),
-    corpus_runs: int = typer.Option(
-        3, "--corpus-runs", min=1, metavar="N",
-        help="Replays of each corpus cassette (a failure in some of them only: flaky)."),
+    plugin: list[str] = _PLUGIN,
+    corpus: Path | None = _CORPUS,
+    no_corpus: bool = _NO_CORPUS,
+    corpus_runs: int = _CORPUS_RUNS,
 ) -> None:
     """Run a bounded campaign per agent, replay its reviewed corpus, and write one
     conformance table: rows are rules, columns are agents, a cell is pass, fail (with its
@@ -112,8 +130,6 @@ def matrix(
     profile's agent, never the command it records: FAILED or FLAKY makes its rule FAIL or
     flaky, linked to the cassette, whether the campaign drew that failure or not; FIXED (or
     PASSED) fails nothing and is listed under the agent."""
-    from acp_fuzz.engine.profiles import PROFILES, ProfileError, get_profile, is_profile_path
-
     load_plugins(plugin)
     for path in (markdown, html_out, json_out):
         if path is not None and not path.parent.exists():
@@ -123,18 +139,56 @@ def matrix(
         _write(*_load(from_json), markdown=markdown, html_out=html_out, json_out=json_out)
         raise typer.Exit(0)
 
+    corpus_root = _corpus_root(corpus, no_corpus)
+    kept = _kept(corpus_root)
+    if protocol not in PROTOCOL_CHOICES:
+        fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
+    columns, pinned = _columns(profile)
+    if protocol in ("1", "2"):
+        # Before any agent runs: a table for this version would pass a cell the review fails.
+        _refuse_unaccounted([line for n in columns for line in unaccounted(
+            kept, columns[n], pinned[n], int(protocol))])
+    check_writable_dir(cassette_dir, "--cassette-dir")
+    if sandbox_fs:
+        require_bwrap()
+    enter_sandbox_net(sandbox_net)
+
+    argv = ["acp-fuzz", "matrix", *sys.argv[2:]] if sys.argv[1:2] == ["matrix"] else \
+        ["acp-fuzz", "matrix"]
+    run = _Run(columns=columns, pinned=pinned, kept=kept, corpus_root=corpus_root,
+               corpus_runs=corpus_runs, protocol=protocol, timeout=timeout,
+               sandbox_fs=sandbox_fs, max_examples=max_examples, seed=seed,
+               time_budget=time_budget, cassette_dir=cassette_dir, workers=workers)
+    agents, interrupted = run.all()
+    if not agents:
+        err.print("acp-fuzz: interrupted before any agent ran; nothing to write", markup=False)
+        raise typer.Exit(130)
+    _write(argv, agents, interrupted, markdown=markdown, html_out=html_out, json_out=json_out,
+           corpus_root=None if corpus_root is None else str(corpus_root))
+    if protocol == "auto":
+        # The version each agent speaks is known only now: the table is written, and the
+        # run still fails, so nobody reads a pass that the review contradicts.
+        _refuse_unaccounted([line for e in agents for line in e.get("unaccounted", [])])
+    raise typer.Exit(130 if interrupted else 0)
+
+
+def _corpus_root(corpus: Path | None, no_corpus: bool) -> Path | None:
+    """The folder of the agents' reviewed corpora (``None``: no corpus); exit 2 for a
+    ``--corpus`` that is not a folder or that ``--no-corpus`` contradicts."""
     if corpus is not None and no_corpus:
         fail("--corpus and --no-corpus: give one of them")
     if corpus is not None and not corpus.is_dir():
         fail(f"--corpus {corpus}: not a folder")
     # The default root may be missing (a checkout without the reviewed cassettes): no corpus.
-    corpus_root = None if no_corpus else (corpus if corpus is not None
-                                           else Path("cassettes/real"))
-    kept = _kept(corpus_root)
+    return None if no_corpus else (corpus if corpus is not None else Path("cassettes/real"))
 
-    if protocol not in PROTOCOL_CHOICES:
-        fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
-    names = list(dict.fromkeys(profile)) or list(PROFILES)
+
+def _columns(profiles: list[str]) -> tuple[dict[str, str], dict[str, str | None]]:
+    """The agents to test, each as given: its column's name and the version its profile
+    pins; exit 2 for a profile not known or a profile file that cannot be read."""
+    from acp_fuzz.engine.profiles import PROFILES, ProfileError, get_profile, is_profile_path
+
+    names = list(dict.fromkeys(profiles)) or list(PROFILES)
     unknown = [n for n in names if not is_profile_path(n) and n not in PROFILES]
     if unknown:
         fail(f"unknown profile {unknown[0]!r} (known: {', '.join(sorted(PROFILES))}, or a "
@@ -148,97 +202,116 @@ def matrix(
         except ProfileError as e:
             fail(str(e))
         columns[n], pinned[n] = prof.name, prof.version
-    if protocol in ("1", "2"):
-        # Before any agent runs: a table for this version would pass a cell the review fails.
-        _refuse_unaccounted([line for n in names for line in unaccounted(
-            kept, columns[n], pinned[n], int(protocol))])
-    check_writable_dir(cassette_dir, "--cassette-dir")
-    if sandbox_fs:
-        require_bwrap()
-    enter_sandbox_net(sandbox_net)
-    from acp_fuzz.engine.campaign import CampaignSettings, FailureFound, run_campaign
-    from acp_fuzz.engine.workers import run_parallel
-    from acp_fuzz.reporting import result_to_json
+    return columns, pinned
 
-    argv = ["acp-fuzz", "matrix", *sys.argv[2:]] if sys.argv[1:2] == ["matrix"] else \
-        ["acp-fuzz", "matrix"]
-    agents: list[dict[str, Any]] = []
-    interrupted = False
-    restore = install_interrupt_handlers()
 
-    def replay_corpus(given: str, entry: dict[str, Any]) -> None:
-        if corpus_root is not None:
-            entry["corpus"] = _replay_corpus(
-                given, columns[given], corpus_root / columns[given], entry,
-                pinned=pinned[given], protocol=protocol, runs=corpus_runs, timeout=timeout,
-                sandbox_fs=sandbox_fs)
-            _mark_kept(entry, kept, columns[given], pinned[given], corpus_root)
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """The matrix's runs: a campaign per agent (``columns``: each profile as given, and its
+    column's name), then the replays of its corpus."""
 
-    try:
-        for given in names:
-            name = columns[given]
-            try:
-                spec = TargetSpec.from_profile(given, timeout=timeout, protocol=protocol,
-                                               sandbox_fs=sandbox_fs)
-            except HarnessError as e:
-                err.print(terminal(f"{name}: not run: {e}"), markup=False)
-                entry: dict[str, Any] = {"profile": name, "not_run": _first_line(str(e))}
-                agents.append(entry)
-                if corpus_root is not None:
-                    # The agent cannot be started: its corpus cannot be replayed either.
-                    folder = corpus_root / name
-                    entry["corpus"] = {"dir": str(folder), "runs": corpus_runs,
-                                       "replayed": [], "skipped": []}
-                    if _corpus_of(folder):
-                        entry["corpus"]["not_replayed"] = "the agent was not run"
-                continue
-            cfg = CampaignSettings(max_examples=max_examples, seed=seed,
-                                   cassette_dir=cassette_dir / name, time_budget=time_budget,
-                                   portable=True)
-            (cassette_dir / name).mkdir(parents=True, exist_ok=True)
-            err.print(terminal(f"{name}: fuzzing ({max_examples} examples, at most "
-                               f"{time_budget:g} s)"), markup=False)
+    columns: dict[str, str]
+    pinned: dict[str, str | None]
+    kept: list[Any]
+    corpus_root: Path | None
+    corpus_runs: int
+    protocol: str
+    timeout: float
+    sandbox_fs: bool
+    max_examples: int
+    seed: int
+    time_budget: float
+    cassette_dir: Path
+    workers: int
 
-            def on_event(ev: object, name: str = name) -> None:
-                if isinstance(ev, FailureFound):
-                    err.print(terminal(f"{name}: found a failure ({', '.join(ev.oracles)}); "
-                                       "shrinking it"), markup=False)
+    def all(self) -> tuple[list[dict[str, Any]], bool]:
+        """Every agent's entry of the matrix JSON, in order, and whether interrupted (the
+        entries then say what ran before)."""
+        agents: list[dict[str, Any]] = []
+        interrupted = False
+        restore = install_interrupt_handlers()
+        try:
+            for given in self.columns:
+                if self._agent(given, agents):
+                    interrupted = True
+                    break
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            restore()
+        return agents, interrupted
 
-            t0 = time.monotonic()
-            try:
-                result = (run_parallel(spec, cfg, workers, on_event) if workers > 1
-                          else run_campaign(spec, cfg, on_event))
-            except HarnessError as e:
-                err.print(terminal(f"{name}: not run: {e}"), markup=False)
-                entry = {"profile": name, "not_run": _first_line(str(e))}
-                agents.append(entry)
-                # The campaign could not run (a calibration that failed, say): what the
-                # reviewed cassettes still show is known all the same.
-                replay_corpus(given, entry)
-                continue
-            doc = result_to_json(result)
-            entry = {"profile": name, "report": doc}
+    def _agent(self, given: str, agents: list[dict[str, Any]]) -> bool:
+        """Run one agent's campaign and replay its corpus, its entry added to ``agents``
+        before its corpus is replayed (an interrupt keeps it); whether the campaign was
+        interrupted."""
+        from acp_fuzz.engine.campaign import CampaignSettings, FailureFound, run_campaign
+        from acp_fuzz.engine.workers import run_parallel
+        from acp_fuzz.reporting import result_to_json
+
+        name = self.columns[given]
+        try:
+            spec = TargetSpec.from_profile(given, timeout=self.timeout, protocol=self.protocol,
+                                           sandbox_fs=self.sandbox_fs)
+        except HarnessError as e:
+            err.print(terminal(f"{name}: not run: {e}"), markup=False)
+            agents.append(self._not_started(name, e))
+            return False
+        cfg = CampaignSettings(max_examples=self.max_examples, seed=self.seed,
+                               cassette_dir=self.cassette_dir / name,
+                               time_budget=self.time_budget, portable=True)
+        (self.cassette_dir / name).mkdir(parents=True, exist_ok=True)
+        err.print(terminal(f"{name}: fuzzing ({self.max_examples} examples, at most "
+                           f"{self.time_budget:g} s)"), markup=False)
+
+        def on_event(ev: object) -> None:
+            if isinstance(ev, FailureFound):
+                err.print(terminal(f"{name}: found a failure ({', '.join(ev.oracles)}); "
+                                   "shrinking it"), markup=False)
+
+        t0 = time.monotonic()
+        try:
+            result = (run_parallel(spec, cfg, self.workers, on_event) if self.workers > 1
+                      else run_campaign(spec, cfg, on_event))
+        except HarnessError as e:
+            err.print(terminal(f"{name}: not run: {e}"), markup=False)
+            entry: dict[str, Any] = {"profile": name, "not_run": _first_line(str(e))}
             agents.append(entry)
-            err.print(terminal(f"{name}: {doc['examples_run']} examples, {doc['steps_run']} "
-                               f"steps in {time.monotonic() - t0:.0f} s"), markup=False)
-            if result.interrupted:
-                interrupted = True
-                break
-            replay_corpus(given, entry)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        restore()
-    if not agents:
-        err.print("acp-fuzz: interrupted before any agent ran; nothing to write", markup=False)
-        raise typer.Exit(130)
-    _write(argv, agents, interrupted, markdown=markdown, html_out=html_out, json_out=json_out,
-           corpus_root=None if corpus_root is None else str(corpus_root))
-    if protocol == "auto":
-        # The version each agent speaks is known only now: the table is written, and the
-        # run still fails, so nobody reads a pass that the review contradicts.
-        _refuse_unaccounted([line for e in agents for line in e.get("unaccounted", [])])
-    raise typer.Exit(130 if interrupted else 0)
+            # The campaign could not run (a calibration that failed, say): what the
+            # reviewed cassettes still show is known all the same.
+            self._replay_corpus(given, entry)
+            return False
+        doc = result_to_json(result)
+        entry = {"profile": name, "report": doc}
+        agents.append(entry)
+        err.print(terminal(f"{name}: {doc['examples_run']} examples, {doc['steps_run']} "
+                           f"steps in {time.monotonic() - t0:.0f} s"), markup=False)
+        if result.interrupted:
+            return True
+        self._replay_corpus(given, entry)
+        return False
+
+    def _not_started(self, name: str, e: HarnessError) -> dict[str, Any]:
+        """The entry of an agent that cannot be started: its corpus cannot be replayed
+        either."""
+        entry: dict[str, Any] = {"profile": name, "not_run": _first_line(str(e))}
+        if self.corpus_root is not None:
+            folder = self.corpus_root / name
+            entry["corpus"] = {"dir": str(folder), "runs": self.corpus_runs,
+                               "replayed": [], "skipped": []}
+            if _corpus_of(folder):
+                entry["corpus"]["not_replayed"] = "the agent was not run"
+        return entry
+
+    def _replay_corpus(self, given: str, entry: dict[str, Any]) -> None:
+        """Replay the agent's corpus into its entry, tied to its kept findings."""
+        if self.corpus_root is not None:
+            name, pinned = self.columns[given], self.pinned[given]
+            entry["corpus"] = _replay_corpus(
+                given, name, self.corpus_root / name, entry, pinned=pinned,
+                protocol=self.protocol, runs=self.corpus_runs, timeout=self.timeout,
+                sandbox_fs=self.sandbox_fs)
+            _mark_kept(entry, self.kept, name, pinned, self.corpus_root)
 
 
 def _replay_corpus(given: str, name: str, folder: Path, entry: dict[str, Any], *,
