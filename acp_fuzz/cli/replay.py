@@ -65,70 +65,88 @@ from acp_fuzz.engine.replay import (
 __all__ = ["replay_cmd"]
 
 
+# The arguments and options of ``replay`` (declared here, not in its signature, so that the
+# command reads as what it does; typer reads them the same either way).
+_CASSETTE: Any = typer.Argument(
+    ..., help="A cassette file, or a folder: every *.cassette under it is replayed.",
+    show_default=False)
+_COMMAND: Any = typer.Argument(
+    None, metavar="[-- AGENT COMMAND...]", show_default=False,
+    help="The agent to replay against (your build). Required unless --profile, --offline "
+         "or --trust-recorded-command is given.")
+_PROFILE: Any = typer.Option(
+    None, "--profile", "-p",
+    help="Replay against a known agent (see `acp-fuzz profiles`) or a profile file; with "
+         "a command after --, that command run the way the profile runs its agent.")
+_TRUST_RECORDED_COMMAND: Any = typer.Option(
+    False, "--trust-recorded-command",
+    metavar="",
+    help="Run the agent command (or profile) recorded in each cassette. A cassette can "
+         "name any command: use this only for cassettes you made or trust.")
+_RECORDED_MODEL_REPLIES: Any = typer.Option(
+    False, "--recorded-model-replies",
+    metavar="",
+    help="Serve the real-model replies a --model-upstream cassette recorded, instead of "
+         "the fake model's. They choose what the model tells your agent: use this only for "
+         "cassettes you trust.")
+_OFFLINE: Any = typer.Option(
+    False, "--offline",
+    metavar="",
+    help="Start no agent: run the current oracles over the recorded events.")
+_AS_AGENT: Any = typer.Option(
+    False, "--as-agent",
+    metavar="",
+    help="Serve the recorded AGENT side on stdio, to test an ACP client (editor) against "
+         "it; problems are printed to stderr at end of input (exit 1).")
+_FORWARD_FS_TERMINAL: Any = typer.Option(
+    False, "--forward-fs-terminal",
+    metavar="",
+    help="With --as-agent: also send your client the fs/* and terminal/* requests the "
+         "cassette recorded (dropped by default: they write files and run commands).")
+_RUNS: Any = typer.Option(
+    None, "--runs", min=1, show_default=False,
+    help="Replay each cassette this many times (default 1; 3 with --client); a failure "
+         "seen in only some runs is FLAKY.")
+_JUNIT: Any = typer.Option(
+    None, "--junit", metavar="PATH", help="Also write a JUnit XML file (one test case "
+                                          "per cassette): --report junit:PATH.")
+_REPORT: Any = typer.Option(
+    [], "--report", metavar="KIND:PATH",
+    help="json:PATH (each cassette's verdict, runs, divergence and findings) or "
+         "junit:PATH (one test case per cassette); repeatable.")
+_TIMEOUT: Any = typer.Option(
+    None, "--timeout", min=0.1, show_default=False,
+    help=f"Seconds to wait for each agent answer (default {DEFAULT_TIMEOUT:g}); with "
+         "--client, seconds each step may run (default: the recorded scenario's).")
+_CLIENT: Any = typer.Option(
+    False, "--client", metavar="",
+    help="The cassette is a client's (`acp-fuzz client`): replay it against the client "
+         "after -- (docs/clients.md). One cassette, not a folder.")
+_PASS_ENV: Any = typer.Option(
+    [], "--pass-env", metavar="NAME",
+    help="With --client: pass this variable to the client (repeatable; scrubbed).")
+
+
 @app.command("replay", context_settings={"allow_interspersed_args": False})
 def replay_cmd(
-    cassette: Path = typer.Argument(
-        ..., help="A cassette file, or a folder: every *.cassette under it is replayed.",
-        show_default=False),
-    command: list[str] | None = typer.Argument(
-        None, metavar="[-- AGENT COMMAND...]", show_default=False,
-        help="The agent to replay against (your build). Required unless --profile, --offline "
-             "or --trust-recorded-command is given."),
-    profile: str | None = typer.Option(
-        None, "--profile", "-p",
-        help="Replay against a known agent (see `acp-fuzz profiles`) or a profile file; with "
-             "a command after --, that command run the way the profile runs its agent."),
-    trust_recorded_command: bool = typer.Option(
-        False, "--trust-recorded-command",
-        metavar="",
-        help="Run the agent command (or profile) recorded in each cassette. A cassette can "
-             "name any command: use this only for cassettes you made or trust."),
+    cassette: Path = _CASSETTE,
+    command: list[str] | None = _COMMAND,
+    profile: str | None = _PROFILE,
+    trust_recorded_command: bool = _TRUST_RECORDED_COMMAND,
     sandbox_net: bool = SANDBOX_NET_OPTION,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
-    recorded_model_replies: bool = typer.Option(
-        False, "--recorded-model-replies",
-        metavar="",
-        help="Serve the real-model replies a --model-upstream cassette recorded, instead of "
-             "the fake model's. They choose what the model tells your agent: use this only for "
-             "cassettes you trust."),
-    offline: bool = typer.Option(
-        False, "--offline",
-        metavar="",
-        help="Start no agent: run the current oracles over the recorded events."),
-    as_agent: bool = typer.Option(
-        False, "--as-agent",
-        metavar="",
-        help="Serve the recorded AGENT side on stdio, to test an ACP client (editor) against "
-             "it; problems are printed to stderr at end of input (exit 1)."),
-    forward_fs_terminal: bool = typer.Option(
-        False, "--forward-fs-terminal",
-        metavar="",
-        help="With --as-agent: also send your client the fs/* and terminal/* requests the "
-             "cassette recorded (dropped by default: they write files and run commands)."),
-    runs: int | None = typer.Option(
-        None, "--runs", min=1, show_default=False,
-        help="Replay each cassette this many times (default 1; 3 with --client); a failure "
-             "seen in only some runs is FLAKY."),
-    junit: Path | None = typer.Option(
-        None, "--junit", metavar="PATH", help="Also write a JUnit XML file (one test case "
-                                              "per cassette): --report junit:PATH."),
-    report: list[str] = typer.Option(
-        [], "--report", metavar="KIND:PATH",
-        help="json:PATH (each cassette's verdict, runs, divergence and findings) or "
-             "junit:PATH (one test case per cassette); repeatable."),
-    timeout: float | None = typer.Option(
-        None, "--timeout", min=0.1, show_default=False,
-        help=f"Seconds to wait for each agent answer (default {DEFAULT_TIMEOUT:g}); with "
-             "--client, seconds each step may run (default: the recorded scenario's)."),
-    client: bool = typer.Option(
-        False, "--client", metavar="",
-        help="The cassette is a client's (`acp-fuzz client`): replay it against the client "
-             "after -- (docs/clients.md). One cassette, not a folder."),
+    recorded_model_replies: bool = _RECORDED_MODEL_REPLIES,
+    offline: bool = _OFFLINE,
+    as_agent: bool = _AS_AGENT,
+    forward_fs_terminal: bool = _FORWARD_FS_TERMINAL,
+    runs: int | None = _RUNS,
+    junit: Path | None = _JUNIT,
+    report: list[str] = _REPORT,
+    timeout: float | None = _TIMEOUT,
+    client: bool = _CLIENT,
     step: list[str] = STEP_OPTION,
     scenario_file: Path | None = SCENARIO_OPTION,
-    pass_env: list[str] = typer.Option(
-        [], "--pass-env", metavar="NAME",
-        help="With --client: pass this variable to the client (repeatable; scrubbed)."),
+    pass_env: list[str] = _PASS_ENV,
 ) -> None:
     """Replay recorded cassettes against your agent and say whether each bug is still there.
 
@@ -142,12 +160,7 @@ def replay_cmd(
 
     With --client, a client cassette of `acp-fuzz client` against the client after `--`
     (docs/clients.md): FIXED (exit 0), FAILED or FLAKY (exit 1), in three runs by default."""
-    argv = list(command or [])
-    if argv and argv[0] == "--":  # kept by click when option parsing stopped at CASSETTE
-        argv = argv[1:]
-    if argv and argv[0].startswith("-"):
-        fail(f"unexpected {argv[0]!r}: options go before the cassette path, and the agent "
-             "command after `--` (acp-fuzz replay --runs 3 CASSETTE -- AGENT ARGS)")
+    argv = _agent_argv(command)
     if client:
         _replay_client(cassette, argv, step, scenario_file, timeout, tuple(pass_env),
                        trust=trust_recorded_command, sandbox_fs=sandbox_fs,
@@ -177,22 +190,8 @@ def replay_cmd(
         fail("--offline starts no agent: do not give an agent command, --profile, "
              "--trust-recorded-command or --recorded-model-replies")
     if profile:
-        # A bad profile is the user's mistake, said once before any cassette is read.
-        from acp_fuzz.engine.profiles import ProfileError, get_profile
-
-        try:
-            get_profile(profile)
-        except KeyError as e:
-            fail(str(e.args[0]))
-        except ProfileError as e:
-            fail(str(e))
-    if not cassette.exists():
-        fail(f"no such file or folder: {cassette}")
-    if cassette.is_dir():
-        paths = _agent_cassettes(cassette, cassettes_in(cassette))
-    else:
-        _refuse_client_cassette(cassette)
-        paths = [cassette]
+        _check_profile(profile)
+    paths = _cassettes(cassette)
     if not (offline or argv or profile or trust_recorded_command):
         _refuse_recorded(paths)
     if sandbox_fs and not offline:
@@ -200,10 +199,52 @@ def replay_cmd(
     if not offline:
         enter_sandbox_net(sandbox_net)
 
+    results = _print_replays(_replay_all(
+        paths, offline=offline, target=argv or None, profile=profile,
+        trust=trust_recorded_command, model=recorded_model_replies, runs=runs,
+        timeout=timeout, sandbox_fs=sandbox_fs))
+    _write_reports(reports, results)
+    raise typer.Exit(exit_code(results))
+
+
+def _agent_argv(command: list[str] | None) -> list[str]:
+    """The agent command after ``--``; exit 2 for an option given after the cassette."""
+    argv = list(command or [])
+    if argv and argv[0] == "--":  # kept by click when option parsing stopped at CASSETTE
+        argv = argv[1:]
+    if argv and argv[0].startswith("-"):
+        fail(f"unexpected {argv[0]!r}: options go before the cassette path, and the agent "
+             "command after `--` (acp-fuzz replay --runs 3 CASSETTE -- AGENT ARGS)")
+    return argv
+
+
+def _check_profile(profile: str) -> None:
+    """Exit 2 for a profile that is not known or cannot be read."""
+    # A bad profile is the user's mistake, said once before any cassette is read.
+    from acp_fuzz.engine.profiles import ProfileError, get_profile
+
+    try:
+        get_profile(profile)
+    except KeyError as e:
+        fail(str(e.args[0]))
+    except ProfileError as e:
+        fail(str(e))
+
+
+def _cassettes(cassette: Path) -> list[Path]:
+    """The agent cassettes to replay: the one given, or those under the folder given."""
+    if not cassette.exists():
+        fail(f"no such file or folder: {cassette}")
+    if cassette.is_dir():
+        return _agent_cassettes(cassette, cassettes_in(cassette))
+    _refuse_client_cassette(cassette)
+    return [cassette]
+
+
+def _print_replays(replays: Iterator[ReplayResult]) -> list[ReplayResult]:
+    """Print each verdict, with its notes and its first difference, as its replay ends."""
     results: list[ReplayResult] = []
-    for result in _replay_all(paths, offline=offline, target=argv or None, profile=profile,
-                              trust=trust_recorded_command, model=recorded_model_replies,
-                              runs=runs, timeout=timeout, sandbox_fs=sandbox_fs):
+    for result in replays:
         results.append(result)
         for note in result.notes:
             typer.echo(f"note: {visible(str(result.path))}: {note} (--recorded-model-replies)",
@@ -212,6 +253,11 @@ def replay_cmd(
         if result.divergence is not None:
             for line in result.divergence.lines():
                 typer.echo(terminal(f"    {line}"))
+    return results
+
+
+def _write_reports(reports: list[tuple[str, Path]], results: list[ReplayResult]) -> None:
+    """Write each ``--report KIND:PATH`` (and ``--junit PATH``); exit 2 if one cannot be."""
     for kind, path in reports:
         try:
             if kind == "junit":
@@ -220,7 +266,6 @@ def replay_cmd(
                 write_json(path, results)
         except OSError as e:
             fail(f"cannot write {path}: {e.strerror or e}")
-    raise typer.Exit(exit_code(results))
 
 
 def _reports(values: list[str], junit: Path | None) -> list[tuple[str, Path]]:
