@@ -1014,108 +1014,15 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
         resend = resolve(spec.dialect, init) == "standard"
         machine = SearchMachine.bound(search, caps=caps, long_texts=cfg.long_texts,
                                       resend_on_lifecycle=resend)
-        db = database
-        if db is None and cfg.database:
-            db = open_database(cfg.database)
-        if db is not None:
-            # One database may serve many campaigns (workers, machines, agents): keep each
-            # agent's examples to itself, keyed by what it is, not by where it runs.
-            db = AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
-                                  f"|{spec.profile or spec.argv[-1]}")
+        db = _database(database, cfg, agent, spec)
         result.cover_keys = cover_keys(caps, resend_on_lifecycle=resend)
-        # A shard's search rounds draw for all the shards (see hypothesis() below).
-        planned = len(covering_examples(caps, resend_on_lifecycle=resend,
-                                        max_steps=cfg.max_steps)) \
-            if cfg.cover and cfg.shard[1] > 1 else 0
-        generated = 0
-        pending: Failure | None = None  # a failure not yet confirmed when interrupted
-
-        def settle(flaky: bool) -> bool:
-            """Count the examples of the stage that ended, and shrink, confirm and record its
-            failure; whether it had one."""
-            nonlocal generated, pending
-            generated += search.generated
-            pending = search.failure
-            if pending is None:
-                return False
-            _settle(search, pending, gateway, init, flaky_hint=flaky)
-            pending = None
-            return True
-
-        def more() -> bool:
-            """Whether the campaign may run another example."""
-            return generated < cfg.max_examples and len(result.reports) < cfg.max_failures \
-                and not result.out_of_time
-
-        def hypothesis(seed_: int, phases: list[Phase], *, first: bool = True) -> bool:
-            """One Hypothesis round: until its first new failure, or the examples run out;
-            whether it had a failure (``first``: the search's first round)."""
-            search.new_round()
-            budget = cfg.max_examples - generated
-            if cfg.shard[1] > 1 and Phase.generate in phases:
-                # A shard's round draws for all the shards, and each runs its share
-                # (SearchState.skips). Hypothesis draws what the seed and its max_examples
-                # say, so every shard gives it the same count: what one campaign of N * M
-                # examples has left after all the covering examples (the whole plan, which
-                # the shards run between them). The first round runs its share of those
-                # whole; a later one (after this shard's own failure) up to its budget.
-                search.share = cfg.shard
-                search.budget = None if first else budget
-                budget = max(1, cfg.shard[1] * cfg.max_examples - planned)
-            hyp = settings(
-                max_examples=budget,
-                stateful_step_count=cfg.max_steps,
-                deadline=None,
-                database=db,
-                suppress_health_check=list(HealthCheck),
-                report_multiple_bugs=False,
-                verbosity=Verbosity.quiet,
-                print_blob=False,
-                phases=phases,
-            )
-            flaky = False
-            try:
-                # Typed as holding None (its default); it takes a callback.
-                collector = cast(Any, statistics.collector)
-                with collector.with_value(_count_discarded(result)):
-                    run_state_machine_as_test(seed(seed_)(machine), settings=hyp)
-            except AgentBug:
-                pass
-            except (Flaky, ExceptionGroup):
-                # Hypothesis could not reproduce the failure it shrank to. Past the shrink
-                # budget that is by design (the replay was a no-op); otherwise the failure
-                # is flaky. The confirm runs below decide in both cases.
-                flaky = search.shrink_left != 0
-            except unittest.SkipTest:
-                pass  # a database replay with nothing to replay
-            finally:
-                search.share = search.budget = None
-            return settle(flaky)
-
+        rounds = _Rounds(search, machine, gateway, init, db, resend=resend)
         try:
             # Inside the try: an interrupt while the CLI renders these is an interrupt of
             # the campaign (exit 130 with a report), not of its start.
             on_event(Started(agent, caps, init))
             on_event(Calibrated(baseline, cal.learned))
-            if db is not None:
-                # What the database holds first: the failures other campaigns found (the
-                # covering examples' own failures are found again by the covering examples).
-                hypothesis(cfg.seed, [Phase.reuse, Phase.shrink])
-            if cfg.cover and more():
-                _cover(search, machine, resend=resend, settle=settle, more=more)
-            round_ = 0
-            while more() and not cfg.cover_only:
-                # Each round at its own seed: the same seed would re-draw the examples the
-                # last round already ran. Only the first lets Hypothesis shrink: the
-                # campaign's own passes reach the same minimum (tests/quality), and
-                # Hypothesis' budget was most of a round. No round replays the database
-                # again: its failures are known by then, and a replay that no longer fails
-                # would delete them from it.
-                phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if round_ == 0
-                                                             else [])
-                if not hypothesis(cfg.seed + round_, phases, first=round_ == 0):
-                    break  # the examples ran out without a new failure
-                round_ += 1
+            rounds.run()
         except BaseException as exc:
             # Ctrl-C or SIGTERM: Hypothesis has torn the example down (its agent is closed).
             # Keep what was found so far, the last failure unconfirmed, and stop. An interrupt
@@ -1125,9 +1032,139 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
                 raise
             interrupt.acknowledge()
             result.interrupted = True
-            pending = pending or search.failure
+            rounds.pending = rounds.pending or search.failure
         finally:
             warm.close()
+        rounds.finish()
+    return result
+
+
+def _database(database: ExampleDatabase | None, cfg: CampaignSettings,
+              agent: Mapping[str, Any], spec: TargetSpec) -> ExampleDatabase | None:
+    """The example database of the campaign (the one given, else ``cfg.database`` opened),
+    keyed by the agent; ``None`` without one."""
+    db = database
+    if db is None and cfg.database:
+        db = open_database(cfg.database)
+    if db is not None:
+        # One database may serve many campaigns (workers, machines, agents): keep each
+        # agent's examples to itself, keyed by what it is, not by where it runs.
+        db = AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
+                              f"|{spec.profile or spec.argv[-1]}")
+    return db
+
+
+class _Rounds:
+    """The rounds of one calibrated campaign (the database's failures, the covering
+    examples, then Hypothesis' search at successive seeds) and what they share: how many
+    examples they generated, and the failure not yet settled."""
+
+    def __init__(self, search: SearchState, machine: type[SearchMachine], gateway: Gateway,
+                 init: Any, db: ExampleDatabase | None, *, resend: bool) -> None:
+        self.search, self.machine, self.gateway, self.init, self.db = (
+            search, machine, gateway, init, db)
+        self.cfg, self.result, self.resend = search.cfg, search.result, resend
+        # A shard's search rounds draw for all the shards (see hypothesis() below).
+        self.planned = len(covering_examples(machine.caps, resend_on_lifecycle=resend,
+                                             max_steps=self.cfg.max_steps)) \
+            if self.cfg.cover and self.cfg.shard[1] > 1 else 0
+        self.generated = 0
+        self.pending: Failure | None = None  # a failure not yet confirmed when interrupted
+
+    def run(self) -> None:
+        """Run every round the settings ask for, while :meth:`more` allows."""
+        cfg = self.cfg
+        if self.db is not None:
+            # What the database holds first: the failures other campaigns found (the
+            # covering examples' own failures are found again by the covering examples).
+            self.hypothesis(cfg.seed, [Phase.reuse, Phase.shrink])
+        if cfg.cover and self.more():
+            _cover(self.search, self.machine, resend=self.resend, settle=self.settle,
+                   more=self.more)
+        round_ = 0
+        while self.more() and not cfg.cover_only:
+            # Each round at its own seed: the same seed would re-draw the examples the
+            # last round already ran. Only the first lets Hypothesis shrink: the
+            # campaign's own passes reach the same minimum (tests/quality), and
+            # Hypothesis' budget was most of a round. No round replays the database
+            # again: its failures are known by then, and a replay that no longer fails
+            # would delete them from it.
+            phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if round_ == 0
+                                                         else [])
+            if not self.hypothesis(cfg.seed + round_, phases, first=round_ == 0):
+                break  # the examples ran out without a new failure
+            round_ += 1
+
+    def settle(self, flaky: bool) -> bool:
+        """Count the examples of the stage that ended, and shrink, confirm and record its
+        failure; whether it had one."""
+        self.generated += self.search.generated
+        self.pending = self.search.failure
+        if self.pending is None:
+            return False
+        _settle(self.search, self.pending, self.gateway, self.init, flaky_hint=flaky)
+        self.pending = None
+        return True
+
+    def more(self) -> bool:
+        """Whether the campaign may run another example."""
+        cfg, result = self.cfg, self.result
+        return self.generated < cfg.max_examples and len(result.reports) < cfg.max_failures \
+            and not result.out_of_time
+
+    def hypothesis(self, seed_: int, phases: list[Phase], *, first: bool = True) -> bool:
+        """One Hypothesis round: until its first new failure, or the examples run out;
+        whether it had a failure (``first``: the search's first round)."""
+        cfg, search = self.cfg, self.search
+        search.new_round()
+        budget = cfg.max_examples - self.generated
+        if cfg.shard[1] > 1 and Phase.generate in phases:
+            # A shard's round draws for all the shards, and each runs its share
+            # (SearchState.skips). Hypothesis draws what the seed and its max_examples
+            # say, so every shard gives it the same count: what one campaign of N * M
+            # examples has left after all the covering examples (the whole plan, which
+            # the shards run between them). The first round runs its share of those
+            # whole; a later one (after this shard's own failure) up to its budget.
+            search.share = cfg.shard
+            search.budget = None if first else budget
+            budget = max(1, cfg.shard[1] * cfg.max_examples - self.planned)
+        hyp = settings(
+            max_examples=budget,
+            stateful_step_count=cfg.max_steps,
+            deadline=None,
+            database=self.db,
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+            verbosity=Verbosity.quiet,
+            print_blob=False,
+            phases=phases,
+        )
+        flaky = False
+        try:
+            # Typed as holding None (its default); it takes a callback.
+            collector = cast(Any, statistics.collector)
+            with collector.with_value(_count_discarded(self.result)):
+                run_state_machine_as_test(seed(seed_)(self.machine), settings=hyp)
+        except AgentBug:
+            pass
+        except (Flaky, ExceptionGroup):
+            # Hypothesis could not reproduce the failure it shrank to. Past the shrink
+            # budget that is by design (the replay was a no-op); otherwise the failure
+            # is flaky. The confirm runs below decide in both cases.
+            flaky = search.shrink_left != 0
+        except unittest.SkipTest:
+            pass  # a database replay with nothing to replay
+        finally:
+            search.share = search.budget = None
+        return self.settle(flaky)
+
+    def finish(self) -> None:
+        """Fill in the rest of the result once the rounds ended: the failure an interrupt
+        left unconfirmed, the info observations (and their cassettes with ``keep_info``),
+        the untied requests, the model requests counted and the deadlines learned."""
+        search, cfg, result, gateway, init = (self.search, self.cfg, self.result,
+                                              self.gateway, self.init)
+        spec, baseline, pending = search.spec, search.baseline, self.pending
         if pending is not None and result.interrupted:
             report = FindingReport(status="unconfirmed", runs=0, reproduced=0,
                                    findings=_kept(cfg, pending.findings), steps=pending.steps,
@@ -1146,7 +1183,6 @@ def run_campaign(spec: TargetSpec, cfg: CampaignSettings,
             result.untied_cassette = save_untied(spec, cfg, *search.untied, baseline, init)
         result.model_requests = dict(gateway.counts)
         result.deadlines = spec.deadlines.to_wire() if spec.deadlines else {}
-    return result
 
 
 #: Hypothesis' phases whose test cases are drawn (the rest shrink or explain a failure).
