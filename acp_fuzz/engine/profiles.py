@@ -74,7 +74,7 @@ import shutil
 import stat
 import sys
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -610,16 +610,9 @@ def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profil
     ``import_hooks=False`` checks the ``[hooks]`` references without importing them (so
     without running any of their code): :attr:`Profile.hooks` lists them, the hook
     attributes stay ``None``."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ProfileError(f"{where}: not valid TOML: {e}") from None
-    except RecursionError:  # tomllib parses arrays and inline tables recursively
-        raise ProfileError(f"{where}: nests too deeply (more than {_MAX_DEPTH} levels)"
-                           ) from None
-    if _depth(data) > _MAX_DEPTH:
-        raise ProfileError(f"{where}: nests too deeply (more than {_MAX_DEPTH} levels)")
-    r = _Reader(where, data)
+    # The keys are read in a fixed order (each array's items one after the other), so that a
+    # profile with several mistakes is always told the same one first.
+    r = _Reader(where, _toml(text, where))
     name = r.get("name", str, required=True)
     if not _NAME.fullmatch(name):
         raise r.fail("name", f"must be lower-case letters, digits, '.', '_' or '-' (at most "
@@ -638,8 +631,70 @@ def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profil
         if not isinstance(d, str):
             raise r.fail(f"dirs[{i}]", f"must be a string, not {_shown(d)}")
         r.template(f"dirs[{i}]", d, RUN_FACTS)
+    install = _install(r.sub("install"))
+    env = _env(r.sub("env"))
+    files = [_file(_Reader(where, f, f"files[{i}].", "files"))
+             for i, f in enumerate(_tables(r, "files"))]
+    side = [_side_rule(_Reader(where, s, f"side[{i}].", "side"))
+            for i, s in enumerate(_tables(r, "side"))]
+    info = []
+    for i, m in enumerate(r.get("info", list, [], what="an array of tables ([[info]])")):
+        if not isinstance(m, dict) or len(m) != 1 or next(iter(m)) not in ("prefix",
+                                                                            "contains"):
+            raise r.fail(f"info[{i}]", "must be a table with one key: prefix or contains")
+        info.append(_matcher(r, f"info[{i}]", m))
+    compaction = _compaction(r.sub("compaction"))
+    init_t, request_t, shutdown, restart = _timeouts(r.sub("timeouts"))
+    protocol, dialect = _protocol(r.sub("protocol"))
+    hooks = r.sub("hooks")
+    refs = [(k, _hook_ref(hooks, k)) for k in ("env", "setup_home", "side_request")]
+    hooks.done()
+    # Importing runs the module's code: only a profile that is used is imported, never one
+    # that is only checked (``acp-fuzz profiles check``).
+    env_hook, setup_hook, side_hook = (_import_hook(hooks, k, ref) if import_hooks else None
+                                       for k, ref in refs)
+    r.done()
+    return Profile(
+        name=name, description=description, command_template=tuple(command), model_api=api,
+        npm_package=install.npm, pypi_package=install.pypi, version=install.version,
+        extra_packages=install.extra, install_scripts=install.scripts,
+        setup=AgentSetup(env=tuple(env), dirs=tuple(dirs), files=tuple(files),
+                         side=tuple(side), compaction=compaction),
+        info=tuple(info), init_timeout=init_t, request_timeout=request_t,
+        shutdown_grace=shutdown, restart_grace=restart, protocol=protocol, dialect=dialect,
+        hooks=tuple((k, ref) for k, ref in refs if ref is not None), env_hook=env_hook,
+        setup_hook=setup_hook, side_hook=side_hook, source=where)
 
-    install = r.sub("install")
+
+def _toml(text: str, where: str) -> dict[str, Any]:
+    """The TOML document ``text``; a :class:`ProfileError` for one that is not valid or
+    nests too deeply."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ProfileError(f"{where}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib parses arrays and inline tables recursively
+        raise ProfileError(f"{where}: nests too deeply (more than {_MAX_DEPTH} levels)"
+                           ) from None
+    if _depth(data) > _MAX_DEPTH:
+        raise ProfileError(f"{where}: nests too deeply (more than {_MAX_DEPTH} levels)")
+    return data
+
+
+@dataclass(frozen=True)
+class _Install:
+    """A profile's ``[install]`` table: the package that installs its agent, if any."""
+
+    npm: str | None
+    pypi: str | None
+    version: str | None
+    extra: tuple[str, ...]
+    scripts: str
+
+
+def _install(install: _Reader) -> _Install:
+    """Read ``[install]``: one package, npm or pypi, pinned to an exact version, with its
+    extra npm packages and what its install scripts may do."""
     npm, pypi = install.get("npm", str), install.get("pypi", str)
     version = install.get("version", str)
     extra = install.get("with", list, [], what='an array of "package@version"')
@@ -669,63 +724,65 @@ def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profil
     if version is not None and not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z.+_-]*", version):
         raise install.fail("version", f"must be an exact version, not {_shown(version)}")
     install.done()
+    return _Install(npm, pypi, version, tuple(extra), scripts)
 
-    env_r = r.sub("env")
+
+def _env(env_r: _Reader) -> list[tuple[str, str]]:
+    """Read ``[env]``: each variable's name and its value (a template of the run's facts)."""
     env: list[tuple[str, str]] = []
     for k in list(env_r.table):
         if not _ENV_NAME.fullmatch(k):
             raise env_r.fail(k, "is not a variable name")
         v = env_r.get(k, str, what="a string")
         env.append((k, env_r.template(k, v, RUN_FACTS)))
+    return env
 
-    files = []
-    for i, f in enumerate(r.get("files", list, [], what="an array of tables ([[files]])")):
-        if not isinstance(f, dict):
-            raise r.fail(f"files[{i}]", "must be a table ([[files]])")
-        fr = _Reader(where, f, f"files[{i}].", "files")
-        path = fr.template("path", fr.get("path", str, required=True), RUN_FACTS)
-        if not path.startswith(("${home}/", "${work}/")):
-            raise fr.fail("path", "must start with ${home}/ or ${work}/")
-        text_v = fr.get("text", str)
-        json_v = fr.get("json", (dict, list, str, int, float, bool), what="a JSON value")
-        if (text_v is None) == (json_v is None):
-            raise fr.fail("text", "give text or json (one of them)")
-        problem = check_templates([text_v] if text_v is not None else _json_templates(json_v),
-                                  RUN_FACTS)
-        if problem is not None:
-            raise fr.fail("text" if text_v is not None else "json", problem)
-        mode = fr.get("mode", str, "600", what='an octal string, such as "600"')
-        if not re.fullmatch(r"0?[0-7]{3}", mode):
-            raise fr.fail("mode", f'must be an octal string such as "600", not {_shown(mode)}')
-        fr.done()
-        files.append(FileSpec(path=path, text=text_v, json=json_v, mode=int(mode, 8)))
 
-    side = []
-    for i, s in enumerate(r.get("side", list, [], what="an array of tables ([[side]])")):
-        if not isinstance(s, dict):
-            raise r.fail(f"side[{i}]", "must be a table ([[side]])")
-        side.append(_side_rule(_Reader(where, s, f"side[{i}].", "side")))
+def _tables(r: _Reader, key: str) -> Iterator[dict[str, Any]]:
+    """The tables of the array ``[[key]]`` (none without it), each checked as it is read."""
+    for i, t in enumerate(r.get(key, list, [], what=f"an array of tables ([[{key}]])")):
+        if not isinstance(t, dict):
+            raise r.fail(f"{key}[{i}]", f"must be a table ([[{key}]])")
+        yield t
 
-    info = []
-    for i, m in enumerate(r.get("info", list, [], what="an array of tables ([[info]])")):
-        if not isinstance(m, dict) or len(m) != 1 or next(iter(m)) not in ("prefix",
-                                                                            "contains"):
-            raise r.fail(f"info[{i}]", "must be a table with one key: prefix or contains")
-        info.append(_matcher(r, f"info[{i}]", m))
 
-    compaction = _compaction(r.sub("compaction"))
+def _file(fr: _Reader) -> FileSpec:
+    """Read one ``[[files]]`` table: a file written into the agent's home or work folder."""
+    path = fr.template("path", fr.get("path", str, required=True), RUN_FACTS)
+    if not path.startswith(("${home}/", "${work}/")):
+        raise fr.fail("path", "must start with ${home}/ or ${work}/")
+    text_v = fr.get("text", str)
+    json_v = fr.get("json", (dict, list, str, int, float, bool), what="a JSON value")
+    if (text_v is None) == (json_v is None):
+        raise fr.fail("text", "give text or json (one of them)")
+    problem = check_templates([text_v] if text_v is not None else _json_templates(json_v),
+                              RUN_FACTS)
+    if problem is not None:
+        raise fr.fail("text" if text_v is not None else "json", problem)
+    mode = fr.get("mode", str, "600", what='an octal string, such as "600"')
+    if not re.fullmatch(r"0?[0-7]{3}", mode):
+        raise fr.fail("mode", f'must be an octal string such as "600", not {_shown(mode)}')
+    fr.done()
+    return FileSpec(path=path, text=text_v, json=json_v, mode=int(mode, 8))
 
-    t = r.sub("timeouts")
+
+def _timeouts(t: _Reader) -> tuple[float, float, float, float | None]:
+    """Read ``[timeouts]``: initialize, each request, the grace at shutdown and at a
+    restart (none by default)."""
     init_t = t.seconds("init", 30.0)
     request_t = t.seconds("request", 60.0)
     shutdown = t.seconds("shutdown_grace", 3.0)
     restart = t.seconds("restart_grace", None)
     t.done()
+    assert init_t is not None and request_t is not None and shutdown is not None
+    return init_t, request_t, shutdown, restart
 
+
+def _protocol(pr: _Reader) -> tuple[str, str]:
+    """Read ``[protocol]``: the ACP version offered and the dialect of the prompt."""
     from acp_fuzz.core.dialects import DIALECTS
     from acp_fuzz.core.protocol import CHOICES
 
-    pr = r.sub("protocol")
     protocol = pr.get("version", str, "1")
     if protocol not in CHOICES:
         raise pr.fail("version", f"must be one of {', '.join(CHOICES)}, not {_shown(protocol)}")
@@ -734,26 +791,7 @@ def parse_profile(text: str, where: str, *, import_hooks: bool = True) -> Profil
         raise pr.fail("dialect", f"must be auto or one of {', '.join(sorted(DIALECTS))}, "
                       f"not {_shown(dialect)}")
     pr.done()
-
-    hooks = r.sub("hooks")
-    refs = [(k, _hook_ref(hooks, k)) for k in ("env", "setup_home", "side_request")]
-    hooks.done()
-    # Importing runs the module's code: only a profile that is used is imported, never one
-    # that is only checked (``acp-fuzz profiles check``).
-    env_hook, setup_hook, side_hook = (_import_hook(hooks, k, ref) if import_hooks else None
-                                       for k, ref in refs)
-    r.done()
-    assert init_t is not None and request_t is not None and shutdown is not None
-    return Profile(
-        name=name, description=description, command_template=tuple(command), model_api=api,
-        npm_package=npm, pypi_package=pypi, version=version, extra_packages=tuple(extra),
-        install_scripts=scripts,
-        setup=AgentSetup(env=tuple(env), dirs=tuple(dirs), files=tuple(files),
-                         side=tuple(side), compaction=compaction),
-        info=tuple(info), init_timeout=init_t, request_timeout=request_t,
-        shutdown_grace=shutdown, restart_grace=restart, protocol=protocol, dialect=dialect,
-        hooks=tuple((k, ref) for k, ref in refs if ref is not None), env_hook=env_hook,
-        setup_hook=setup_hook, side_hook=side_hook, source=where)
+    return protocol, dialect
 
 
 #: How many arrays and tables deep a profile may nest (the built-in ones: 4).
