@@ -30,7 +30,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from acp_fuzz.core.cassette import Cassette
+from acp_fuzz.core.cassette import Cassette, Header
 from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.facts import refusal_codes
 from acp_fuzz.core.findings import CATALOG, Finding, is_reported
@@ -86,12 +86,21 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
         "and records every request. Rule ids (such as `SP-AGENT-APPLY-NEW-MUST`) refer to the "
         "ACP `systemPrompt` RFD.")
     out.append("")
+    out += _agent_section(header, init, agent_name, agent_version)
+    out += _finding_section(header.meta, failing, info)
+    out += _error_codes(events)
+    out += _steps_section(events, header.run_settings.dialect, init)
+    out += _transcript_section(events)
+    if failing:
+        out.extend(_model_section(failing[0], events))
+    out += _reproduce_section(header, shown_path)
+    return "\n".join(out)
 
-    # -- agent ------------------------------------------------------------------------------
-    out.append("## Agent")
-    out.append("")
-    out.append("| | |")
-    out.append("|---|---|")
+
+def _agent_section(header: Header, init: Any, agent_name: str, agent_version: str
+                   ) -> list[str]:
+    """The "Agent" table: who it is, how it was run, and what it advertises."""
+    out = ["## Agent", "", "| | |", "|---|---|"]
     version = f" {md_code(agent_version, table=True)}" if agent_version else ""
     out.append(f"| Agent | {md_code(agent_name, table=True)}{version} |")
     command = clip(" ".join(map(str, header.target)), 2 * CLIP)
@@ -100,15 +109,18 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     out.append(f"| Advertises `systemPrompt` | {_advertised(init)} |")
     out.append(f"| Recorded by | acp-fuzz {md_text(_word(header.acp_fuzz_version), table=True)} |")
     out.append("")
+    return out
 
-    # -- finding ----------------------------------------------------------------------------
-    meta = header.meta
+
+def _finding_section(meta: Mapping[str, Any], failing: Sequence[Finding],
+                     info: Sequence[Finding]) -> list[str]:
+    """The "Finding" section: each failing finding's rule, status and how often it was
+    reproduced, then what was only observed."""
     status = meta.get("status")
     runs, reproduced = meta.get("runs"), meta.get("reproduced")
     rate = f"{reproduced}/{runs}" if isinstance(runs, int) and isinstance(reproduced, int) \
         else "-"
-    out.append("## Finding")
-    out.append("")
+    out = ["## Finding", ""]
     if not failing:
         out.append("No MUST or SHOULD finding was recorded in this cassette.")
         out.append("")
@@ -138,18 +150,17 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
                    + "; ".join(f"{md_code(_word(f.oracle))} ({_text(f.message)})" for f in info)
                    + ".")
         out.append("")
-    out += _error_codes(events)
+    return out
 
-    # -- steps ------------------------------------------------------------------------------
+
+def _steps_section(events: Sequence[Event], dialect: str | None, init: Any) -> list[str]:
+    """ "What the client did": the recorded steps, each with the request replay sends."""
     steps = [e for e in events if e.kind == "step"]
-    out.append("## What the client did")
-    out.append("")
-    out.append("acp-fuzz speaks of sessions by letter (A, B, ...); the agent gave them its own "
-               "ids. The minimal sequence that shows the problem:")
-    out.append("")
+    out = ["## What the client did", "",
+           "acp-fuzz speaks of sessions by letter (A, B, ...); the agent gave them its own "
+           "ids. The minimal sequence that shows the problem:", ""]
     if not steps:
         out.append("(no steps recorded)")
-    dialect = header.run_settings.dialect
     dialect = dialect if dialect is not None else "standard"
     for i, ev in enumerate(steps, 1):
         args = ev.data.get("args") or {}
@@ -162,14 +173,15 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
         if sends:
             out.append(f"   - {md_code(sends)}")
     out.append("")
+    return out
 
-    # -- transcript -------------------------------------------------------------------------
-    out.append("## Minimal JSON-RPC transcript")
-    out.append("")
-    out.append("The requests acp-fuzz sent to the agent on its stdin, in order, each followed "
-               "by the agent's response. Long strings are clipped; `<sandbox>` is the "
-               "temporary directory the agent ran in.")
-    out.append("")
+
+def _transcript_section(events: Sequence[Event]) -> list[str]:
+    """The JSON-RPC requests sent to the agent, each with its response."""
+    out = ["## Minimal JSON-RPC transcript", "",
+           "The requests acp-fuzz sent to the agent on its stdin, in order, each followed "
+           "by the agent's response. Long strings are clipped; `<sandbox>` is the "
+           "temporary directory the agent ran in.", ""]
     for i, (req, resp) in enumerate(_requests(events), 1):
         out.append(f"{i}. {md_code(_word(req.get('method')))}")
         out.append("")
@@ -180,17 +192,14 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
         else:
             out.append("   (no response)" if "id" in req else "   (notification)")
         out.append("")
+    return out
 
-    # -- model ------------------------------------------------------------------------------
-    if failing:
-        out.extend(_model_section(failing[0], events))
 
-    # -- reproduce --------------------------------------------------------------------------
-    out.append("## Reproduce")
-    out.append("")
+def _reproduce_section(header: Header, shown_path: str) -> list[str]:
+    """ "Reproduce": the replay commands (a client cassette's own, for one)."""
+    out = ["## Reproduce", ""]
     if _is_client_cassette(header):
-        out.extend(_reproduce_client(header, shown_path))
-        return "\n".join(out)
+        return out + _reproduce_client(header, shown_path)
     out.append("Install acp-fuzz, then replay the recorded client side against your build of "
                "the agent. It starts the agent in a fresh sandbox, sends the same requests, "
                "runs the same checks, and prints `FAILED` (exit 1) while the bug is present or "
@@ -206,7 +215,7 @@ def render_markdown(cassette: Cassette, *, path: str | None = None) -> str:
     out.append("Replay never runs the command recorded in a cassette on its own: name the agent "
                "yourself, as above.")
     out.append("")
-    return "\n".join(out)
+    return out
 
 
 # -- helpers --------------------------------------------------------------------------------------
