@@ -374,11 +374,32 @@ class Tracker:
         """The answer's change: what the agent accepted (or refused) is what the sessions
         hold from now on."""
         self.outcome = r.outcome
-        op, args, outcome, kind = r.op, r.args, r.outcome, r.kind
-        idx = self.index
-        sp = args.get("systemPrompt")
+        op, args = r.op, r.args
         handle = args.get("session")
-        blocks = blocks_of(sp)
+        blocks = blocks_of(args.get("systemPrompt"))
+        self._on_answer(r, handle, blocks)
+        if r.outcome != "ok":
+            return
+        cold = self.life.cold(handle)
+        self.life.apply(args)
+        if blocks:
+            self.accepted_blocks.update(b.strip() for b in blocks)
+        sid = r.verdict.get("sessionId")
+        if isinstance(sid, str):
+            self.known_ids.add(sid)
+        line = self.line(args)
+        if isinstance(handle, str) and handle in self.sessions and op not in ("prompt", "cancel"):
+            # Anything else done to the session since makes a failing turn less its prompt's.
+            self.sessions[handle].fresh_prompt = None
+        if op in ("new", "load", "resume", "fork"):
+            self._on_handed(r, handle, blocks, cold, line)
+        else:
+            self._on_used(op, handle, args, line)
+
+    def _on_answer(self, r: Reply, handle: Any, blocks: tuple[str, ...]) -> None:
+        """What any answer says, accepted or refused: a turn answered used what its session
+        was handed, a refused reattach changed nothing, a refused prompt is not the agent's."""
+        op, outcome, idx = r.op, r.outcome, self.index
         if op == "prompt" and r.answered and isinstance(handle, str) and handle in self.sessions:
             # The turn used what the session was handed: a failing turn after it is no
             # longer the first.
@@ -390,31 +411,26 @@ class Tracker:
         if op in ("load", "resume") and outcome == "error" and handle in self.sessions \
                 and r.live and not self.life.cold(handle):
             # Refused on a session this process has open: nothing may change.
-            self.sessions[handle].rejected_change = self.line(args)
+            self.sessions[handle].rejected_change = self.line(r.args)
         if op in ("load", "resume") and outcome == "error" and handle in self.sessions:
-            self.sessions[handle].failed_reattach.append(self.line(args))
+            self.sessions[handle].failed_reattach.append(self.line(r.args))
             self.sessions[handle].refused_with.append(tuple(self.sessions[handle].conversation))
         if outcome == "error" and blocks:
             self.rejected.append((idx, tuple(b.strip() for b in blocks
                                              if len(b.strip()) >= MIN_SIGNIFICANT)))
-        if outcome != "ok":
-            return
-        cold = self.life.cold(handle)
-        self.life.apply(args)
-        if blocks:
-            self.accepted_blocks.update(b.strip() for b in blocks)
-        prompt = Prompt(str(sp["mode"]), blocks, idx) \
+
+    def _on_handed(self, r: Reply, handle: Any, blocks: tuple[str, ...], cold: bool,
+                   line: str) -> None:
+        """An accepted new, load, resume or fork: the prompt (or the default) the session is
+        now owed, and what it keeps of what it held."""
+        op, args, kind = r.op, r.args, r.kind
+        sp = args.get("systemPrompt")
+        prompt = Prompt(str(sp["mode"]), blocks, self.index) \
             if kind == "valid" and isinstance(sp, Mapping) else None
         sid = r.verdict.get("sessionId")
-        if isinstance(sid, str):
-            self.known_ids.add(sid)
-        line = self.line(args)
         vendor = {k: v for k, v in self.vendor_sent.items()
                   if v.strip() not in {b.strip() for b in blocks}}
         fresh = line if kind == "valid" else None
-        if isinstance(handle, str) and handle in self.sessions and op not in ("prompt", "cancel"):
-            # Anything else done to the session since makes a failing turn less its prompt's.
-            self.sessions[handle].fresh_prompt = None
         if op == "new" and isinstance(handle, str):
             m = self._model(SessionModel(sid, [], vendor=vendor, fresh_prompt=fresh))
             if kind == "valid":
@@ -449,10 +465,14 @@ class Tracker:
             m.tainted = m.tainted or kind in ("invalid", "probe")
             m.fresh_prompt = fresh
             self.sessions[args["new"]] = m
-        elif op == "delete":
+
+    def _on_used(self, op: str, handle: Any, args: Mapping[str, Any], line: str) -> None:
+        """Any other accepted step: a session deleted, every session restarted, a mode, a
+        title, a compaction or a turn noted on its session."""
+        if op == "delete":
             # Gone for good. Its prompt stays foreign to every other session (``all_blocks``):
             # a deleted session's prompt in a later session's request is a leak.
-            self.sessions.pop(handle, None)  # type: ignore[arg-type]
+            self.sessions.pop(handle, None)
         elif op == "restart":
             for m in self.sessions.values():
                 m.note(line)
