@@ -515,7 +515,11 @@ class AgentProcess:
         self.max_client_backlog = max_client_backlog
         self.max_client_backlog_bytes = max_client_backlog_bytes
         self.max_unsent_answer_bytes = max_unsent_answer_bytes
+        self._init_state()
 
+    def _init_state(self) -> None:
+        """The state of the process and of the threads that talk to it: nothing started,
+        nothing in flight, nothing read yet."""
         self._proc: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
         self._pgid: int | None = None
@@ -560,7 +564,8 @@ class AgentProcess:
         self._exit_r = self._exit_w = -1
 
         # stdout line assembly state (reader thread only).
-        self._lines = LineAssembler(max_line_bytes, self._handle_line, self._record_oversize)
+        self._lines = LineAssembler(self.max_line_bytes, self._handle_line,
+                                    self._record_oversize)
         self._stdout_eof = False
 
         # stderr state.
