@@ -569,27 +569,7 @@ class Agent:
         self.request_id: Any = None
         self.busy: set[str] = set()
         self.bugs = frozenset(bugs)  # the planted defects (--bug, repeatable)
-        self.variants = frozenset(variants)  # correct variants (--variant)
-        if self.bugs & SWITCH_BUGS:
-            self.variants |= {"switches"}
-        if self.bugs & TITLE_BUGS:
-            self.variants |= {"titles"}
-        if self.bugs & DIRECTORY_BUGS:
-            self.variants |= {"directories"}
-        if self.bugs & COMPACTION_BUGS or "defer-until-compaction" in self.variants:
-            self.variants |= {"compacting"}
-        # --variant compacting: it advertises /compact and compacts sessions (see _compact).
-        self.compacting = "compacting" in self.variants
-        # --variant defer-until-compaction (and BUG(compaction-keeps-stale)): a changed
-        # prompt is held back until the next compaction (Session.held, stored).
-        self.holding = bool((self.variants | self.bugs) & HOLDING)
-        self.directories = "directories" in self.variants and dialect == "standard"
-        # Client-set titles, offered only with --variant titles (so by default the agent
-        # draws the harness's sequences exactly as before titles existed).
-        self.titles = "titles" in self.variants and dialect == "standard"
-        # Modes and a model option, offered only with --variant switches: by default the
-        # agent draws the harness's sequences exactly as before they existed.
-        self.switches = "switches" in self.variants
+        self._choose_variants(frozenset(variants), dialect)
         # --variant defer-*: session id -> (the prompt still sent, turns left or None = until
         # this process ends). In memory only: a new process applies what is stored.
         self.deferred: dict[str, tuple[SystemPrompt | None, int | None]] = {}
@@ -613,7 +593,36 @@ class Agent:
         # fork (in memory: the request names the servers each time).
         self.mcp_tools: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self.last_mcp_tools: list[tuple[str, dict[str, Any]]] = []  # only BUG(mcp-tools-leak)
-        self.methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        self.methods = self._method_table(dialect)
+
+    def _choose_variants(self, variants: frozenset[str], dialect: str) -> None:
+        """The correct variants this agent runs: those asked for, and those a planted bug
+        needs (a switch bug needs modes to switch), with the features each turns on."""
+        self.variants = variants  # correct variants (--variant)
+        if self.bugs & SWITCH_BUGS:
+            self.variants |= {"switches"}
+        if self.bugs & TITLE_BUGS:
+            self.variants |= {"titles"}
+        if self.bugs & DIRECTORY_BUGS:
+            self.variants |= {"directories"}
+        if self.bugs & COMPACTION_BUGS or "defer-until-compaction" in self.variants:
+            self.variants |= {"compacting"}
+        # --variant compacting: it advertises /compact and compacts sessions (see _compact).
+        self.compacting = "compacting" in self.variants
+        # --variant defer-until-compaction (and BUG(compaction-keeps-stale)): a changed
+        # prompt is held back until the next compaction (Session.held, stored).
+        self.holding = bool((self.variants | self.bugs) & HOLDING)
+        self.directories = "directories" in self.variants and dialect == "standard"
+        # Client-set titles, offered only with --variant titles (so by default the agent
+        # draws the harness's sequences exactly as before titles existed).
+        self.titles = "titles" in self.variants and dialect == "standard"
+        # Modes and a model option, offered only with --variant switches: by default the
+        # agent draws the harness's sequences exactly as before they existed.
+        self.switches = "switches" in self.variants
+
+    def _method_table(self, dialect: str) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        """The methods this agent answers: ACP's, and those its dialect and variants add."""
+        methods: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "initialize": self.initialize,
             "session/new": self.session_new,
             "session/load": self.session_load,
@@ -625,12 +634,13 @@ class Agent:
             "session/prompt": self.session_prompt,
         }
         if dialect == "goose":
-            self.methods[GOOSE_METHOD] = self.goose_set_system_prompt
+            methods[GOOSE_METHOD] = self.goose_set_system_prompt
         if self.switches:
-            self.methods["session/set_mode"] = self.session_set_mode
-            self.methods["session/set_config_option"] = self.session_set_config_option
+            methods["session/set_mode"] = self.session_set_mode
+            methods["session/set_config_option"] = self.session_set_config_option
         if self.titles:
-            self.methods["session/set_title"] = self.session_set_title
+            methods["session/set_title"] = self.session_set_title
+        return methods
 
     # -- framing ---------------------------------------------------------------------------------
 
@@ -1791,8 +1801,8 @@ def _read_config(path: str, log: Callable[[str], None]) -> tuple[str | None, str
     return (url if isinstance(url, str) else None), (key if isinstance(key, str) else "")
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the agent on stdin/stdout until stdin ends; returns the exit status."""
+def _parser() -> argparse.ArgumentParser:
+    """The command line: the bugs to plant, the variants, the dialect, the config file."""
     parser = argparse.ArgumentParser(
         prog="python -m acp_fuzz.reference_agent",
         description="A correct ACP agent for client systemPrompt, with optional planted bugs. "
@@ -1830,7 +1840,23 @@ def main(argv: list[str] | None = None) -> int:
         "\"apiKey\": ...}; ~ is $HOME) and ignore $OPENAI_BASE_URL and $OPENAI_API_KEY, as "
         "agents that keep their endpoint in a config file do (docs/profiles.md)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _model(args: argparse.Namespace, base_url: str | None, api_key: str) -> Model:
+    """The model the agent calls: a compacting agent reads the usage of its replies; the
+    others, the text alone."""
+    if {"compacting", "defer-until-compaction"} & set(args.variant) \
+            or COMPACTION_BUGS & set(args.bug):
+        return lambda messages, model, tools: chat_request(base_url, api_key, messages, model,
+                                                           tools)
+    return lambda messages, model, tools: chat_completion(base_url, api_key, messages,
+                                                          model, tools)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the agent on stdin/stdout until stdin ends; returns the exit status."""
+    args = _parser().parse_args(argv)
 
     quiet = os.environ.get("ACP_REF_QUIET") == "1"
 
@@ -1858,13 +1884,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(store.sessions_dir, ignore_errors=True)
     agent = Agent(
         store=store,
-        # A compacting agent reads the usage of its replies; the others, the text alone.
-        model=(lambda messages, model, tools: chat_request(base_url, api_key, messages, model,
-                                                           tools))
-        if {"compacting", "defer-until-compaction"} & set(args.variant)
-        or COMPACTION_BUGS & set(args.bug)
-        else (lambda messages, model, tools: chat_completion(base_url, api_key, messages,
-                                                              model, tools)),
+        model=_model(args, base_url, api_key),
         send=send,
         cancelled=reader.cancel_waiting,
         reattaching=reader.reattach_waiting,
