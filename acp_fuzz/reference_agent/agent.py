@@ -1815,7 +1815,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="plant a defect (repeat the option to plant several, each independent): "
-        + "; ".join(f"{name}: {text}" for name, text in sorted(BUGS.items())),
+        # argparse formats help with %: a bug's text may say "90 %".
+        + "; ".join(f"{name}: {text}" for name, text in sorted(BUGS.items())).replace("%", "%%"),
     )
     parser.add_argument(
         "--variant",
@@ -1823,7 +1824,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         help="a correct behaviour the RFD allows, which is not a bug: "
-        + "; ".join(f"{name}: {text}" for name, text in sorted(VARIANTS.items())),
+        + "; ".join(f"{name}: {text}" for name, text in sorted(VARIANTS.items())
+                    ).replace("%", "%%"),
     )
     parser.add_argument(
         "--dialect",

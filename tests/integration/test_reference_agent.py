@@ -69,6 +69,9 @@ class ModelServer:
         self.status = 200
         self.reply = "ok"
         self.failures = 0  # how many of the next requests fail with 503 (a model fault)
+        # Set: the next request waits for it (the model is thinking), after setting arrived.
+        self.hold: threading.Event | None = None
+        self.arrived = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -77,6 +80,10 @@ class ModelServer:
                 server.paths.append(self.path)
                 server.headers.append(dict(self.headers))
                 server.requests.append(json.loads(self.rfile.read(length)))
+                hold, server.hold = server.hold, None
+                if hold is not None:
+                    server.arrived.set()
+                    hold.wait(READ_TIMEOUT_S)
                 body = json.dumps(
                     {
                         "id": "x",
@@ -118,6 +125,7 @@ class ModelServer:
         self.status = 200
         self.reply = "ok"
         self.failures = 0
+        self.hold = None
 
     def system(self, index: int = -1) -> str:
         """The system message of a recorded request."""
@@ -1246,6 +1254,58 @@ def _cancel_errors(t: Trial) -> bool:
     return answer.get("result") != {"stopReason": "cancelled"}
 
 
+def during_turn(t: Trial, what: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answers to a turn of a new session while ``what`` is written as the model thinks
+    (its request held until then), up to a ``session/list`` sent last: the agent reads its
+    input in order, so what was not answered before the list's answer never will be."""
+    session = t.agent.new()
+    t.model.arrived.clear()
+    t.model.hold = release = threading.Event()
+    t.agent.send({"jsonrpc": "2.0", "id": "turn", "method": "session/prompt",
+                  "params": {"sessionId": session, "prompt": [text("x")]}})
+    assert t.model.arrived.wait(READ_TIMEOUT_S), "the turn never asked the model"
+    params = {"requestId": "turn"} if what["method"] == "$/cancel_request" \
+        else {"sessionId": session}
+    t.agent.send({"jsonrpc": "2.0", **what, "params": params})
+    t.agent.send({"jsonrpc": "2.0", "id": "mark", "method": "session/list", "params": {}})
+    release.set()
+    out = []
+    while not out or out[-1].get("id") != "mark":
+        message = t.agent.receive()
+        if "id" in message:
+            out.append(message)
+    return out
+
+
+def _turn_answer(answers: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((a for a in answers if a["id"] == "turn"), None)
+
+
+@reproduces("cancel-ignored-mid-turn")
+def _cancel_ignored_mid_turn(t: Trial) -> bool:
+    turn = _turn_answer(during_turn(t, {"method": "session/cancel"}))
+    return turn is None or turn.get("result") != {"stopReason": "cancelled"}
+
+
+@reproduces("close-keeps-turn")
+def _close_keeps_turn(t: Trial) -> bool:
+    turn = _turn_answer(during_turn(t, {"id": "close", "method": "session/close"}))
+    return turn is not None and turn.get("result") == {"stopReason": "end_turn"}
+
+
+@reproduces("close-drops-turn")
+def _close_drops_turn(t: Trial) -> bool:
+    return _turn_answer(during_turn(t, {"id": "close", "method": "session/close"})) is None
+
+
+@reproduces("cancel-request-unanswered")
+def _cancel_request_unanswered(t: Trial) -> bool:
+    turn = _turn_answer(during_turn(t, {"method": "$/cancel_request"}))
+    if turn is not None:  # the correct agent: -32800, the request was cancelled
+        assert turn.get("error", {}).get("code") == -32800, turn
+    return turn is None
+
+
 @reproduces("turn-fails-on-64k")
 def _turn_fails_on_64k(t: Trial) -> bool:
     session = t.agent.new(sp("append", "x" * 65536 + "END"))  # accepted, by both agents
@@ -1568,3 +1628,13 @@ def test_deferring_variants_keep_the_old_prompt_then_apply(
     agent.ok("session/resume", {"sessionId": session, "cwd": CWD})
     agent.prompt(session)
     assert model.system() == f"{defaults()}\n\n{Q}"
+
+
+def test_help_lists_every_bug_and_variant() -> None:
+    """argparse formats help text with %: a bug whose text says "90 %" once made --help a
+    traceback."""
+    proc = subprocess.run([sys.executable, "-m", "acp_fuzz.reference_agent", "--help"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-500:]
+    flat = " ".join(proc.stdout.split())
+    assert all(name in flat for name in (*BUGS, *VARIANTS)), flat[:300]
