@@ -144,7 +144,7 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
         keys.append("compact:after-change")
     keys += _surface_keys(caps)
     keys += [f"fault:{kind}" for kind in FAULTS]
-    keys += [f"during:{what}" for what in _during(caps)]
+    keys += [f"during:{what}" for what in _during(caps)] + ["together"]
     keys += _payload_keys(caps, resend_on_lifecycle) + _pair_keys(caps, resend_on_lifecycle)
     variants = invalid_variants(override=caps.override)
     return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
@@ -222,6 +222,23 @@ def _during_group(caps: Capabilities) -> _Group:
     return _Group(_new_session, tuple(unit(w) for w in _during(caps) if w != "close"), suffix)
 
 
+def _together_group() -> _Group:
+    """``together``: ``new A (P)``, ``new B (Q)``, a turn of ``A`` with a turn of ``B`` sent
+    while A's model request is held, then a turn of each (a prompt one turn left in a
+    process-wide place shows in the other session's next turn)."""
+    def first(ex: _Example) -> str:
+        a = _new_session(ex)
+        b = ex.handle()
+        ex.add({"op": "new", "session": b, "cwd": "distinct", **ex.prompt(b, _Q)})
+        return a
+
+    def together(ex: _Example, a: str) -> None:
+        b = HANDLES[HANDLES.index(a) + 1]  # the prefix's second session
+        ex.add({"op": "prompt", "session": a, "with": b}, {"op": "prompt", "session": a},
+               {"op": "prompt", "session": b})
+    return _Group(first, (together,))
+
+
 def _deferral_before_compaction(caps: Capabilities, resend: bool) -> bool:
     """Whether the agent can be sent a changed prompt on a live load or resume, and then be
     made to compact (``compact:after-change``)."""
@@ -244,6 +261,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         keys.append(f"fault:{step['fault']}")
     if op == "prompt" and "during" in step:
         keys.append(f"during:{step['during']}")
+    if op == "prompt" and "with" in step:
+        keys.append("together")
     if op in ("prompt", "list"):
         keys += _after_life(step, before)
     if op == "compact":
@@ -554,6 +573,7 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     groups += _invalid_groups(caps, resend)
     groups.append(_fault_group())
     groups.append(_during_group(caps))
+    groups.append(_together_group())
     payloads, changes = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 2
     groups += [payloads, *_pair_groups(caps, resend), changes]
     return groups

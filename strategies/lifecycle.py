@@ -55,6 +55,9 @@ COMPACT_EVERY = 3
 #: retry must carry the session's prompt, and the next turn must still have it. The
 #: covering examples send each kind at every seed (``strategies.cover``).
 FAULT_EVERY = 10
+#: One turn in TOGETHER_EVERY, where another session is open and the model is acp-fuzz's,
+#: goes out with another session's turn at once (issue #32 §2).
+TOGETHER_EVERY = 10
 #: One new session in this many names acp-fuzz's MCP server (``"mcp": true``).
 MCP_EVERY = 4
 #: The titles a retitle sends: plain, padded (an agent may trim it), and beyond ASCII.
@@ -268,6 +271,11 @@ class LifecycleMachine(RuleBasedStateMachine):
             st.integers(0, PROMPT_SWITCH_EVERY - 1), label="switch first") == 0
         if switched:
             self._switch(data, handle)
+        others = [h for h in self._loaded() if h != handle]
+        if not switched and self.model_faults and others and data.draw(
+                st.integers(0, TOGETHER_EVERY - 1), label="turns at once") == 0:
+            self._together(data, handle, others)
+            return
         # A turn right after a switch shows what the switch did to the prompt: never faulted.
         if not switched and self.model_faults and data.draw(
                 st.integers(0, FAULT_EVERY - 1), label="fault") == 0:
@@ -444,15 +452,25 @@ class LifecycleMachine(RuleBasedStateMachine):
         elif what == "title" and self.model.life.sessions:
             self._retitle(data)
 
+    def _together(self, data: st.DataObject, handle: str, others: list[str]) -> None:
+        """Two turns at once: ``handle``'s, and another open session's sent while the first's
+        model request is held. A prompt kept in one process-wide place shows in the turns
+        after (both sessions' next turns: two steps of their own, so shrinking can drop
+        them)."""
+        other = data.draw(st.sampled_from(others), label="the other turn")
+        self._send({"op": "prompt", "session": handle, "with": other})
+        self._turn_after(handle)
+        self._turn_after(other)
+
     def _cancel(self, data: st.DataObject, handle: str) -> None:
         """A cancel of a turn: written right behind its prompt (a race the agent must handle
         either way), or (where the model is acp-fuzz's) sent while the turn's model request is
         held (``during``): a ``session/cancel``, a ``$/cancel_request`` of the prompt, or a
         ``session/close``. What a cancelled turn left behind shows in the turn after it."""
-        kinds = ["race"] + ([w for w in DURING if w != "close" or self.caps.close]
-                            if self.model_faults else [])
-        how = data.draw(st.sampled_from(kinds), label="cancel how") if len(kinds) > 1 \
-            else "race"
+        # Half of them as before (the race), so a held one takes no share of the others.
+        held = [w for w in DURING if w != "close" or self.caps.close]
+        how = data.draw(st.sampled_from(held), label="cancel how") \
+            if self.model_faults and data.draw(st.booleans(), label="held") else "race"
         if how == "race":
             self._send({"op": "cancel", "session": handle})
             return

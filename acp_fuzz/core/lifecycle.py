@@ -142,11 +142,14 @@ class Lifecycle:
         h = step.get("session")
         if op == "prompt" and self.deleted(h):
             # A plain turn of a deleted session: sent to see it refused.
-            return not (step.get("fault") or step.get("busy") or step.get("during"))
+            return not (step.get("fault") or step.get("busy") or step.get("during")
+                        or step.get("with"))
         if need == "exists" and not self.exists(h):
             return False
         if need == "open" and not self.is_open(h):
             return False
+        if step.get("with") is not None and not self.is_open(step.get("with")):
+            return False  # the other turn needs its session open too
         if step.get("busy") and not self.is_open(h):
             return False  # a load or resume sent while a turn of the session runs
         if op == "compact" and not self.talked(h):
@@ -177,6 +180,8 @@ class Lifecycle:
             self.sessions[h].talked = True
             # A close sent during the turn: the step's answer is the close's.
             self.sessions[h].closed = self.sessions[h].closed or step.get("during") == "close"
+            if self.exists(step.get("with")):
+                self.sessions[step["with"]].talked = True
         elif op == "compact" and self.exists(h):
             self.sessions[h].talked = step.get("by") != "command"
         elif op in ("load", "resume") and self.exists(h):

@@ -77,6 +77,9 @@ COMPACT_BY = ("command", "usage", "overflow")
 #: answer.
 FAULTS = ("server-error", "rate-limited", "overloaded", "connection-closed", "stream-cut",
           "not-json", "slow-first-byte")
+#: (A ``prompt`` step's ``with``, a handle, is another session whose turn is sent while this
+#: turn's first model request is held: two turns in flight at once, then both awaited, and a
+#: ``together`` verdict says how each ended.)
 #: What a ``prompt`` step's ``during`` sends while the turn's first model request is held
 #: open by the fake model (the model is thinking, deterministically): ``cancel`` a
 #: ``session/cancel`` of the session, ``close`` a ``session/close`` of it, ``cancel-request``
@@ -108,7 +111,7 @@ _PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra", "mcp"})
 _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
     "new": frozenset({"session", "cwd"}) | _PROMPT_KEYS,
-    "prompt": frozenset({"session", "fault", "during"}),
+    "prompt": frozenset({"session", "fault", "during", "with"}),
     "load": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "resume": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "fork": frozenset({"session", "new"}) | _PROMPT_KEYS | _DIR_KEYS,
@@ -241,6 +244,10 @@ def validate_step(step: Any) -> dict[str, Any]:
     if "during" in step and (step["during"] not in DURING or "fault" in step):
         raise ValueError(f"step 'prompt': 'during' must be one of {', '.join(DURING)} (and "
                          f"comes without a 'fault'), got {_short(step['during'])}")
+    if "with" in step and (step["with"] not in _HANDLES or step["with"] == step.get("session")
+                           or "fault" in step or "during" in step):
+        raise ValueError(f"step 'prompt': 'with' names another session's handle (and comes "
+                         f"without a 'fault' or a 'during'), got {_short(step['with'])}")
     if "systemPrompt" in step:
         _check_prompt(op, step["systemPrompt"], 0)
     if "_meta" in step:
@@ -437,6 +444,9 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
     if op == "prompt" and "fault" in step:
         return (f"session/prompt {step['session']} (its first model request fails once: "
                 f"{step['fault']})")
+    if op == "prompt" and "with" in step:
+        return (f"session/prompt {step['session']} and session/prompt {step['with']} at once "
+                f"(the second sent while the first's model request is held)")
     if op == "prompt" and "during" in step:
         sent = {"cancel": f"session/cancel {step['session']}",
                 "close": f"session/close {step['session']}",

@@ -535,6 +535,10 @@ class Run:
             turn = self.turns.get(step["session"], 0) + 1
             annotations["turn"] = turn
             annotations["nonce"] = nonce_for(step["session"], turn, self.salt)
+        if step.get("with") is not None:  # the other turn in flight at once
+            other = self.turns.get(step["with"], 0) + 1
+            annotations["with_turn"] = other
+            annotations["with_nonce"] = nonce_for(step["with"], other, self.salt)
         self.history.append("step", {"index": index, "name": step["op"], "args": step,
                                      **annotations})
         if (self.dead and step["op"] != "restart") or not self._sendable(step):
@@ -566,6 +570,8 @@ class Run:
         is a turn of a deleted session (the runner keeps its id for that)."""
         if NEEDS[step["op"]] == "nothing":
             return True
+        if step.get("with") is not None and not self.life.exists(step["with"]):
+            return False  # the other turn has no session to go to
         return self.life.exists(step["session"]) or (
             step["op"] == "prompt" and self.life.deleted(step["session"]))
 
@@ -742,6 +748,8 @@ class Run:
         says how many requests it failed (``faulted``: 0 when the turn never asked)."""
         if "during" in step:
             return self._held(step, ann)
+        if "with" in step:
+            return self._together(step, ann)
         fault = step.get("fault")
         if fault is not None:
             assert self.gateway is not None
@@ -799,6 +807,37 @@ class Run:
         if ended.outcome == "error" and isinstance(ended.error, Mapping) \
                 and ended.error.get("code") == REQUEST_CANCELLED and what != "close":
             ended = Reply("ok", result={"stopReason": "cancelled"}, id=ended.id)
+        return self._reply_outcome(ended)
+
+    def _together(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """Two turns at once: the turn of ``session`` is sent and its first model request
+        held; once it has arrived, the turn of ``with`` is sent, and it runs while the first
+        waits (up to :data:`SETTLE_S`, or until it ends: an agent that runs one turn at a time
+        answers it only after the first). Then the hold is let go and both turns are
+        awaited. Every model request of either is tied to its own session by its nonce, and
+        judged as any turn's; a ``together`` verdict records whether the first was held and
+        how each turn ended. The step's outcome is the first turn's."""
+        first, second = step["session"], step["with"]
+        assert self.gateway is not None
+        hold = self.gateway.hold_next(session=first)
+        other: Pending | _TurnWait | None = None
+        try:
+            turn = self._send_turn(first, ann)
+            held = self._wait_held(hold, turn)
+            if held:
+                other = self._send_turn(second, {"turn": ann["with_turn"],
+                                                 "nonce": ann["with_nonce"]})
+                _settle(other, SETTLE_S)
+        finally:
+            hold.release()
+            self.gateway.disarm(first)
+        ended = self._await(turn, "session/prompt", self.spec.request_timeout)
+        record: dict[str, Any] = {"step": self._step_index - 1, "what": "together",
+                                  "held": held, "turn": _ending(ended)}
+        if other is not None:
+            record["with"] = _ending(self._await(other, "session/prompt",
+                                                 self.spec.request_timeout))
+        self.history.append("verdict", record)
         return self._reply_outcome(ended)
 
     def _wait_held(self, hold: Hold, turn: Pending | _TurnWait) -> bool:

@@ -256,6 +256,11 @@ client prompt texts.
     A ``session/cancel`` that arrives while the model is answering is not looked for: the
     turn ends ``end_turn``. 2 steps: new A; prompt A with a cancel sent while its model
     request is held → ``end_turn`` (``cancel.turn-kept``, SHOULD).
+``shared-prompt-slot``
+    The client prompt of the running turn is kept in one process-wide slot that every turn's
+    start overwrites, and a turn stores the slot's prompt as its session's when it ends. 4
+    steps: new A (P); new B (Q); prompt A with B's turn sent while A's model request is held;
+    prompt A → Q, not P (``prompt.leak`` and ``prompt.lost``, MUST).
 ``close-keeps-turn``
     A ``session/close`` that arrives while the model is answering does not cancel the turn.
     2 steps: new A; prompt A with a close sent while its model request is held →

@@ -154,6 +154,10 @@ BUGS: dict[str, str] = {
     "cancel-ignored-mid-turn": "a session/cancel that arrives while the model is answering is "
     "not looked for: the turn ends end_turn (one that came before the model call still stops "
     "it)",
+    "shared-prompt-slot": "the client prompt of the turn running is kept in one process-wide "
+    "slot that every turn's start overwrites, and a turn stores the slot's prompt as its "
+    "session's when it ends: a turn of another session that starts while the model is "
+    "answering leaves its prompt to this session from its next turn on",
     "close-keeps-turn": "a session/close that arrives while the model is answering does not "
     "cancel the turn: it ends end_turn, its answer kept",
     "close-drops-turn": "a session/close that arrives while the model is answering ends the "
@@ -547,6 +551,7 @@ class Agent:
         cancelled: Callable[[str], bool] = lambda _session_id: False,
         reattaching: Callable[[str], bool] = lambda _session_id: False,
         closing: Callable[[str], bool] = lambda _session_id: False,
+        prompted: Callable[[str], list[str]] = lambda _session_id: [],
         request_cancelled: Callable[[Any], bool] = lambda _request_id: False,
         bugs: Iterable[str] = (),
         log: Callable[[str], None] = lambda _line: None,
@@ -565,6 +570,9 @@ class Agent:
         # Whether a session/close of a session, or a $/cancel_request of a request, is waiting
         # in the pipe, and the request being answered (None: a notification, or none).
         self.closing = closing
+        # The sessions other than one whose session/prompt is waiting in the pipe: their turns
+        # started while this one's model was answering (the agent reads them after it).
+        self.prompted = prompted
         self.request_cancelled = request_cancelled
         self.request_id: Any = None
         self.busy: set[str] = set()
@@ -1496,6 +1504,8 @@ class Agent:
         stopped = self._stopped_mid_turn(session_id, message_id is not None)
         if stopped is not None:
             return stopped
+        if "shared-prompt-slot" in self.bugs:
+            self._overwrite_slot(session)
         asked = {"role": "user", "content": user_text}
         answered = {"role": "assistant", "content": reply}
         reply_id = self._say(session, reply, message_id)
@@ -1511,6 +1521,17 @@ class Agent:
                                       "title": session.title})
         self.store.save(session)
         return "end_turn"
+
+    def _overwrite_slot(self, session: Session) -> None:
+        """BUG(shared-prompt-slot): each session keeps its own prompt. Here the process-wide
+        slot holds the prompt of the turn that started last, and this turn stores it as its
+        session's: a turn of another session that started while the model was answering (its
+        session/prompt waiting in the pipe) leaves its prompt here."""
+        for other in self.prompted(session.session_id):
+            started = self.live.get(other)
+            if started is not None and started.system_prompt is not None:
+                session.system_prompt = started.system_prompt
+                self.store.save(session)
 
     def _stopped_mid_turn(self, session_id: str, v2: bool) -> str | None:
         """The stop reason of a turn that what arrived while the model was answering stops
@@ -1731,6 +1752,25 @@ class LineReader:
         """Whether a ``session/cancel`` for ``session_id`` has arrived but is not processed yet."""
         return self._waiting(session_id, ("session/cancel",), request=False)
 
+    def prompts_waiting(self, session_id: str) -> list[str]:
+        """The sessions other than ``session_id`` whose ``session/prompt`` has arrived but is
+        not processed yet, in arrival order."""
+        self._waiting("", (), request=False)  # reads what the pipe holds
+        out = []
+        for line in bytes(self._buf).split(b"\n"):
+            if b"session/prompt" not in line:
+                continue
+            try:
+                message = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            params = message.get("params") if isinstance(message, dict) else None
+            if isinstance(params, dict) and message.get("method") == "session/prompt" \
+                    and isinstance(params.get("sessionId"), str) \
+                    and params["sessionId"] != session_id:
+                out.append(params["sessionId"])
+        return out
+
     def close_waiting(self, session_id: str) -> bool:
         """Whether a ``session/close`` of ``session_id`` has arrived but is not processed
         yet."""
@@ -1891,6 +1931,7 @@ def main(argv: list[str] | None = None) -> int:
         cancelled=reader.cancel_waiting,
         reattaching=reader.reattach_waiting,
         closing=reader.close_waiting,
+        prompted=reader.prompts_waiting,
         request_cancelled=reader.cancel_request_waiting,
         bugs=args.bug,
         log=log,

@@ -97,10 +97,10 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # prompt on the first reattach after a restart, 34 before the scope example and 35 before
     # the MCP example, 36 before a turn came before the rejected reattaches (issue #33), 37
     # before the turns with a cancel, a $/cancel_request and a close sent while the model is
-    # thinking (one example of 5 steps, issue #32).
-    assert len(covering_examples(REFERENCE)) == 38
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 349
-    assert {"during:cancel", "during:cancel-request", "during:close"} <= set(keys)
+    # thinking (one example of 5 steps, issue #32), 38 before two turns at once (5 steps).
+    assert len(covering_examples(REFERENCE)) == 39
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 354
+    assert {"during:cancel", "during:cancel-request", "during:close", "together"} <= set(keys)
 
 
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:

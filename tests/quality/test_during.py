@@ -12,6 +12,12 @@ which peeks at its input after the model answers, is clean under every kind, in 
   ``cancel-request.unanswered`` (MUST).
 
 Each shrinks to two steps: ``new A``, and the turn with the request sent during it.
+
+Two turns at once: ``shared-prompt-slot`` keeps the running turn's prompt in one
+process-wide slot that a turn stores as its session's when it ends; a turn of B that starts
+while A's model is answering leaves B's prompt to A. Found as ``prompt.leak`` (MUST) at seeds
+1-3 in v1 and v2, shrunk to the four steps it needs (new A (P); new B (Q); A's turn with B's
+at once; A's next turn), and replayed.
 """
 
 from __future__ import annotations
@@ -101,3 +107,41 @@ def test_the_correct_reference_agent_is_clean_under_every_request_during_a_turn(
     assert ends == (["cancelled", -32800, "cancelled"] if protocol == "1"
                     else ["cancelled", "end_turn", "cancelled"])
     assert verdicts[2]["close"] == {"outcome": "ok"}
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_prompt_slot_two_turns_at_once_swap_is_found_and_shrunk_to_those_turns(
+        seed: int, protocol: str, tmp_path: Path, no_orphans: object) -> None:
+    result = run_campaign(reference("shared-prompt-slot", protocol=protocol), CampaignSettings(
+        cassette_dir=tmp_path, max_failures=1, seed=seed))
+    assert result.reports, f"not found in {result.examples_run} examples"
+    report = result.reports[0]
+    assert report.status == "failed" and report.reproduced == report.runs == 3
+    assert "prompt.leak" in {f.oracle for f in report.findings if f.severity == "MUST"}
+    assert [(s["op"], s["session"], s.get("with")) for s in report.steps] == [
+        ("new", "A", None), ("new", "B", None), ("prompt", "A", "B"), ("prompt", "A", None)], \
+        report.steps
+    assert report.cassette is not None
+    if seed == 1:
+        again = replay_cassette(report.cassette, target=argv("shared-prompt-slot"), runs=2)
+        assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
+        assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
+
+
+def test_the_correct_reference_agent_is_clean_with_two_turns_at_once(no_orphans: object) -> None:
+    spec = reference()
+    steps = [{"op": "new", "session": h, "systemPrompt": {"mode": "append", "content": [
+        {"type": "text", "text": f"Session {h}: review every change for injection flaws."}]}}
+        for h in "AB"] + [{"op": "prompt", "session": "A", "with": "B"},
+                          {"op": "prompt", "session": "A"}, {"op": "prompt", "session": "B"}]
+    with Gateway(History()) as gateway:
+        _, _, baseline = calibrate(spec, gateway=gateway)
+        history, findings = run_steps(spec, steps, baseline=baseline, gateway=gateway)
+    assert [f for f in findings if f.severity != "info"] == []
+    (together,) = [e.data for e in history.events
+                   if e.kind == "verdict" and e.data.get("what") == "together"]
+    assert together["held"] and together["turn"]["stopReason"] == "end_turn"
+    assert together["with"]["stopReason"] == "end_turn"
+    ties = [(x.session, x.turn) for _, x in history.model_exchanges()]
+    assert ties == [("A", 1), ("B", 1), ("A", 2), ("B", 2)]
