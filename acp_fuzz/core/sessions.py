@@ -502,11 +502,17 @@ class Tracker:
         elif op in ("prompt", "cancel", "close") and handle in self.sessions:
             m = self.sessions[handle]
             m.note(line)
-            if op == "prompt" and m.turn_seen is not None:
-                # A completed turn (not a cancelled one: an agent may drop those) is part of
-                # the conversation from now on.
+            if op == "prompt" and not args.get("during") and m.turn_seen is not None:
+                # A completed turn (not a cancelled one, by a cancel, a close or a
+                # $/cancel_request sent during it: an agent may drop those) is part of the
+                # conversation from now on.
                 m.conversation.append(m.turn_seen)
             m.turn_seen = None
+            other = self.sessions.get(args.get("with"))  # type: ignore[arg-type]
+            if other is not None:
+                # The turn run at once beside it: how it ended is the together verdict's,
+                # not this answer's, so it is not owed to the conversation (leniently).
+                other.turn_seen = None
 
     def _model(self, m: SessionModel) -> SessionModel:
         self._models += 1

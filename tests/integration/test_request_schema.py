@@ -105,7 +105,9 @@ def problems(events: Sequence[Event]) -> list[str]:
                     "session/new", "session/load", "session/resume", "session/fork"):
                 params.pop("systemPrompt", None)
             kind = "Request" if "id" in msg else "Notification"
-            v = _validator(method, "agent", kind, version)
+            # $/ notifications belong to the protocol, either side (x-side "protocol").
+            v = _validator(method, "protocol" if method.startswith("$/") else "agent", kind,
+                           version)
             if v is None:
                 out.append(f"{method}: no {kind} type in the schema")
                 continue

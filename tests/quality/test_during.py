@@ -145,3 +145,20 @@ def test_the_correct_reference_agent_is_clean_with_two_turns_at_once(no_orphans:
     assert together["with"]["stopReason"] == "end_turn"
     ties = [(x.session, x.turn) for _, x in history.model_exchanges()]
     assert ties == [("A", 1), ("B", 1), ("A", 2), ("B", 2)]
+
+
+@pytest.mark.parametrize("during", ["cancel", "close", "cancel-request"])
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_a_turn_cancelled_during_it_is_not_owed_to_the_conversation(
+        during: str, protocol: str, no_orphans: object) -> None:
+    """An agent may drop a cancelled turn from the conversation (the reference agent does):
+    after a resume, its absence is no ``session.history-lost``. A v2 campaign once reported
+    one after a turn cancelled by a close while the model was thinking."""
+    spec = reference(protocol=protocol)
+    steps = [{"op": "new", "session": "A"}, {"op": "prompt", "session": "A"},
+             {"op": "prompt", "session": "A", "during": during},
+             {"op": "resume", "session": "A"}, {"op": "prompt", "session": "A"}]
+    with Gateway(History()) as gateway:
+        _, _, baseline = calibrate(spec, gateway=gateway)
+        _, findings = run_steps(spec, steps, baseline=baseline, gateway=gateway)
+    assert [f for f in findings if f.severity != "info"] == []
