@@ -815,12 +815,14 @@ class Run:
         waits (up to :data:`SETTLE_S`, or until it ends: an agent that runs one turn at a time
         answers it only after the first). Then the hold is let go and both turns are
         awaited. Every model request of either is tied to its own session by its nonce, and
-        judged as any turn's; a ``together`` verdict records whether the first was held and
-        how each turn ended. The step's outcome is the first turn's."""
+        judged as any turn's; a ``together`` verdict records whether the first was held,
+        whether the second ended while it was (``overlapped``: the agent runs turns at once)
+        and how each turn ended. The step's outcome is the first turn's."""
         first, second = step["session"], step["with"]
         assert self.gateway is not None
         hold = self.gateway.hold_next(session=first)
         other: Pending | _TurnWait | None = None
+        overlapped = False
         try:
             turn = self._send_turn(first, ann)
             held = self._wait_held(hold, turn)
@@ -828,12 +830,14 @@ class Run:
                 other = self._send_turn(second, {"turn": ann["with_turn"],
                                                  "nonce": ann["with_nonce"]})
                 _settle(other, SETTLE_S)
+                overlapped = _turn_over(other)  # it ran while the first one waited
         finally:
             hold.release()
             self.gateway.disarm(first)
         ended = self._await(turn, "session/prompt", self.spec.request_timeout)
         record: dict[str, Any] = {"step": self._step_index - 1, "what": "together",
-                                  "held": held, "turn": _ending(ended)}
+                                  "held": held, "overlapped": overlapped,
+                                  "turn": _ending(ended)}
         if other is not None:
             record["with"] = _ending(self._await(other, "session/prompt",
                                                  self.spec.request_timeout))

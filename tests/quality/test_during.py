@@ -142,6 +142,7 @@ def test_the_correct_reference_agent_is_clean_with_two_turns_at_once(no_orphans:
     (together,) = [e.data for e in history.events
                    if e.kind == "verdict" and e.data.get("what") == "together"]
     assert together["held"] and together["turn"]["stopReason"] == "end_turn"
+    assert together["overlapped"] is False  # one turn at a time: B's waited for A's
     assert together["with"]["stopReason"] == "end_turn"
     ties = [(x.session, x.turn) for _, x in history.model_exchanges()]
     assert ties == [("A", 1), ("B", 1), ("A", 2), ("B", 2)]
