@@ -56,8 +56,11 @@ COMPACT_EVERY = 3
 #: covering examples send each kind at every seed (``strategies.cover``).
 FAULT_EVERY = 10
 #: One turn in TOGETHER_EVERY, where another session is open and the model is acp-fuzz's,
-#: goes out with another session's turn at once (issue #32 §2).
-TOGETHER_EVERY = 10
+#: goes out with another session's turn at once (issue #32 §2). Each held turn costs an agent
+#: that runs one turn at a time the whole settle (runner.SETTLE_S): one in ten cost the
+#: default campaign a third of its steps/s (docs/performance.md), and a covering example
+#: sends it at every seed anyway.
+TOGETHER_EVERY = 20
 #: One new session in this many names acp-fuzz's MCP server (``"mcp": true``).
 MCP_EVERY = 4
 #: The titles a retitle sends: plain, padded (an agent may trim it), and beyond ASCII.

@@ -1037,7 +1037,7 @@ REQUEST_CANCELLED = -32800
 #: that reads its input while the model is thinking acts on it in this time (the turn's or
 #: the close's answer ends the wait at once); one that reads it only after the model answered
 #: costs this much a held turn.
-SETTLE_S = 0.5
+SETTLE_S = 0.25
 #: How often a held turn looks whether its prompt was answered before its model request came.
 HELD_POLL_S = 0.02
 
