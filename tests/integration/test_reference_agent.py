@@ -1306,6 +1306,27 @@ def _cancel_request_unanswered(t: Trial) -> bool:
     return turn is None
 
 
+@reproduces("shared-prompt-slot")
+def _shared_prompt_slot(t: Trial) -> bool:
+    a, b = t.agent.new(sp("append", P)), t.agent.new(sp("append", Q))
+    t.model.arrived.clear()
+    t.model.hold = release = threading.Event()
+    t.agent.send({"jsonrpc": "2.0", "id": "turn-a", "method": "session/prompt",
+                  "params": {"sessionId": a, "prompt": [text("x")]}})
+    assert t.model.arrived.wait(READ_TIMEOUT_S), "A's turn never asked the model"
+    # B's turn starts while A's model is answering; A's next turn shows whose prompt it has.
+    t.agent.send({"jsonrpc": "2.0", "id": "turn-b", "method": "session/prompt",
+                  "params": {"sessionId": b, "prompt": [text("y")]}})
+    release.set()
+    answered: set[Any] = set()
+    while answered != {"turn-a", "turn-b"}:
+        message = t.agent.receive()
+        if message.get("id") in ("turn-a", "turn-b"):
+            answered.add(message["id"])
+    answer_to_prompt(t.agent, a)
+    return Q in t.model.system() and P not in t.model.system()
+
+
 @reproduces("turn-fails-on-64k")
 def _turn_fails_on_64k(t: Trial) -> bool:
     session = t.agent.new(sp("append", "x" * 65536 + "END"))  # accepted, by both agents
