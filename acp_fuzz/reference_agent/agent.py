@@ -21,7 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -1755,21 +1755,9 @@ class LineReader:
     def prompts_waiting(self, session_id: str) -> list[str]:
         """The sessions other than ``session_id`` whose ``session/prompt`` has arrived but is
         not processed yet, in arrival order."""
-        self._waiting("", (), request=False)  # reads what the pipe holds
-        out = []
-        for line in bytes(self._buf).split(b"\n"):
-            if b"session/prompt" not in line:
-                continue
-            try:
-                message = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            params = message.get("params") if isinstance(message, dict) else None
-            if isinstance(params, dict) and message.get("method") == "session/prompt" \
-                    and isinstance(params.get("sessionId"), str) \
-                    and params["sessionId"] != session_id:
-                out.append(params["sessionId"])
-        return out
+        return [params["sessionId"] for params in self._queued("session/prompt", request=True)
+                if isinstance(params.get("sessionId"), str)
+                and params["sessionId"] != session_id]
 
     def close_waiting(self, session_id: str) -> bool:
         """Whether a ``session/close`` of ``session_id`` has arrived but is not processed
@@ -1779,21 +1767,8 @@ class LineReader:
     def cancel_request_waiting(self, request_id: Any) -> bool:
         """Whether a ``$/cancel_request`` of the request ``request_id`` has arrived but is
         not processed yet (the notification then goes by as one this agent ignores)."""
-        self._waiting("", (), request=False)  # reads what the pipe holds
-        for line in bytes(self._buf).split(b"\n"):
-            if b"$/cancel_request" not in line:
-                continue
-            try:
-                message = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if not isinstance(message, dict) or "id" in message \
-                    or message.get("method") != "$/cancel_request":
-                continue
-            params = message.get("params")
-            if isinstance(params, dict) and params.get("requestId") == request_id:
-                return True
-        return False
+        return any(params.get("requestId") == request_id
+                   for params in self._queued("$/cancel_request", request=False))
 
     def reattach_waiting(self, session_id: str) -> bool:
         """Whether a ``session/load`` or ``session/resume`` of ``session_id`` has arrived but
@@ -1801,6 +1776,12 @@ class LineReader:
         return self._waiting(session_id, ("session/load", "session/resume"), request=True)
 
     def _waiting(self, session_id: str, methods: tuple[str, ...], *, request: bool) -> bool:
+        return any(params.get("sessionId") == session_id
+                   for method in methods for params in self._queued(method, request=request))
+
+    def _queued(self, method: str, *, request: bool) -> Iterator[dict[str, Any]]:
+        """The params of each ``method`` request (``request``) or notification already in the
+        pipe and not processed yet, in arrival order; reads what the pipe holds first."""
         while not self._eof:
             try:
                 ready, _, _ = select.select([self._fd], [], [], 0)
@@ -1810,21 +1791,15 @@ class LineReader:
                 break
             self._fill()
         for line in bytes(self._buf).split(b"\n"):
-            if not any(m.encode() in line for m in methods):
+            if method.encode() not in line:
                 continue  # cheap pre-filter; only candidate lines are parsed
             try:
                 message = json.loads(line)
             except (ValueError, RecursionError):
                 continue
-            if (
-                isinstance(message, dict)
-                and message.get("method") in methods
-                and ("id" in message) == request
-                and isinstance(message.get("params"), dict)
-                and message["params"].get("sessionId") == session_id
-            ):
-                return True
-        return False
+            if isinstance(message, dict) and message.get("method") == method \
+                    and ("id" in message) == request and isinstance(message.get("params"), dict):
+                yield message["params"]
 
 
 def _read_config(path: str, log: Callable[[str], None]) -> tuple[str | None, str]:
