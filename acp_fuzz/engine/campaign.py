@@ -369,6 +369,9 @@ class CampaignResult:
     #: (:func:`~acp_fuzz.core.minimize.minimize`) and the confirmation runs.
     shrink_trials: int = 0
     confirm_runs: int = 0
+    #: Every oracle that failed an example of the search, with its first failing finding
+    #: (its evidence left out): the ones no report names at the end are :meth:`absorbed`.
+    seen_failing: dict[str, Finding] = field(default_factory=dict)
 
     @property
     def drawn(self) -> int:
@@ -385,6 +388,22 @@ class CampaignResult:
     def add_judged(self, judged: Mapping[tuple[str, str], int]) -> None:
         for key, n in judged.items():
             self.judged[key] = self.judged.get(key, 0) + n
+
+    def note_failing(self, findings: Sequence[Finding]) -> None:
+        """Keep the first finding of each oracle that failed an example."""
+        for f in findings:
+            if f.oracle not in self.seen_failing:
+                self.seen_failing[f.oracle] = Finding(f.oracle, f.severity, f.rule, f.message,
+                                                      f.step, f.session)
+
+    def absorbed(self) -> list[Finding]:
+        """The oracles that failed an example of the search but that no report names: the
+        example's failure shrank to one found already (or one found already explained it),
+        so this oracle's failure was never confirmed on its own. Never a pass: the matrix
+        shows such a rule as unconfirmed, and the report says how to search for it alone
+        (``--oracle``)."""
+        named = {f.oracle for r in self.reports for f in r.findings}
+        return [f for o, f in sorted(self.seen_failing.items()) if o not in named]
 
     def failing(self) -> bool:
         strict = self.settings.strict
@@ -484,6 +503,7 @@ MERGE: dict[str, str] = {
     # same agent's, learned by the same rule).
     "learned": "first", "side_requests": "side-log", "untied_cassette": "first-set",
     "shrink_runs": "sum", "discarded": "sum", "shrink_trials": "sum", "confirm_runs": "sum",
+    "seen_failing": "first-by-key",
 }
 _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
     "sum": sum, "any": any, "max": lambda xs: max(xs, default=0.0),
@@ -495,6 +515,7 @@ _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
     "union": lambda xs: list(dict.fromkeys(k for x in xs for k in x)),
     "side-log": SideLog.merged, "first-set": lambda xs: next((x for x in xs if x), None),
     "concat": lambda xs: [v for x in xs for v in x],
+    "first-by-key": lambda xs: {k: v for x in reversed(xs) for k, v in x.items()},
 }
 
 
@@ -954,6 +975,7 @@ class SearchMachine(LifecycleMachine):
         bad = s.failing(findings)
         if not bad:
             return
+        s.result.note_failing(bad)
         if s.failure is None and s.explained(self.steps, {f.oracle for f in bad}, bad):
             if not self.excused:
                 s.explained_count += 1

@@ -46,6 +46,10 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
            "shard": shard_name(result.settings.shard),
            "findings": findings, "info": [i.to_wire() for i in result.info_reports],
            "explained": result.explained,
+           # Oracles that failed an example of the search and that no finding above names
+           # (the example shrank to another failure): not confirmed on their own.
+           "absorbed": [{k: v for k, v in f.to_wire().items() if k != "evidence"}
+                        for f in result.absorbed()],
            "capabilities": result.caps.to_wire(),
            # What calibration learned (commands, modes, options; the restart grace), and how.
            "calibration": result.learned.to_wire() if result.learned else None,
@@ -103,6 +107,13 @@ def campaign_cases(result: CampaignResult, secrets: Sequence[str] = ()) -> list[
                 f"cassette: {rep.cassette or 'not written'}")
             if is_failure(f, strict=strict):
                 failing.setdefault(key, []).append(f.severity)
+    for f in result.absorbed():
+        # Seen failing, never confirmed on its own: not a pass either.
+        found.setdefault((f.oracle, f.rule), []).append(
+            f"{f.severity}: {f.message}\nstatus: unconfirmed (failed in the search; its "
+            "example shrank to another failure)")
+        if is_failure(f, strict=strict):
+            failing.setdefault((f.oracle, f.rule), []).append(f.severity)
     for f in result.info:
         found.setdefault((f.oracle, f.rule), []).append(f"info: {f.message}")
     cases = []
@@ -225,6 +236,9 @@ def result_from_json(doc: Any, cassette_at: Callable[[str], Path] = Path) -> Any
                             interrupted=_of(doc, "interrupted", bool, default=False),
                             out_of_time=_of(doc, "out_of_time", bool, default=False))
     result.reports = _reports(doc["findings"], cassette_at)
+    for i, obj in enumerate(_of(doc, "absorbed", list, default=[])):
+        f = _finding(obj, f"absorbed[{i}]")
+        result.seen_failing.setdefault(f.oracle, f)
     info = _of(doc, "info", list, default=[])
     for i, obj in enumerate(info):
         f = _finding(obj, f"info[{i}]")

@@ -8,7 +8,9 @@ Columns are agents at their versions. A cell is built from one campaign's JSON d
 
 * **fail**: a confirmed MUST or SHOULD finding under that rule, linked to its cassette
   (**flaky** when the confirm runs reproduced it only sometimes, **unconfirmed** when the
-  run was interrupted before they ran);
+  run was interrupted before they ran, or when the rule's oracle failed an example of the
+  search whose failure shrank to another one, so that it was never confirmed on its own:
+  :meth:`~acp_fuzz.engine.campaign.CampaignResult.absorbed`);
 * **info**: what the agent chose where the rule leaves the choice to it (a MAY, or a DEF
   that the RFD leaves to the implementation);
 * **pass**: the examples gave the rule's oracles something to judge (the cell says how many
@@ -123,7 +125,8 @@ _DEFAULTS_RULES = frozenset({"SP-AGENT-APPEND-ADDITIVE-DEF", "SP-AGENT-OVERRIDE-
 #: Oracles that are not about a rule the agent keeps (a probe of a capability the agent
 #: does not advertise, the baseline's size): never a cell of their own.
 _NOT_A_CELL = frozenset({"payload.probe", "defaults.too-small"})
-_FAILED = {"failed": "fail", "flaky": "flaky", "unconfirmed": "unconfirmed"}
+_FAILED = {"failed": "fail", "flaky": "flaky", "unconfirmed": "unconfirmed",
+           "absorbed": "unconfirmed"}
 #: The replay verdicts that make a corpus cassette a failure, and the cell status each gives.
 _CORPUS_FAILED = {"FAILED": "failed", "FLAKY": "flaky"}
 #: Which failing status wins when a rule has several (a reproduced failure over a flaky one).
@@ -211,6 +214,12 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str,
         failed.setdefault(str(f.get("rule")), []).append(
             (str(f.get("status")), str(f.get("severity")), str(f.get("oracle")),
              f.get("cassette"), "campaign"))
+    for f in doc.get("absorbed") or []:
+        # Failed an example, shrank to another failure: never confirmed, never a pass.
+        if isinstance(f, Mapping) and f.get("severity") in ("MUST", "SHOULD") \
+                and f.get("oracle") not in _NOT_A_CELL:
+            failed.setdefault(str(f.get("rule")), []).append(
+                ("absorbed", str(f.get("severity")), str(f.get("oracle")), None, "campaign"))
     seen = _corpus_hits(corpus, failed)
     infos: dict[str, list[str]] = {}
     too_small = False
@@ -320,7 +329,11 @@ def _fail_cell(hits: Sequence[_Hit]) -> Cell:
     corpus = tuple(dict.fromkeys(c for _, _, _, c, src in hits if c and src == "corpus"))
     sources = {src for *_, src in hits}
     source = "campaign+corpus" if len(sources) > 1 else sources.pop()
-    return Cell(status, f"{severity}: {', '.join(oracles)}", cassette,  # type: ignore[arg-type]
+    text = f"{severity}: {', '.join(oracles)}"
+    if status == "unconfirmed" and any(s == "absorbed" for s, *_ in hits):
+        text += (" (failed in the search; its example shrank to another failure, so it "
+                 "was not confirmed on its own)")
+    return Cell(status, text, cassette,  # type: ignore[arg-type]
                 source, corpus)  # type: ignore[arg-type]
 
 
@@ -531,8 +544,10 @@ def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples:
 
 def _counts(col: Column) -> str:
     n = {s: sum(1 for c in col.cells.values() if c.status == s)
-         for s in ("fail", "flaky", "error", "pass", "info", "na", "untested")}
-    return (f"{n['fail']} fail, {n['flaky']} flaky, {n['pass']} pass, {n['info']} info, "
+         for s in ("fail", "flaky", "unconfirmed", "error", "pass", "info", "na", "untested")}
+    return (f"{n['fail']} fail, {n['flaky']} flaky, "
+            + (f"{n['unconfirmed']} unconfirmed, " if n["unconfirmed"] else "")
+            + f"{n['pass']} pass, {n['info']} info, "
             + (f"{n['error']} error, " if n["error"] else "")
             + f"{n['na']} not applicable, {n['untested']} not tested")
 
@@ -674,7 +689,9 @@ def matrix_preamble(command: str, *, version: str, interrupted: bool = False,
             + (" (interrupted: agents not run are missing)" if interrupted else "") + ".")
     out = [f"Made by {code(clip(command, 2 * CLIP))} {made}",
            f"Each cell: {bold('FAIL')} (a confirmed finding; the cassette reproduces it with "
-           f"{code('acp-fuzz replay')}), flaky, info (a choice the RFD leaves to the agent), pass "
+           f"{code('acp-fuzz replay')}), flaky, unconfirmed (seen failing, not confirmed: the "
+           "run was interrupted first, or the failing example shrank to another failure), "
+           "info (a choice the RFD leaves to the agent), pass "
            "(the rule's oracles judged that many cases and none failed), not applicable "
            "(the rule does not bind this agent: a capability it does not advertise), or not "
            "tested (why). Rule ids, their levels and the words they rest on are in "

@@ -119,6 +119,7 @@ def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -
     lines += error_code_lines(result.error_codes)
     lines += [Line(terminal(f"  info  workspace files reaching the model, {line}"))
               for line in kept_lines(result.workspace)]
+    lines += absorbed_lines(result)
     if not result.reports:
         return [*lines, Line("no failing findings", "green")]
     for rep in result.reports:
@@ -139,6 +140,17 @@ def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -
         lines.append(Line(terminal(f"cassette: {rep.cassette}")))
         lines.append(Line(terminal(f"replay:   acp-fuzz replay {again(rep.cassette)}")))
     return lines
+
+
+def absorbed_lines(result: CampaignResult) -> list[Line]:
+    """One line per oracle that failed an example but that no report names (its example
+    shrank to another failure): never reported as a pass, with the command that searches
+    for it alone."""
+    return [Line(terminal(f"  UNCONFIRMED  {f.oracle} ({f.severity}, {f.rule}) failed in the "
+                          "search, but its example shrank to another failure: not confirmed "
+                          f"on its own; search for it alone with --oracle {f.oracle}"),
+                 "yellow", lead=13)
+            for f in result.absorbed()]
 
 
 def _count(n: int, word: str) -> str:

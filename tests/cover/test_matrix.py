@@ -253,3 +253,23 @@ def test_an_agent_s_facts_are_listed_under_it_never_as_cells() -> None:
     assert bad.facts == ()
     hostile = column_from_report(doc(error_codes={"<script>": {"1": 1}}), profile="demo")
     assert "<script>" not in matrix_html([hostile])
+
+
+def test_an_oracle_that_failed_and_shrank_into_another_failure_is_unconfirmed() -> None:
+    """Judged and unfailed except for one example whose failure shrank to another bug: the
+    cell is unconfirmed and says why, never pass; a confirmed failure of the rule wins."""
+    absorbed = [{"oracle": "session.listed-other-id", "severity": "SHOULD",
+                 "rule": "ACPFUZZ-LIST-IDS-SHOULD", "message": "m", "step": 4}]
+    col = column_from_report(doc(
+        absorbed=absorbed, judged=judged(("session.listed-other-id", "ACPFUZZ-LIST-IDS-SHOULD"))),
+        profile="p")
+    cell = col.cells["ACPFUZZ-LIST-IDS-SHOULD"]
+    assert cell.status == "unconfirmed" and cell.cassette is None
+    assert cell.text.startswith("SHOULD: session.listed-other-id (failed in the search")
+    md = matrix_markdown([col])
+    assert "**unconfirmed**" in md and "1 unconfirmed, " in md
+    confirmed = column_from_report(doc(absorbed=absorbed, findings=[
+        {"oracle": "session.listed-other-id", "severity": "SHOULD",
+         "rule": "ACPFUZZ-LIST-IDS-SHOULD", "status": "failed", "cassette": "c.cassette"}]),
+        profile="p")
+    assert confirmed.cells["ACPFUZZ-LIST-IDS-SHOULD"].status == "fail"

@@ -234,3 +234,20 @@ def test_a_cassette_is_found_beside_its_report_and_read_only_there(
         (finding,) = json.loads((tmp_path / "m.json").read_text())["findings"]
         assert finding["cassette"] == (str(shard / "cassettes" / "leak.cassette") if shown
                                        else name)
+
+
+def test_an_oracle_absorbed_in_one_shard_and_reported_in_another_is_reported() -> None:
+    """An oracle that failed an example in one shard but shrank into another failure there is
+    absorbed (never a pass); merged with a shard that reported it, it is reported, and
+    absorbed no more. Read back from JSON, the absorbed oracle survives."""
+    one = _result(shard=(0, 2), reports=[_report("prompt.leak", LEAK)])
+    one.note_failing([_finding("prompt.leak"), _finding("prompt.lost")])
+    assert [f.oracle for f in one.absorbed()] == ["prompt.lost"]
+    assert [f.oracle for f in result_from_json(result_to_json(one)).absorbed()] \
+        == ["prompt.lost"]
+    two = _result(shard=(1, 2), reports=[_report("prompt.lost", CRASH)])
+    two.note_failing([_finding("prompt.lost")])
+    merged = CampaignResult.merge([one, two], one.settings)
+    assert merged.absorbed() == []
+    alone = CampaignResult.merge([one, _result(shard=(1, 2))], one.settings)
+    assert [f.oracle for f in alone.absorbed()] == ["prompt.lost"]
