@@ -9,8 +9,8 @@ import typer
 
 from acp_fuzz.cli.app import fail
 
-__all__ = ["PASS_ENV_OPTION", "SANDBOX_FS_OPTION", "SANDBOX_NET_OPTION", "SCENARIO_OPTION",
-           "STEP_OPTION", "TIMEOUT_OPTION", "enter_sandbox_net", "require_bwrap"]
+__all__ = ["PASS_ENV_OPTION", "PLUGIN_OPTION", "SANDBOX_FS_OPTION", "SANDBOX_NET_OPTION",
+           "SCENARIO_OPTION", "STEP_OPTION", "TIMEOUT_OPTION", "enter_sandbox_net", "require_bwrap"]
 
 SANDBOX_NET_OPTION: Any = typer.Option(
     False, "--sandbox-net", metavar="",
@@ -19,6 +19,13 @@ SANDBOX_FS_OPTION: Any = typer.Option(
     False, "--sandbox-fs", metavar="",
     help="Agents see only their sandbox (writable), system folders and what they need to "
          "run (read-only); not your files. Needs bubblewrap (bwrap).")
+
+#: ``--plugin`` of the commands that judge agents (``target``, ``replay``, ``matrix``): the
+#: same checks must judge a cassette that found the failure (docs/extending.md).
+PLUGIN_OPTION: Any = typer.Option(
+    [], "--plugin", metavar="MODULE|PATH",
+    help="Load your checks from this module or .py file (repeatable; also "
+         "$ACP_FUZZ_PLUGINS and `acp_fuzz` entry points; see docs/extending.md).")
 
 #: ``--timeout`` of the commands that fuzz agents (``target``, ``matrix``).
 TIMEOUT_OPTION: Any = typer.Option(30.0, "--timeout", min=0.1,

@@ -42,6 +42,7 @@ import typer
 
 from acp_fuzz.cli.app import app, fail
 from acp_fuzz.cli.options import (
+    PLUGIN_OPTION,
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
     SCENARIO_OPTION,
@@ -49,6 +50,7 @@ from acp_fuzz.cli.options import (
     enter_sandbox_net,
     require_bwrap,
 )
+from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.cassette import CassetteError, read_cassette
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.engine.replay import (
@@ -147,6 +149,7 @@ def replay_cmd(
     step: list[str] = STEP_OPTION,
     scenario_file: Path | None = SCENARIO_OPTION,
     pass_env: list[str] = _PASS_ENV,
+    plugin: list[str] = PLUGIN_OPTION,
 ) -> None:
     """Replay recorded cassettes against your agent and say whether each bug is still there.
 
@@ -161,6 +164,11 @@ def replay_cmd(
     With --client, a client cassette of `acp-fuzz client` against the client after `--`
     (docs/clients.md): FIXED (exit 0), FAILED or FLAKY (exit 1), in three runs by default."""
     argv = _agent_argv(command)
+    if client and plugin:
+        fail("--plugin goes with agent cassettes: a client's checks are built in")
+    # Before any cassette is judged: a finding of a user's check replays FIXED only when
+    # that check judged the replay (without it, the replay is an ERROR, never FIXED).
+    load_plugins(plugin)
     if client:
         _replay_client(cassette, argv, step, scenario_file, timeout, tuple(pass_env),
                        trust=trust_recorded_command, sandbox_fs=sandbox_fs,

@@ -32,6 +32,7 @@ from acp_fuzz.cli.app import (
     out,
 )
 from acp_fuzz.cli.options import (
+    PLUGIN_OPTION,
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
     TIMEOUT_OPTION,
@@ -193,10 +194,7 @@ _PORTABLE: Any = typer.Option(
     help="Write cassettes without this machine's paths (the Python interpreter becomes "
     "'python', the agents cache '<agents>/', the run's sandbox '<sandbox>'), to attach "
     "to a bug report.")
-_PLUGIN: Any = typer.Option(
-    [], "--plugin", metavar="MODULE|PATH",
-    help="Load your checks from this module or .py file (repeatable; also "
-         "$ACP_FUZZ_PLUGINS and `acp_fuzz` entry points; see docs/extending.md).")
+_PLUGIN: Any = PLUGIN_OPTION
 
 
 @app.command(context_settings={"allow_interspersed_args": False})

@@ -72,6 +72,9 @@ def test_a_plugin_check_finds_shrinks_records_and_replays(tmp_path: Path) -> Non
     again = run_cli(tmp_path, "replay", "--offline", str(cassette),
                  env={"ACP_FUZZ_PLUGINS": str(plugin)})
     assert again.returncode == 1 and again.stdout.startswith("FAILED"), again.stdout
+    # ... as with --plugin, which replay takes as target does ...
+    again = run_cli(tmp_path, "replay", "--offline", "--plugin", str(plugin), str(cassette))
+    assert again.returncode == 1 and again.stdout.startswith("FAILED"), again.stdout
     # ...and without it, will not say FIXED: the check that found it is not there.
     blind = run_cli(tmp_path, "replay", "--offline", str(cassette))
     assert blind.returncode == 2, blind.stdout + blind.stderr
