@@ -258,6 +258,7 @@ def campaign_html(result: CampaignResult, secrets: Sequence[str] = (),
         recorded = (cassettes or {}).get(rep.cassette) if rep.cassette else None
         if recorded is not None:
             body.append(_turns(recorded.events, findings, scrub))
+    body.append(_absorbed(result, scrub))
     body.append(_info(result, scrub))
     body.append(_rules(result))
     return _page(f"acp-fuzz: {scrub.text(str(name))}", body)
@@ -272,14 +273,30 @@ def _info(result: CampaignResult, scrub: Scrubber) -> str:
     return f"<h2>Observations (info)</h2><ul>{items}</ul>" if items else ""
 
 
+def _absorbed(result: CampaignResult, scrub: Scrubber) -> str:
+    items = "".join(f"<li><code>{_esc(f.oracle)}</code> {_esc(f.severity)} "
+                    f"[<code>{_esc(f.rule)}</code>]: {_esc(scrub.text(f.message), 2 * CLIP)}"
+                    f" (search for it alone with <code>--oracle {_esc(f.oracle)}</code>)</li>"
+                    for f in result.absorbed())
+    return ("<h2>Seen failing, not confirmed</h2><p>These failed an example whose failure "
+            "shrank to another one; none was confirmed on its own.</p>"
+            f"<ul>{items}</ul>") if items else ""
+
+
 def _rules(result: CampaignResult) -> str:
-    """Every (oracle, rule) judged, with how many cases and whether a finding failed it."""
+    """Every (oracle, rule) judged, with how many cases and whether a finding failed it (an
+    absorbed oracle, :meth:`CampaignResult.absorbed`, is unconfirmed, never pass)."""
     failed = {(f.oracle, f.rule) for r in result.reports for f in r.findings
               if is_failure(f, strict=result.settings.strict)}
+    absorbed = {(f.oracle, f.rule) for f in result.absorbed()}
+
+    def verdict(key: tuple[str, str]) -> str:
+        return "FAIL" if key in failed else "unconfirmed" if key in absorbed else "pass"
+
     rows = "".join(
         f'<tr class="{"fail" if key in failed else "pass"}"><td><code>{_esc(key[1])}</code>'
         f"</td><td><code>{_esc(key[0])}</code></td><td>{n}</td>"
-        f"<td>{'FAIL' if key in failed else 'pass'}</td><td>"
+        f"<td>{verdict(key)}</td><td>"
         f"{_esc(CATALOG[key[0]].summary if key[0] in CATALOG else '')}</td></tr>"
         for key, n in sorted(result.judged.items()))
     return ("<h2>Rules checked</h2><table><thead><tr><th>Rule</th><th>Oracle</th>"

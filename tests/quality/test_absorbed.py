@@ -26,6 +26,7 @@ from acp_fuzz.core.findings import CATALOG
 from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, run_campaign
 from acp_fuzz.engine.runner import TargetSpec
 from acp_fuzz.reporting.campaign import campaign_cases, result_from_json, result_to_json
+from acp_fuzz.reporting.html import campaign_html
 from acp_fuzz.reporting.matrix import column_from_report
 from acp_fuzz.reporting.text import campaign_lines
 
@@ -68,6 +69,11 @@ def test_the_reports_say_so(leak: CampaignResult) -> None:
     cases = {(c.classname, c.name): c for c in campaign_cases(leak)}
     lost = cases[("acp-fuzz.prompt.lost", "SP-AGENT-APPLY-NEW-MUST")]
     assert lost.outcome == "failure"
+    page = campaign_html(leak)
+    assert "Seen failing, not confirmed" in page and "--oracle prompt.lost" in page
+    key = "<td><code>SP-AGENT-APPLY-NEW-MUST</code></td><td><code>prompt.lost</code></td>"
+    row = page.split(key, 1)[1].split("</tr>", 1)[0]
+    assert "<td>unconfirmed</td>" in row and "<td>pass</td>" not in row
     # The JSON report keeps it, and report merge reads it back.
     again = result_from_json(result_to_json(leak))
     assert [f.oracle for f in again.absorbed()] == ["prompt.lost"]
