@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -327,7 +328,12 @@ def test_planted_bug_fails_the_job_with_the_finding_in_the_summary(leak_run: Act
     assert [p.name for p in (results / "cassettes").iterdir()] == ["prompt.leak-seed0.cassette"]
     report = json.loads((results / "report.json").read_text(encoding="utf-8"))
     assert [f["oracle"] for f in report["findings"]] == ["prompt.leak"]
-    assert "failures=\"1\"" in (results / "junit.xml").read_text(encoding="utf-8")
+    # One failing case per rule that failed: the finding's, and any rule an example of the
+    # search failed whose failure shrank into the leak (the report's 'absorbed').
+    failing = {c.get("name") for c in ET.parse(results / "junit.xml").getroot().iter("testcase")
+               if c.find("failure") is not None}
+    absorbed = {f["rule"] for f in report["absorbed"] if f["severity"] == "MUST"}
+    assert failing == {"ACPFUZZ-SESSION-ISOLATION-MUST"} | absorbed, failing
     assert (results / "summary.md").read_text(encoding="utf-8") == summary
     assert (results / "reports" / "prompt.leak-seed0.md").exists()
     assert "10 examples" in (results / "acp-fuzz.log").read_text(encoding="utf-8")

@@ -69,7 +69,10 @@ def test_three_shards_of_a_buggy_agent_merge_into_one_report(tmp_path: Path,
         "model request holds session A's client text |"]
     failures = [c.get("name") for c in ET.parse(tmp_path / "m.xml").getroot().iter("testcase")
                 if c.find("failure") is not None]
-    assert failures == ["ACPFUZZ-SESSION-ISOLATION-MUST"]
+    # The leak's rule, and any rule a shard's search failed whose failure shrank into the leak
+    # (unconfirmed: 'absorbed', a failing case too, never a pass).
+    absorbed = sorted({f["rule"] for f in doc["absorbed"] if f["severity"] == "MUST"})
+    assert sorted(failures) == sorted(["ACPFUZZ-SESSION-ISOLATION-MUST", *absorbed]), failures
     page = (tmp_path / "m.html").read_text()
     assert "prompt.leak" in page and 'class="leaked"' in page  # its cassette was read
 
