@@ -101,3 +101,36 @@ def test_the_project_urls_name_the_repository_the_docs_and_the_action_name() -> 
     assert (ROOT / changelog).is_file()
     docs = urls["Documentation"].removeprefix(f"https://github.com/{repo}/tree/main/")
     assert (ROOT / docs).is_dir()
+
+
+def test_the_release_workflow_checks_the_tag_and_the_install_before_it_publishes() -> None:
+    """``.github/workflows/release.yml`` (no runner here): it runs on a ``v*`` tag, its
+    tag-is-the-version step (run here with bash, as the runner would) passes for the tree's
+    version and fails for another, the build job runs scripts/check-release, and the publish
+    job waits for the build job and publishes the artifact it uploaded."""
+    import os
+    import subprocess
+
+    import yaml
+
+    from acp_fuzz.core.version import __version__
+
+    flow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yml").read_text())
+    assert flow[True]["push"]["tags"] == ["v*"]  # YAML 1.1 reads the key `on` as true
+    build, publish = flow["jobs"]["build"], flow["jobs"]["publish"]
+    (check,) = [s["run"] for s in build["steps"] if s.get("name") == "the tag is the version"]
+    for tag, rc in ((f"v{__version__}", 0), (f"v{__version__}.1", 1)):
+        proc = subprocess.run(["bash", "-e", "-c", check], cwd=ROOT, capture_output=True,
+                              text=True, env={**os.environ, "GITHUB_REF_NAME": tag}, timeout=60)
+        assert proc.returncode == rc, (tag, proc.stderr)
+    runs = [s.get("run", "") for s in build["steps"]]
+    assert any(r.startswith("scripts/check-release ") for r in runs), runs
+    assert (ROOT / "scripts" / "check-release").stat().st_mode & 0o111
+    uploaded = [s for s in build["steps"] if s.get("uses", "").startswith("actions/upload")]
+    downloaded = [s for s in publish["steps"]
+                  if s.get("uses", "").startswith("actions/download")]
+    assert publish["needs"] == "build"
+    assert [s["with"]["name"] for s in uploaded] == [s["with"]["name"] for s in downloaded]
+    assert any(s.get("uses", "").startswith("pypa/gh-action-pypi-publish")
+               for s in publish["steps"])
+    assert publish["permissions"]["id-token"] == "write"
