@@ -96,3 +96,25 @@ def test_the_page_works_offline_and_its_policy_forbids_script(
         "const s = document.createElement('script'); s.textContent = 'window.pwned = 9';"
         "document.body.appendChild(s);")
     assert browser.execute_script("return typeof window.pwned") == "undefined"
+
+
+def test_a_campaign_writes_its_page_and_the_browser_shows_the_finding_first(
+        browser: Any, tmp_path: Path) -> None:
+    """``target --report html:PATH`` end to end: the run's own page (not ``show --html`` of a
+    cassette), opened in the browser, has the finding before the rules and marks the leak in
+    the turn view."""
+    from selenium.webdriver.common.by import By
+
+    page = tmp_path / "run.html"
+    proc = subprocess.run([sys.executable, "-m", "acp_fuzz", "target", "-n", "3", "-x",
+                           "--cassette-dir", str(tmp_path / "c"), "--report", f"html:{page}",
+                           "--", sys.executable, "-m", "acp_fuzz.reference_agent", "--bug",
+                           "leak"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    browser.get(page.as_uri())
+    headings = [h.text for h in browser.find_elements(By.TAG_NAME, "h2")]
+    assert headings.index("Findings") < headings.index("Rules checked"), headings
+    assert "prompt.leak" in browser.find_element(By.TAG_NAME, "body").text
+    assert browser.find_elements(By.CSS_SELECTOR, "td.turn mark.leaked")
+    assert browser.execute_script(
+        "return performance.getEntriesByType('resource').length") == 0
