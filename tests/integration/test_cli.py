@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -266,6 +267,13 @@ def test_oracle_selects_and_color_is_chosen(tmp_path: Path) -> None:
     proc = _cli(tmp_path, "--color", "never", "target", "-n", "5", "--cassette-dir",
                 str(tmp_path / "c"), *agent, env={"FORCE_COLOR": "1"})
     assert proc.returncode == 1 and "\x1b[" not in proc.stdout
+    # NO_COLOR (no-color.org): under the default --color auto, no colour even where colour
+    # is forced, though bold text may stay.
+    proc = _cli(tmp_path, "target", "-n", "5", "--cassette-dir", str(tmp_path / "c"), *agent,
+                env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    sgr = re.findall(r"\x1b\[([0-9;]*)m", proc.stdout)
+    assert proc.returncode == 1 and sgr, proc.stdout[-2000:]  # styled, forced
+    assert not [c for c in sgr if re.search(r"(^|;)(3[0-8]|9[0-7])(;|$)", c)], sgr
 
 
 def test_time_budget_stops_the_search_and_says_so(tmp_path: Path) -> None:
