@@ -267,13 +267,20 @@ def target(
 
     elapsed = time.monotonic() - t0
     _print_result(result, elapsed, again)
-    planned = f" of {view.cover}" if view.cover else ""
-    out.print(f"covering examples: {result.covering_examples}{planned} in "
-              f"{result.covering_seconds:.1f} s" if cfg.cover else "covering examples: off "
-              "(--no-cover)", markup=False)
+    out.print(_covering_line(result, view.cover) if cfg.cover
+              else "covering examples: off (--no-cover)", markup=False)
     _write_reports(reports, result, secrets, elapsed)
     _print_summary(result, elapsed)
     raise typer.Exit(result.exit_code)  # 130 when interrupted
+
+
+def _covering_line(result: CampaignResult, planned: int) -> str:
+    """``covering examples: N of P in T s``; past the plan, the examples built for the keys a
+    failure cut short are counted apart (``40 of 39`` read as a miscount)."""
+    n, extra = result.covering_examples, result.covering_examples - planned
+    counted = (f"{n} ({planned} planned, {extra} more for what a failure cut short)"
+               if planned and extra > 0 else f"{n} of {planned}" if planned else str(n))
+    return f"covering examples: {counted} in {result.covering_seconds:.1f} s"
 
 
 def _check_choices(dialect: str, protocol: str | None, *, no_cover: bool,

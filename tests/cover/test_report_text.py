@@ -38,3 +38,19 @@ def test_a_failure_reads_as_label_findings_steps_and_replay() -> None:
 def test_no_failure_says_so_in_green() -> None:
     (line,) = campaign_lines(_result())
     assert (line.text, line.style) == ("no failing findings", "green")
+
+
+def test_the_covering_line_counts_the_examples_past_the_plan_apart() -> None:
+    """A failure that cut a covering example short gets one more built for what it left
+    unsent: ``40 of 39`` read as a miscount, so the line says where the extra one came from."""
+    from acp_fuzz.cli.target import _covering_line
+    from acp_fuzz.core.payloads import Capabilities
+    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
+
+    r = CampaignResult(agent={}, initialize={}, caps=Capabilities(), settings=CampaignSettings())
+    r.covering_examples, r.covering_seconds = 40, 9.04
+    assert _covering_line(r, 39) == ("covering examples: 40 (39 planned, 1 more for what a "
+                                     "failure cut short) in 9.0 s")
+    r.covering_examples = 39
+    assert _covering_line(r, 39) == "covering examples: 39 of 39 in 9.0 s"
+    assert _covering_line(r, 0) == "covering examples: 39 in 9.0 s"
