@@ -296,6 +296,45 @@ def replay_client_cassette(cassette_path: Path, command: Sequence[str], steps: S
     the scenario given (``steps`` or ``scenario_file``; none: the recorded one, which needs
     the steps again unless ``trust``), print the verdict and exit: ``0`` FIXED, ``1`` FAILED
     or FLAKY, ``2`` (one line) when the cassette or the client cannot be used."""
+    if sandbox_fs:
+        require_bwrap()
+    enter_sandbox_net(sandbox_net)
+    raise typer.Exit(client_verdict(cassette_path, command, steps, scenario_file, timeout,
+                                    trust, pass_env, sandbox_fs=sandbox_fs, runs=runs))
+
+
+def replay_client_folder(folder: Path, paths: Sequence[Path], command: Sequence[str],
+                         steps: Sequence[str], scenario_file: Path | None,
+                         timeout: float | None, trust: bool, pass_env: tuple[str, ...], *,
+                         sandbox_fs: bool = False, sandbox_net: bool = False,
+                         runs: int = 3) -> NoReturn:
+    """``acp-fuzz replay --client FOLDER``: each client cassette of ``paths`` in turn, as
+    :func:`replay_client_cassette` replays one, and exit with the worst: ``2`` when one could
+    not be used (its one error line printed, the others still replayed), else ``1`` when
+    one still fails, else ``0``."""
+    if not paths:
+        fail(f"no client cassettes under {terminal(str(folder))}")
+    if sandbox_fs:
+        require_bwrap()
+    enter_sandbox_net(sandbox_net)
+    codes = []
+    for path in paths:
+        try:
+            codes.append(client_verdict(path, command, steps, scenario_file, timeout, trust,
+                                        pass_env, sandbox_fs=sandbox_fs, runs=runs))
+        except typer.Exit as e:  # one cassette's error line was printed: go on
+            if e.exit_code == 130:
+                raise
+            codes.append(e.exit_code)
+    raise typer.Exit(max(codes))
+
+
+def client_verdict(cassette_path: Path, command: Sequence[str], steps: Sequence[str],
+                   scenario_file: Path | None, timeout: float | None, trust: bool,
+                   pass_env: tuple[str, ...], *, sandbox_fs: bool = False,
+                   runs: int = 3) -> int:
+    """Replay one client cassette, print its verdict and return its exit code (``0`` FIXED,
+    ``1`` FAILED or FLAKY); a cassette or client that cannot be used is :func:`fail`."""
     from acp_fuzz.core.cassette import read_cassette
     from acp_fuzz.engine.client_campaign import recorded_client, replay_client
 
@@ -324,9 +363,6 @@ def replay_client_cassette(cassette_path: Path, command: Sequence[str], steps: S
             sc.check()
         except ScenarioError as e:
             fail(str(e))
-    if sandbox_fs:
-        require_bwrap()
-    enter_sandbox_net(sandbox_net)
     restore = install_interrupt_handlers()
     try:
         res = replay_client(cassette, sc, runs=runs, pass_env=pass_env, sandbox_fs=sandbox_fs)
@@ -342,7 +378,7 @@ def replay_client_cassette(cassette_path: Path, command: Sequence[str], steps: S
                        f"({res.rate})"), markup=False)
     for f in res.findings:
         out.print(terminal(f"  {f.severity} {f.oracle}: {f.message}"), markup=False)
-    raise typer.Exit(0 if res.verdict == "FIXED" else 1)
+    return 0 if res.verdict == "FIXED" else 1
 
 
 def _shown(argv: Sequence[str]) -> str:

@@ -164,11 +164,6 @@ def replay_cmd(
     With --client, a client cassette of `acp-fuzz client` against the client after `--`
     (docs/clients.md): FIXED (exit 0), FAILED or FLAKY (exit 1), in three runs by default."""
     argv = _agent_argv(command)
-    if client and plugin:
-        fail("--plugin goes with agent cassettes: a client's checks are built in")
-    # Before any cassette is judged: a finding of a user's check replays FIXED only when
-    # that check judged the replay (without it, the replay is an ERROR, never FIXED).
-    load_plugins(plugin)
     if client:
         _replay_client(cassette, argv, step, scenario_file, timeout, tuple(pass_env),
                        trust=trust_recorded_command, sandbox_fs=sandbox_fs,
@@ -177,11 +172,12 @@ def replay_cmd(
                                    "--as-agent": as_agent,
                                    "--forward-fs-terminal": forward_fs_terminal,
                                    "--recorded-model-replies": recorded_model_replies,
-                                   "--junit": junit, "--report": report})
-    for name, given in (("--step", step), ("--scenario", scenario_file),
-                        ("--pass-env", pass_env)):
-        if given:
-            fail(f"{name} goes with --client (the replay of a client cassette)")
+                                   "--junit": junit, "--report": report,
+                                   "--plugin": plugin})
+    _client_only({"--step": step, "--scenario": scenario_file, "--pass-env": pass_env})
+    # Before any cassette is judged: a finding of a user's check replays FIXED only when
+    # that check judged the replay (without it, the replay is an ERROR, never FIXED).
+    load_plugins(plugin)
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     runs = 1 if runs is None else runs
     reports = _reports(report, junit)
@@ -213,6 +209,13 @@ def replay_cmd(
         timeout=timeout, sandbox_fs=sandbox_fs))
     _write_reports(reports, results)
     raise typer.Exit(exit_code(results))
+
+
+def _client_only(given: dict[str, Any]) -> None:
+    """Exit 2 for an option of a client replay given without ``--client``."""
+    for name, value in given.items():
+        if value:
+            fail(f"{name} goes with --client (the replay of a client cassette)")
 
 
 def _agent_argv(command: list[str] | None) -> list[str]:
@@ -289,14 +292,22 @@ def _replay_client(cassette: Path, argv: list[str], steps: list[str],
                    sandbox_net: bool, runs: int | None, agent_only: dict[str, Any]) -> NoReturn:
     """``--client``: refuse what only an agent replay takes, then
     :func:`~acp_fuzz.cli.client.replay_client_cassette`."""
-    from acp_fuzz.cli.client import replay_client_cassette
+    from acp_fuzz.cli.client import replay_client_cassette, replay_client_folder
 
     given = [name for name, value in agent_only.items() if value]
     if given:
         fail(f"{', '.join(given)}: not with --client (a client replay starts the client you "
              "name, against the stand-in agent)")
     if cassette.is_dir():
-        fail(f"--client replays one cassette, not a folder: {cassette}")
+        paths = cassettes_in(cassette)
+        clients = [p for p in paths if is_client_cassette(p)]
+        if len(clients) < len(paths):
+            typer.echo(f"note: {len(paths) - len(clients)} agent cassette(s) under "
+                       f"{visible(str(cassette))} left out (replay them without --client)",
+                       err=True)
+        replay_client_folder(cassette, clients, argv, steps, scenario_file, timeout, trust,
+                             pass_env, sandbox_fs=sandbox_fs,
+                             sandbox_net=sandbox_net, runs=3 if runs is None else runs)
     replay_client_cassette(cassette, argv, steps, scenario_file, timeout, trust, pass_env,
                            sandbox_fs=sandbox_fs, sandbox_net=sandbox_net,
                            runs=3 if runs is None else runs)
@@ -308,7 +319,7 @@ def _agent_cassettes(folder: Path, paths: list[Path]) -> list[Path]:
     replay them; a folder with none of either kind is a one-line error."""
     clients = [p for p in paths if is_client_cassette(p)]
     agents = [p for p in paths if p not in clients]
-    how = "replay each with `acp-fuzz replay --client CASSETTE -- CLIENT-CMD`"
+    how = "replay them with `acp-fuzz replay --client FOLDER -- CLIENT-CMD`"
     if not agents:
         fail(f"no agent cassettes under {folder}"
              + (f" ({len(clients)} client cassette(s): {how})" if clients else ""))

@@ -264,19 +264,41 @@ def test_a_client_cassette_in_a_folder_is_left_out_with_a_note(tmp_path: Path) -
     assert proc.returncode == 1, proc.stdout + proc.stderr  # the leak, re-judged: FAILED
     assert cassette.name not in proc.stdout
     assert "FAILED" in next(x for x in proc.stdout.splitlines() if "leak.cassette" in x)
-    assert "1 client cassette(s)" in proc.stderr and "replay --client CASSETTE" in proc.stderr
+    assert "1 client cassette(s)" in proc.stderr and "replay --client FOLDER" in proc.stderr
     live = run_cli(tmp_path, "replay", str(cassette.parent), "--", sys.executable, "-m",
                    "acp_fuzz.reference_agent")
     assert live.returncode == 0, live.stdout + live.stderr  # the leak is FIXED there
     agent_one.unlink()
     _one_line_error(run_cli(tmp_path, "replay", "--offline", str(cassette.parent)),
-                    "no agent cassettes under", "(1 client cassette(s): replay each with")
+                    "no agent cassettes under", "(1 client cassette(s): replay them with")
 
 
-def test_replay_client_takes_one_cassette_not_a_folder(tmp_path: Path) -> None:
-    _client_cassette(tmp_path)
-    _one_line_error(run_cli(tmp_path, "replay", "--client", str(tmp_path), "--", *CLIENT),
-                    "one cassette, not a folder")
+def test_replay_client_of_a_folder_replays_each_client_cassette(tmp_path: Path) -> None:
+    # The other half of a folder both commands wrote to: --client replays its client
+    # cassettes, each with its verdict, leaves the agent ones out with a note, and exits
+    # with the worst verdict.
+    found = run_cli(tmp_path, "client", "-n", "2", "--cassette-dir", "mixed", "--", *CLIENT,
+                    "--bug", "unadvertised-prompt")
+    assert found.returncode == 1, found.stdout + found.stderr
+    folder = tmp_path / "mixed"
+    (failing,) = folder.glob("*.cassette")
+    _client_cassette(folder)
+    (folder / "leak.cassette").write_bytes(
+        (ROOT / "cassettes" / "reference" / "leak.cassette").read_bytes())
+    proc = run_cli(tmp_path, "replay", "--client", "--runs", "1", str(folder), "--", *CLIENT,
+                   "--bug", "unadvertised-prompt")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    verdicts = {line.split()[1].rstrip(":"): line.split()[0]
+                for line in proc.stdout.splitlines()
+                if line.startswith(("FIXED", "FAILED", "FLAKY"))}
+    # The buggy client fails under both recorded capability sets (v1, nothing advertised).
+    assert verdicts == {str(failing): "FAILED", str(folder / "c.cassette"): "FAILED"}
+    assert "1 agent cassette(s)" in proc.stderr and "without --client" in proc.stderr
+    fixed = run_cli(tmp_path, "replay", "--client", "--runs", "1", str(folder), "--", *CLIENT)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    (tmp_path / "agents").mkdir()
+    _one_line_error(run_cli(tmp_path, "replay", "--client", str(tmp_path / "agents"), "--",
+                            *CLIENT), "no client cassettes under")
 
 
 def test_portable_cassettes_name_no_path_of_this_machine(tmp_path: Path) -> None:
