@@ -592,17 +592,35 @@ class Run:
         (AGENTS.md, ...) written into it, each holding its folder's canary, and a
         ``workspace`` verdict saying which (:mod:`acp_fuzz.core.workspace`)."""
         cwd = self.sandbox.new_cwd(name)
-        for file in WORKSPACE_FILES:
-            path = os.path.join(cwd, file)
-            # A shared folder has them from its first session; whatever an agent put there
-            # (a link, a folder it made read-only) stays: "x" follows no link, and a file not
-            # written only shows as not seen.
-            with contextlib.suppress(OSError), open(path, "x", encoding="utf-8") as f:
-                f.write(workspace_text(name, file))
+        own = self._write_workspace(name)
         self.history.append("verdict", {"step": self._step_index - 1, "what": "workspace",
                                         "session": handle, "folder": name, "files": {
-                                            f: canary_for(name, f) for f in WORKSPACE_FILES}})
+                                            f: canary_for(name, f) for f in WORKSPACE_FILES
+                                            if own}})
         return cwd
+
+    def _write_workspace(self, name: str) -> bool:
+        """Write the instruction files into the session folder ``name`` through its
+        descriptor, opened from the held work folder without following a link (the agent may
+        have planted one at ``name``, to a folder of the host: the harness writes outside any
+        sandbox); whether the folder was the harness's own. A shared folder has them from its
+        first session; whatever an agent put there (a link, a folder it made read-only)
+        stays: O_EXCL | O_NOFOLLOW follows no link, and a file not written only shows as not
+        seen."""
+        try:
+            folder = self.sandbox.open_cwd(name)
+        except OSError:
+            return False
+        try:
+            for file in WORKSPACE_FILES:
+                with contextlib.suppress(OSError):
+                    fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                 | os.O_CLOEXEC, 0o666, dir_fd=folder)
+                    with os.fdopen(fd, "w", encoding="utf-8") as f:
+                        f.write(workspace_text(name, file))
+        finally:
+            os.close(folder)
+        return True
 
     def _dialect_followup(self, step: Mapping[str, Any], session_id: str) -> None:
         # Goose sets the prompt with an extension request once the session exists.

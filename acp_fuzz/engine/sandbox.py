@@ -39,6 +39,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -46,6 +47,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -84,6 +86,9 @@ REDACTED = "<redacted>"
 
 # Substrings (matched case-insensitively against the variable *name*) that mark a secret.
 # PASSWORD is not in the original list but costs nothing and catches e.g. PGPASSWORD.
+#: How the harness opens a folder of the sandbox: a directory, never through a link.
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
@@ -134,6 +139,10 @@ class Sandbox:
         self.work = os.path.join(self.root, "work")
         for path in (self.home, self.tmpdir, self.work):
             os.makedirs(path, exist_ok=True)
+        # Held from now on, before any agent or client runs: the session folders are made
+        # and written in from it (see new_cwd), never by a name the program may have changed.
+        self._work_fd = os.open(self.work, _DIR_FLAGS)
+        self._close_work = weakref.finalize(self, os.close, self._work_fd)
         self._removed = False
         if not keep:
             _LIVE_ROOTS.add(self.root)
@@ -156,9 +165,24 @@ class Sandbox:
         Calling it twice with the same name returns the same directory."""
         if not name or name in (".", "..") or "/" in name or "\0" in name:
             raise ValueError(f"session directory name must be one path component, got {name!r}")
-        path = os.path.join(self.work, name)
-        os.makedirs(path, exist_ok=True)
-        return path
+        # Made in the work folder the sandbox holds, not by its name: the program may have
+        # renamed ``work`` and put a link in its place. Something already there (the folder of
+        # an earlier session, or a link the program planted) is left as it is; write in it
+        # only through open_cwd, which refuses a link.
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(name, 0o777, dir_fd=self._work_fd)
+        return os.path.join(self.work, name)
+
+    def open_cwd(self, name: str) -> int:
+        """A descriptor of the session directory ``name`` (made by :meth:`new_cwd`), opened
+        from the work folder the sandbox holds without following a link: the harness, which
+        runs outside any sandbox, writes in it through this, never by the path. The program
+        under test may write in ``work`` and put a link to any folder of the host at a name
+        the harness will use; :class:`OSError` then (``ELOOP``, ``ENOTDIR``). Close it."""
+        if not name or name in (".", "..") or "/" in name or "\0" in name:
+            raise ValueError(f"session directory name must be one path component, got {name!r}")
+        fd: int = os.open(name, _DIR_FLAGS, dir_fd=self._work_fd)
+        return fd
 
     def build_env(
         self, extra: Mapping[str, str] | None = None, passthrough: Sequence[str] = ()
@@ -189,6 +213,7 @@ class Sandbox:
 
     def cleanup(self) -> None:
         """Remove the tree (unless :attr:`keep`). Safe to call more than once."""
+        self._close_work()
         if self.keep or self._removed:
             return
         self._removed = True

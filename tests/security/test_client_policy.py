@@ -205,11 +205,13 @@ def _fds_into(folder: str) -> list[str]:
 
 def test_the_policy_closes_its_descriptors(sandbox: Sandbox) -> None:
     root = sandbox.new_cwd("session-a")
+    held = _fds_into(sandbox.root)  # the sandbox's own, of its work folder
+    assert held == [sandbox.work]
     policy = ClientPolicy([root, root])  # one descriptor, whatever the spelling
-    assert _fds_into(sandbox.root) == [root]
+    assert sorted(_fds_into(sandbox.root)) == sorted([*held, root])
     policy.close()
     policy.close()
-    assert _fds_into(sandbox.root) == []
+    assert _fds_into(sandbox.root) == held
     with pytest.raises(RpcError) as refused:  # and answers, once closed, with an error
         policy("fs/read_text_file", {"path": os.path.join(root, "x")})
     assert refused.value.code == -32603
@@ -221,11 +223,13 @@ def test_a_run_holds_its_work_folder_across_restarts_and_closes_it(
     with Run(spec) as run:
         no_orphans(run.agent.pgid)
         root, work = run.sandbox.root, run.sandbox.work
-        assert _fds_into(root) == [work]  # held while the agent runs
+        # Held while the agent runs: by the policy, and by the sandbox (it makes the session
+        # folders from it).
+        assert _fds_into(root) == [work, work]
         # Swapped by the last process: the next one is not served through the link.
         os.rename(work, work + ".old")
         os.symlink(tmp_path, work)
         assert run.execute({"op": "restart"}).outcome == "ok"
         no_orphans(run.agent.pgid)
-        assert _fds_into(root) == [work + ".old"]
+        assert _fds_into(root) == [work + ".old"] * 2
     assert _fds_into(root) == []
