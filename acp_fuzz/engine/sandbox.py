@@ -84,11 +84,11 @@ def remove_all_sandboxes() -> None:
 #: The value :func:`redact_env` puts in place of a secret.
 REDACTED = "<redacted>"
 
-# Substrings (matched case-insensitively against the variable *name*) that mark a secret.
-# PASSWORD is not in the original list but costs nothing and catches e.g. PGPASSWORD.
 #: How the harness opens a folder of the sandbox: a directory, never through a link.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
+# Substrings (matched case-insensitively against the variable *name*) that mark a secret.
+# PASSWORD is not in the original list but costs nothing and catches e.g. PGPASSWORD.
 _SECRET_MARKERS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 
 
