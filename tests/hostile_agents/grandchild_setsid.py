@@ -13,6 +13,19 @@ tag = sys.argv[1] if len(sys.argv) > 1 else "acp-fuzz-escapee"
 child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1000)", tag],
                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL, start_new_session=True)
+# Popen returns once the child has called exec, but (with vfork) before the kernel has set up
+# the new program's argument area: /proc/PID/cmdline can still be empty when a test looks for
+# the tag. Answer only once the escapee is findable by its command line (bounded: a child
+# that died is no escapee, and the test says so).
+for _ in range(100_000):
+    try:
+        with open(f"/proc/{child.pid}/cmdline", "rb") as f:
+            if tag.encode() in f.read():
+                break
+    except OSError:
+        break
+    if child.poll() is not None:
+        break
 msg = read_msg()
 if msg is not None:
     reply(msg, {**INIT_RESULT, "grandchild": child.pid})
