@@ -389,12 +389,17 @@ class CampaignResult:
         for key, n in judged.items():
             self.judged[key] = self.judged.get(key, 0) + n
 
-    def note_failing(self, findings: Sequence[Finding]) -> None:
-        """Keep the first finding of each oracle that failed an example."""
+    def note_failing(self, findings: Sequence[Finding],
+                     steps: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Keep, for each oracle that failed an example, its finding in the shortest such
+        example, with that example's ``steps`` as its evidence (what a reader of an
+        unconfirmed failure has to go on)."""
         for f in findings:
-            if f.oracle not in self.seen_failing:
-                self.seen_failing[f.oracle] = Finding(f.oracle, f.severity, f.rule, f.message,
-                                                      f.step, f.session)
+            kept = self.seen_failing.get(f.oracle)
+            if kept is None or len(steps) < len(kept.evidence.get("example_steps", ())):
+                self.seen_failing[f.oracle] = Finding(
+                    f.oracle, f.severity, f.rule, f.message, f.step, f.session,
+                    {"example_steps": [dict(s) for s in steps]})
 
     def absorbed(self) -> list[Finding]:
         """The oracles that failed an example of the search but that no report names: the
@@ -975,7 +980,7 @@ class SearchMachine(LifecycleMachine):
         bad = s.failing(findings)
         if not bad:
             return
-        s.result.note_failing(bad)
+        s.result.note_failing(bad, self.steps)
         if s.failure is None and s.explained(self.steps, {f.oracle for f in bad}, bad):
             if not self.excused:
                 s.explained_count += 1

@@ -4,6 +4,7 @@ results, reads and writes nothing)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -48,7 +49,8 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
            "explained": result.explained,
            # Oracles that failed an example of the search and that no finding above names
            # (the example shrank to another failure): not confirmed on their own.
-           "absorbed": [{k: v for k, v in f.to_wire().items() if k != "evidence"}
+           "absorbed": [{**{k: v for k, v in f.to_wire().items() if k != "evidence"},
+                         "steps": list(f.evidence.get("example_steps", []))}
                         for f in result.absorbed()],
            "capabilities": result.caps.to_wire(),
            # What calibration learned (commands, modes, options; the restart grace), and how.
@@ -238,7 +240,9 @@ def result_from_json(doc: Any, cassette_at: Callable[[str], Path] = Path) -> Any
     result.reports = _reports(doc["findings"], cassette_at)
     for i, obj in enumerate(_of(doc, "absorbed", list, default=[])):
         f = _finding(obj, f"absorbed[{i}]")
-        result.seen_failing.setdefault(f.oracle, f)
+        steps = _steps(obj.get("steps", []), f"absorbed[{i}]")
+        result.seen_failing.setdefault(f.oracle, dataclasses.replace(
+            f, evidence={"example_steps": steps}))
     info = _of(doc, "info", list, default=[])
     for i, obj in enumerate(info):
         f = _finding(obj, f"info[{i}]")

@@ -146,11 +146,18 @@ def absorbed_lines(result: CampaignResult) -> list[Line]:
     """One line per oracle that failed an example but that no report names (its example
     shrank to another failure): never reported as a pass, with the command that searches
     for it alone."""
-    return [Line(terminal(f"  UNCONFIRMED  {f.oracle} ({f.severity}, {f.rule}) failed in the "
-                          "search, but its example shrank to another failure: not confirmed "
-                          f"on its own; search for it alone with --oracle {f.oracle}"),
-                 "yellow", lead=13)
-            for f in result.absorbed()]
+    lines = []
+    for f in result.absorbed():
+        steps = f.evidence.get("example_steps", [])
+        lines.append(Line(terminal(
+            f"  UNCONFIRMED  {f.oracle} ({f.severity}, {f.rule}) failed in the search, but "
+            "its example shrank to another failure: not confirmed on its own; search for it "
+            f"alone with --oracle {f.oracle}. {f.message}"), "yellow", lead=13))
+        if steps:
+            lines.append(Line(f"    in an example of {len(steps)} step(s):"))
+            lines += [Line(terminal(f"      {i}. {describe(s)}"))
+                      for i, s in enumerate(steps, 1)]
+    return lines
 
 
 def _count(n: int, word: str) -> str:

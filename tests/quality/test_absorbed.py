@@ -66,6 +66,8 @@ def test_the_reports_say_so(leak: CampaignResult) -> None:
     text = "\n".join(line.text for line in campaign_lines(leak))
     assert "UNCONFIRMED  prompt.lost (MUST, SP-AGENT-APPLY-NEW-MUST)" in text
     assert "--oracle prompt.lost" in text
+    # The example it failed in is shown: the shortest, as steps a reader can follow.
+    assert "    in an example of " in text and "session/new A" in text
     cases = {(c.classname, c.name): c for c in campaign_cases(leak)}
     lost = cases[("acp-fuzz.prompt.lost", "SP-AGENT-APPLY-NEW-MUST")]
     assert lost.outcome == "failure"
@@ -75,8 +77,13 @@ def test_the_reports_say_so(leak: CampaignResult) -> None:
     row = page.split(key, 1)[1].split("</tr>", 1)[0]
     assert "<td>unconfirmed</td>" in row and "<td>pass</td>" not in row
     # The JSON report keeps it, and report merge reads it back.
-    again = result_from_json(result_to_json(leak))
+    doc = result_to_json(leak)
+    (entry,) = doc["absorbed"]
+    assert entry["oracle"] == "prompt.lost" and entry["steps"] \
+        and entry["steps"][0]["op"] == "new"
+    again = result_from_json(doc)
     assert [f.oracle for f in again.absorbed()] == ["prompt.lost"]
+    assert again.absorbed()[0].evidence["example_steps"] == entry["steps"]
 
 
 def test_the_suggested_search_finds_it_alone(tmp_path: Path) -> None:
