@@ -160,6 +160,14 @@ class Shrinker:
                 self.run_pass(p)
         return self.best
 
+    def summary(self, before: int) -> dict[str, Any]:
+        """What the shrink did, as plain data for the reports (Hypothesis shows its
+        shrinker's statistics too): the steps ``before`` and after, the trials run, and per
+        pass that ran any, its trials and how many of them still failed (and were kept)."""
+        return {"from": before, "to": len(self.best.steps), "trials": self.trials,
+                "passes": {name: [st.attempts, st.successes]
+                           for name, st in self.stats.items() if st.attempts}}
+
 
 def minimize(failure: Failure, run: Runner, *, oracles: set[str] | None = None,
              max_trials: int | None = None) -> Failure:

@@ -55,8 +55,8 @@ from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.minimize import (
     Failure,
     Shape,
+    Shrinker,
     interesting,
-    minimize,
     refusals,
     same_bug,
     shape_of,
@@ -267,6 +267,9 @@ class FindingReport:
     steps: list[dict[str, Any]]
     requests: list[dict[str, Any]]
     cassette: Path | None
+    #: What shrinking did (:meth:`~acp_fuzz.core.minimize.Shrinker.summary`): steps before
+    #: and after, trials, and each pass's trials and successes; empty when not shrunk here.
+    shrink: dict[str, Any] = field(default_factory=dict)
 
     @property
     def rate(self) -> str:
@@ -282,7 +285,8 @@ class FindingReport:
         return {"status": self.status, "runs": self.runs, "reproduced": self.reproduced,
                 "findings": [f.to_wire() for f in self.findings], "steps": self.steps,
                 "requests": self.requests,
-                "cassette": str(self.cassette) if self.cassette else None}
+                "cassette": str(self.cassette) if self.cassette else None,
+                "shrink": self.shrink}
 
 
 @dataclass
@@ -1346,7 +1350,8 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
         return history.snapshot(), findings
 
     search.on_event(Shrinking(len(failure.steps)))
-    small = minimize(failure, run, oracles=failure.oracles() - set(cfg.exclude_oracles))
+    shrinker = Shrinker(failure, run, oracles=failure.oracles() - set(cfg.exclude_oracles))
+    small = shrinker.shrink()
     oracles = frozenset(o for o in small.oracles() if o not in cfg.exclude_oracles)
     shape = shape_of(small.steps)
     refused = refusals(small.findings)
@@ -1363,6 +1368,7 @@ def _settle(search: SearchState, failure: Failure, gateway: Gateway, init: Any, 
     search.on_event(Confirming(len(small.steps)))
     report = _confirm(spec, cfg, small, baseline, gateway, init, flaky_hint=flaky_hint,
                       suffix_of=search.result, fresh=search.warm.take)
+    report.shrink = shrinker.summary(len(failure.steps))
     search.result.confirm_runs += report.runs
     search.result.reports.append(report)
     search.known.append(_Known(shape, oracles, report))

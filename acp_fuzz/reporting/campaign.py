@@ -34,7 +34,7 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
     for rep in result.reports:
         for f in rep.findings:
             findings.append({**f.to_wire(), "status": rep.status,
-                             "rate": rep.rate, "steps": rep.steps,
+                             "rate": rep.rate, "steps": rep.steps, "shrink": rep.shrink,
                              "cassette": str(rep.cassette) if rep.cassette else None})
     doc = {"acp_fuzz_version": __version__, "agent": result.initialize,
            "examples_run": result.examples_run, "steps_run": result.steps_run,
@@ -202,9 +202,12 @@ def _reports(findings: Any, cassette_at: Callable[[str], Path]) -> list[Any]:
         key = (status, obj.get("rate"), steps, cassette)
         if key != last:
             runs, reproduced = _rate(obj.get("rate"), where)
+            shrink = obj.get("shrink")
             out.append(FindingReport(status=status, runs=runs, reproduced=reproduced,
                                      findings=[], steps=steps, requests=[],
-                                     cassette=cassette_at(cassette) if cassette else None))
+                                     cassette=cassette_at(cassette) if cassette else None,
+                                     shrink=dict(shrink) if isinstance(shrink, Mapping)
+                                     else {}))
             last = key
         out[-1].findings.append(f)
     return out

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.facts import codes_text
@@ -129,6 +129,8 @@ def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -
                           f"reproduced {rep.rate}", "bold red", lead=len(label)))
         for f in rep.findings:
             lines += finding_lines(f)
+        if rep.shrink:
+            lines.append(Line(shrink_line(rep.shrink)))
         lines.append(Line("steps (the JSON-RPC requests sent, in order):", "bold", lead=5))
         lines += [Line(terminal(f"  {i}. {describe(s)}")) for i, s in enumerate(rep.steps, 1)]
         lines += [Line(terminal(f"     [{i}] {_clip(json.dumps(r, ensure_ascii=False), 300)}"))
@@ -140,6 +142,17 @@ def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -
         lines.append(Line(terminal(f"cassette: {rep.cassette}")))
         lines.append(Line(terminal(f"replay:   acp-fuzz replay {again(rep.cassette)}")))
     return lines
+
+
+def shrink_line(shrink: Mapping[str, Any]) -> str:
+    """``shrink passes: from 9 to 3 steps in 22 trials (delete-step 4 of 12, ...)``: what the
+    campaign's own shrink passes did after Hypothesis' (each pass that ran: the trials that
+    still failed, and so were kept, of those it ran)."""
+    passes = ", ".join(f"{name} {ok} of {n}"
+                       for name, (n, ok) in (shrink.get("passes") or {}).items())
+    return (f"shrink passes: from {shrink.get('from')} to {shrink.get('to')} steps in "
+            f"{_count(int(shrink.get('trials') or 0), 'trial')}"
+            + (f" ({passes})" if passes else ""))
 
 
 def absorbed_lines(result: CampaignResult) -> list[Line]:

@@ -294,6 +294,16 @@ def test_every_pass_has_a_name_a_doc_and_counts_of_its_own() -> None:
     assert sh.stats["cancel-as-turn"].successes == 1
     assert sum(st.attempts for st in sh.stats.values()) == sh.trials
     assert all(st.successes <= st.attempts for st in sh.stats.values())
+    # The reports' summary: the same counts, only the passes that ran, and the line users read.
+    summary = sh.summary(len(steps))
+    assert (summary["from"], summary["to"], summary["trials"]) == (3, 3, sh.trials)
+    assert summary["passes"]["cancel-as-turn"] == [sh.stats["cancel-as-turn"].attempts, 1]
+    assert all(n for n, _ in summary["passes"].values())
+    from acp_fuzz.reporting.text import shrink_line
+
+    line = shrink_line(summary)
+    assert line.startswith(f"shrink passes: from 3 to 3 steps in {sh.trials} trials (")
+    assert f"cancel-as-turn 1 of {sh.stats['cancel-as-turn'].attempts}" in line
 
 
 def test_one_pass_runs_alone() -> None:

@@ -81,7 +81,11 @@ def test_the_reports_say_so(leak: CampaignResult) -> None:
     (entry,) = doc["absorbed"]
     assert entry["oracle"] == "prompt.lost" and entry["steps"] \
         and entry["steps"][0]["op"] == "new"
+    # The leak's report says what its shrink passes did, and keeps it through report merge.
+    (leak_report,) = leak.reports
+    assert leak_report.shrink["to"] == len(leak_report.steps) <= leak_report.shrink["from"]
     again = result_from_json(doc)
+    assert again.reports[0].shrink == leak_report.shrink
     assert [f.oracle for f in again.absorbed()] == ["prompt.lost"]
     assert again.absorbed()[0].evidence["example_steps"] == entry["steps"]
 
