@@ -1,0 +1,84 @@
+"""Huge prompts against the real reference agent and the real gateway (issue #33 §3): the
+agent gets megabytes, the history and the cassette keep each filler as its mark."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from acp_fuzz.core.cassette import Header, read_cassette, write_cassette_bounded
+from acp_fuzz.core.fills import SIZES, mark
+from acp_fuzz.core.oracles import evaluate
+from acp_fuzz.engine.runner import Run, TargetSpec
+
+pytestmark = pytest.mark.integration
+
+AGENT = [sys.executable, "-m", "acp_fuzz.reference_agent"]
+CANARY = "[acp-fuzz canary A1]"
+
+
+def _huge(n: int) -> dict[str, object]:
+    return {"mode": "append", "content": [{"type": "text", "text": f"{mark(n)} {CANARY}"}]}
+
+
+def _longest_string(value: object) -> int:
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return max((_longest_string(v) for v in value.values()), default=0)
+    if isinstance(value, (list, tuple)):
+        return max((_longest_string(v) for v in value), default=0)
+    return 0
+
+
+@pytest.mark.parametrize("size", ["huge-8m", "huge-limit"])
+def test_a_huge_prompt_reaches_the_model_whole_and_is_recorded_as_its_mark(
+        size: str, tmp_path: Path, no_orphans: object) -> None:
+    with Run(TargetSpec.from_command(AGENT)) as run:
+        run.initialize()
+        assert run.execute({"op": "new", "session": "A",
+                            "systemPrompt": _huge(SIZES[size])}).outcome == "ok"
+        for _ in range(3):
+            assert run.execute({"op": "prompt", "session": "A"}).outcome == "ok"
+        events = run.history.snapshot()
+    turns = [x for _, x in run.history.model_exchanges() if x.session == "A"]
+    assert len(turns) == 3
+    for x in turns:
+        # The gateway writes a filler as its mark only where all of it arrived: the agent
+        # sent the model every character, the canary after it.
+        assert x.texts("system")[-1].endswith(f"{mark(SIZES[size])} {CANARY}")
+    # Nothing of megabytes is kept: not the step, not the request, not the model requests.
+    assert max(_longest_string(e.data) for e in events) < 64 * 1024
+    live = evaluate(events)
+    assert [f for f in live if f.severity != "info"] == []
+    path = write_cassette_bounded(tmp_path / "huge.cassette", Header(target=AGENT), events)
+    assert path.stat().st_size < 256 * 1024
+    back = read_cassette(path).events
+    assert back == events
+    assert [f.to_wire() for f in evaluate(back)] == [f.to_wire() for f in live]
+
+
+@pytest.mark.parametrize(("flag", "outcome", "severities"), [
+    (["--bug", "huge-prompt-crash"], "exited", {"MUST"}),
+    (["--variant", "refuses-huge"], "error", {"info"}),
+])
+def test_a_huge_prompt_refused_is_info_and_one_that_kills_the_agent_is_a_crash(
+        flag: list[str], outcome: str, severities: set[str], no_orphans: object) -> None:
+    with Run(TargetSpec.from_command([*AGENT, *flag])) as run:
+        run.initialize()
+        small = run.execute({"op": "new", "session": "B", "systemPrompt": _huge(SIZES["huge-1m"])})
+        assert small.outcome == "ok"  # 1 MiB is under the 4 MiB either one stops at
+        out = run.execute({"op": "new", "session": "A", "systemPrompt": _huge(SIZES["huge-8m"])})
+        assert out.outcome == outcome
+        findings = evaluate(run.history.snapshot())
+    refused = [f for f in findings if f.oracle == "payload.valid-rejected"]
+    assert {f.severity for f in findings if f.oracle in (
+        "payload.valid-rejected", "agent.crash")} == severities
+    if outcome == "error":
+        assert refused and refused[0].rule == "ACPFUZZ-HUGE-REFUSED-DEF"
+        assert refused[0].evidence["size"] == SIZES["huge-8m"] + len(CANARY) + 1
+        assert out.error is not None and "accepts at most" in out.error["message"]
+    else:
+        assert [f.oracle for f in findings if f.severity == "MUST"] == ["agent.crash"]
