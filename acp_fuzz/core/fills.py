@@ -10,9 +10,10 @@ filler written back as its mark (:func:`compact`) where it is recorded. The exch
 lossless (a filler is replaced only where all of it is there, character for character), so
 the oracles judge the compact texts exactly as they would the full ones: a block ``⟪mark⟫
 canary`` is in a request's compact text if and only if the filler and the canary after it
-are in the request. A filler the agent cut short is no filler: it stays as text (and the
-gateway clips texts past its bound, head and tail around a marker that gives the length and
-SHA-256 of the whole).
+are in the request. A filler the agent cut short is written as a *cut mark*
+(``⟪acp-fuzz fill 8388608 cut at 1048576⟫``): no block's text holds it, so the prompt is
+missing from the request, as it is; what else is too long is clipped by the gateway, head
+and tail around a marker that gives the length and SHA-256 of the whole.
 
 Only the sizes of :data:`SIZES` have marks, so a cassette (which may come from a stranger)
 cannot make acp-fuzz allocate more than :data:`MAX_EXPANDED` characters for one request.
@@ -25,7 +26,8 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["LIMIT_SIZE", "MAX_EXPANDED", "SIZES", "compact", "compact_value", "expand",
+__all__ = ["CUT_MIN", "LIMIT_SIZE", "MAX_EXPANDED", "SIZES", "compact", "compact_value",
+           "cut_mark", "expand",
            "expand_value", "expanded_length", "filler", "mark", "marks_in", "without_marks"]
 
 _MiB = 1024 * 1024
@@ -50,6 +52,9 @@ _MARK_RE = re.compile(_OPEN + r"acp-fuzz fill (\d{1,9})" + _CLOSE)
 #: A mark-like text that came from the agent (or a cassette's text) is written with this
 #: instead, so that it is never taken for a mark of ours when a history is read back.
 _LITERAL = _OPEN + "acp-fuzz literal fill "
+#: A filler cut short is written as a cut mark from this many characters on (shorter, it is
+#: kept as text: the oracles' loose searches of a missing block read every segment whole).
+CUT_MIN = 64 * 1024
 #: The start of every filler: what :func:`compact` looks for.
 _HEAD = "[acp-fuzz filler: "
 _UNIT = "lorem ipsum dolor sit amet "
@@ -108,25 +113,41 @@ def expand(text: str) -> str:
                         else m.group(0), text)
 
 
-def _is_filler_at(text: str, i: int, n: int) -> bool:
-    """Whether all of :func:`filler` ``(n)`` stands in ``text`` at ``i`` (compared piece by
-    piece, so no copy of it is made)."""
+def _filler_at(text: str, i: int, n: int) -> int:
+    """How many characters of :func:`filler` ``(n)`` stand in ``text`` from ``i`` on, its
+    head whole (0 without it): ``n`` for all of it. Compared piece by piece, so no copy of
+    the filler is made."""
     head = _head(n)
-    if i + n > len(text) or not text.startswith(head, i):
-        return False
+    if not text.startswith(head, i):
+        return 0
     piece = _piece()
-    at, end = i + len(head), i + n
+    at, end = i + len(head), min(i + n, len(text))
     while at < end:
         take = min(len(piece), end - at)
         if text[at:at + take] != piece[:take]:
-            return False
+            # Where the two part, within this piece: halve the span until one character.
+            lo, hi = 0, take
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if text[at:at + mid] == piece[:mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return at + lo - i
         at += take
-    return True
+    return end - i
+
+
+def cut_mark(n: int, kept: int) -> str:
+    """How a recorded text writes the first ``kept`` characters of the filler of ``n`` (the
+    agent cut the rest): never expanded, and no block's text holds it."""
+    return f"{_OPEN}acp-fuzz fill {n} cut at {kept}{_CLOSE}"
 
 
 def compact(text: str) -> str:
-    """``text`` with every whole filler written as its mark (and a mark-like text that was
-    already there written so that it is not one). The inverse of :func:`expand` on what it
+    """``text`` with every whole filler written as its mark, the first :data:`CUT_MIN` or
+    more characters of one cut short as its :func:`cut_mark`, and a mark-like text that was
+    already there written so that it is not one. The inverse of :func:`expand` on what it
     made: ``compact(expand(t)) == t`` for a text ``t`` whose marks all name known sizes."""
     if _OPEN in text:
         text = text.replace(_OPEN + "acp-fuzz fill ", _LITERAL)
@@ -137,9 +158,12 @@ def compact(text: str) -> str:
     at = text.find(_HEAD)
     while at >= 0:
         n = _size_at(text, at)
-        if n is not None and _is_filler_at(text, at, n):
-            out += [text[start:at], mark(n)]
-            start = at + n
+        kept = _filler_at(text, at, n) if n is not None else 0
+        if n is not None and kept >= min(n, CUT_MIN):
+            # All of it: its mark. A filler cut short (an agent that keeps the first
+            # megabytes of a prompt) is just as certain a text, and as large: a cut mark.
+            out += [text[start:at], mark(n) if kept == n else cut_mark(n, kept)]
+            start = at + kept
             at = text.find(_HEAD, start)
         else:
             at = text.find(_HEAD, at + 1)
@@ -175,5 +199,4 @@ def expand_value(value: Any) -> Any:
 def compact_value(value: Any) -> Any:
     """Parsed JSON with every string :func:`compact` ed (``value`` itself when nothing
     changed)."""
-    return _walk(value, lambda s: compact(s) if len(s) >= min(SIZES.values())
-                 or _OPEN in s else s)
+    return _walk(value, lambda s: compact(s) if len(s) >= CUT_MIN or _OPEN in s else s)

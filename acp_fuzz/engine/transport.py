@@ -85,7 +85,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from acp_fuzz.core.errors import AgentStartError, RpcError
-from acp_fuzz.core.fills import SIZES, compact_value
+from acp_fuzz.core.fills import CUT_MIN, compact_value
 from acp_fuzz.core.history import History
 from acp_fuzz.core.lines import BAD_LINE_MAX, DECODER, LineAssembler, parse_line
 
@@ -285,9 +285,9 @@ class Correlation:
         return pending
 
 
-#: A line this long may hold a filler (the smallest size of ``acp_fuzz.core.fills``), and
-#: one holding the mark's opening bracket a mark-like text: both are compacted.
-FILL_MIN = min(SIZES.values())
+#: A line this long may hold a filler, or one cut short (``acp_fuzz.core.fills``), and one
+#: holding the mark's opening bracket a mark-like text: both are compacted.
+FILL_MIN = CUT_MIN
 _MARK_OPEN = "\u27ea".encode()
 
 

@@ -8,10 +8,12 @@ import pytest
 from acp_fuzz.strategies.payloads import valid_classes, valid_payload
 
 from acp_fuzz.core.fills import (
+    CUT_MIN,
     LIMIT_SIZE,
     SIZES,
     compact,
     compact_value,
+    cut_mark,
     expand,
     expand_value,
     expanded_length,
@@ -40,12 +42,19 @@ def test_a_mark_expands_to_exactly_its_size_and_a_whole_filler_compacts_back(n: 
     assert compact("system: " + full + " and more") == "system: " + text + " and more"
 
 
-def test_a_filler_cut_short_or_changed_is_no_filler_and_stays_text() -> None:
+def test_a_filler_cut_short_is_a_cut_mark_that_holds_no_block_and_a_short_cut_stays_text(
+        ) -> None:
     full = filler(MiB)
-    assert compact(full[:-1]) == full[:-1]  # one character short
+    block = f"{mark(MiB)} [canary]"
+    cut = compact(full[:-1] + " [canary]")  # one character short
+    assert cut == f"{cut_mark(MiB, MiB - 1)} [canary]" and block not in cut
+    assert marks_in(cut) == [] and expand(cut) == cut  # never sent
     changed = full[:500_000] + "X" + full[500_001:]
-    assert compact(changed) == changed
+    assert compact(changed) == f"{cut_mark(MiB, 500_000)}X" + full[500_001:]
+    short = full[:CUT_MIN - 1]
+    assert compact(short) == short
     assert compact(full + full) == mark(MiB) * 2  # twice in one text: both
+    assert compact(filler(8 * MiB)[:3 * MiB]) == cut_mark(8 * MiB, 3 * MiB)
 
 
 def test_a_mark_like_text_that_was_not_made_here_is_not_a_mark_when_recorded() -> None:

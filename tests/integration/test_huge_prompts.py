@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.cassette import Header, read_cassette, write_cassette_bounded
-from acp_fuzz.core.fills import SIZES, mark
+from acp_fuzz.core.fills import SIZES, cut_mark, mark
 from acp_fuzz.core.oracles import evaluate
 from acp_fuzz.engine.runner import Run, TargetSpec
 
@@ -82,3 +82,18 @@ def test_a_huge_prompt_refused_is_info_and_one_that_kills_the_agent_is_a_crash(
         assert out.error is not None and "accepts at most" in out.error["message"]
     else:
         assert [f.oracle for f in findings if f.severity == "MUST"] == ["agent.crash"]
+
+
+def test_a_huge_prompt_cut_short_is_lost_and_recorded_as_a_cut_mark(no_orphans: object) -> None:
+    """``--bug truncate-64k`` keeps the first 64 KiB of an 8 MiB prompt: the gateway records
+    that part as a cut mark (no block's text holds it), and the canary is gone: a MUST."""
+    with Run(TargetSpec.from_command([*AGENT, "--bug", "truncate-64k"])) as run:
+        run.initialize()
+        run.execute({"op": "new", "session": "A", "systemPrompt": _huge(SIZES["huge-8m"])})
+        run.execute({"op": "prompt", "session": "A"})
+        events = run.history.snapshot()
+    (x,) = [x for _, x in run.history.model_exchanges() if x.session == "A"]
+    assert x.texts("system")[-1].endswith(cut_mark(SIZES["huge-8m"], 64 * 1024))
+    assert max(_longest_string(e.data) for e in events) < 64 * 1024
+    must = [f.oracle for f in evaluate(events) if f.severity == "MUST"]
+    assert must and set(must) <= {"prompt.lost", "prompt.altered"}, must

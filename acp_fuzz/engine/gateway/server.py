@@ -54,7 +54,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from acp_fuzz.core import replies
-from acp_fuzz.core.fills import SIZES, compact, compact_value
+from acp_fuzz.core.fills import CUT_MIN, compact, compact_value
 from acp_fuzz.core.history import History, ModelExchange, Segment
 from acp_fuzz.core.slots import detect_api, split_request, user_turn_is_tool_result
 from acp_fuzz.engine.gateway.body import MAX_BODY, MAX_TEXT_BODY, BodyError, parse_body, read_body
@@ -92,9 +92,10 @@ BODY_PREVIEW = 64 * 1024
 #: (:data:`SEGMENT_KEEP` characters) around a marker, so a canary at either end survives.
 MAX_RECORDED_TEXT = 16 * 1024 * 1024
 SEGMENT_KEEP = 4096
-#: A text this long may hold a huge prompt's filler (``acp_fuzz.core.fills``): recorded as
-#: its mark (as is a text with a mark's opening bracket, so that the agent's is not one).
-FILL_MIN = min(SIZES.values())
+#: A text this long may hold a huge prompt's filler, or a cut one (``acp_fuzz.core.fills``):
+#: recorded as its mark (as is a text with a mark's opening bracket, so that the agent's is
+#: not one).
+FILL_MIN = CUT_MIN
 _MARK_OPEN = "\u27ea".encode()
 #: Segments recorded per request; the rest are counted in one marker segment.
 MAX_RECORDED_SEGMENTS = 10_000
@@ -412,14 +413,12 @@ def recorded_body(body: Any, raw: bytes) -> Any:
     """What the history keeps of a request body: the parsed body (with each huge prompt's
     filler written as its mark, :mod:`acp_fuzz.core.fills`), or for one still larger than
     :data:`MAX_RECORDED_BODY` bytes a text preview ending in a visible marker."""
-    if len(raw) <= MAX_RECORDED_BODY and _MARK_OPEN not in raw:
+    if len(raw) < FILL_MIN and _MARK_OPEN not in raw:
         return body
     small = compact_value(body)
-    if small is not body and len(json.dumps(small, ensure_ascii=False, default=repr)
-                                 .encode()) <= MAX_RECORDED_BODY:
+    if len(raw) <= MAX_RECORDED_BODY or (small is not body and len(
+            json.dumps(small, ensure_ascii=False, default=repr).encode()) <= MAX_RECORDED_BODY):
         # The whole body, but for its fillers: what the tools and scope checks read.
-        return small
-    if len(raw) <= MAX_RECORDED_BODY:
         return small
     head = compact(raw[:BODY_PREVIEW].decode("utf-8", errors="replace"))
     return f"{head}... [acp-fuzz: body clipped, {len(raw)} bytes in all; segments hold the text]"
