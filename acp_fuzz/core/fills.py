@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["CUT_MIN", "LIMIT_SIZE", "MAX_EXPANDED", "SIZES", "compact", "compact_value",
-           "cut_mark", "expand",
-           "expand_value", "expanded_length", "filler", "mark", "marks_in", "without_marks"]
+__all__ = ["CUT_MIN", "FILLER_HEAD", "LIMIT_SIZE", "MAX_EXPANDED", "SIZES", "compact",
+           "compact_value", "cut_mark", "expand", "expand_value", "expanded_length", "filler",
+           "mark", "marks_in", "without_marks"]
 
 _MiB = 1024 * 1024
 #: The line limit of the TypeScript SDK (``@agentclientprotocol/sdk`` 2.4.0,
@@ -55,8 +55,9 @@ _LITERAL = _OPEN + "acp-fuzz literal fill "
 #: A filler cut short is written as a cut mark from this many characters on (shorter, it is
 #: kept as text: the oracles' loose searches of a missing block read every segment whole).
 CUT_MIN = 64 * 1024
-#: The start of every filler: what :func:`compact` looks for.
-_HEAD = "[acp-fuzz filler: "
+#: The start of every filler: what :func:`compact` looks for (and what a reader of bytes can
+#: look for before it walks a parsed value).
+FILLER_HEAD = _HEAD = "[acp-fuzz filler: "
 _UNIT = "lorem ipsum dolor sit amet "
 #: Fillers are compared in pieces of this many characters (a whole number of units).
 _PIECE = len(_UNIT) * 2048

@@ -54,7 +54,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from acp_fuzz.core import replies
-from acp_fuzz.core.fills import CUT_MIN, compact, compact_value
+from acp_fuzz.core.fills import CUT_MIN, FILLER_HEAD, compact, compact_value
 from acp_fuzz.core.history import History, ModelExchange, Segment
 from acp_fuzz.core.slots import detect_api, split_request, user_turn_is_tool_result
 from acp_fuzz.engine.gateway.body import MAX_BODY, MAX_TEXT_BODY, BodyError, parse_body, read_body
@@ -97,6 +97,7 @@ SEGMENT_KEEP = 4096
 #: not one).
 FILL_MIN = CUT_MIN
 _MARK_OPEN = "\u27ea".encode()
+_FILLER_HEAD = FILLER_HEAD.encode()
 #: Segments recorded per request; the rest are counted in one marker segment.
 MAX_RECORDED_SEGMENTS = 10_000
 
@@ -413,9 +414,8 @@ def recorded_body(body: Any, raw: bytes) -> Any:
     """What the history keeps of a request body: the parsed body (with each huge prompt's
     filler written as its mark, :mod:`acp_fuzz.core.fills`), or for one still larger than
     :data:`MAX_RECORDED_BODY` bytes a text preview ending in a visible marker."""
-    if len(raw) < FILL_MIN and _MARK_OPEN not in raw:
-        return body
-    small = compact_value(body)
+    fills = (len(raw) >= FILL_MIN and _FILLER_HEAD in raw) or _MARK_OPEN in raw
+    small = compact_value(body) if fills else body  # nothing to compact: not walked
     if len(raw) <= MAX_RECORDED_BODY or (small is not body and len(
             json.dumps(small, ensure_ascii=False, default=repr).encode()) <= MAX_RECORDED_BODY):
         # The whole body, but for its fillers: what the tools and scope checks read.
