@@ -92,20 +92,27 @@ def block_texts(*, long: bool = True, huge: bool = False) -> st.SearchStrategy[s
         st.text(min_size=1, max_size=200),
     ]
     if long:
-        longs = st.integers(64 * 1024, 96 * 1024).map(
-            lambda n: ("lorem ipsum dolor sit amet " * (n // 27 + 1))[:n])
-        if huge:
-            # Rarely: each huge request costs the agent, the pipes and the gateway
-            # megabytes; the covering examples send every size at every seed.
-            huges = st.sampled_from(sorted(SIZES.values())).map(mark)
-            plain = longs
-
-            def pick(k: int) -> st.SearchStrategy[str]:
-                return huges if k == HUGE_ONE_IN else plain
-            longs = st.integers(1, HUGE_ONE_IN).flatmap(pick)
-        choices.append(longs)
+        # A huge text is a long one's size that is a multiple of HUGE_ONE_IN: rarely (each
+        # costs the agent, the pipes and the gateway megabytes; the covering examples send
+        # every size at every seed), and drawn from the same bytes as before, so every seed
+        # draws the examples it drew before huge texts existed, but for those texts.
+        choices.append(st.integers(64 * 1024, 96 * 1024).map(
+            _huge_or_long if huge else _long))
     # sampled_from first: Hypothesis shrinks one_of towards its first branch, plain prose.
     return st.one_of(*choices)
+
+
+def _long(n: int) -> str:
+    return ("lorem ipsum dolor sit amet " * (n // 27 + 1))[:n]
+
+
+def _huge_or_long(n: int) -> str:
+    """The long text of ``n`` characters, or for one ``n`` in :data:`HUGE_ONE_IN` the mark
+    of a huge size (which one: the next digits of ``n``)."""
+    if n % HUGE_ONE_IN:
+        return _long(n)
+    sizes = sorted(SIZES.values())
+    return mark(sizes[(n // HUGE_ONE_IN) % len(sizes)])
 
 
 def _with_canary(texts: list[str], canary: str) -> list[dict[str, Any]]:
