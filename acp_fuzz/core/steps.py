@@ -431,7 +431,12 @@ def will_send(step: Any, protocol: int = 1, dialect: str = "standard",
     if request is None:
         return None
     params = shorten(request[1]) if shorten is not None else request[1]
-    return f"sends {request[0]} {json.dumps(params, ensure_ascii=False)}"
+    line = f"sends {request[0]} {json.dumps(params, ensure_ascii=False)}"
+    sizes = marks_in(json.dumps(request[1], ensure_ascii=False))
+    if sizes:
+        line += (" (each \u27eaacp-fuzz fill N\u27eb is sent as its filler, N characters: "
+                 + ", ".join(f"{n:,}" for n in sizes) + "; docs/cassette-format.md)")
+    return line
 
 
 def describe(step: Mapping[str, Any], protocol: int = 1) -> str:

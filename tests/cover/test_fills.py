@@ -22,7 +22,7 @@ from acp_fuzz.core.fills import (
     marks_in,
 )
 from acp_fuzz.core.minimize import payload_kind
-from acp_fuzz.core.steps import describe, validate_step
+from acp_fuzz.core.steps import describe, validate_step, will_send
 
 MiB = 1024 * 1024
 
@@ -94,3 +94,6 @@ def test_huge_payload_classes_are_named_sized_and_shaped() -> None:
         step = {"op": "new", "session": "A", "systemPrompt": sp}
         assert payload_kind(step).endswith("/long/huge")
         assert f"{n + len(' [canary]'):,} characters" in describe(step)
+        sent = will_send(step)
+        assert sent is not None and f"is sent as its filler, N characters: {n:,};" in sent
+    assert "filler" not in (will_send({"op": "new", "session": "A"}) or "")
