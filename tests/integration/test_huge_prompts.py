@@ -3,6 +3,7 @@ agent gets megabytes, the history and the cassette keep each filler as its mark.
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -97,3 +98,33 @@ def test_a_huge_prompt_cut_short_is_lost_and_recorded_as_a_cut_mark(no_orphans: 
     assert max(_longest_string(e.data) for e in events) < 64 * 1024
     must = [f.oracle for f in evaluate(events) if f.severity == "MUST"]
     assert must and set(must) <= {"prompt.lost", "prompt.altered"}, must
+
+
+#: Run in a fresh interpreter: a near-limit prompt sent, turned and re-sent on a load, then
+#: the process's own peak resident set (the agent is another process).
+_PEAK = """
+import resource, sys
+from acp_fuzz.core.fills import SIZES, mark
+from acp_fuzz.engine.runner import Run, TargetSpec
+sp = {"mode": "append", "content": [{"type": "text",
+      "text": mark(SIZES["huge-limit"]) + " [acp-fuzz canary A1]"}]}
+with Run(TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent"])) as run:
+    run.initialize()
+    for step in ({"op": "new", "session": "A", "systemPrompt": sp},
+                 {"op": "prompt", "session": "A"}, {"op": "prompt", "session": "A"},
+                 {"op": "load", "session": "A", "systemPrompt": sp},
+                 {"op": "prompt", "session": "A"}):
+        assert run.execute(step).outcome == "ok", step
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def test_the_harness_stays_bounded_whatever_the_prompt_size(no_orphans: object) -> None:
+    """A near-limit prompt (33,488,896 characters) sent twice and carried by three model
+    requests costs the harness a few transient copies of one request (261-262 MiB here), not
+    a copy per event: with the two requests recorded whole (the transport's ``recorded``
+    left out) the same run peaked at 357 MiB."""
+    proc = subprocess.run([sys.executable, "-c", _PEAK], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert int(proc.stdout.split()[-1]) < 320, proc.stdout
