@@ -50,6 +50,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from acp_fuzz.core.fills import SIZES
 from acp_fuzz.core.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.steps import DURING, FAULTS, invalid_params
@@ -574,8 +575,8 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     groups.append(_fault_group())
     groups.append(_during_group(caps))
     groups.append(_together_group())
-    payloads, changes = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 2
-    groups += [payloads, *_pair_groups(caps, resend), changes]
+    payloads, changes, huge = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 3
+    groups += [payloads, *_pair_groups(caps, resend), changes, huge]
     return groups
 
 
@@ -760,12 +761,16 @@ def _payload_groups(caps: Capabilities, resend: bool) -> list[_Group]:
                    {"op": "prompt", "session": a}, {"op": "prompt", "session": a})
         return unit
     units = [sent("one-block", c) for c in VENDOR_CARRIERS] if resend else []
-    units += [sent(c) for c in VALID_CLASSES if c != "override" or caps.override]
+    units += [sent(c) for c in VALID_CLASSES
+              if (c != "override" or caps.override) and c not in SIZES]
     # After the pairs (see _groups): codex-acp refuses a change and a re-sent prompt after a
-    # close alike, and the MUST one should be what a run reports.
+    # close alike, and the MUST one should be what a run reports. The huge prompts last, in
+    # an example of their own: megabytes each, and an agent that dies of one takes no other
+    # class's unit down with it.
     return [_Group(_nothing, tuple(units)),
             _Group(_nothing, tuple(changed(op) for op in _changes(caps, resend))
-                   + tuple(cold(op) for op in _changes(caps, resend)))]
+                   + tuple(cold(op) for op in _changes(caps, resend))),
+            _Group(_nothing, tuple(sent(c) for c in SIZES))]
 
 
 def _pair_groups(caps: Capabilities, resend: bool) -> list[_Group]:

@@ -97,6 +97,10 @@ class LifecycleMachine(RuleBasedStateMachine):
                                                 resume=True, fork=True, close=True, list=True,
                                                 delete=True)
     long_texts: ClassVar[bool] = True
+    #: Whether long texts are now and then huge ones: fill marks that acp-fuzz's runner
+    #: expands to megabytes when it sends them (``acp_fuzz.core.fills``; off for an
+    #: ``execute`` that sends the steps itself).
+    huge_texts: ClassVar[bool] = False
     probe_unadvertised: ClassVar[bool] = True
     #: Whether load, resume and fork may carry a prompt (the standard field re-sends; the
     #: legacy ``_meta`` dialects set a prompt on ``session/new`` only).
@@ -172,7 +176,9 @@ class LifecycleMachine(RuleBasedStateMachine):
             return params, ("REJECT", current)
         canary = self._canary(handle)
         sp = data.draw(valid_system_prompts(override=caps.override, canary=canary,
-                                            long=self.long_texts), label="systemPrompt")
+                                            long=self.long_texts,
+                                            huge=self.long_texts and self.huge_texts),
+                       label="systemPrompt")
         # Breadth (issue #10 §6), half of the time: things a valid prompt may carry that
         # must change nothing, or a legacy vendor carrier with another text beside it.
         breadth = data.draw(st.integers(0, 3), label="breadth")

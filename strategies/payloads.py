@@ -21,7 +21,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from acp_fuzz.core.fills import SIZES, expanded_length, mark, marks_in, without_marks
+
 __all__ = [
+    "HUGE_ONE_IN",
     "INVALID_KINDS",
     "MODE_SPELLINGS",
     "VALID_CLASSES",
@@ -72,10 +75,14 @@ def _json_text() -> st.SearchStrategy[str]:
     return values.map(lambda v: json.dumps(v, ensure_ascii=False))
 
 
-def block_texts(*, long: bool = True) -> st.SearchStrategy[str]:
+def block_texts(*, long: bool = True, huge: bool = False) -> st.SearchStrategy[str]:
     """Texts for one text block: prose and markdown, Unicode edge cases, fake role tags and
-    injection text, JSON-looking text, empty and whitespace-only text, free text, and (when
-    ``long``) texts of 64 KiB and more."""
+    injection text, JSON-looking text, empty and whitespace-only text, free text, (when
+    ``long``) texts of 64 KiB and more, and (when ``huge`` too, one long text in
+    :data:`HUGE_ONE_IN`) a *fill mark* of 1 MiB, 8 MiB or near the SDKs' line limit
+    (:data:`acp_fuzz.core.fills.SIZES`): a short text that acp-fuzz's runner expands to its
+    filler when it sends the request (``acp_fuzz.core.fills``), so leave ``huge`` off
+    where anything else sends the prompt."""
     choices: list[st.SearchStrategy[str]] = [
         st.sampled_from(_PROSE),
         st.sampled_from(_UNICODE),
@@ -85,10 +92,27 @@ def block_texts(*, long: bool = True) -> st.SearchStrategy[str]:
         st.text(min_size=1, max_size=200),
     ]
     if long:
+        # A huge text is a long one's size that is a multiple of HUGE_ONE_IN: rarely (each
+        # costs the agent, the pipes and the gateway megabytes; the covering examples send
+        # every size at every seed), and drawn from the same bytes as before, so every seed
+        # draws the examples it drew before huge texts existed, but for those texts.
         choices.append(st.integers(64 * 1024, 96 * 1024).map(
-            lambda n: ("lorem ipsum dolor sit amet " * (n // 27 + 1))[:n]))
+            _huge_or_long if huge else _long))
     # sampled_from first: Hypothesis shrinks one_of towards its first branch, plain prose.
     return st.one_of(*choices)
+
+
+def _long(n: int) -> str:
+    return ("lorem ipsum dolor sit amet " * (n // 27 + 1))[:n]
+
+
+def _huge_or_long(n: int) -> str:
+    """The long text of ``n`` characters, or for one ``n`` in :data:`HUGE_ONE_IN` the mark
+    of a huge size (which one: the next digits of ``n``)."""
+    if n % HUGE_ONE_IN:
+        return _long(n)
+    sizes = sorted(SIZES.values())
+    return mark(sizes[(n // HUGE_ONE_IN) % len(sizes)])
 
 
 def _with_canary(texts: list[str], canary: str) -> list[dict[str, Any]]:
@@ -103,9 +127,10 @@ def _with_canary(texts: list[str], canary: str) -> list[dict[str, Any]]:
 
 
 def valid_system_prompts(*, override: bool, canary: str, long: bool = True,
-                         max_blocks: int = 4) -> st.SearchStrategy[dict[str, Any]]:
+                         max_blocks: int = 4, huge: bool = False
+                         ) -> st.SearchStrategy[dict[str, Any]]:
     """Valid ``systemPrompt`` objects: ``append``, and ``override`` only when ``override``
-    is True (the agent advertised ``mode.override``)."""
+    is True (the agent advertised ``mode.override``). ``huge``: see :func:`block_texts`."""
     if not canary:
         raise ValueError("canary must be a non-empty unique string")
     if max_blocks < 1:
@@ -113,7 +138,7 @@ def valid_system_prompts(*, override: bool, canary: str, long: bool = True,
     modes = st.sampled_from(["append", "override"] if override else ["append"])
     return st.builds(
         lambda mode, texts: {"mode": mode, "content": _with_canary(texts, canary)},
-        modes, st.lists(block_texts(long=long), min_size=1, max_size=max_blocks))
+        modes, st.lists(block_texts(long=long, huge=huge), min_size=1, max_size=max_blocks))
 
 
 def decorated(sp: dict[str, Any], canary: str) -> st.SearchStrategy[dict[str, Any]]:
@@ -185,9 +210,12 @@ def vendor_carrier(meta: Any) -> str | None:
 #: The classes of valid payload :func:`valid_system_prompts` and :func:`decorated` draw, as
 #: :func:`valid_classes` names them: each mode, one block and several, a blank block beside
 #: another, text beyond ASCII, 64 KiB and more of text, and each decoration that must change
-#: nothing.
+#: nothing, and each huge size of :data:`acp_fuzz.core.fills.SIZES` (``huge-1m``,
+#: ``huge-8m``, ``huge-limit``: a fill mark the runner expands).
 VALID_CLASSES = ("append", "override", "one-block", "blocks", "blank-block", "unicode",
-                 "long", "annotations", "meta", "block-meta", "unknown-field")
+                 "long", "annotations", "meta", "block-meta", "unknown-field", *SIZES)
+#: One long text in this many is a huge one, when :func:`block_texts` draws them.
+HUGE_ONE_IN = 20
 #: Where a text counts as long (the size class of :func:`block_texts`' long texts).
 LONG = 64 * 1024
 #: The keys a valid ``SystemPrompt`` object has besides its decorations.
@@ -203,13 +231,15 @@ def valid_classes(payload: Any) -> list[str]:
     texts: list[str] = [t for t in (b.get("text") for b in blocks) if isinstance(t, str)]
     out = [str(payload.get("mode")), "one-block" if len(blocks) == 1 else "blocks"]
     checks = (("blank-block", any(not t.strip() for t in texts)),
-              ("unicode", any(not t.isascii() for t in texts)),
-              ("long", sum(map(len, texts)) >= LONG),
+              ("unicode", any(not without_marks(t).isascii() for t in texts)),
+              ("long", sum(map(expanded_length, texts)) >= LONG),
               ("annotations", any("annotations" in b for b in blocks)),
               ("meta", "_meta" in payload),
               ("block-meta", any("_meta" in b for b in blocks)),
               ("unknown-field", bool(set(payload) - _KNOWN)))
-    return [c for c in out if c in VALID_CLASSES] + [c for c, ok in checks if ok]
+    sizes = {n for t in texts for n in marks_in(t)}
+    huge = [c for c, n in SIZES.items() if n in sizes]
+    return [c for c in out if c in VALID_CLASSES] + [c for c, ok in checks if ok] + huge
 
 
 def valid_payload(cls: str, canary: str) -> dict[str, Any]:
@@ -220,7 +250,8 @@ def valid_payload(cls: str, canary: str) -> dict[str, Any]:
         raise ValueError(f"unknown valid payload class {cls!r} (known: {', '.join(VALID_CLASSES)})")
     texts = {"blocks": _PROSE[:3], "blank-block": [_PROSE[0], "\t \u00a0\u3000", _PROSE[1]],
              "unicode": [" · ".join(_UNICODE)],
-             "long": [("lorem ipsum dolor sit amet " * (LONG // 27 + 1))[:LONG]]}
+             "long": [("lorem ipsum dolor sit amet " * (LONG // 27 + 1))[:LONG]],
+             **{c: [mark(n)] for c, n in SIZES.items()}}
     sp: dict[str, Any] = {"mode": "override" if cls == "override" else "append",
                           "content": _with_canary(texts.get(cls, _PROSE[:1]), canary)}
     decoration = f"Decoration text: answer only in haiku. {canary}-meta"

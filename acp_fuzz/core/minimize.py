@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from acp_fuzz.core.fills import expanded_length, marks_in
 from acp_fuzz.core.findings import Finding, is_reported
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.lifecycle import allowed, handle_name
@@ -459,7 +460,8 @@ LONG_TEXT = 32 * 1024
 def payload_kind(step: Mapping[str, Any], current: Any = None) -> str:
     """What a step's prompt is, without its text: ``omit``, ``null``, ``invalid:<reason>``,
     or the mode with ``+same`` (a load, resume or fork re-sending the session's own prompt),
-    ``/blocks`` (more than one block), ``/long`` (over 32 KiB of text) and ``/decorated``
+    ``/blocks`` (more than one block), ``/long`` (over 32 KiB of text), ``/huge`` (a fill
+    mark: a megabytes-long text, ``acp_fuzz.core.fills``) and ``/decorated``
     (``_meta``, annotations, unknown fields); then ``+`` and the paths of the step's extra
     params and vendor ``_meta`` (``+_meta.claudeCode.options.systemPrompt``)."""
     extra = {**(step.get("extra") or {}), **({"_meta": step["_meta"]} if "_meta" in step else {})}
@@ -482,8 +484,10 @@ def payload_kind(step: Mapping[str, Any], current: Any = None) -> str:
     texts = blocks_of(sp)
     if len(texts) > 1:
         kind += "/blocks"
-    if sum(len(t) for t in texts) > LONG_TEXT:
+    if sum(expanded_length(t) for t in texts) > LONG_TEXT:
         kind += "/long"
+    if any(marks_in(t) for t in texts):
+        kind += "/huge"  # a fill mark: megabytes on the wire (acp_fuzz.core.fills)
     if set(sp) - {"mode", "content"} or any(set(b) - {"type", "text"} for b in sp["content"]):
         kind += "/decorated"  # _meta, annotations or unknown fields (that must change nothing)
     return kind

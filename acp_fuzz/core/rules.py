@@ -280,6 +280,18 @@ RULES: tuple[Rule, ...] = (
        "word, so it decides which finding names the refusal, never its level; another code, "
        "on a session with a completed turn, is session.reattach-failed (also SHOULD)",
        ("payload.valid-rejected", "bug:unstored-before-turn")),
+    _r("ACPFUZZ-HUGE-REFUSED-DEF", RFD, _NEW,
+       "MUST apply a systemPrompt supplied on session/new in the requested mode, or return an "
+       "error as described above",
+       "acp-fuzz's reading: a valid prompt of megabytes (a 1 MiB, 8 MiB or near-limit fill, "
+       "up to the 32 MiB line limit of the TypeScript SDK) refused with a JSON-RPC error is "
+       "the error this sentence allows, not a payload.valid-rejected MUST: the RFD names no "
+       "size an agent must accept (its Errors section, the 'as described above', is empty in "
+       "the copy acp-fuzz quotes), and an agent that applies the smaller prompts it is sent "
+       "in the same mode does support append mode. Info, with the size refused. Applied, it "
+       "is judged as any prompt (prompt.lost, prompt.altered); a crash or a hang on it is "
+       "agent.crash or agent.hang (MUST)",
+       ("payload.valid-rejected", "variant:refuses-huge")),
     _r("ACPFUZZ-CONVERSATION-KEPT-MUST", SCHEMA, "SessionId",
        "Each session has its own context, conversation history, and state, so one agent can "
        "run several independent sessions.",

@@ -29,6 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.dialects import DIALECTS, encode_meta
+from acp_fuzz.core.fills import MAX_EXPANDED, expanded_length, marks_in
 
 if TYPE_CHECKING:
     from acp_fuzz.core.history import Event
@@ -254,6 +255,12 @@ def validate_step(step: Any) -> dict[str, Any]:
         _check_vendor_meta(op, step["_meta"])
     if "extra" in step:
         _check_extra(op, step["extra"])
+    # A mark stands for megabytes (acp_fuzz.core.fills): a stranger's step must not make the
+    # runner build more than one near-limit request of them.
+    filled = sum(marks_in(json.dumps(step, ensure_ascii=False, default=repr)))
+    if filled > MAX_EXPANDED:
+        raise ValueError(f"step {op!r}: its fill marks stand for {filled} characters, more "
+                         f"than the {MAX_EXPANDED} one request may carry")
     return dict(step)
 
 
@@ -424,7 +431,12 @@ def will_send(step: Any, protocol: int = 1, dialect: str = "standard",
     if request is None:
         return None
     params = shorten(request[1]) if shorten is not None else request[1]
-    return f"sends {request[0]} {json.dumps(params, ensure_ascii=False)}"
+    line = f"sends {request[0]} {json.dumps(params, ensure_ascii=False)}"
+    sizes = marks_in(json.dumps(request[1], ensure_ascii=False))
+    if sizes:
+        line += (" (each \u27eaacp-fuzz fill N\u27eb is sent as its filler, N characters: "
+                 + ", ".join(f"{n:,}" for n in sizes) + "; docs/cassette-format.md)")
+    return line
 
 
 def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
@@ -516,7 +528,10 @@ def _sp_label(step: Mapping[str, Any]) -> str:
         mode = sp.get("mode")
         content = sp.get("content")
         n = len(content) if isinstance(content, list) else "?"
-        return f" (systemPrompt {mode!r}, {n} block(s))"
+        size = sum(expanded_length(b["text"]) for b in content if isinstance(b, Mapping)
+                   and isinstance(b.get("text"), str)) if isinstance(content, list) else 0
+        huge = f", {size:,} characters" if size >= 1024 * 1024 else ""
+        return f" (systemPrompt {mode!r}, {n} block(s){huge})"
     return f" (systemPrompt {type(sp).__name__})"
 
 

@@ -926,7 +926,7 @@ class SearchMachine(LifecycleMachine):
         """A subclass bound to ``search``. Named ``AcpFuzzLifecycle`` whatever the agent:
         the example database's key is derived from the name."""
         return type("AcpFuzzLifecycle", (cls,), {
-            "search": search, "caps": caps, "long_texts": long_texts,
+            "search": search, "caps": caps, "long_texts": long_texts, "huge_texts": True,
             "resend_on_lifecycle": resend_on_lifecycle, "__qualname__": "AcpFuzzLifecycle"})
 
     def __init__(self) -> None:

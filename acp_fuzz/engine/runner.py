@@ -33,6 +33,7 @@ from typing import Any
 from acp_fuzz.core.calibration import Learned
 from acp_fuzz.core.dialects import GOOSE_METHOD, capabilities, goose_params, resolve
 from acp_fuzz.core.errors import HarnessError
+from acp_fuzz.core.fills import expand_value
 from acp_fuzz.core.findings import Finding, is_reported
 from acp_fuzz.core.history import History
 from acp_fuzz.core.lifecycle import NEEDS, Lifecycle
@@ -482,7 +483,13 @@ class Run:
         return f" (stderr: {lines[-1][:200]})" if lines else ""
 
     def _request(self, method: str, params: Any, *, timeout: float | None = None) -> Reply:
-        return self._await(self.agent.send_request(method, params), method,
+        # A step's prompt may hold fill marks (acp_fuzz.core.fills): the agent gets them
+        # expanded, the history the params as built, each filler as its mark.
+        wire = expand_value(params)
+        pending = self.agent.send_request(method, wire,
+                                          recorded=None if wire is params else params)
+        del wire  # megabytes: kept by the transport's queue only until written
+        return self._await(pending, method,
                            self.spec.request_timeout if timeout is None else timeout)
 
     def _await(self, pending: Pending | _TurnWait, method: str, ceiling: float) -> Reply:

@@ -85,6 +85,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from acp_fuzz.core.errors import AgentStartError, RpcError
+from acp_fuzz.core.fills import CUT_MIN, FILLER_HEAD, compact_value
 from acp_fuzz.core.history import History
 from acp_fuzz.core.lines import BAD_LINE_MAX, DECODER, LineAssembler, parse_line
 
@@ -282,6 +283,13 @@ class Correlation:
     def take_all(self) -> dict[int, _Slot]:
         pending, self.pending = self.pending, {}
         return pending
+
+
+#: A line this long may hold a filler, or one cut short (``acp_fuzz.core.fills``), and one
+#: holding the mark's opening bracket a mark-like text: both are compacted.
+FILL_MIN = CUT_MIN
+_MARK_OPEN = "\u27ea".encode()
+_FILLER_HEAD = FILLER_HEAD.encode()
 
 
 def line_weight(line: bytes) -> int:
@@ -792,12 +800,14 @@ class AgentProcess:
         """
         return self.send_request(method, params).wait(timeout)
 
-    def send_request(self, method: str, params: Any) -> Pending:
+    def send_request(self, method: str, params: Any, *, recorded: Any = None) -> Pending:
         """Queue a request and return at once; :meth:`Pending.wait` gets its answer.
 
         Lines are written in the order they are queued, so a notification sent after this
         call (a ``session/cancel`` for a prompt in flight) reaches the agent after the
-        request."""
+        request. ``recorded``: the params the history records instead of ``params``, the
+        same request with each huge filler written as its mark (``acp_fuzz.core.fills``),
+        so that a request of megabytes is not kept whole."""
         if self._proc is None:
             raise RuntimeError("AgentProcess.request() before start()")
         with self._lock:
@@ -814,7 +824,12 @@ class AgentProcess:
                 self._ids.forget(rid)
             raise
         self._tell_handler(method, params)
-        self._outq.put((line, {"dir": "send"}, rid, 0))
+        event: dict[str, Any] = {"dir": "send"}
+        if recorded is not None:
+            # What went on the wire, each filler as its mark (a lossless exchange): parsed
+            # back as the writer parses a line, so that it reads back from a cassette equal.
+            event["msg"] = json.loads(_encode({**msg, "params": recorded}))
+        self._outq.put((line, event, rid, 0))
         return Pending(self, rid, slot)
 
     def expect(self, match: Callable[[str, Any], bool]) -> Expectation:
@@ -977,7 +992,7 @@ class AgentProcess:
                     continue
                 history = self.history
                 if history is not None and event is not None:
-                    if "raw" not in event:
+                    if "raw" not in event and "msg" not in event:
                         # Record what went on the wire (tuples become lists, ...), so the
                         # history is equal to itself read back from a cassette.
                         event["msg"] = json.loads(line)
@@ -1205,6 +1220,10 @@ class AgentProcess:
         if obj is None:
             self._record_bad(line, problem or "invalid-json")
             return
+        if (len(line) >= FILL_MIN and _FILLER_HEAD in line) or _MARK_OPEN in line:
+            # A prompt's filler echoed back is recorded as its mark (acp_fuzz.core.fills),
+            # as the request that carried it was; a mark-like text of the agent's is not one.
+            obj = compact_value(obj)
         self._dispatch(obj, line_weight(line))
 
     # -- internals: JSON-RPC dispatch ---------------------------------------------------------

@@ -150,6 +150,10 @@ client prompt texts.
 ``crash-on-image``
     An ``image`` block in ``systemPrompt`` makes the process exit with status 1 instead of
     answering ``-32602``. 1 step: new (content [image]).
+``huge-prompt-crash``
+    A ``systemPrompt`` of more than 4 MiB of text (``HUGE_AT``) makes the process exit with
+    status 1 instead of applying it or answering an error. 1 step: new (an 8 MiB prompt);
+    acp-fuzz sends 1 MiB, 8 MiB and near-limit prompts in its last covering example.
 ``override-keeps-default``
     ``override`` behaves like ``append``: the defaults stay. 2 steps: new (override P); prompt.
 ``fork-drops-prompt``
@@ -406,6 +410,11 @@ Behaviours the RFD allows, which a harness must not call bugs.
     "Session is busy") before it changes anything; once the turn is over it is applied (as
     the codex adapter says of prompt changes on a busy session). Not a bug: an error with no
     side effect is what the RFD asks of an agent that cannot apply a prompt.
+``refuses-huge``
+    A ``systemPrompt`` of more than 4 MiB of text is refused with ``-32602``, a message that
+    says its size and the most the agent accepts, and nothing changes. Not a bug: the RFD's
+    "MUST apply a systemPrompt supplied on session/new in the requested mode, or return an
+    error" allows the error, and names no size an agent must accept (info only).
 ``compacting``
     The agent compacts. After ``session/new``, load, resume and fork it sends an
     ``available_commands_update`` with one command, ``compact`` (a description, no input; v2

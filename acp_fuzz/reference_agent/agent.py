@@ -104,6 +104,8 @@ BUGS: dict[str, str] = {
     "(the request hangs; the agent goes on serving the others)",
     "side-effect-before-validation": "session/new persists the session before validating",
     "crash-on-image": "an image block in systemPrompt makes the process exit(1)",
+    "huge-prompt-crash": "a systemPrompt of more than 4 MiB of text makes the process exit(1) "
+    "(an error answer is what it owes instead)",
     "override-keeps-default": "override behaves like append",
     "fork-drops-prompt": "forks always use the default instructions",
     "fork-corrupts-source": "a fork's re-sent prompt is written onto its source session too",
@@ -260,6 +262,8 @@ VARIANTS: dict[str, str] = {
     "forgets-on-restart": "sessions live as long as the agent process: a new process starts "
     "with none, so a load or resume after a restart is refused (-32002) and so is a turn of a "
     "session it does not know (as claude-agent-acp does)",
+    "refuses-huge": "a systemPrompt of more than 4 MiB of text is refused (-32602, saying "
+    "its size and the most the agent accepts) and changes nothing",
     "defer-until-compaction": "compacting, and a changed prompt on a load or resume is held "
     "back until the session's next compaction, even across a restart (SP-LIFECYCLE-DEFER-MAY)",
 }
@@ -309,6 +313,10 @@ GOOSE_METHOD = "_goose/unstable/session/system-prompt/set"
 DIALECTS = ("standard", "claude-meta", "pi-meta", "goose")
 SUPPORTED_MODES = ("append", "override")  # both advertised: sessionCapabilities.systemPrompt.mode
 TRUNCATE_AT = 65536
+#: The most characters of systemPrompt text ``--variant refuses-huge`` accepts, and past
+#: which ``--bug huge-prompt-crash`` exits: 4 MiB, between the 1 MiB and 8 MiB that
+#: acp-fuzz sends (acp_fuzz.core.fills.SIZES).
+HUGE_AT = 4 * 1024 * 1024
 
 # JSON-RPC / ACP error codes (protocol reference §6).
 PARSE_ERROR = -32700
@@ -852,9 +860,23 @@ class Agent:
             if not isinstance(block.get("text"), str):
                 raise invalid_params(f"systemPrompt.content[{i}].text must be a string")
             texts.append(block["text"])
+        self._check_size(sum(map(len, texts)))
         if "drop-last-block" in self.bugs and len(texts) > 1:
             texts.pop()  # BUG(drop-last-block)
         return SystemPrompt(mode, tuple(texts))
+
+    def _check_size(self, size: int) -> None:
+        """``--variant refuses-huge`` refuses a prompt over :data:`HUGE_AT` characters (the
+        RFD lets an agent answer an error instead of applying one); ``--bug
+        huge-prompt-crash`` dies on it."""
+        if size <= HUGE_AT:
+            return
+        if "huge-prompt-crash" in self.bugs:
+            self.log("BUG(huge-prompt-crash): exiting")
+            sys.exit(1)  # BUG(huge-prompt-crash): a prompt too big to apply is an error answer
+        if "refuses-huge" in self.variants:
+            raise invalid_params(f"systemPrompt is {size} characters of text; this agent "
+                                 f"accepts at most {HUGE_AT}")
 
     def compose(self, session: Session, user_text: str) -> tuple[str, str]:
         """The system message and the user message for the next model request.

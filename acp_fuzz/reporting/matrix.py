@@ -101,6 +101,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("ACPFUZZ-KEPT-WHOLE-SHOULD", "a stored prompt kept for an omitted one arrives whole"),
     ("ACPFUZZ-OMIT-CHOICE-HOLDS-SHOULD", "a kept prompt is not dropped between two turns"),
     ("ACPFUZZ-RESEND-ACCEPTED-SHOULD", "the session's own prompt re-sent is not refused"),
+    ("ACPFUZZ-HUGE-REFUSED-DEF", "a prompt of megabytes: applied, or refused with an error (info)"),
     ("ACPFUZZ-COMPACTION-KEEPS-MUST", "after a compaction the prompt still reaches the model"),
     ("ACPFUZZ-COMPACTION-APPLIES-SHOULD", "a change deferred before a compaction is applied at it"),
     ("ACPFUZZ-CONVERSATION-KEPT-MUST",

@@ -1079,6 +1079,19 @@ def _crash_on_image(t: Trial) -> bool:
     return False
 
 
+@reproduces("huge-prompt-crash")
+def _huge_prompt_crash(t: Trial) -> bool:
+    from acp_fuzz.core.fills import SIZES, filler
+    agent = t.agent
+    huge = {"mode": "append", "content": [{"type": "text", "text": filler(SIZES["huge-8m"])}]}
+    agent.send({"jsonrpc": "2.0", "id": 1, "method": "session/new",
+                "params": {"cwd": CWD, "mcpServers": [], "systemPrompt": huge}})
+    if agent.inbox.get(timeout=READ_TIMEOUT_S) is None:  # stdout closed: the agent died
+        assert agent.proc.wait(timeout=READ_TIMEOUT_S) == 1
+        return True
+    return False
+
+
 @reproduces("override-keeps-default")
 @reproduces("tiny-baseline")
 def _override_keeps_default(t: Trial) -> bool:

@@ -33,7 +33,7 @@ def test_three_shards_of_a_buggy_agent_merge_into_one_report(tmp_path: Path,
     Redis) each find the planted leak; the merged report has it once, the covering examples
     of the plan each ran in exactly one shard, and every format is written."""
     docs = []
-    # 15 examples a shard: the first shard's 13 of the plan's 39 covering examples, and two
+    # 15 examples a shard: the first shard's 14 of the plan's 40 covering examples, and two
     # built for what the example the leak cut short left unsent.
     for k in (1, 2, 3):
         proc = run_cli(tmp_path, "target", "--shard", f"{k}/3", "-n", "15", "--db",

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 
 from acp_fuzz.core.builtin.evidence import clip, said
 from acp_fuzz.core.checks import Judge, builtin
+from acp_fuzz.core.fills import expanded_length, marks_in
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.sessions import Reply
 from acp_fuzz.core.steps import elsewhere
@@ -19,8 +20,21 @@ __all__ = ["payload"]
 
 #: The rule of a re-sent, unchanged prompt refused on load, resume or fork.
 RESEND_RULE = "ACPFUZZ-RESEND-ACCEPTED-SHOULD"
+#: The rule of a huge prompt refused with an error: info (docs/rules.md).
+HUGE_RULE = "ACPFUZZ-HUGE-REFUSED-DEF"
 #: The fields a SystemPrompt has in the schema; anything else at its root is a custom field.
 _SCHEMA_FIELDS = frozenset({"mode", "content", "_meta"})
+
+
+def _huge(sp: object) -> int:
+    """How many characters the text blocks of ``sp`` hold once expanded, when one of them
+    holds a huge fill (:mod:`acp_fuzz.core.fills`); else 0."""
+    content = sp.get("content") if isinstance(sp, Mapping) else None
+    texts = [b["text"] for b in content if isinstance(b, Mapping)
+             and isinstance(b.get("text"), str)] if isinstance(content, list) else []
+    if not any(marks_in(t) for t in texts):
+        return 0
+    return sum(expanded_length(t) for t in texts)
 
 
 def _root_fields(sp: object) -> list[str]:
@@ -78,6 +92,16 @@ def payload(j: Judge, ev: Event) -> None:
             # acp-fuzz's own decoration (the valid class "unknown-field") puts a field at the
             # root of SystemPrompt, which the ACP docs forbid (EXT-ROOT-FIELDS-MUSTNOT): the
             # harness broke the protocol there, so the agent may refuse it. Not judged.
+            return
+        if outcome == "error" and _huge(sp):
+            # An error for megabytes of prompt is the error the RFD allows in place of
+            # applying it: info, with the size (rules.py, ACPFUZZ-HUGE-REFUSED-DEF).
+            j.judge_as("payload.valid-rejected", HUGE_RULE)
+            j.report_as("payload.valid-rejected",
+                        f"{said(proto, op)} with a valid {mode!r} systemPrompt of "
+                        f"{_huge(sp):,} characters got error {code}", severity="info",
+                        rule=HUGE_RULE, session=handle, error=clip(err), size=_huge(sp),
+                        systemPrompt=clip(sp))
             return
         j.judge_as("payload.valid-rejected", rule)
         # On load/resume/fork an error may be about the session, not the prompt: only an

@@ -36,6 +36,7 @@ scheme, host or port (:func:`acp_fuzz.engine.gateway.upstream.upstream_url`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import hmac
 import http.client
 import io
@@ -53,6 +54,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from acp_fuzz.core import replies
+from acp_fuzz.core.fills import CUT_MIN, FILLER_HEAD, compact, compact_value
 from acp_fuzz.core.history import History, ModelExchange, Segment
 from acp_fuzz.core.slots import detect_api, split_request, user_turn_is_tool_result
 from acp_fuzz.engine.gateway.body import MAX_BODY, MAX_TEXT_BODY, BodyError, parse_body, read_body
@@ -90,6 +92,12 @@ BODY_PREVIEW = 64 * 1024
 #: (:data:`SEGMENT_KEEP` characters) around a marker, so a canary at either end survives.
 MAX_RECORDED_TEXT = 16 * 1024 * 1024
 SEGMENT_KEEP = 4096
+#: A text this long may hold a huge prompt's filler, or a cut one (``acp_fuzz.core.fills``):
+#: recorded as its mark (as is a text with a mark's opening bracket, so that the agent's is
+#: not one).
+FILL_MIN = CUT_MIN
+_MARK_OPEN = "\u27ea".encode()
+_FILLER_HEAD = FILLER_HEAD.encode()
 #: Segments recorded per request; the rest are counted in one marker segment.
 MAX_RECORDED_SEGMENTS = 10_000
 
@@ -403,12 +411,25 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def recorded_body(body: Any, raw: bytes) -> Any:
-    """What the history keeps of a request body: the parsed body, or for one larger than
+    """What the history keeps of a request body: the parsed body (with each huge prompt's
+    filler written as its mark, :mod:`acp_fuzz.core.fills`), or for one still larger than
     :data:`MAX_RECORDED_BODY` bytes a text preview ending in a visible marker."""
-    if len(raw) <= MAX_RECORDED_BODY:
-        return body
-    head = raw[:BODY_PREVIEW].decode("utf-8", errors="replace")
+    fills = (len(raw) >= FILL_MIN and _FILLER_HEAD in raw) or _MARK_OPEN in raw
+    small = compact_value(body) if fills else body  # nothing to compact: not walked
+    if len(raw) <= MAX_RECORDED_BODY or (small is not body and len(
+            json.dumps(small, ensure_ascii=False, default=repr).encode()) <= MAX_RECORDED_BODY):
+        # The whole body, but for its fillers: what the tools and scope checks read.
+        return small
+    head = compact(raw[:BODY_PREVIEW].decode("utf-8", errors="replace"))
     return f"{head}... [acp-fuzz: body clipped, {len(raw)} bytes in all; segments hold the text]"
+
+
+def _clipped(text: str) -> str:
+    """A text's head and tail around a marker that says how much was left out, and the
+    length and SHA-256 of the whole (two recordings of one text can be told equal)."""
+    digest = hashlib.sha256(text.encode("utf-8", errors="surrogatepass")).hexdigest()
+    return (f"{text[:SEGMENT_KEEP]}... [acp-fuzz: {len(text) - 2 * SEGMENT_KEEP} characters "
+            f"clipped; {len(text)} in all, sha256 {digest}] ...{text[-SEGMENT_KEEP:]}")
 
 
 _SLOT_ORDER = {"system": 0, "user": 1, "history": 2}
@@ -418,7 +439,11 @@ def recorded_segments(segments: list[Segment]) -> list[Segment]:
     """The segments the history keeps: all of them, whole, while their text fits in
     :data:`MAX_RECORDED_TEXT` characters (system and user slots are counted first: they are
     what the oracles judge); past that, each keeps its head and tail around a marker. At
-    most :data:`MAX_RECORDED_SEGMENTS` are kept, in request order."""
+    most :data:`MAX_RECORDED_SEGMENTS` are kept, in request order. A huge prompt's filler
+    (:mod:`acp_fuzz.core.fills`) is written as its mark first: losslessly, so the oracles
+    judge the rest as they would the whole."""
+    segments = [s if len(s.text) < FILL_MIN and "\u27ea" not in s.text
+                else Segment(s.slot, s.path, compact(s.text)) for s in segments]
     if len(segments) <= MAX_RECORDED_SEGMENTS and \
             sum(len(s.text) for s in segments) <= MAX_RECORDED_TEXT:
         return segments
@@ -429,8 +454,7 @@ def recorded_segments(segments: list[Segment]) -> list[Segment]:
     for i in sorted(keep, key=lambda i: _SLOT_ORDER.get(segments[i].slot, 3)):
         text = segments[i].text
         if len(text) > max(left, 2 * SEGMENT_KEEP):
-            text = (f"{text[:SEGMENT_KEEP]}... [acp-fuzz: {len(text) - 2 * SEGMENT_KEEP} "
-                    f"characters clipped] ...{text[-SEGMENT_KEEP:]}")
+            text = _clipped(text)
         left = max(0, left - len(text))
         texts[i] = text
     out = [Segment(segments[i].slot, segments[i].path, texts[i]) for i in keep]
