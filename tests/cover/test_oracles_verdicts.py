@@ -563,24 +563,26 @@ def test_every_corpus_cassette_still_reads_and_gives_its_recorded_verdict_offlin
 
 #: Corpus cassettes whose recorded finding a later rule withdrew, and why. Each still reads,
 #: and its offline verdict is FIXED (the finding is gone), which this list makes deliberate.
+#: Those a matrix run wrote are kept under cassettes/reviewed/ (a regenerated matrix writes
+#: its cassettes afresh, and the evidence of a review must not go with the old ones).
 WITHDRAWN = {
     # #22 §2: both agents advertise a `compact` command, so compaction, not a cold load, is
     # the rebuild that ends a deferral; one turn on the old prompt after a cold load is now
     # prompt.change-deferred (info). docs/findings.md findings 3 and 4, re-checked there.
     "real/codex-acp/prompt.change-ignored.cassette",
     "real/claude-agent-acp/prompt.change-ignored.cassette",
-    "matrix/codex-acp/prompt.change-ignored-seed0.cassette",
-    "matrix/claude-agent-acp/prompt.change-ignored-seed0.cassette",
+    "reviewed/matrix/codex-acp/prompt.change-ignored-seed0.cassette",
+    "reviewed/matrix/claude-agent-acp/prompt.change-ignored-seed0.cassette",
     # The resume omitted the prompt, the agent kept it for a turn, then fell back to its
     # defaults at the next compaction: the late fallback SP-LIFECYCLE-OMIT-MAY allows
     # (lifecycle.omitted-inconsistent, info), reported MUST by the first v2 matrix run with
     # the compaction rows (2026-12-02), a false alarm caught in review.
-    "matrix-v2/codex-acp/prompt.lost-seed0.cassette",
-    "matrix-v2/claude-agent-acp/prompt.lost-seed0.cassette",
+    "reviewed/matrix-v2/codex-acp/prompt.lost-seed0.cassette",
+    "reviewed/matrix-v2/claude-agent-acp/prompt.lost-seed0.cassette",
     # #33 §1: codex-acp offers its MCP resource tools to any session with an MCP server; the
     # first scope.tools-changed compared such a session (append) with a plain one without a
     # server (the #36 sweep, seed 1, 2026-12-04), a false alarm caught in review.
-    "matrix/codex-acp/scope.tools-changed-seed1.cassette",
+    "reviewed/matrix/codex-acp/scope.tools-changed-seed1.cassette",
 }
 
 

@@ -178,7 +178,17 @@ def _by_settle(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
             raise NewBug
         events.append(e)
 
-    monkeypatch.setattr(campaign, "minimize", lambda failure, run, **kw: failure)
+    class Kept:  # the shrinker that keeps the failure as it is
+        def __init__(self, failure: Any, run: Any, **kw: Any) -> None:
+            self.failure = failure
+
+        def shrink(self) -> Any:
+            return self.failure
+
+        def summary(self, before: int) -> dict[str, Any]:
+            return {}
+
+    monkeypatch.setattr(campaign, "Shrinker", Kept)
     try:
         campaign._settle(_state(kf, ks, on_event), Failure(ns, [], nf), cast(Any, None), None,
                          flaky_hint=False)
