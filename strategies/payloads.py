@@ -250,7 +250,7 @@ def valid_payload(cls: str, canary: str) -> dict[str, Any]:
         raise ValueError(f"unknown valid payload class {cls!r} (known: {', '.join(VALID_CLASSES)})")
     texts = {"blocks": _PROSE[:3], "blank-block": [_PROSE[0], "\t \u00a0\u3000", _PROSE[1]],
              "unicode": [" · ".join(_UNICODE)],
-             "long": [("lorem ipsum dolor sit amet " * (LONG // 27 + 1))[:LONG]],
+             "long": [_long(LONG)],
              **{c: [mark(n)] for c, n in SIZES.items()}}
     sp: dict[str, Any] = {"mode": "override" if cls == "override" else "append",
                           "content": _with_canary(texts.get(cls, _PROSE[:1]), canary)}

@@ -28,7 +28,7 @@ from typing import Any
 
 __all__ = ["CUT_MIN", "FILLER_HEAD", "LIMIT_SIZE", "MAX_EXPANDED", "SIZES", "compact",
            "compact_value", "cut_mark", "expand", "expand_value", "expanded_length", "filler",
-           "mark", "marks_in", "without_marks"]
+           "mark", "marks_in", "may_hold_fill", "prompt_length", "without_marks"]
 
 _MiB = 1024 * 1024
 #: The line limit of the TypeScript SDK (``@agentclientprotocol/sdk`` 2.4.0,
@@ -58,6 +58,7 @@ CUT_MIN = 64 * 1024
 #: The start of every filler: what :func:`compact` looks for (and what a reader of bytes can
 #: look for before it walks a parsed value).
 FILLER_HEAD = _HEAD = "[acp-fuzz filler: "
+_HEAD_BYTES, _OPEN_BYTES = _HEAD.encode(), _OPEN.encode()
 _UNIT = "lorem ipsum dolor sit amet "
 #: Fillers are compared in pieces of this many characters (a whole number of units).
 _PIECE = len(_UNIT) * 2048
@@ -98,6 +99,16 @@ def marks_in(text: str) -> list[int]:
 def expanded_length(text: str) -> int:
     """How many characters ``text`` is once its marks are expanded."""
     return len(text) + sum(n - len(mark(n)) for n in marks_in(text))
+
+
+def prompt_length(sp: object) -> int:
+    """How many characters the blocks of a ``systemPrompt`` that have a ``text`` hold once
+    their marks are expanded (0 for anything that is not such a prompt)."""
+    content = sp.get("content") if isinstance(sp, Mapping) else None
+    if not isinstance(content, list):
+        return 0
+    return sum(expanded_length(b["text"]) for b in content
+               if isinstance(b, Mapping) and isinstance(b.get("text"), str))
 
 
 def without_marks(text: str) -> str:
@@ -200,4 +211,15 @@ def expand_value(value: Any) -> Any:
 def compact_value(value: Any) -> Any:
     """Parsed JSON with every string :func:`compact` ed (``value`` itself when nothing
     changed)."""
-    return _walk(value, lambda s: compact(s) if len(s) >= CUT_MIN or _OPEN in s else s)
+    return _walk(value, lambda s: compact(s) if may_hold_fill(s) else s)
+
+
+def may_hold_fill(data: str | bytes) -> bool:
+    """Whether ``data`` may hold a filler, one cut short or a mark-like text, and so is worth
+    :func:`compact` (or, raw bytes of a line or a body, worth walking with
+    :func:`compact_value`): a text long enough for a cut filler (:data:`CUT_MIN`), bytes that
+    long that also hold the filler's head, or either holding a mark's opening bracket. Cheap:
+    what cannot hold one is neither walked nor copied."""
+    if isinstance(data, bytes):
+        return (len(data) >= CUT_MIN and _HEAD_BYTES in data) or _OPEN_BYTES in data
+    return len(data) >= CUT_MIN or _OPEN in data

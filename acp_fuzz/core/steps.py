@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.dialects import DIALECTS, encode_meta
-from acp_fuzz.core.fills import MAX_EXPANDED, expanded_length, marks_in
+from acp_fuzz.core.fills import MAX_EXPANDED, marks_in, prompt_length
 
 if TYPE_CHECKING:
     from acp_fuzz.core.history import Event
@@ -528,8 +528,7 @@ def _sp_label(step: Mapping[str, Any]) -> str:
         mode = sp.get("mode")
         content = sp.get("content")
         n = len(content) if isinstance(content, list) else "?"
-        size = sum(expanded_length(b["text"]) for b in content if isinstance(b, Mapping)
-                   and isinstance(b.get("text"), str)) if isinstance(content, list) else 0
+        size = prompt_length(sp)
         huge = f", {size:,} characters" if size >= 1024 * 1024 else ""
         return f" (systemPrompt {mode!r}, {n} block(s){huge})"
     return f" (systemPrompt {type(sp).__name__})"

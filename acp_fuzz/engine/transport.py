@@ -85,7 +85,7 @@ from types import TracebackType
 from typing import Any, Literal
 
 from acp_fuzz.core.errors import AgentStartError, RpcError
-from acp_fuzz.core.fills import CUT_MIN, FILLER_HEAD, compact_value
+from acp_fuzz.core.fills import compact_value, may_hold_fill
 from acp_fuzz.core.history import History
 from acp_fuzz.core.lines import BAD_LINE_MAX, DECODER, LineAssembler, parse_line
 
@@ -283,13 +283,6 @@ class Correlation:
     def take_all(self) -> dict[int, _Slot]:
         pending, self.pending = self.pending, {}
         return pending
-
-
-#: A line this long may hold a filler, or one cut short (``acp_fuzz.core.fills``), and one
-#: holding the mark's opening bracket a mark-like text: both are compacted.
-FILL_MIN = CUT_MIN
-_MARK_OPEN = "\u27ea".encode()
-_FILLER_HEAD = FILLER_HEAD.encode()
 
 
 def line_weight(line: bytes) -> int:
@@ -1220,7 +1213,7 @@ class AgentProcess:
         if obj is None:
             self._record_bad(line, problem or "invalid-json")
             return
-        if (len(line) >= FILL_MIN and _FILLER_HEAD in line) or _MARK_OPEN in line:
+        if may_hold_fill(line):
             # A prompt's filler echoed back is recorded as its mark (acp_fuzz.core.fills),
             # as the request that carried it was; a mark-like text of the agent's is not one.
             obj = compact_value(obj)

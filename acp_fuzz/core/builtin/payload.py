@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 from acp_fuzz.core.builtin.evidence import clip, said
 from acp_fuzz.core.checks import Judge, builtin
-from acp_fuzz.core.fills import expanded_length, marks_in
+from acp_fuzz.core.fills import marks_in, prompt_length
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.sessions import Reply
 from acp_fuzz.core.steps import elsewhere
@@ -30,11 +30,11 @@ def _huge(sp: object) -> int:
     """How many characters the text blocks of ``sp`` hold once expanded, when one of them
     holds a huge fill (:mod:`acp_fuzz.core.fills`); else 0."""
     content = sp.get("content") if isinstance(sp, Mapping) else None
-    texts = [b["text"] for b in content if isinstance(b, Mapping)
-             and isinstance(b.get("text"), str)] if isinstance(content, list) else []
-    if not any(marks_in(t) for t in texts):
+    if not isinstance(content, list) or not any(
+            marks_in(b["text"]) for b in content
+            if isinstance(b, Mapping) and isinstance(b.get("text"), str)):
         return 0
-    return sum(expanded_length(t) for t in texts)
+    return prompt_length(sp)
 
 
 def _root_fields(sp: object) -> list[str]:
@@ -93,14 +93,15 @@ def payload(j: Judge, ev: Event) -> None:
             # root of SystemPrompt, which the ACP docs forbid (EXT-ROOT-FIELDS-MUSTNOT): the
             # harness broke the protocol there, so the agent may refuse it. Not judged.
             return
-        if outcome == "error" and _huge(sp):
+        size = _huge(sp) if outcome == "error" else 0
+        if size:
             # An error for megabytes of prompt is the error the RFD allows in place of
             # applying it: info, with the size (rules.py, ACPFUZZ-HUGE-REFUSED-DEF).
             j.judge_as("payload.valid-rejected", HUGE_RULE)
             j.report_as("payload.valid-rejected",
                         f"{said(proto, op)} with a valid {mode!r} systemPrompt of "
-                        f"{_huge(sp):,} characters got error {code}", severity="info",
-                        rule=HUGE_RULE, session=handle, error=clip(err), size=_huge(sp),
+                        f"{size:,} characters got error {code}", severity="info",
+                        rule=HUGE_RULE, session=handle, error=clip(err), size=size,
                         systemPrompt=clip(sp))
             return
         j.judge_as("payload.valid-rejected", rule)

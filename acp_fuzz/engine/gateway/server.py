@@ -54,7 +54,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from acp_fuzz.core import replies
-from acp_fuzz.core.fills import CUT_MIN, FILLER_HEAD, compact, compact_value
+from acp_fuzz.core.fills import compact, compact_value, may_hold_fill
 from acp_fuzz.core.history import History, ModelExchange, Segment
 from acp_fuzz.core.slots import detect_api, split_request, user_turn_is_tool_result
 from acp_fuzz.engine.gateway.body import MAX_BODY, MAX_TEXT_BODY, BodyError, parse_body, read_body
@@ -92,12 +92,6 @@ BODY_PREVIEW = 64 * 1024
 #: (:data:`SEGMENT_KEEP` characters) around a marker, so a canary at either end survives.
 MAX_RECORDED_TEXT = 16 * 1024 * 1024
 SEGMENT_KEEP = 4096
-#: A text this long may hold a huge prompt's filler, or a cut one (``acp_fuzz.core.fills``):
-#: recorded as its mark (as is a text with a mark's opening bracket, so that the agent's is
-#: not one).
-FILL_MIN = CUT_MIN
-_MARK_OPEN = "\u27ea".encode()
-_FILLER_HEAD = FILLER_HEAD.encode()
 #: Segments recorded per request; the rest are counted in one marker segment.
 MAX_RECORDED_SEGMENTS = 10_000
 
@@ -414,8 +408,7 @@ def recorded_body(body: Any, raw: bytes) -> Any:
     """What the history keeps of a request body: the parsed body (with each huge prompt's
     filler written as its mark, :mod:`acp_fuzz.core.fills`), or for one still larger than
     :data:`MAX_RECORDED_BODY` bytes a text preview ending in a visible marker."""
-    fills = (len(raw) >= FILL_MIN and _FILLER_HEAD in raw) or _MARK_OPEN in raw
-    small = compact_value(body) if fills else body  # nothing to compact: not walked
+    small = compact_value(body) if may_hold_fill(raw) else body  # else not walked
     if len(raw) <= MAX_RECORDED_BODY or (small is not body and len(
             json.dumps(small, ensure_ascii=False, default=repr).encode()) <= MAX_RECORDED_BODY):
         # The whole body, but for its fillers: what the tools and scope checks read.
@@ -442,8 +435,8 @@ def recorded_segments(segments: list[Segment]) -> list[Segment]:
     most :data:`MAX_RECORDED_SEGMENTS` are kept, in request order. A huge prompt's filler
     (:mod:`acp_fuzz.core.fills`) is written as its mark first: losslessly, so the oracles
     judge the rest as they would the whole."""
-    segments = [s if len(s.text) < FILL_MIN and "\u27ea" not in s.text
-                else Segment(s.slot, s.path, compact(s.text)) for s in segments]
+    segments = [Segment(s.slot, s.path, compact(s.text)) if may_hold_fill(s.text) else s
+                for s in segments]
     if len(segments) <= MAX_RECORDED_SEGMENTS and \
             sum(len(s.text) for s in segments) <= MAX_RECORDED_TEXT:
         return segments
