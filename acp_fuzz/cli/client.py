@@ -296,24 +296,19 @@ def replay_client_cassette(cassette_path: Path, command: Sequence[str], steps: S
     the scenario given (``steps`` or ``scenario_file``; none: the recorded one, which needs
     the steps again unless ``trust``), print the verdict and exit: ``0`` FIXED, ``1`` FAILED
     or FLAKY, ``2`` (one line) when the cassette or the client cannot be used."""
-    if sandbox_fs:
-        require_bwrap()
-    enter_sandbox_net(sandbox_net)
-    raise typer.Exit(client_verdict(cassette_path, command, steps, scenario_file, timeout,
-                                    trust, pass_env, sandbox_fs=sandbox_fs, runs=runs))
+    replay_client_cassettes([cassette_path], command, steps, scenario_file, timeout, trust,
+                            pass_env, sandbox_fs=sandbox_fs, sandbox_net=sandbox_net, runs=runs)
 
 
-def replay_client_folder(folder: Path, paths: Sequence[Path], command: Sequence[str],
-                         steps: Sequence[str], scenario_file: Path | None,
-                         timeout: float | None, trust: bool, pass_env: tuple[str, ...], *,
-                         sandbox_fs: bool = False, sandbox_net: bool = False,
-                         runs: int = 3) -> NoReturn:
-    """``acp-fuzz replay --client FOLDER``: each client cassette of ``paths`` in turn, as
-    :func:`replay_client_cassette` replays one, and exit with the worst: ``2`` when one could
-    not be used (its one error line printed, the others still replayed), else ``1`` when
-    one still fails, else ``0``."""
-    if not paths:
-        fail(f"no client cassettes under {terminal(str(folder))}")
+def replay_client_cassettes(paths: Sequence[Path], command: Sequence[str],
+                            steps: Sequence[str], scenario_file: Path | None,
+                            timeout: float | None, trust: bool, pass_env: tuple[str, ...], *,
+                            sandbox_fs: bool = False, sandbox_net: bool = False,
+                            runs: int = 3) -> NoReturn:
+    """Replay client cassettes in turn (one, or a folder's for ``acp-fuzz replay --client
+    FOLDER``), each as :func:`replay_client_cassette` says, and exit with the worst: ``2``
+    when one could not be used (its one error line printed, the others still replayed),
+    else ``1`` when one still fails, else ``0``."""
     if sandbox_fs:
         require_bwrap()
     enter_sandbox_net(sandbox_net)

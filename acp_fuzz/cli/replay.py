@@ -292,7 +292,7 @@ def _replay_client(cassette: Path, argv: list[str], steps: list[str],
                    sandbox_net: bool, runs: int | None, agent_only: dict[str, Any]) -> NoReturn:
     """``--client``: refuse what only an agent replay takes, then
     :func:`~acp_fuzz.cli.client.replay_client_cassette`."""
-    from acp_fuzz.cli.client import replay_client_cassette, replay_client_folder
+    from acp_fuzz.cli.client import replay_client_cassette, replay_client_cassettes
 
     given = [name for name, value in agent_only.items() if value]
     if given:
@@ -305,9 +305,11 @@ def _replay_client(cassette: Path, argv: list[str], steps: list[str],
             typer.echo(f"note: {len(paths) - len(clients)} agent cassette(s) under "
                        f"{visible(str(cassette))} left out (replay them without --client)",
                        err=True)
-        replay_client_folder(cassette, clients, argv, steps, scenario_file, timeout, trust,
-                             pass_env, sandbox_fs=sandbox_fs,
-                             sandbox_net=sandbox_net, runs=3 if runs is None else runs)
+        if not clients:
+            fail(f"no client cassettes under {visible(str(cassette))}")
+        replay_client_cassettes(clients, argv, steps, scenario_file, timeout, trust, pass_env,
+                                sandbox_fs=sandbox_fs, sandbox_net=sandbox_net,
+                                runs=3 if runs is None else runs)
     replay_client_cassette(cassette, argv, steps, scenario_file, timeout, trust, pass_env,
                            sandbox_fs=sandbox_fs, sandbox_net=sandbox_net,
                            runs=3 if runs is None else runs)

@@ -373,8 +373,8 @@ class CampaignResult:
     #: (:func:`~acp_fuzz.core.minimize.minimize`) and the confirmation runs.
     shrink_trials: int = 0
     confirm_runs: int = 0
-    #: Every oracle that failed an example of the search, with its first failing finding
-    #: (its evidence left out): the ones no report names at the end are :meth:`absorbed`.
+    #: Every oracle that failed an example of the search, with its finding in the shortest
+    #: such example (:meth:`note_failing`): the ones no report names are :meth:`absorbed`.
     seen_failing: dict[str, Finding] = field(default_factory=dict)
 
     @property

@@ -84,6 +84,12 @@ def remove_all_sandboxes() -> None:
 #: The value :func:`redact_env` puts in place of a secret.
 REDACTED = "<redacted>"
 
+def _one_component(name: str) -> None:
+    """A session directory's name is one path component: ValueError otherwise."""
+    if not name or name in (".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"session directory name must be one path component, got {name!r}")
+
+
 #: How the harness opens a folder of the sandbox: a directory, never through a link.
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -163,8 +169,7 @@ class Sandbox:
 
         ``name`` must be a single path component: no separators, not ``.`` or ``..``.
         Calling it twice with the same name returns the same directory."""
-        if not name or name in (".", "..") or "/" in name or "\0" in name:
-            raise ValueError(f"session directory name must be one path component, got {name!r}")
+        _one_component(name)
         # Made in the work folder the sandbox holds, not by its name: the program may have
         # renamed ``work`` and put a link in its place. Something already there (the folder of
         # an earlier session, or a link the program planted) is left as it is; write in it
@@ -179,8 +184,7 @@ class Sandbox:
         runs outside any sandbox, writes in it through this, never by the path. The program
         under test may write in ``work`` and put a link to any folder of the host at a name
         the harness will use; :class:`OSError` then (``ELOOP``, ``ENOTDIR``). Close it."""
-        if not name or name in (".", "..") or "/" in name or "\0" in name:
-            raise ValueError(f"session directory name must be one path component, got {name!r}")
+        _one_component(name)
         fd: int = os.open(name, _DIR_FLAGS, dir_fd=self._work_fd)
         return fd
 
