@@ -108,3 +108,12 @@ def save(name: str, rows: Sequence[Row], extra: dict[str, Any] | None = None) ->
     path.write_text(json.dumps({"machine": machine(), "rows": [asdict(r) for r in rows],
                                 **(extra or {})}, indent=2))
     return path
+
+
+def append_row(name: str, row: dict[str, Any], *, to: Any = sys.stdout) -> None:
+    """Print ``row`` as one JSON line (to ``to``) and append it to ``results/NAME.jsonl``,
+    so a run cut short keeps the rows it finished."""
+    print(json.dumps(row), file=to, flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    with (RESULTS / f"{name}.jsonl").open("a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")

@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (
     RESULTS,
     Row,
+    append_row,
     cpu_seconds,
     loadavg,
     machine,
@@ -128,9 +129,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
                 continue
             rec = one(bug, seed, args.max_failures)
             done.append(rec)
-            with log.open("a") as f:
-                f.write(json.dumps(rec) + "\n")
-            print(json.dumps(rec), file=sys.stderr, flush=True)
+            append_row("bugs", rec, to=sys.stderr)
     records = [r for r in done if r["bug"] in bugs and r["seed"] in seeds
                and r.get("max_failures", 1) == args.max_failures]
     rows = rows_from(records)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, loadavg, reference_argv
+from _common import append_row, loadavg, reference_argv
 
 
 def _campaign(seed: int, protocol: str, examples: int) -> dict[str, object]:
@@ -54,13 +54,8 @@ def main() -> int:
     ap.add_argument("--protocol", default="1")
     ap.add_argument("--max-examples", type=int, default=100)
     args = ap.parse_args()
-    out = RESULTS / "campaign.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
     for seed in (int(s) for s in args.seeds.split(",")):
-        row = _campaign(seed, args.protocol, args.max_examples)
-        print(json.dumps(row), flush=True)
-        with out.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(row) + "\n")
+        append_row("campaign", _campaign(seed, args.protocol, args.max_examples))
     return 0
 
 

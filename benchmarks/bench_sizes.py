@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import RESULTS, loadavg, reference_argv
+from _common import append_row, loadavg, reference_argv
 
 #: The sizes by name: 64 KiB is the long class (never a mark), the others the fill sizes.
 SIZES = {"64k": 64 * 1024, "1m": 1024 * 1024, "8m": 8 * 1024 * 1024,
@@ -98,8 +98,6 @@ def main() -> int:
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], args.turns)))
         return 0
-    out = RESULTS / "sizes.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
     for size in args.sizes.split(","):
         forms = args.forms.split(",") if size != "64k" else ["literal"]
         for form in forms:
@@ -109,10 +107,8 @@ def main() -> int:
             if proc.returncode != 0:
                 print(proc.stderr[-2000:], file=sys.stderr)
                 return 1
-            row = {**json.loads(proc.stdout.strip().splitlines()[-1]), "load": loadavg()}
-            print(json.dumps(row), flush=True)
-            with out.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row) + "\n")
+            append_row("sizes", {**json.loads(proc.stdout.strip().splitlines()[-1]),
+                                 "load": loadavg()})
     return 0
 
 

@@ -1066,30 +1066,28 @@ def _side_effect_before_validation(t: Trial) -> bool:
     return t.agent.listed() != []  # ... but an orphan session exists
 
 
-@reproduces("crash-on-image")
-def _crash_on_image(t: Trial) -> bool:
+def _dies_of_new(t: Trial, system_prompt: dict[str, Any]) -> bool:
+    """Whether a ``session/new`` with ``system_prompt`` kills the agent (exit status 1)."""
     agent = t.agent
-    image = {"mode": "append", "content": [{"type": "image", "data": "AA",
-                                            "mimeType": "image/png"}]}
     agent.send({"jsonrpc": "2.0", "id": 1, "method": "session/new",
-                "params": {"cwd": CWD, "mcpServers": [], "systemPrompt": image}})
+                "params": {"cwd": CWD, "mcpServers": [], "systemPrompt": system_prompt}})
     if agent.inbox.get(timeout=READ_TIMEOUT_S) is None:  # stdout closed: the agent died
         assert agent.proc.wait(timeout=READ_TIMEOUT_S) == 1
         return True
     return False
+
+
+@reproduces("crash-on-image")
+def _crash_on_image(t: Trial) -> bool:
+    return _dies_of_new(t, {"mode": "append", "content": [{"type": "image", "data": "AA",
+                                                           "mimeType": "image/png"}]})
 
 
 @reproduces("huge-prompt-crash")
 def _huge_prompt_crash(t: Trial) -> bool:
     from acp_fuzz.core.fills import SIZES, filler
-    agent = t.agent
-    huge = {"mode": "append", "content": [{"type": "text", "text": filler(SIZES["huge-8m"])}]}
-    agent.send({"jsonrpc": "2.0", "id": 1, "method": "session/new",
-                "params": {"cwd": CWD, "mcpServers": [], "systemPrompt": huge}})
-    if agent.inbox.get(timeout=READ_TIMEOUT_S) is None:  # stdout closed: the agent died
-        assert agent.proc.wait(timeout=READ_TIMEOUT_S) == 1
-        return True
-    return False
+    return _dies_of_new(t, {"mode": "append", "content": [
+        {"type": "text", "text": filler(SIZES["huge-8m"])}]})
 
 
 @reproduces("override-keeps-default")
