@@ -302,9 +302,11 @@ def _replay_client(cassette: Path, argv: list[str], steps: list[str],
         paths = cassettes_in(cassette)
         clients = [p for p in paths if is_client_cassette(p)]
         if len(clients) < len(paths):
-            typer.echo(f"note: {len(paths) - len(clients)} agent cassette(s) under "
-                       f"{visible(str(cassette))} left out (replay them without --client)",
-                       err=True)
+            # What is not a client cassette may be an agent's, or no cassette at all (a
+            # stranger's folder): not named an agent cassette here.
+            typer.echo(f"note: {len(paths) - len(clients)} file(s) under "
+                       f"{visible(str(cassette))} that are not client cassettes left out "
+                       "(replay agent cassettes without --client)", err=True)
         if not clients:
             fail(f"no client cassettes under {visible(str(cassette))}")
         replay_client_cassettes(clients, argv, steps, scenario_file, timeout, trust, pass_env,

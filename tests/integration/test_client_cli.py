@@ -293,7 +293,8 @@ def test_replay_client_of_a_folder_replays_each_client_cassette(tmp_path: Path) 
                 if line.startswith(("FIXED", "FAILED", "FLAKY"))}
     # The buggy client fails under both recorded capability sets (v1, nothing advertised).
     assert verdicts == {str(failing): "FAILED", str(folder / "c.cassette"): "FAILED"}
-    assert "1 agent cassette(s)" in proc.stderr and "without --client" in proc.stderr
+    assert "1 file(s) under" in proc.stderr and "not client cassettes left out" in proc.stderr
+    assert "without --client" in proc.stderr
     fixed = run_cli(tmp_path, "replay", "--client", "--runs", "1", str(folder), "--", *CLIENT)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     (tmp_path / "agents").mkdir()
