@@ -268,7 +268,7 @@ def _outcome(run: Run, answer: StepOutcome, key: str) -> str:
     if answer.outcome == "timeout":
         return f"no answer within {run.spec.request_timeout:g}s{run.stderr_note()}"
     if answer.outcome == "exited":
-        return f"the agent exited{run.stderr_note()}"
+        return f"the agent exited{run.stderr_note(exited=True)}"
     return answer.outcome
 
 

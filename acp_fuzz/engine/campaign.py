@@ -676,7 +676,7 @@ def _why(run: Run, out: StepOutcome) -> str:
         why = "the agent exited"
     else:
         why = out.outcome
-    return why + run.stderr_note()
+    return why + run.stderr_note(exited=out.outcome == "exited")
 
 
 def _short(v: Any) -> str:

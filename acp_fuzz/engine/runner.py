@@ -446,7 +446,7 @@ class Run:
                    "exited": "the agent exited before answering initialize",
                    "error": f"initialize failed: {reply.error}"}.get(reply.outcome,
                                                                      "initialize gave no object")
-            raise HarnessError(why + self.stderr_note())
+            raise HarnessError(why + self.stderr_note(exited=reply.outcome == "exited"))
         self.init_result = reply.result
         try:
             self.protocol = negotiate(self.spec.protocol, reply.result)
@@ -474,11 +474,12 @@ class Run:
                                         "compaction": list(forced)})
         return reply.result
 
-    def stderr_note(self) -> str:
-        """`` (stderr: <the agent's last stderr line>)``, or nothing: for one-line errors."""
+    def stderr_note(self, *, exited: bool = False) -> str:
+        """`` (stderr: <the agent's last stderr line>)``, or nothing: for one-line errors.
+        ``exited``: the failure was the agent's exit, so its exit (and last words) are awaited."""
         if self._agent is None:
             return ""
-        self._agent.settle_stderr()
+        self._agent.settle_stderr(2.0 if exited else 0.5, exiting=exited)
         lines = self._agent.stderr_tail.strip().splitlines()
         return f" (stderr: {lines[-1][:200]})" if lines else ""
 

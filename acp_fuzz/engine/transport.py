@@ -618,15 +618,23 @@ class AgentProcess:
             data = bytes(self._tail)
         return data.decode("utf-8", errors="replace")
 
-    def settle_stderr(self, timeout: float = 0.5) -> None:
+    def settle_stderr(self, timeout: float = 0.5, *, exiting: bool = False) -> None:
         """Once the agent has exited, wait (up to ``timeout``) for its stderr to be read to
         the end, so that :attr:`stderr_tail` holds its last words: the reader of stdout can
-        see the exit before the reader of stderr has read them. Only for failure paths."""
-        if self._proc is None or self._proc.poll() is None:
+        see the exit before the reader of stderr has read them. Only for failure paths.
+
+        With ``exiting`` (an answer failed because the agent's stdout closed), the exit is
+        waited for too, within the same ``timeout``: a process's stdout is closed a moment
+        before it can be reaped, and a ``poll()`` then said "still running" and its last words
+        were lost."""
+        if self._proc is None:
+            return
+        end = time.monotonic() + timeout
+        if (self.wait_exit(timeout) if exiting else self._proc.poll()) is None:
             return
         for t in self._threads:
             if t.name.startswith("acp-stderr-"):
-                t.join(timeout)
+                t.join(max(end - time.monotonic(), 0.0))
 
     # -- lifecycle ----------------------------------------------------------------------------
 
