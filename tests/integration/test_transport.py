@@ -240,6 +240,23 @@ def test_exit_at_start(spawn: Spawn) -> None:
     assert live_members(agent.pgid or 0) == []
 
 
+def test_settling_stderr_for_an_exit_waits_for_the_exit_and_its_last_words(
+        sandbox: Sandbox, no_orphans: Callable[[int | None], None]) -> None:
+    """An answer can fail for a closed stdout a moment before the process can be reaped (its
+    ``poll()`` still says running): told the agent is exiting, settle_stderr waits for the
+    exit, so the error that follows quotes the agent's last words (CI saw them lost)."""
+    agent = AgentProcess(["sh", "-c", "sleep 0.5; echo last words >&2; exit 3"],
+                         history=History(), env=sandbox.build_env(), cwd=sandbox.root)
+    agent.start()
+    no_orphans(agent.pgid)
+    try:
+        agent.settle_stderr(30.0, exiting=True)
+        assert agent.stderr_tail == "last words\n"
+        assert agent.wait_exit(0) == 3
+    finally:
+        agent.close()
+
+
 def test_exit_in_the_middle_of_a_request(spawn: Spawn) -> None:
     agent = spawn("exit_mid_request")
     assert agent.request("initialize", {"protocolVersion": 1}, timeout=ANSWER).outcome == "ok"
