@@ -61,6 +61,14 @@ FINDINGS: dict[str, tuple[str, str, str, str, list[list[str]]]] = {
     # gemini-cli 0.61.0, finding 6: new A; prompt A; load A -> -32603.
     "gemini-6-load-erases": ("load-erases-session", "1", "session.reattach-failed", "SHOULD",
                              [["new+sp", "prompt", "load+sp"], ["new", "prompt", "load"]]),
+    # hermes-agent 0.19.0, finding 7: new A; a session/cancel written right behind A's prompt
+    # (before its first model call) -> the prompt answered -32603, not "cancelled".
+    "hermes-7-cancel-errors": ("cancel-errors", "1", "cancel.error", "MUST",
+                               [["new", "cancel"], ["new+sp", "cancel"]]),
+    # pi-acp 0.0.34, finding 8: new A; a turn of A whose model call fails -> end_turn, nothing
+    # said (the covering examples send each model fault kind).
+    "pi-8-silent-failure": ("fault-ends-silently", "1", "turn.silent-failure", "SHOULD",
+                            [["new", "prompt"], ["new+sp", "prompt"]]),
 }
 
 
