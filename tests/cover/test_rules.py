@@ -146,7 +146,9 @@ def _literal(path: Path, name: str) -> Any:
 #: The rule each known-shape bug's finding cites (test_known_shapes names the oracle only).
 _KNOWN_RULE = {"sdk-options-win": "SP-AGENT-APPLY-NEW-MUST",
                "unstored-before-turn": "ACPFUZZ-RESEND-ACCEPTED-SHOULD",
-               "load-erases-session": "ACPFUZZ-REATTACH-ADVERTISED-SHOULD"}
+               "load-erases-session": "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
+               "cancel-errors": "CANCEL-AGENT-STOPREASON-MUST",
+               "fault-ends-silently": "ACPFUZZ-FAILURE-VISIBLE-SHOULD"}
 
 
 def test_no_proof_says_none_planted_where_a_quality_test_plants_the_bug() -> None:
