@@ -9,14 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from acp_fuzz.core.rules import RULES
 
-__all__ = ["CATALOG", "HARNESS_RULES", "SEVERITIES", "Finding", "OracleInfo", "is_failure",
-           "is_reported"]
+__all__ = ["CATALOG", "HARNESS_RULES", "SEVERITIES", "Finding", "OracleInfo", "Severity",
+           "is_failure", "is_reported"]
 
-SEVERITIES = ("MUST", "SHOULD", "info")
+
+class Severity(StrEnum):
+    """How strongly the text a finding rests on asks for what the agent did not do.
+
+    A ``str`` (``Severity.MUST == "MUST"``), so that findings read back from a cassette, a
+    worker or a JSON report, plain data, compare equal to it."""
+
+    #: The text says MUST (or MUST NOT), or acp-fuzz's own rule argues one from it: fails
+    #: every run.
+    MUST = "MUST"
+    #: The text says SHOULD (or our reading of it is no stronger): reported, shrunk and
+    #: confirmed; fails a run under ``--strict``.
+    SHOULD = "SHOULD"
+    #: What the agent chose where the text leaves it open (MAY, or nothing said): listed
+    #: beside the failures, never shrunk, never a failure.
+    INFO = "info"
+
+
+SEVERITIES: tuple[str, ...] = tuple(Severity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,13 +191,13 @@ class Finding:
 def is_failure(f: Finding, *, strict: bool = False) -> bool:
     """Whether a finding fails a run (its exit code, its JUnit case): MUST always, SHOULD
     only under ``strict``."""
-    return f.severity == "MUST" or (strict and f.severity == "SHOULD")
+    return f.severity == Severity.MUST or (strict and f.severity == Severity.SHOULD)
 
 
-def is_reported(severity: str) -> bool:
+def is_reported(severity: object) -> bool:
     """Whether a finding of this severity is reported as a failure, shrunk and confirmed:
     MUST and SHOULD (whether it also fails the run is :func:`is_failure`); info findings are
     listed beside, never shrunk. Takes the severity, so that recorded (plain data) findings
     are judged by the same rule."""
-    return severity in ("MUST", "SHOULD")
+    return severity in (Severity.MUST, Severity.SHOULD)
 

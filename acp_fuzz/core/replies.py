@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from acp_fuzz.core.slots import ModelApi
+
 __all__ = [
     "CREATED",
     "Pressure",
@@ -436,8 +438,8 @@ def context_length_error(api: str, tokens: int, window: int, ident: str = "") ->
                                  "param": param, "code": "context_length_exceeded"}})
 
 
-#: The APIs whose replies :class:`Pressure` changes (the generating endpoints).
-PRESSED_APIS = frozenset({"openai.responses", "openai.chat", "anthropic.messages", "gemini"})
+#: The APIs whose replies :class:`Pressure` changes (the generating endpoints): every model API.
+PRESSED_APIS = frozenset(ModelApi)
 
 
 def build_reply(api: str, method: str, path: str, body: Any, raw: bytes,

@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_fuzz.core.history import Event, ModelExchange
+from acp_fuzz.core.slots import MODEL_APIS
 
 __all__ = ["MAX_DISTINCT", "MODEL_APIS", "SLOT_CHARS", "BesideRequest", "SideLog",
            "beside_turns", "is_untied"]
 
-#: The APIs whose requests are model turns (the gateway counts and ties these).
-MODEL_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages", "gemini"})
 #: How many characters of each slot a request's evidence keeps.
 SLOT_CHARS = 80
 #: Distinct requests a :class:`SideLog` keeps; the rest are counted.

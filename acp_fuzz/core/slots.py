@@ -20,16 +20,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from enum import StrEnum
 from typing import Any
 
 from acp_fuzz.core.history import Segment
 
 __all__ = [
     "APIS",
+    "MODEL_APIS",
+    "ModelApi",
     "detect_api",
     "split_request",
     "user_turn_is_tool_result",
 ]
+
+class ModelApi(StrEnum):
+    """The model APIs whose requests are model turns: the fake model answers, fails and holds
+    each, a profile names one as its agent's (``api``), and the gateway ties and counts their
+    requests. A ``str``, so that the plain names of a profile or a cassette compare equal."""
+
+    OPENAI_RESPONSES = "openai.responses"
+    ANTHROPIC_MESSAGES = "anthropic.messages"
+    OPENAI_CHAT = "openai.chat"
+    GEMINI = "gemini"
+
+
+#: The model APIs, in the order a profile's documentation lists them.
+MODEL_APIS: tuple[str, ...] = tuple(api.value for api in ModelApi)
 
 #: Every value :func:`detect_api` can return.
 APIS = (

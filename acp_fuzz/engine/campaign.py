@@ -50,7 +50,7 @@ from acp_fuzz.core.calibration import (
 from acp_fuzz.core.cassette import Header
 from acp_fuzz.core.dialects import resolve
 from acp_fuzz.core.facts import Codes, add_codes, refusal_codes
-from acp_fuzz.core.findings import CATALOG, Finding, is_failure
+from acp_fuzz.core.findings import CATALOG, Finding, is_failure, is_reported
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.minimize import (
     Failure,
@@ -278,7 +278,7 @@ class FindingReport:
     @property
     def oracles(self) -> list[str]:
         """The failing oracles (the observed ones for an info report)."""
-        failing = {f.oracle for f in self.findings if f.severity != "info"}
+        failing = {f.oracle for f in self.findings if is_reported(f.severity)}
         return sorted(failing or {f.oracle for f in self.findings})
 
     def to_wire(self) -> dict[str, Any]:
@@ -892,7 +892,7 @@ class SearchState:
                   events: Sequence[Event]) -> None:
         """Keep each distinct info observation with the shortest steps that showed it."""
         for f in findings:
-            if f.severity != "info":
+            if is_reported(f.severity):
                 continue
             key = f"{f.oracle}:{f.evidence.get('choice', '')}"
             upto = [dict(s) for s in (steps[:f.step + 1] if f.step >= 0 else steps)]

@@ -67,7 +67,7 @@ from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.cassette import Cassette, Header, write_cassette_bounded
 from acp_fuzz.core.client_oracles import ClientVerdict, judge_client
 from acp_fuzz.core.errors import HarnessError, SandboxError
-from acp_fuzz.core.findings import Finding, is_failure, is_reported
+from acp_fuzz.core.findings import Finding, Severity, is_failure, is_reported
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
 from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
@@ -640,7 +640,7 @@ class _Search:
         worst: dict[str, int] = {}
         for f in run.findings:
             if is_reported(f.severity) and f.oracle not in skip:
-                rank = 0 if f.severity == "MUST" else 1
+                rank = 0 if f.severity == Severity.MUST else 1
                 worst[f.oracle] = min(rank, worst.get(f.oracle, rank))
         return tuple(sorted(worst, key=lambda o: (worst[o], o)))
 
@@ -659,7 +659,7 @@ class _Search:
         if self.result.client_info is None:
             self.result.client_info = client_info(run.events)
         for f in run.findings:
-            if f.severity == "info" and f.oracle not in self.info_seen \
+            if f.severity == Severity.INFO and f.oracle not in self.info_seen \
                     and f.oracle not in self.cfg.exclude_oracles:
                 self.info_seen.add(f.oracle)
                 self.result.info.append(f)

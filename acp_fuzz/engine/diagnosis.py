@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from acp_fuzz.core.errors import HarnessError
 from acp_fuzz.core.escaping import clip, terminal
 from acp_fuzz.core.history import ModelExchange
-from acp_fuzz.core.side_requests import MODEL_APIS
+from acp_fuzz.core.slots import MODEL_APIS
 from acp_fuzz.engine.agent_setup import AgentSetup, Matcher, SideRule
 from acp_fuzz.engine.gateway.server import KEY_HEADERS, KEY_VARIABLES, is_side_request
 

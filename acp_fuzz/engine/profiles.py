@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_fuzz.core.errors import AcpFuzzError
+from acp_fuzz.core.slots import MODEL_APIS  # re-exported: the APIs a profile's ``api`` names
 from acp_fuzz.engine import agents_cache
 from acp_fuzz.engine.agent_setup import (
     COMPACTION_BY,
@@ -115,9 +116,6 @@ __all__ = [
     "profile_schema",
 ]
 
-#: The model APIs the gateway speaks, as used in :attr:`Profile.model_api` and as the ``api``
-#: argument of a side-request hook.
-MODEL_APIS = ("openai.responses", "anthropic.messages", "openai.chat", "gemini")
 
 #: The placeholders ``command`` may use besides none of the run's: known before it starts.
 COMMAND_FACTS = ("agent_dir", "node", "python")

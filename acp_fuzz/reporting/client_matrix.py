@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_fuzz.core.client_oracles import CLIENT_CATALOG
+from acp_fuzz.core.findings import is_reported
 
 __all__ = ["BEGIN", "END", "ClientColumn", "client_matrix_markdown", "client_rows",
            "column_from_reports", "relative_link", "replace_section"]
@@ -72,7 +73,7 @@ def column_from_reports(title: str, reports: Sequence[Mapping[str, Any]], *,
         if key in worst:
             sev = worst[key]
             links = [f"[cassette]({link})" for link, oracles in corpus if oracle in oracles]
-            text = f"**FAIL**: {sev}" if sev in ("MUST", "SHOULD") else "info"
+            text = f"**FAIL**: {sev}" if is_reported(sev) else "info"
             col.cells[key] = text + (f" ({', '.join(links)})" if links else "")
         elif checks.get(key):
             n = checks[key]

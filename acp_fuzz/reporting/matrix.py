@@ -54,6 +54,7 @@ from urllib.parse import quote
 
 from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.facts import codes_text
+from acp_fuzz.core.findings import Severity, is_reported
 from acp_fuzz.core.protocol import agent_info, answered
 from acp_fuzz.core.workspace import kept_lines
 from acp_fuzz.reporting.campaign import ReportError, codes_from_json, workspace_from_json
@@ -210,14 +211,14 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str,
 
     failed: dict[str, list[_Hit]] = {}
     for f in doc.get("findings") or []:
-        if f.get("severity") not in ("MUST", "SHOULD") or f.get("oracle") in _NOT_A_CELL:
+        if not is_reported(f.get("severity")) or f.get("oracle") in _NOT_A_CELL:
             continue
         failed.setdefault(str(f.get("rule")), []).append(
             (str(f.get("status")), str(f.get("severity")), str(f.get("oracle")),
              f.get("cassette"), "campaign"))
     for f in doc.get("absorbed") or []:
         # Failed an example, shrank to another failure: never confirmed, never a pass.
-        if isinstance(f, Mapping) and f.get("severity") in ("MUST", "SHOULD") \
+        if isinstance(f, Mapping) and is_reported(f.get("severity")) \
                 and f.get("oracle") not in _NOT_A_CELL:
             failed.setdefault(str(f.get("rule")), []).append(
                 ("absorbed", str(f.get("severity")), str(f.get("oracle")), None, "campaign"))
@@ -325,7 +326,8 @@ def _fail_cell(hits: Sequence[_Hit]) -> Cell:
     statuses = {_FAILED.get(s, "fail") for s, *_ in hits}
     status = next(s for s in _RANK if s in statuses)
     oracles = sorted({o for _, _, o, _, _ in hits})
-    severity = "MUST" if any(sev == "MUST" for _, sev, _, _, _ in hits) else "SHOULD"
+    severity = Severity.MUST if any(sev == Severity.MUST for _, sev, _, _, _ in hits) \
+        else Severity.SHOULD
     cassette = next((c for _, _, _, c, src in hits if c and src == "campaign"), None)
     corpus = tuple(dict.fromkeys(c for _, _, _, c, src in hits if c and src == "corpus"))
     sources = {src for *_, src in hits}
@@ -356,7 +358,7 @@ def _rules_of(r: Mapping[str, Any]) -> list[str]:
     if isinstance(kept, Mapping) and kept.get("rule"):
         return [str(kept["rule"])]
     return list(dict.fromkeys(str(f.get("rule")) for f in r.get("recorded") or []
-                              if f.get("severity") in ("MUST", "SHOULD")
+                              if is_reported(f.get("severity"))
                               and f.get("oracle") not in _NOT_A_CELL))
 
 
@@ -406,13 +408,13 @@ def _corpus_one(r: Mapping[str, Any], failed: dict[str, list[_Hit]],
         # The failures the replay saw; a document that names none falls back on what
         # the cassette recorded, so a failing cassette never goes missing from the table.
         hits = [f for f in (r.get("failing") or r.get("recorded") or [])
-                if f.get("severity") in ("MUST", "SHOULD") and f.get("oracle") not in _NOT_A_CELL]
+                if is_reported(f.get("severity")) and f.get("oracle") not in _NOT_A_CELL]
         for f in hits:
             failed.setdefault(str(f.get("rule")), []).append(
                 (status, str(f.get("severity")), str(f.get("oracle")), path, "corpus"))
         return status, CorpusNote(status, f"{named}{_findings_text(hits)} ({rate})", path)
     if verdict == "FIXED":
-        was = [f for f in r.get("recorded") or [] if f.get("severity") in ("MUST", "SHOULD")]
+        was = [f for f in r.get("recorded") or [] if is_reported(f.get("severity"))]
         text = f"{named}no longer fails: {_findings_text(was)} ({rate})"
         if kept.get("clock"):
             text += f"; but it depends on the clock ({kept['clock']}): FIXED may be the clock"
@@ -492,14 +494,14 @@ def corpus_entry(result: Any, recorded: Sequence[Mapping[str, Any]] = ()) -> dic
     if result.verdict in _CORPUS_FAILED:
         for run in result.findings:
             for f in run:
-                if f.oracle in result.oracles and f.severity in ("MUST", "SHOULD"):
+                if f.oracle in result.oracles and is_reported(f.severity):
                     failing[(f.oracle, f.severity, f.rule)] = None
     return {"cassette": str(result.path), "verdict": result.verdict, "runs": result.runs,
             "reproduced": result.reproduced, "error": result.error,
             "failing": [{"oracle": o, "severity": s, "rule": r} for o, s, r in failing],
             "recorded": [{"oracle": str(f.get("oracle")), "severity": str(f.get("severity")),
                           "rule": str(f.get("rule"))} for f in recorded
-                         if isinstance(f, Mapping) and f.get("severity") in ("MUST", "SHOULD")]}
+                         if isinstance(f, Mapping) and is_reported(f.get("severity"))]}
 
 
 def cells_to_json(col: Column) -> dict[str, dict[str, Any]]:

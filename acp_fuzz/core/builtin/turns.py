@@ -26,7 +26,7 @@ from acp_fuzz.core.baseline import (
 )
 from acp_fuzz.core.builtin.evidence import clip, said, slot_of, where
 from acp_fuzz.core.checks import Judge, builtin
-from acp_fuzz.core.findings import CATALOG
+from acp_fuzz.core.findings import CATALOG, Severity, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.sessions import (
     MIN_SIGNIFICANT,
@@ -81,7 +81,7 @@ def _rule_after(m: SessionModel, primary: Candidate) -> str:
     """The rule a missing prompt breaks: the candidate's own, or, while no turn has shown the
     prompt since a compaction of the session, the compaction's (for a prompt owed as a MUST:
     a kept prompt after an omitted one stays a SHOULD, :data:`KEPT_RULE`)."""
-    if m.compacted and primary.severity == "MUST":
+    if m.compacted and primary.severity == Severity.MUST:
         return KEEPS_RULE
     return {"kept": KEPT_RULE, "deferred": CHANGE_RULE}.get(primary.label, primary.rule)
 
@@ -269,7 +269,7 @@ def _report_missing(j: Judge, m: SessionModel, handle: str, primary: Candidate,
         if found is not None:
             reformatted[b] = found
     cut = [b for b in missing if b not in reformatted and _truncated(b, everything)]
-    sev = primary.severity if primary.severity != "info" else "SHOULD"
+    sev = primary.severity if is_reported(primary.severity) else Severity.SHOULD
     rule = _rule_after(m, primary)
     won = {path: text for path, text in m.vendor.items()
            if len(text.strip()) >= MIN_SIGNIFICANT and text.strip() in everything}

@@ -56,7 +56,7 @@ from urllib.parse import parse_qsl
 from acp_fuzz.core import replies
 from acp_fuzz.core.fills import compact, compact_value, may_hold_fill
 from acp_fuzz.core.history import History, ModelExchange, Segment
-from acp_fuzz.core.slots import detect_api, split_request, user_turn_is_tool_result
+from acp_fuzz.core.slots import ModelApi, detect_api, split_request, user_turn_is_tool_result
 from acp_fuzz.engine.gateway.body import MAX_BODY, MAX_TEXT_BODY, BodyError, parse_body, read_body
 from acp_fuzz.engine.gateway.faults import (
     HOLD_BOUND,
@@ -129,7 +129,7 @@ HEADER_TIMEOUT = 30.0
 REQUEST_TIMEOUT = 300.0
 
 #: The APIs whose requests are model turns (counted in :attr:`Gateway.counts`).
-_MODEL_APIS = frozenset({"openai.chat", "openai.responses", "anthropic.messages", "gemini"})
+_MODEL_APIS = frozenset(ModelApi)
 
 SidePredicate = Callable[[str, Mapping[str, str], Any], bool]
 
