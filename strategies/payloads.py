@@ -22,6 +22,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from acp_fuzz.core.fills import SIZES, expanded_length, mark, marks_in, without_marks
+from acp_fuzz.core.payloads import DEFECT_BLOCKS, DEFECTS, MODE_SPELLINGS, VENDOR_MODE, defect_kind
 
 __all__ = [
     "HUGE_ONE_IN",
@@ -266,26 +267,9 @@ def valid_payload(cls: str, canary: str) -> dict[str, Any]:
     return sp
 
 
-#: The defects :func:`invalid_system_prompts` draws from.
-INVALID_KINDS = (
-    "mode-unknown", "mode-vendor", "mode-missing", "mode-not-string", "mode-spelling",
-    "override-not-advertised", "content-missing", "content-not-array", "content-empty",
-    "block-image", "block-audio", "block-resource-link", "block-resource", "block-unknown",
-    "block-not-object", "text-missing", "text-not-string", "draft-string", "draft-array",
-    "not-object",
-)
-#: Mode spellings that are not ``append`` or ``override``, some of them near misses.
-MODE_SPELLINGS = ("replace", "set", "Append", "", "append ")
-#: The block each ``block-*`` kind puts after a valid text block.
-_BLOCKS: dict[str, Any] = {
-    "block-image": {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
-    "block-audio": {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="},
-    "block-resource-link": {"type": "resource_link", "uri": "file:///etc/hosts",
-                            "name": "hosts"},
-    "block-resource": {"type": "resource", "resource": {
-        "uri": "file:///x.md", "text": "x", "mimeType": "text/markdown"}},
-    "block-unknown": {"type": "hologram", "text": "x"},
-}
+#: The defects :func:`invalid_system_prompts` draws from (:data:`acp_fuzz.core.payloads.DEFECTS`,
+#: the one table of them).
+INVALID_KINDS = tuple(d.kind for d in DEFECTS)
 
 
 def invalid_variants(*, override: bool) -> tuple[str, ...]:
@@ -313,8 +297,8 @@ def invalid_payload(variant: str, canary: str, junk: Any = None) -> Any:
     if kind == "mode-spelling":
         spelling = json.loads(spelled) if spelled else MODE_SPELLINGS[0]
         return {"mode": spelling, "content": [text]}
-    if kind in _BLOCKS:
-        return {"mode": "append", "content": [text, copy.deepcopy(_BLOCKS[kind])]}
+    if kind in DEFECT_BLOCKS:
+        return {"mode": "append", "content": [text, copy.deepcopy(DEFECT_BLOCKS[kind])]}
     if kind == "mode-unknown":
         return {"mode": "prepend", "content": [text]}
     if kind == "block-not-object":
@@ -322,7 +306,7 @@ def invalid_payload(variant: str, canary: str, junk: Any = None) -> Any:
     if kind == "not-object":
         return junk if isinstance(junk, int) else 42  # a number or a boolean
     if kind == "mode-vendor":
-        return {"mode": "_acpfuzz_vendor", "content": [text]}
+        return {"mode": VENDOR_MODE, "content": [text]}
     if kind == "mode-missing":
         return {"content": [text]}
     if kind == "mode-not-string":
@@ -348,45 +332,12 @@ def invalid_payload(variant: str, canary: str, junk: Any = None) -> Any:
 
 def invalid_variant(payload: Any, *, override: bool) -> str | None:
     """The variant of :func:`invalid_variants` that ``payload`` is (the inverse of
-    :func:`invalid_payload`, read from the payload alone), or None for a valid one. A defect
-    the strategies do not draw is named by its nearest kind (any other unknown mode string
-    is ``mode-unknown``, any other block type ``block-unknown``)."""
-    if isinstance(payload, str):
-        return "draft-string"
-    if isinstance(payload, list):
-        return "draft-array"
-    if not isinstance(payload, dict):
-        return "not-object"
-    if "mode" not in payload:
-        return "mode-missing"
-    mode = payload["mode"]
-    if not isinstance(mode, str):
-        return "mode-not-string"
-    if mode not in ("append", "override"):
-        if mode == "_acpfuzz_vendor":
-            return "mode-vendor"
-        return f"mode-spelling:{json.dumps(mode)}" if mode in MODE_SPELLINGS else "mode-unknown"
-    if mode == "override" and not override:
-        return "override-not-advertised"
-    if "content" not in payload:
-        return "content-missing"
-    content = payload["content"]
-    if not isinstance(content, list):
-        return "content-not-array"
-    if not content:
-        return "content-empty"
-    types = {b["type"]: k for k, b in _BLOCKS.items()}
-    for block in content:
-        if not isinstance(block, dict):
-            return "block-not-object"
-        if block.get("type") != "text":
-            kind = block.get("type")
-            return types.get(kind, "block-unknown") if isinstance(kind, str) else "block-unknown"
-        if "text" not in block:
-            return "text-missing"
-        if not isinstance(block["text"], str):
-            return "text-not-string"
-    return None
+    :func:`invalid_payload`, read from the payload alone), or None for a valid one: its
+    :func:`~acp_fuzz.core.payloads.defect_kind`, a ``mode-spelling`` with its spelling."""
+    kind = defect_kind(payload, override=override)
+    if kind == "mode-spelling":
+        return f"mode-spelling:{json.dumps(payload['mode'])}"
+    return kind
 
 
 def invalid_system_prompts(*, override: bool, canary: str
@@ -396,15 +347,10 @@ def invalid_system_prompts(*, override: bool, canary: str
     when ``override`` is False."""
     # Two levels, so that a rare defect family (five kinds of non-text block) is not drowned
     # out by the many ways to break ``mode``: first the part that is broken, then how.
-    families = {
-        "mode": ["mode-unknown", "mode-vendor", "mode-missing", "mode-not-string",
-                 "mode-spelling"] + ([] if override else ["override-not-advertised"]),
-        "content": ["content-missing", "content-not-array", "content-empty"],
-        "block": ["block-image", "block-audio", "block-resource-link", "block-resource",
-                  "block-unknown", "block-not-object"],
-        "text": ["text-missing", "text-not-string"],
-        "draft": ["draft-string", "draft-array", "not-object"],
-    }
+    families: dict[str, list[str]] = {}
+    for d in DEFECTS:
+        if d.kind != "override-not-advertised" or not override:
+            families.setdefault(d.family, []).append(d.kind)
     kind_strategy = st.sampled_from(sorted(families)).flatmap(
         lambda fam: st.sampled_from(families[fam]))
 

@@ -13,12 +13,19 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "DEFECTS",
+    "DEFECT_BLOCKS",
+    "INVALID_REASONS",
+    "MODE_SPELLINGS",
     "OMIT",
+    "VENDOR_MODE",
     "Capabilities",
     "Classification",
+    "Defect",
     "Omit",
     "blocks_of",
     "classify",
+    "defect_kind",
 ]
 
 
@@ -189,6 +196,104 @@ INVALID_REASONS: dict[str, tuple[str, str]] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Defect:
+    """One way a ``systemPrompt`` payload is invalid: ``kind`` (what the strategies draw and
+    a covering example names), ``family`` (the part of the payload that is broken: the
+    strategies draw a family first, so that a rare one is not drowned out) and ``reason``
+    (what :func:`classify` calls it, the key of :data:`INVALID_REASONS`: several kinds share
+    one, as every unknown mode does)."""
+
+    kind: str
+    family: str
+    reason: str
+
+
+#: Every defect, the one table the strategies sample, the covering examples name and the
+#: classifier reads. The order is the strategies' (changing it changes what each seed draws).
+DEFECTS: tuple[Defect, ...] = (
+    Defect("mode-unknown", "mode", "mode-unknown"),
+    Defect("mode-vendor", "mode", "mode-unknown"),
+    Defect("mode-missing", "mode", "mode-missing"),
+    Defect("mode-not-string", "mode", "mode-not-string"),
+    Defect("mode-spelling", "mode", "mode-unknown"),
+    Defect("override-not-advertised", "mode", "override-not-advertised"),
+    Defect("content-missing", "content", "content-missing"),
+    Defect("content-not-array", "content", "content-not-array"),
+    Defect("content-empty", "content", "content-empty"),
+    Defect("block-image", "block", "block-not-text"),
+    Defect("block-audio", "block", "block-not-text"),
+    Defect("block-resource-link", "block", "block-not-text"),
+    Defect("block-resource", "block", "block-not-text"),
+    Defect("block-unknown", "block", "block-not-text"),
+    Defect("block-not-object", "block", "block-not-object"),
+    Defect("text-missing", "text", "text-missing"),
+    Defect("text-not-string", "text", "text-not-string"),
+    Defect("draft-string", "draft", "draft-string"),
+    Defect("draft-array", "draft", "draft-array"),
+    Defect("not-object", "draft", "not-object"),
+)
+_BY_KIND = {d.kind: d for d in DEFECTS}
+#: The mode of the ``mode-vendor`` kind (an unknown mode in a vendor's namespace).
+VENDOR_MODE = "_acpfuzz_vendor"
+#: Mode spellings that are not ``append`` or ``override``, some of them near misses: the
+#: ``mode-spelling`` kind's.
+MODE_SPELLINGS = ("replace", "set", "Append", "", "append ")
+#: The block each ``block-*`` kind puts after a valid text block.
+DEFECT_BLOCKS: dict[str, Any] = {
+    "block-image": {"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="},
+    "block-audio": {"type": "audio", "mimeType": "audio/wav", "data": "UklGRg=="},
+    "block-resource-link": {"type": "resource_link", "uri": "file:///etc/hosts",
+                            "name": "hosts"},
+    "block-resource": {"type": "resource", "resource": {
+        "uri": "file:///x.md", "text": "x", "mimeType": "text/markdown"}},
+    "block-unknown": {"type": "hologram", "text": "x"},
+}
+_BLOCK_KINDS = {block["type"]: kind for kind, block in DEFECT_BLOCKS.items()}
+
+
+def defect_kind(payload: Any, *, override: bool) -> str | None:
+    """The :data:`DEFECTS` kind ``payload`` is (read from the payload alone), or None for a
+    valid one; ``override``: whether the agent advertises override mode. A defect no kind
+    draws is named by its nearest (any other unknown mode is ``mode-unknown``, any other
+    block type ``block-unknown``)."""
+    if isinstance(payload, str):
+        return "draft-string"
+    if isinstance(payload, list):
+        return "draft-array"
+    if not isinstance(payload, Mapping):
+        return "not-object"
+    if "mode" not in payload:
+        return "mode-missing"
+    mode = payload["mode"]
+    if not isinstance(mode, str):
+        return "mode-not-string"
+    if mode not in ("append", "override"):
+        return "mode-vendor" if mode == VENDOR_MODE \
+            else "mode-spelling" if mode in MODE_SPELLINGS else "mode-unknown"
+    if mode == "override" and not override:
+        return "override-not-advertised"
+    if "content" not in payload:
+        return "content-missing"
+    content = payload["content"]
+    if not isinstance(content, list):
+        return "content-not-array"
+    if not content:
+        return "content-empty"
+    for block in content:
+        if not isinstance(block, Mapping):
+            return "block-not-object"
+        kind = block.get("type")
+        if kind != "text":
+            return _BLOCK_KINDS.get(kind, "block-unknown") if isinstance(kind, str) \
+                else "block-unknown"
+        if "text" not in block:
+            return "text-missing"
+        if not isinstance(block["text"], str):
+            return "text-not-string"
+    return None
+
+
 def classify(payload: Any, caps: Capabilities, *, extra_params: Mapping[str, Any] | None = None,
              ) -> Classification:
     """Classify ``payload`` (the value of ``params.systemPrompt``, or :data:`OMIT`).
@@ -203,46 +308,12 @@ def classify(payload: Any, caps: Capabilities, *, extra_params: Mapping[str, Any
         return Classification("null")
     if not caps.system_prompt:
         return Classification("probe", "not-advertised", "info", "SP-CLIENT-GATE-MUSTNOT")
-    reason = _defect(payload, caps)
-    if reason is None:
+    kind = defect_kind(payload, override=caps.override)
+    if kind is None:
         return Classification("valid")
+    reason = _BY_KIND[kind].reason
     severity, rule = INVALID_REASONS[reason]
     return Classification("invalid", reason, severity, rule)
-
-
-def _defect(payload: Any, caps: Capabilities) -> str | None:
-    if isinstance(payload, str):
-        return "draft-string"
-    if isinstance(payload, list):
-        return "draft-array"
-    if not isinstance(payload, Mapping):
-        return "not-object"
-    if "mode" not in payload:
-        return "mode-missing"
-    mode = payload["mode"]
-    if not isinstance(mode, str):
-        return "mode-not-string"
-    if mode not in ("append", "override"):
-        return "mode-unknown"
-    if mode == "override" and not caps.override:
-        return "override-not-advertised"
-    if "content" not in payload:
-        return "content-missing"
-    content = payload["content"]
-    if not isinstance(content, list):
-        return "content-not-array"
-    if not content:
-        return "content-empty"
-    for block in content:
-        if not isinstance(block, Mapping):
-            return "block-not-object"
-        if block.get("type") != "text":
-            return "block-not-text"
-        if "text" not in block:
-            return "text-missing"
-        if not isinstance(block["text"], str):
-            return "text-not-string"
-    return None
 
 
 def blocks_of(payload: Any) -> tuple[str, ...]:

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_fuzz.core.lifecycle import HANDLES, Lifecycle, allowed
-from acp_fuzz.core.payloads import Capabilities, classify
+from acp_fuzz.core.payloads import DEFECTS, INVALID_REASONS, Capabilities, classify
 from acp_fuzz.core.steps import validate_step
 from acp_fuzz.strategies import cover_keys, covering_examples, step_keys
 
@@ -213,9 +213,13 @@ def test_every_variant_is_invalid_and_reads_back_as_itself(override: bool) -> No
     variants = invalid_variants(override=override)
     assert ("override-not-advertised" in variants) is not override
     assert len(variants) == len(INVALID_KINDS) - 1 + len(MODE_SPELLINGS) - override
+    reasons = {d.kind: d.reason for d in DEFECTS}
     for v in variants:
         payload = invalid_payload(v, "[acp-fuzz canary A1]")
-        assert classify(payload, caps).kind == "invalid", v
+        got = classify(payload, caps)
+        # The classifier's reason is the defects table's for the kind drawn: one table.
+        assert got.kind == "invalid" and got.reason == reasons[v.partition(":")[0]], v
+        assert (got.severity, got.rule) == INVALID_REASONS[got.reason]
         assert invalid_variant(payload, override=override) == v
         assert step_keys({"op": "load", "session": "A", "systemPrompt": payload}, caps) == \
             ["op:load", f"load:{v}"]
