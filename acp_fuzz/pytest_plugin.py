@@ -222,8 +222,7 @@ class AcpCampaignItem(_AcpItem):
         if opt("--acp-protocol"):
             kw["protocol"] = opt("--acp-protocol")
         profile = opt("--acp-profile")
-        spec = (TargetSpec.from_profile(profile, command=self.argv or None, **kw) if profile
-                else TargetSpec.from_command(self.argv, **kw))
+        spec = TargetSpec.resolve(self.argv, profile, **kw)
         result = run_campaign(spec, cfg)
         if result.failing():
             from acp_fuzz.reporting.text import campaign_lines

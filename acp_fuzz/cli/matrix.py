@@ -251,8 +251,8 @@ class _Run:
 
         name = self.columns[given]
         try:
-            spec = TargetSpec.from_profile(given, timeout=self.timeout, protocol=self.protocol,
-                                           sandbox_fs=self.sandbox_fs)
+            spec = TargetSpec.resolve(None, given, timeout=self.timeout,
+                                      protocol=self.protocol, sandbox_fs=self.sandbox_fs)
         except HarnessError as e:
             err.print(terminal(f"{name}: not run: {e}"), markup=False)
             agents.append(self._not_started(name, e))

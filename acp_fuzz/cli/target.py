@@ -67,19 +67,11 @@ PROFILE_OPTION: Any = typer.Option(None, "--profile", "-p",
 
 def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> TargetSpec:
     """The target from ``AGENT``/``-- CMD ARGS`` or ``--profile``, with clear errors."""
-    if profile:
-        try:
-            # With a command: your own build, run the way the profile runs its agent.
-            return TargetSpec.from_profile(profile, timeout=timeout,
-                                           command=list(command) if command else None)
-        except HarnessError as e:
-            fail(str(e))
-    if not command:
+    if not command and not profile:
         fail("no agent given: use `acp-fuzz target ./agent`, `acp-fuzz target -- CMD ARGS` "
              "or `--profile NAME` (try `--profile reference`)")
     try:
-        return TargetSpec.from_command(list(command), request_timeout=timeout,
-                                       init_timeout=max(timeout, 10.0))
+        return TargetSpec.resolve(command, profile, timeout=timeout)
     except HarnessError as e:
         fail(str(e))
 

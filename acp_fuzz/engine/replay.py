@@ -274,23 +274,17 @@ def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | N
     dialect = cassette.header.run_settings.dialect
     kw: dict[str, Any] = {"dialect": dialect if dialect is not None else "auto",
                           "protocol": str(answered(cassette.header.initialize))}
-    if profile:
-        # With a command too: your own build, run the way the profile runs its agent.
-        return TargetSpec.from_profile(profile, timeout=timeout,
-                                       command=list(target) if target else None, **kw)
-    if target:
-        return TargetSpec.from_command(list(target), request_timeout=timeout,
-                                       init_timeout=max(timeout, 10.0), **kw)
+    if profile or target:
+        return TargetSpec.resolve(target, profile, timeout=timeout, **kw)
     if not trust_recorded_command:
         raise HarnessError(_untrusted(cassette))
     recorded = cassette.header.run_settings.profile
     if recorded and recorded != "reference":
-        return TargetSpec.from_profile(recorded, timeout=timeout, **kw)
+        return TargetSpec.resolve(None, recorded, timeout=timeout, **kw)
     argv = cassette.header.target
     if not argv:
         raise HarnessError("the cassette names no target command; give one after --")
-    return TargetSpec.from_command(list(argv), request_timeout=timeout,
-                                   init_timeout=max(timeout, 10.0), **kw)
+    return TargetSpec.resolve(argv, timeout=timeout, **kw)
 
 
 def _agent_cassette(cassette: Cassette) -> None:

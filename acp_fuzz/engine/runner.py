@@ -74,6 +74,9 @@ CLIENT_CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "ter
 #: Generous for real agents: a turn of the fake model is short.
 MAX_RECORDED_NOTIFICATIONS = 2_000
 MAX_RECORDED_NOTIFICATION_BYTES = 16 * 1024 * 1024
+#: The least time a command's ``initialize`` is given, whatever ``--timeout`` says: an agent's
+#: first start after its install (node's module cache, a Python agent's bytecode) is slow.
+INIT_TIMEOUT_FLOOR = 10.0
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,25 @@ class TargetSpec:
     def facts(self, gateway: Gateway, sandbox: Sandbox) -> Facts:
         """What this target's templates are filled from, for one agent process."""
         return Facts(gateway.url, gateway.token, str(sandbox.home), str(sandbox.work))
+
+    @classmethod
+    def resolve(cls, command: Sequence[str] | None, profile: str | None = None, *,
+                timeout: float = 30.0, **kw: Any) -> TargetSpec:
+        """The target as every command (``target``, ``doctor``, ``replay``, ``matrix``) and the
+        pytest plugin take it: ``profile`` (with ``command``, your own build, run the way the
+        profile runs its agent), else ``command``, answering each request within ``timeout``
+        and ``initialize`` within at least :data:`INIT_TIMEOUT_FLOOR` (a first start warms up
+        an install). ``kw``: more :class:`TargetSpec` fields (protocol, dialect, sandbox).
+
+        Raises :class:`HarnessError` for neither, an unknown profile, an agent not
+        installed, or a command that cannot be run."""
+        if profile:
+            return cls.from_profile(profile, timeout=timeout,
+                                    command=list(command) if command else None, **kw)
+        if not command:
+            raise HarnessError("no agent given")
+        return cls.from_command(list(command), request_timeout=timeout,
+                                init_timeout=max(timeout, INIT_TIMEOUT_FLOOR), **kw)
 
     @classmethod
     def from_command(cls, argv: Sequence[str], **kw: Any) -> TargetSpec:

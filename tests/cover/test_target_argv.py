@@ -34,3 +34,19 @@ def test_the_program_is_checked_and_made_absolute(tmp_path: Path,
     agent.write_text("#!/bin/sh\n")
     agent.chmod(0o755)
     assert TargetSpec.from_command(["./agent", "x"]).argv == (str(agent), "x")
+
+
+def test_every_command_resolves_its_target_one_way() -> None:
+    """TargetSpec.resolve, what target, doctor, replay, matrix and the pytest plugin call: a
+    command answers within the timeout asked, its initialize within at least the floor (the
+    pytest plugin had no floor), a profile runs your command its own way, neither is an
+    error."""
+    spec = TargetSpec.resolve([sys.executable, "-V"], timeout=2.0, protocol="2")
+    assert (spec.request_timeout, spec.init_timeout, spec.protocol) == (2.0, 10.0, "2")
+    assert TargetSpec.resolve([sys.executable], timeout=45.0).init_timeout == 45.0
+    own = TargetSpec.resolve([sys.executable, "-m", "acp_fuzz.reference_agent"], "reference")
+    assert own.profile == "reference" and own.argv[1:] == ("-m", "acp_fuzz.reference_agent")
+    with pytest.raises(HarnessError, match="no agent given"):
+        TargetSpec.resolve(None)
+    with pytest.raises(HarnessError, match="no agent given"):
+        TargetSpec.resolve([], None)
