@@ -33,8 +33,8 @@ _EXPORTS = {
     "CATALOG": "acp_fuzz.core.findings",
     "Cassette": "acp_fuzz.core.cassette",
     "CassetteError": "acp_fuzz.core.errors",
-    "CampaignResult": "acp_fuzz.engine.campaign",
-    "CampaignSettings": "acp_fuzz.engine.campaign",
+    "CampaignResult": "acp_fuzz.engine.campaign.search",
+    "CampaignSettings": "acp_fuzz.engine.campaign.search",
     "CheckContext": "acp_fuzz.core.checks",
     "Event": "acp_fuzz.core.history",
     "Finding": "acp_fuzz.core.findings",
@@ -42,15 +42,15 @@ _EXPORTS = {
     "HarnessError": "acp_fuzz.core.errors",
     "History": "acp_fuzz.core.history",
     "ModelExchange": "acp_fuzz.core.history",
-    "ReplayResult": "acp_fuzz.engine.replay",
-    "Run": "acp_fuzz.engine.runner",
+    "ReplayResult": "acp_fuzz.engine.campaign.replay",
+    "Run": "acp_fuzz.engine.campaign.runner",
     "Segment": "acp_fuzz.core.history",
-    "TargetSpec": "acp_fuzz.engine.runner",
+    "TargetSpec": "acp_fuzz.engine.campaign.runner",
     "check": "acp_fuzz.core.checks",
     "evaluate": "acp_fuzz.core.oracles",
     "read_cassette": "acp_fuzz.core.cassette",
-    "replay_cassette": "acp_fuzz.engine.replay",
-    "run_campaign": "acp_fuzz.engine.campaign",
+    "replay_cassette": "acp_fuzz.engine.campaign.replay",
+    "run_campaign": "acp_fuzz.engine.campaign.search",
     "write_cassette": "acp_fuzz.core.cassette",
 }
 
@@ -102,7 +102,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from acp_fuzz.core.findings import CATALOG, Finding
     from acp_fuzz.core.history import Event, History, ModelExchange, Segment
     from acp_fuzz.core.oracles import Baseline, evaluate
-    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, run_campaign
+    from acp_fuzz.engine.campaign.replay import ReplayResult, replay_cassette
+    from acp_fuzz.engine.campaign.runner import HarnessError, Run, TargetSpec
+    from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings, run_campaign
     from acp_fuzz.engine.gateway import Gateway
-    from acp_fuzz.engine.replay import ReplayResult, replay_cassette
-    from acp_fuzz.engine.runner import HarnessError, Run, TargetSpec

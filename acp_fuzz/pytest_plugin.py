@@ -159,7 +159,7 @@ def _load_plugins(config: pytest.Config) -> None:
     under ``--acp-sandbox-net``). A plugin that cannot load fails the item in one line."""
     import os
 
-    from acp_fuzz.engine.plugins import ENV, load_all
+    from acp_fuzz.engine.campaign.plugins import ENV, load_all
 
     extra = [p for p in config.getoption("--acp-plugin") or [] if p]
     if extra:
@@ -213,8 +213,8 @@ class AcpCampaignItem(_AcpItem):
                       *_target_args(self.config, self.argv)])
             return
 
-        from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-        from acp_fuzz.engine.runner import TargetSpec
+        from acp_fuzz.engine.campaign.runner import TargetSpec
+        from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 
         cfg = CampaignSettings(max_examples=opt("--acp-max-examples"), seed=opt("--acp-seed"),
                                strict=opt("--acp-strict"), cassette_dir=cassette_dir)
@@ -254,7 +254,7 @@ class AcpReplayItem(_AcpItem):
                       str(self.cassette), *_target_args(self.config, self.argv)])
             return
 
-        from acp_fuzz.engine.replay import replay_cassette
+        from acp_fuzz.engine.campaign.replay import replay_cassette
 
         # The agent is the one the user named; the cassette's recorded command is never used.
         res = replay_cassette(self.cassette, target=self.argv or None,
@@ -306,7 +306,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     corpus = config.getoption("--acp-cassettes")
     if corpus:
         from acp_fuzz.core.escaping import terminal
-        from acp_fuzz.engine.replay import is_client_cassette
+        from acp_fuzz.engine.campaign.replay import is_client_cassette
 
         for c, cid in _cassettes(Path(corpus)):
             # The item's name is its id, which pytest prints as it is: a file name chosen by

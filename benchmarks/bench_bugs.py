@@ -38,8 +38,8 @@ from _common import (
     table,
 )
 
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 
 #: bug -> (oracle, ``|`` between alternatives; known minimal number of steps)
 MINIMUM: dict[str, tuple[str, int]] = {

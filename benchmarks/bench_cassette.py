@@ -25,7 +25,7 @@ from _common import Row, median, reference_argv, save, table
 
 from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
 from acp_fuzz.core.history import Event
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 
 
 def sample_events() -> list[Event]:

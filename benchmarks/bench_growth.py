@@ -89,7 +89,7 @@ from acp_fuzz.core.cassette import (
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.lifecycle import HANDLES, handle_name
 from acp_fuzz.core.oracles import Baseline, Evaluator, evaluate
-from acp_fuzz.engine.runner import Run, TargetSpec, run_steps
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec, run_steps
 
 GROWTH = RESULTS / "growth"
 #: What the script measures (``--only`` takes some of them).
@@ -108,7 +108,7 @@ def spec() -> TargetSpec:
 
 def calibrated() -> tuple[Any, Baseline]:
     """The reference agent's capabilities and baseline, as a campaign learns them."""
-    from acp_fuzz.engine.campaign import calibrate
+    from acp_fuzz.engine.campaign.search import calibrate
 
     _, caps, baseline = calibrate(spec())
     return caps, baseline

@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from acp_fuzz.engine.profiles import get_profile
+from acp_fuzz.engine.agents.profiles import get_profile
 from acp_fuzz.reporting.kept import KEPT_FILE, load_kept
 from benchmarks._common import RESULTS, ROOT, loadavg, machine
 

@@ -1,5 +1,6 @@
-"""Harness overhead: lifecycle steps/s through ``acp_fuzz.engine.runner.Run`` against the reference
-agent, divided by raw NDJSON round trips/s to the same agent program driven by a minimal client.
+"""Harness overhead: lifecycle steps/s through ``acp_fuzz.engine.campaign.runner.Run`` against the
+reference agent, divided by raw NDJSON round trips/s to the same agent program driven by a minimal
+client.
 
 ``python benchmarks/bench_overhead.py [--pairs 100] [--runs 5]``
 
@@ -27,9 +28,9 @@ from _common import Row, median, reference_argv, save, table
 
 from acp_fuzz.core.oracles import Baseline, evaluate
 from acp_fuzz.core.steps import prompt_text
+from acp_fuzz.engine.campaign.runner import CLIENT_CAPABILITIES, CLIENT_INFO, Run, TargetSpec
 from acp_fuzz.engine.gateway import Gateway
-from acp_fuzz.engine.runner import CLIENT_CAPABILITIES, CLIENT_INFO, Run, TargetSpec
-from acp_fuzz.engine.sandbox import Sandbox
+from acp_fuzz.engine.process.sandbox import Sandbox
 
 GOAL = 0.5
 

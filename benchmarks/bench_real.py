@@ -165,7 +165,9 @@ def instrument(clock: Clock) -> None:
 def _wrap_engine() -> None:
     from acp_fuzz import gateway
     from acp_fuzz.core import oracles
-    from acp_fuzz.engine import campaign, runner, transport
+    from acp_fuzz.engine.campaign import runner
+    from acp_fuzz.engine.campaign import search as campaign
+    from acp_fuzz.engine.process import transport
 
     Clock.wrap(runner.Run, "close", "closing (sandbox removal)")
     Clock.wrap(runner.Run, "start", "agent start")
@@ -320,7 +322,7 @@ def raw_run(profile: Any, gateway: Any, steps: Sequence[Mapping[str, Any]],
             timeout: float) -> int:
     """One run of the campaign, replayed raw. Returns how many steps were sent."""
     from acp_fuzz.core.steps import nonce_for, prompt_text
-    from acp_fuzz.engine.profiles import base_env
+    from acp_fuzz.engine.agents.profiles import base_env
 
     with tempfile.TemporaryDirectory(prefix="bench-raw-") as tmp:
         home, work = Path(tmp) / "home", Path(tmp) / "work"
@@ -392,8 +394,8 @@ def raw_run(profile: Any, gateway: Any, steps: Sequence[Mapping[str, Any]],
 def floor(profile_name: str, runs: Sequence[tuple[str, list[dict[str, Any]]]]
           ) -> dict[str, Any]:
     from acp_fuzz.core.history import History
+    from acp_fuzz.engine.agents.profiles import get_profile
     from acp_fuzz.engine.gateway import Gateway
-    from acp_fuzz.engine.profiles import get_profile
 
     profile = get_profile(profile_name)
     t0 = time.perf_counter()
@@ -414,8 +416,8 @@ def floor(profile_name: str, runs: Sequence[tuple[str, list[dict[str, Any]]]]
 
 def campaign(profile_name: str, examples: int, seed: int, workers: int,
              prespawn: bool = True) -> dict[str, Any]:
-    from acp_fuzz.engine.campaign import CampaignSettings, FailureFound, run_campaign
-    from acp_fuzz.engine.runner import TargetSpec
+    from acp_fuzz.engine.campaign.runner import TargetSpec
+    from acp_fuzz.engine.campaign.search import CampaignSettings, FailureFound, run_campaign
 
     clock = Clock()
     instrument(clock)
@@ -433,7 +435,7 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int,
         load0, cpu0, t0 = loadavg(), cpu_seconds(), time.perf_counter()
         busy0 = machine_cpu_seconds()
         if workers > 1:
-            from acp_fuzz.engine.workers import run_parallel
+            from acp_fuzz.engine.campaign.workers import run_parallel
             result = run_parallel(spec, cfg, workers, on_event)
         else:
             result = run_campaign(spec, cfg, on_event)
@@ -475,8 +477,8 @@ def campaign(profile_name: str, examples: int, seed: int, workers: int,
 def hang(timeout: float, seed: int) -> dict[str, Any]:
     """``agent.hang`` from first sight to the confirmed cassette, against ``later.py hang``
     (behaves through calibration, then hangs on the first request with a systemPrompt)."""
-    from acp_fuzz.engine.campaign import CampaignSettings, FailureFound, run_campaign
-    from acp_fuzz.engine.runner import TargetSpec
+    from acp_fuzz.engine.campaign.runner import TargetSpec
+    from acp_fuzz.engine.campaign.search import CampaignSettings, FailureFound, run_campaign
 
     agent = Path(__file__).resolve().parents[1] / "tests" / "hostile_agents" / "later.py"
     spec = TargetSpec.from_command([sys.executable, str(agent), "hang"],
@@ -573,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / f"hang-{args.label}.json").write_text(json.dumps(h, indent=1))
         return 0
-    from acp_fuzz.engine.netns import maybe_reexec
+    from acp_fuzz.engine.process.netns import maybe_reexec
 
     code = maybe_reexec(True, [sys.executable, *sys.argv])
     if code is not None:

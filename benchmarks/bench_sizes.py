@@ -9,7 +9,7 @@ whole, as every prompt was before the marks).
 block that the gateway had to clip. ``--forms mark`` leaves the literal cases out.)
 
 Each case runs in a fresh interpreter (one child process per case, so one case's peak does
-not hide another's): a real :class:`~acp_fuzz.engine.runner.Run` of the correct reference
+not hide another's): a real :class:`~acp_fuzz.engine.campaign.runner.Run` of the correct reference
 agent with its real gateway, ``new A (P)``, ``--turns`` turns of A, ``load A (P)`` (the same
 prompt re-sent), one more turn, the oracles over the history, and the cassette written with
 ``write_cassette_bounded``. The child reports its own peak resident set (``ru_maxrss``: the
@@ -63,7 +63,7 @@ def child(size: str, form: str, turns: int) -> dict[str, Any]:
     """One case, in this process: what it measured."""
     from acp_fuzz.core.cassette import Header, write_cassette_bounded
     from acp_fuzz.core.oracles import evaluate
-    from acp_fuzz.engine.runner import Run, TargetSpec
+    from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 
     sp = {"mode": "append", "content": [{"type": "text", "text": _text(SIZES[size], form)}]}
     t0 = time.monotonic()

@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, median, reference_argv, save, table
 
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 from acp_fuzz.engine.gateway import Gateway
-from acp_fuzz.engine.runner import Run, TargetSpec
 
 STEPS = ({"op": "new", "session": "A",
           "systemPrompt": {"mode": "append", "content": [{"type": "text", "text": "Be terse."}]}},

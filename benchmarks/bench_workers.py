@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import Row, cpu_seconds, loadavg, median, reference_argv, save, table
 
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.runner import TargetSpec
-from acp_fuzz.engine.workers import run_parallel
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
+from acp_fuzz.engine.campaign.workers import run_parallel
 
 GOAL = 1.6
 

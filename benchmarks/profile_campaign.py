@@ -15,8 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 
 
 def main() -> None:

@@ -39,7 +39,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from acp_fuzz.core.findings import Finding
 from acp_fuzz.core.minimize import Failure, minimize
 from acp_fuzz.core.payloads import Capabilities, blocks_of, classify
-from acp_fuzz.engine.campaign import CampaignSettings
+from acp_fuzz.engine.campaign.search import CampaignSettings
 from acp_fuzz.strategies import LifecycleMachine, cover_keys, covering_examples, step_keys
 
 BUGS = ("leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",

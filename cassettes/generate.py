@@ -19,9 +19,9 @@ from pathlib import Path
 
 from acp_fuzz.core.cassette import Cassette, read_cassette, write_cassette
 from acp_fuzz.core.scrub import portable
-from acp_fuzz.engine.agents_cache import cache_root
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.agents.cache import cache_root
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 
 HERE = Path(__file__).resolve().parent / "reference"
 BUGS = ["leak", "lost-after-restart", "duplicate-on-resume", "user-turn", "accept-unknown-mode",

@@ -39,8 +39,8 @@ from acp_fuzz.cli import (
 from acp_fuzz.cli.app import app, note_misplaced, quiet_help_flags
 from acp_fuzz.cli.config import ConfigError
 from acp_fuzz.core.escaping import terminal
-from acp_fuzz.engine import interrupt
-from acp_fuzz.engine.agents_cache import user_cache
+from acp_fuzz.engine.agents.cache import user_cache
+from acp_fuzz.engine.campaign import interrupt
 
 __all__ = ["app", "main"]
 
@@ -109,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     warnings.formatwarning = _one_line_warning
     # Users' checks from installed packages and $ACP_FUZZ_PLUGINS judge in every command
     # (target, replay, replay --offline, matrix); --plugin adds more per command.
-    from acp_fuzz.engine.plugins import PluginError, load_all
+    from acp_fuzz.engine.campaign.plugins import PluginError, load_all
 
     try:
         load_all()

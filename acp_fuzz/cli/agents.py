@@ -1,8 +1,8 @@
 """``acp-fuzz agents install|status``: the pinned third-party agents in the local cache.
 
-The cache itself is a library (:mod:`acp_fuzz.engine.agents_cache`: where an agent lives, how one is
-installed); which agents exist and at which versions is :mod:`acp_fuzz.engine.profiles`' business.
-This command joins the two, so neither library imports the other's caller.
+The cache itself is a library (:mod:`acp_fuzz.engine.agents.cache`: where an agent lives, how one is
+installed); which agents exist and at which versions is :mod:`acp_fuzz.engine.agents.profiles`'
+business. This command joins the two, so neither library imports the other's caller.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import typer
 from acp_fuzz.cli.app import app, error, fail, out
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.profiles import Profile
+    from acp_fuzz.engine.agents.profiles import Profile
 
 __all__ = ["agents"]
 
@@ -28,13 +28,13 @@ def _registry(p: Profile) -> str:
 
 
 def _pinned_profiles() -> list[str]:
-    from acp_fuzz.engine.profiles import PROFILES
+    from acp_fuzz.engine.agents.profiles import PROFILES
 
     return [n for n, p in sorted(PROFILES.items()) if p.package and p.version]
 
 
 def _profile(name: str) -> Profile:
-    from acp_fuzz.engine.profiles import ProfileError, get_profile
+    from acp_fuzz.engine.agents.profiles import ProfileError, get_profile
 
     try:
         return get_profile(name)
@@ -48,7 +48,7 @@ def _profile(name: str) -> Profile:
 def status() -> None:
     """Show each pinned agent (npm or PyPI), where it is installed and whether its install
     scripts (pip: build code) ran (exit 1 if any is missing)."""
-    from acp_fuzz.engine.agents_cache import recorded_scripts, scripts_note
+    from acp_fuzz.engine.agents.cache import recorded_scripts, scripts_note
 
     missing = 0
     for name in _pinned_profiles():
@@ -75,7 +75,7 @@ def install(
     else ~/.cache/acp-fuzz/agents).
 
     Idempotent, and an interrupted install leaves no directory that looks complete."""
-    from acp_fuzz.engine import agents_cache
+    from acp_fuzz.engine.agents import cache as agents_cache
 
     profiles = [_profile(n) for n in names or _pinned_profiles()]
     failed = 0

@@ -24,7 +24,7 @@ from typer.core import TyperCommand, TyperGroup
 from acp_fuzz import __version__
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.scrub import Scrubber
-from acp_fuzz.engine import interrupt
+from acp_fuzz.engine.campaign import interrupt
 
 __all__ = ["QuietGroup", "app", "atomic_write", "check_url", "check_writable_dir", "err", "error",
            "fail", "hide", "install_interrupt_handlers", "out", "quiet_help_flags", "read_json"]
@@ -237,8 +237,8 @@ def install_interrupt_handlers() -> Callable[[], None]:
         if presses[0] == 1:
             say(b"acp-fuzz: stopping (press Ctrl-C again to force)\n")
             raise KeyboardInterrupt
-        from acp_fuzz.engine.sandbox import remove_all_sandboxes
-        from acp_fuzz.engine.transport import kill_all_agents
+        from acp_fuzz.engine.process.sandbox import remove_all_sandboxes
+        from acp_fuzz.engine.process.transport import kill_all_agents
 
         try:
             kill_all_agents()

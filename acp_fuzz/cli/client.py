@@ -43,7 +43,7 @@ from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.scenarios import DEFAULT_TIMEOUT, Scenario, ScenarioError, parse_scenario
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.client_campaign import ClientCampaignResult, ClientSettings
+    from acp_fuzz.engine.client.campaign import ClientCampaignResult, ClientSettings
 
 __all__ = ["client", "replay_client_cassette"]
 
@@ -172,7 +172,7 @@ def client(
         require_bwrap()
     enter_sandbox_net(sandbox_net)
 
-    from acp_fuzz.engine.client_campaign import ClientSettings
+    from acp_fuzz.engine.client.campaign import ClientSettings
 
     hint = _again_options(sc, scenario_file, sandbox_fs=sandbox_fs, sandbox_net=sandbox_net)
     cfg = ClientSettings(max_examples=max_examples, seed=seed, strict=strict,
@@ -210,7 +210,7 @@ def _excluded_oracles(exclude_oracle: list[str], oracle: list[str]) -> tuple[str
 def _run(sc: Scenario, cfg: ClientSettings) -> ClientCampaignResult:
     """Run the client campaign, its progress said on stderr; exit 2 on a harness or
     scenario error."""
-    from acp_fuzz.engine.client_campaign import (
+    from acp_fuzz.engine.client.campaign import (
         ClientCampaignEvent,
         Confirming,
         ExampleRan,
@@ -251,7 +251,7 @@ def _again_options(sc: Scenario, scenario_file: Path | None, *, sandbox_fs: bool
 
 
 def _print(result: ClientCampaignResult, elapsed: float) -> None:
-    from acp_fuzz.engine.client_campaign import replay_command
+    from acp_fuzz.engine.client.campaign import replay_command
     from acp_fuzz.reporting.client import client_lines
 
     out.print(f"ran {result.examples_run} capability set(s), {result.runs} client run(s) in "
@@ -331,7 +331,7 @@ def client_verdict(cassette_path: Path, command: Sequence[str], steps: Sequence[
     """Replay one client cassette, print its verdict and return its exit code (``0`` FIXED,
     ``1`` FAILED or FLAKY); a cassette or client that cannot be used is :func:`fail`."""
     from acp_fuzz.core.cassette import read_cassette
-    from acp_fuzz.engine.client_campaign import recorded_client, replay_client
+    from acp_fuzz.engine.client.campaign import recorded_client, replay_client
 
     try:
         cassette = read_cassette(cassette_path)

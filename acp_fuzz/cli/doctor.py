@@ -2,8 +2,8 @@
 
 It runs ``initialize``, one ``session/new`` and one ``session/prompt`` turn, prints what the
 agent advertised and what the gateway saw (each model request, tied or not), then the
-diagnosis of :mod:`acp_fuzz.engine.diagnosis`; it fuzzes nothing. Exit codes: ``0`` the turn
-reached the fake model and was tied to it (fuzzing can judge this agent), ``1`` a diagnosis
+diagnosis of :mod:`acp_fuzz.engine.campaign.diagnosis`; it fuzzes nothing. Exit codes: ``0`` the
+turn reached the fake model and was tied to it (fuzzing can judge this agent), ``1`` a diagnosis
 case applies (or the agent could not be initialised), ``2`` bad arguments or an agent that
 cannot be started, ``130`` interrupted.
 """
@@ -47,14 +47,14 @@ from acp_fuzz.core.history import ModelExchange
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.core.protocol import agent_info
 from acp_fuzz.core.steps import describe
-from acp_fuzz.engine.diagnosis import (
+from acp_fuzz.engine.campaign.diagnosis import (
     diagnose_run,
     error_text,
     request_class,
     side_rule,
 )
-from acp_fuzz.engine.recording import scrubber_for, target_settings, write_scrubbed
-from acp_fuzz.engine.runner import HarnessError, Run, StepOutcome, TargetSpec
+from acp_fuzz.engine.campaign.recording import scrubber_for, target_settings, write_scrubbed
+from acp_fuzz.engine.campaign.runner import HarnessError, Run, StepOutcome, TargetSpec
 
 __all__ = ["doctor"]
 

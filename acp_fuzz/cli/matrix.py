@@ -4,7 +4,7 @@ which rule (Markdown and a self-contained HTML page; :mod:`acp_fuzz.reporting.ma
 Besides its campaign, each agent's reviewed corpus is replayed against it: the cassettes
 under ``<corpus>/<profile name>/`` (``--corpus``, default ``cassettes/real``) that were
 recorded from the agent version the profile pins (or, pinning none, that the agent reports),
-each with :func:`acp_fuzz.engine.replay.replay_cassette` against the profile's agent, never
+each with :func:`acp_fuzz.engine.campaign.replay.replay_cassette` against the profile's agent, never
 the command the cassette records. A cassette that still fails makes its rule fail in the
 table, whether the campaign drew that failure or not.
 
@@ -47,7 +47,7 @@ from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.core.version import __version__
-from acp_fuzz.engine.runner import HarnessError, TargetSpec
+from acp_fuzz.engine.campaign.runner import HarnessError, TargetSpec
 from acp_fuzz.reporting.kept import unaccounted
 
 __all__ = ["matrix"]
@@ -186,7 +186,7 @@ def _corpus_root(corpus: Path | None, no_corpus: bool) -> Path | None:
 def _columns(profiles: list[str]) -> tuple[dict[str, str], dict[str, str | None]]:
     """The agents to test, each as given: its column's name and the version its profile
     pins; exit 2 for a profile not known or a profile file that cannot be read."""
-    from acp_fuzz.engine.profiles import PROFILES, ProfileError, get_profile, is_profile_path
+    from acp_fuzz.engine.agents.profiles import PROFILES, ProfileError, get_profile, is_profile_path
 
     names = list(dict.fromkeys(profiles)) or list(PROFILES)
     unknown = [n for n in names if not is_profile_path(n) and n not in PROFILES]
@@ -245,8 +245,8 @@ class _Run:
         """Run one agent's campaign and replay its corpus, its entry added to ``agents``
         before its corpus is replayed (an interrupt keeps it); whether the campaign was
         interrupted."""
-        from acp_fuzz.engine.campaign import CampaignSettings, FailureFound, run_campaign
-        from acp_fuzz.engine.workers import run_parallel
+        from acp_fuzz.engine.campaign.search import CampaignSettings, FailureFound, run_campaign
+        from acp_fuzz.engine.campaign.workers import run_parallel
         from acp_fuzz.reporting import result_to_json
 
         name = self.columns[given]
@@ -325,7 +325,7 @@ def _replay_corpus(given: str, name: str, folder: Path, entry: dict[str, Any], *
     from acp_fuzz.core.cassette import read_cassette
     from acp_fuzz.core.errors import CassetteError
     from acp_fuzz.core.protocol import agent_info, answered
-    from acp_fuzz.engine.replay import replay_cassette
+    from acp_fuzz.engine.campaign.replay import replay_cassette
     from acp_fuzz.reporting.matrix import corpus_entry, corpus_skip
 
     out: dict[str, Any] = {"dir": str(folder), "runs": runs, "replayed": [], "skipped": []}
@@ -423,7 +423,7 @@ def _mark_kept(entry: dict[str, Any], kept: list[Any], name: str, pinned: str | 
 
 def _corpus_of(folder: Path) -> list[Path]:
     """The cassettes of one agent's corpus, in path order (none when there is no folder)."""
-    from acp_fuzz.engine.replay import cassettes_in
+    from acp_fuzz.engine.campaign.replay import cassettes_in
 
     return cassettes_in(folder) if folder.is_dir() else []
 

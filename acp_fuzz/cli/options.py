@@ -49,7 +49,7 @@ SCENARIO_OPTION: Any = typer.Option(
 
 def require_bwrap() -> None:
     """``--sandbox-fs`` was given: exit 2 unless bubblewrap can create namespaces here."""
-    from acp_fuzz.engine.sandbox import bwrap_works
+    from acp_fuzz.engine.process.sandbox import bwrap_works
 
     if bwrap_works() is None:
         fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
@@ -58,9 +58,9 @@ def require_bwrap() -> None:
 
 def enter_sandbox_net(sandbox_net: bool) -> None:
     """``--sandbox-net``: run the rest of the command again inside a network namespace with
-    only loopback (:func:`acp_fuzz.engine.netns.maybe_reexec`), and exit with its status;
+    only loopback (:func:`acp_fuzz.engine.process.netns.maybe_reexec`), and exit with its status;
     without it, nothing."""
-    from acp_fuzz.engine.netns import maybe_reexec
+    from acp_fuzz.engine.process.netns import maybe_reexec
 
     code = maybe_reexec(sandbox_net)
     if code is not None:

@@ -1,7 +1,7 @@
 """``acp-fuzz profiles [list|show NAME|check FILE]``: the agent profiles.
 
 A profile is a TOML file that says how to run one agent against the fake model (see
-:mod:`acp_fuzz.engine.profiles` and ``docs/profiles.md``). ``show`` prints a built-in one as
+:mod:`acp_fuzz.engine.agents.profiles` and ``docs/profiles.md``). ``show`` prints a built-in one as
 a file to start from: ``acp-fuzz profiles show codex-acp > my-agent.toml``.
 """
 
@@ -30,7 +30,7 @@ def _default(ctx: typer.Context) -> None:
 @profiles.command("list")
 def list_() -> None:
     """List the built-in agent profiles and whether each is installed."""
-    from acp_fuzz.engine.profiles import PROFILES
+    from acp_fuzz.engine.agents.profiles import PROFILES
 
     for name, p in sorted(PROFILES.items()):
         state = "built in" if p.package is None else (
@@ -43,7 +43,7 @@ def show(name: str = typer.Argument(..., metavar="NAME",
                                     help="A built-in profile (see `acp-fuzz profiles`).")
          ) -> None:
     """Print the built-in profile NAME as a file, to copy and edit."""
-    from acp_fuzz.engine.profiles import builtin_text
+    from acp_fuzz.engine.agents.profiles import builtin_text
 
     try:
         text = builtin_text(name)
@@ -61,8 +61,8 @@ def check(path: str = typer.Argument(..., metavar="FILE", help="A profile file."
     Its ``[hooks]`` are listed, with the file each would be imported from, but not imported:
     checking a profile runs none of its code."""
     from acp_fuzz.core.escaping import terminal
-    from acp_fuzz.engine.agents_cache import scripts_note
-    from acp_fuzz.engine.profiles import ProfileError, hook_file, load_profile
+    from acp_fuzz.engine.agents.cache import scripts_note
+    from acp_fuzz.engine.agents.profiles import ProfileError, hook_file, load_profile
 
     try:
         p = load_profile(path, import_hooks=False)

@@ -53,7 +53,7 @@ from acp_fuzz.cli.options import (
 from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.cassette import CassetteError, read_cassette
 from acp_fuzz.core.escaping import terminal
-from acp_fuzz.engine.replay import (
+from acp_fuzz.engine.campaign.replay import (
     DEFAULT_TIMEOUT,
     ReplayResult,
     cassettes_in,
@@ -232,7 +232,7 @@ def _agent_argv(command: list[str] | None) -> list[str]:
 def _check_profile(profile: str) -> None:
     """Exit 2 for a profile that is not known or cannot be read."""
     # A bad profile is the user's mistake, said once before any cassette is read.
-    from acp_fuzz.engine.profiles import ProfileError, get_profile
+    from acp_fuzz.engine.agents.profiles import ProfileError, get_profile
 
     try:
         get_profile(profile)
@@ -390,7 +390,7 @@ def exit_code(results: list[ReplayResult]) -> int:
 
 def _serve_as_agent(cassette: Path, argv: list[str], offline: bool, runs: int,
                     reports: bool, forward_fs_terminal: bool) -> NoReturn:
-    from acp_fuzz.engine.as_agent import serve
+    from acp_fuzz.engine.client.as_agent import serve
 
     if argv or offline or reports or runs != 1:
         fail("--as-agent takes one cassette and no agent command, --offline, --runs, "

@@ -38,7 +38,7 @@ from acp_fuzz.core.escaping import terminal
 
 if TYPE_CHECKING:
     from acp_fuzz.core.cassette import Cassette
-    from acp_fuzz.engine.campaign import CampaignResult
+    from acp_fuzz.engine.campaign.search import CampaignResult
 
 __all__ = ["merge_cmd", "report", "report_cmd"]
 
@@ -195,8 +195,8 @@ def _warn(text: str) -> None:
 
 
 def _merge(results: Sequence[CampaignResult]) -> CampaignResult:
-    from acp_fuzz.engine.campaign import CampaignSettings
-    from acp_fuzz.engine.workers import merge_results
+    from acp_fuzz.engine.campaign.search import CampaignSettings
+    from acp_fuzz.engine.campaign.workers import merge_results
 
     first = results[0].settings
     total = sum(r.examples_run for r in results)

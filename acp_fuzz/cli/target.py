@@ -1,7 +1,7 @@
 """``acp-fuzz target``: fuzz an agent, shrink, confirm and record each distinct failure.
 
-The campaign reports progress as events (:mod:`acp_fuzz.engine.campaign`); this module renders them
-with rich, installs the Ctrl-C/SIGTERM handling and writes the ``--report`` files.
+The campaign reports progress as events (:mod:`acp_fuzz.engine.campaign.search`); this module
+renders them with rich, installs the Ctrl-C/SIGTERM handling and writes the ``--report`` files.
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.core.protocol import answered
 from acp_fuzz.core.scrub import env_secrets
-from acp_fuzz.engine.runner import HarnessError, TargetSpec
+from acp_fuzz.engine.campaign.runner import HarnessError, TargetSpec
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.campaign import CampaignEvent, CampaignResult, CampaignSettings
+    from acp_fuzz.engine.campaign.search import CampaignEvent, CampaignResult, CampaignSettings
 
 #: What ``target --report KIND:PATH`` writes.
 REPORT_KINDS = ("json", "junit", "html")
@@ -224,7 +224,7 @@ def target(
     reproduction."""
     # Here, not at the top: the campaign loads Hypothesis, which report, show and replay
     # --offline never need (tests/cover/test_public_api.py keeps them free of it).
-    from acp_fuzz.engine.campaign import CampaignSettings
+    from acp_fuzz.engine.campaign.search import CampaignSettings
 
     _check_choices(dialect, protocol, no_cover=no_cover, cover_only=cover_only)
     reports = parse_reports(report, REPORT_KINDS)
@@ -325,7 +325,7 @@ def _agent_spec(command: Sequence[str], profile: str | None, timeout: float, *,
 
 def _check_database(database: str) -> None:
     """``--db``: exit 2 unless the example database can be used."""
-    from acp_fuzz.engine.database import DatabaseError, check_database
+    from acp_fuzz.engine.campaign.database import DatabaseError, check_database
 
     try:
         check_database(database)
@@ -337,7 +337,7 @@ def _run(spec: TargetSpec, cfg: CampaignSettings, workers: int, view: _Progress
          ) -> CampaignResult:
     """Run the campaign (on ``workers`` workers), its events said as they come; exit 2 on a
     harness error, 130 when interrupted before any example ran."""
-    from acp_fuzz.engine.campaign import run_campaign
+    from acp_fuzz.engine.campaign.search import run_campaign
 
     def on_event(ev: CampaignEvent) -> None:
         _say(ev, spec)
@@ -347,7 +347,7 @@ def _run(spec: TargetSpec, cfg: CampaignSettings, workers: int, view: _Progress
     restore = install_interrupt_handlers()
     try:
         if workers > 1:
-            from acp_fuzz.engine.workers import run_parallel
+            from acp_fuzz.engine.campaign.workers import run_parallel
 
             return run_parallel(spec, cfg, workers, on_event)
         return run_campaign(spec, cfg, on_event)
@@ -367,7 +367,7 @@ def _run(spec: TargetSpec, cfg: CampaignSettings, workers: int, view: _Progress
 def _say(ev: CampaignEvent, spec: TargetSpec) -> None:
     """The lines a campaign event prints besides the progress bar: the agent, its baseline,
     each failure found and each that shrank to one found already."""
-    from acp_fuzz.engine.campaign import Calibrated, FailureFound, ShrankToKnown, Started
+    from acp_fuzz.engine.campaign.search import Calibrated, FailureFound, ShrankToKnown, Started
 
     if isinstance(ev, Started):
         print_agent(ev.agent, ev.initialize)
@@ -433,7 +433,7 @@ class _Progress:
 
     def on_event(self, ev: CampaignEvent) -> None:
         """Follow one campaign event."""
-        from acp_fuzz.engine.campaign import (
+        from acp_fuzz.engine.campaign.search import (
             Confirming,
             ExampleDone,
             ShrankToKnown,
@@ -515,7 +515,7 @@ def replay_args(cassette: Path, *, profile: str | None, command: Sequence[str],
 def _fail_with_diagnosis(e: HarnessError) -> NoReturn:
     """The one-line error (stderr), then, for a calibration that failed on a prompt turn,
     what the gateway saw and what to do (stdout; escaped line by line), and exit 2."""
-    from acp_fuzz.engine.diagnosis import CalibrationError
+    from acp_fuzz.engine.campaign.diagnosis import CalibrationError
 
     if not isinstance(e, CalibrationError):
         fail(str(e))

@@ -1,6 +1,6 @@
 """What calibration learned of an agent, and by which rule (pure).
 
-Calibration (:func:`acp_fuzz.engine.campaign.learn`) runs two prompt-less sessions with one
+Calibration (:func:`acp_fuzz.engine.campaign.search.learn`) runs two prompt-less sessions with one
 turn each. Besides the baseline (the agent's own instructions, :mod:`acp_fuzz.core.baseline`)
 it learns facts that steer the whole campaign: whether the agent offers a compaction command
 (``compact`` steps by command are drawn only then), session modes and config options, and

@@ -25,7 +25,7 @@ summary)::
                                session=x.session, model_event=event.seq)
 
 Once the module that defines it is imported (``acp-fuzz target --plugin myorg_checks``,
-``ACP_FUZZ_PLUGINS``, or an ``acp_fuzz`` entry point: :mod:`acp_fuzz.engine.plugins`), the
+``ACP_FUZZ_PLUGINS``, or an ``acp_fuzz`` entry point: :mod:`acp_fuzz.engine.campaign.plugins`), the
 check takes part in everything the built-in oracles do: an example fails on its finding
 (MUST; SHOULD too, the way ``--strict`` and the severities say), Hypothesis and the minimizer
 shrink toward it, the confirmation runs re-judge it, its finding is written into the

@@ -1,6 +1,6 @@
 """Client oracles: judge what an ACP *client* sent to the stand-in agent (pure).
 
-``acp-fuzz client`` plays the agent (``acp_fuzz.engine.stand_in``) and records every frame in
+``acp-fuzz client`` plays the agent (``acp_fuzz.engine.client.stand_in``) and records every frame in
 a history, like ``target`` does for agents. Here the roles are the other way round, but the
 directions keep their meaning: ``dir: "send"`` is a frame from the client to the agent,
 ``"recv"`` one from the agent (the stand-in) to the client. Each stand-in process is one

@@ -5,8 +5,8 @@ subclass's message is one line, fit to show a user as is. A *finding* (the agent
 rule) is never an exception: it is a :class:`acp_fuzz.Finding` in a result.
 
 The classes are defined here and re-exported where they are raised (``acp_fuzz.core.cassette``,
-``acp_fuzz.engine.transport``, ...), so either import path works. This module imports nothing
-from the rest of the package.
+``acp_fuzz.engine.process.transport``, ...), so either import path works. This module imports
+nothing from the rest of the package.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ stdout may hold a line of gigabytes, half a line before it dies, or bytes that a
 line cut off by the end of the stream is handed back by :meth:`LineAssembler.finish`.
 :func:`parse_line` turns one line into a JSON object or names what is wrong with it.
 
-The transport (:class:`acp_fuzz.engine.transport.AgentProcess`) feeds it from its reader
+The transport (:class:`acp_fuzz.engine.process.transport.AgentProcess`) feeds it from its reader
 thread; ``tests/cover/test_lines.py`` feeds it directly.
 """
 

@@ -623,8 +623,8 @@ def same_bug(known_oracles: Iterable[str], known_shape: Shape,
              shape: Shape, refused: Iterable[tuple[str, object, str]]) -> bool:
     """Whether a failure (its failing ``oracles``, the ``shape`` of its steps and its specific
     ``refused`` errors, :func:`refusals`) is a known one: the one rule for "two failures are
-    the same bug", in the search (:meth:`~acp_fuzz.engine.campaign.SearchState.explained`), after a
-    shrink (``campaign._settle``) and in the merge of parallel workers.
+    the same bug", in the search (:meth:`~acp_fuzz.engine.campaign.search.SearchState.explained`),
+    after a shrink (``campaign._settle``) and in the merge of parallel workers.
 
     They share an oracle, and either the known minimal reproduction occurs in the failure's
     steps, ending at its failing step (:func:`embeds`; it holds for equal shapes, so it covers

@@ -426,7 +426,7 @@ RULES: tuple[Rule, ...] = (
        "When a client sends a `session/cancel` notification to cancel an ongoing prompt turn, "
        "it MUST respond to all pending `session/request_permission` requests with this "
        "`cancelled` outcome.",
-       "acp-fuzz keeps it as a client (engine/client_policy.py); not an oracle"),
+       "acp-fuzz keeps it as a client (engine/process/client_policy.py); not an oracle"),
     _r("SES-AGENT-LOAD-REPLAY-MUST", SCHEMA, "session/load (ClientRequest)",
        "Stream the entire conversation history back to the client via notifications",
        "what a load owes the client; what it owes the model is judged under "

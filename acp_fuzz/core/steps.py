@@ -160,9 +160,9 @@ def nonce_for(session: str, turn: int, salt: str = "") -> str:
     """The nonce the harness puts into turn ``turn`` of ``session``.
 
     It is derived from the logical handle, the turn number and the run's ``salt`` (random per
-    run, see :class:`acp_fuzz.engine.runner.Run`), so the gateway can tie each model request to its
-    turn, and another process cannot compute the nonce of a turn to forge a request for it.
-    Comparisons across runs replace it with ``<nonce>`` (``replay.normalize_transcript``).
+    run, see :class:`acp_fuzz.engine.campaign.runner.Run`), so the gateway can tie each model
+    request to its turn, and another process cannot compute the nonce of a turn to forge a request
+    for it. Comparisons across runs replace it with ``<nonce>`` (``replay.normalize_transcript``).
     """
     digest = hashlib.sha256(f"{salt}:{session}:{turn}".encode()).hexdigest()[:12]
     return f"acpfuzz-{digest}"

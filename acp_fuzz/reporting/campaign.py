@@ -20,7 +20,7 @@ from acp_fuzz.core.workspace import facts_to_wire
 from acp_fuzz.reporting.junit import Case
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.campaign import CampaignResult
+    from acp_fuzz.engine.campaign.search import CampaignResult
 
 __all__ = ["ReportError", "campaign_cases", "codes_from_json", "result_from_json", "result_to_json",
            "shard_name", "workspace_from_json"]
@@ -186,8 +186,8 @@ def _rate(text: Any, where: str) -> tuple[int, int]:
 def _reports(findings: Any, cassette_at: Callable[[str], Path]) -> list[Any]:
     """The distinct failures of a report's ``findings`` (one entry per finding, each with
     its failure's status, rate, steps and cassette): consecutive findings of one failure
-    become one :class:`~acp_fuzz.engine.campaign.FindingReport` again."""
-    from acp_fuzz.engine.campaign import FindingReport
+    become one :class:`~acp_fuzz.engine.campaign.search.FindingReport` again."""
+    from acp_fuzz.engine.campaign.search import FindingReport
 
     _need(isinstance(findings, list), "'findings' is not a list")
     out: list[FindingReport] = []
@@ -214,12 +214,12 @@ def _reports(findings: Any, cassette_at: Callable[[str], Path]) -> list[Any]:
 
 
 def result_from_json(doc: Any, cassette_at: Callable[[str], Path] = Path) -> Any:
-    """The :class:`~acp_fuzz.engine.campaign.CampaignResult` that :func:`result_to_json`
+    """The :class:`~acp_fuzz.engine.campaign.search.CampaignResult` that :func:`result_to_json`
     wrote ``doc`` from, as far as the document tells: what ``acp-fuzz report merge`` merges
     and writes again (the requests each failure sent, the deadlines and the seconds are not
     in it). ``cassette_at`` finds a cassette named in it (by default, the path as written).
     Raises :class:`ReportError` saying what is wrong when ``doc`` is not such a report."""
-    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, InfoReport
+    from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings, InfoReport
 
     _need(isinstance(doc, Mapping) and "acp_fuzz_version" in doc and "findings" in doc,
           "not a campaign report (acp-fuzz target --report json:PATH)")

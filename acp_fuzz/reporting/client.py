@@ -20,7 +20,7 @@ from acp_fuzz.core.version import __version__
 from acp_fuzz.reporting.junit import Case
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.client_campaign import ClientCampaignResult
+    from acp_fuzz.engine.client.campaign import ClientCampaignResult
 
 __all__ = ["client_cases", "client_lines", "client_result_to_json"]
 

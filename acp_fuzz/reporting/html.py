@@ -43,7 +43,7 @@ from acp_fuzz.reporting.markdown import (
 )
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.campaign import CampaignResult
+    from acp_fuzz.engine.campaign.search import CampaignResult
 
 __all__ = ["CSP", "MAX_REQUESTS", "TEXT_CLIP", "campaign_html", "cassette_html", "marked"]
 

@@ -235,7 +235,7 @@ def _error_codes(events: Sequence[Event]) -> list[str]:
 
 
 def _is_client_cassette(header: Any) -> bool:
-    from acp_fuzz.engine.client_campaign import CASSETTE_KIND
+    from acp_fuzz.engine.client.campaign import CASSETTE_KIND
 
     return bool(header.kind == CASSETTE_KIND)
 
@@ -263,7 +263,7 @@ def _reproduce_client(header: Any, shown_path: str) -> list[str]:
 
 def _known_profile(name: str | None) -> str | None:
     # Only a built-in profile name is shown: the cassette's own text never reaches the command.
-    from acp_fuzz.engine.profiles import PROFILES
+    from acp_fuzz.engine.agents.profiles import PROFILES
 
     return name if name is not None and name in PROFILES else None
 

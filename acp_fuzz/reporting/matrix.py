@@ -10,7 +10,7 @@ Columns are agents at their versions. A cell is built from one campaign's JSON d
   (**flaky** when the confirm runs reproduced it only sometimes, **unconfirmed** when the
   run was interrupted before they ran, or when the rule's oracle failed an example of the
   search whose failure shrank to another one, so that it was never confirmed on its own:
-  :meth:`~acp_fuzz.engine.campaign.CampaignResult.absorbed`);
+  :meth:`~acp_fuzz.engine.campaign.search.CampaignResult.absorbed`);
 * **info**: what the agent chose where the rule leaves the choice to it (a MAY, or a DEF
   that the RFD leaves to the implementation);
 * **pass**: the examples gave the rule's oracles something to judge (the cell says how many
@@ -486,8 +486,8 @@ def corpus_skip(recorded: Any, *, pinned: str | None = None, reported: str | Non
 
 def corpus_entry(result: Any, recorded: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """One corpus replay as the matrix keeps it in its JSON (``agents[i]["corpus"]
-    ["replayed"]``), from an :class:`acp_fuzz.engine.replay.ReplayResult`: its verdict, in how
-    many runs the failure showed, the failures it saw (``failing``: oracle, severity, rule;
+    ["replayed"]``), from an :class:`acp_fuzz.engine.campaign.replay.ReplayResult`: its verdict, in
+    how many runs the failure showed, the failures it saw (``failing``: oracle, severity, rule;
     the reported ones among the verdict's oracles) and those the cassette recorded
     (``recorded``, the header's findings)."""
     failing: dict[tuple[str, str, str], None] = {}

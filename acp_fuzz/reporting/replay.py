@@ -11,7 +11,7 @@ from acp_fuzz.core.version import __version__
 from acp_fuzz.reporting.junit import Case
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.replay import ReplayResult
+    from acp_fuzz.engine.campaign.replay import ReplayResult
 
 __all__ = ["replay_cases", "replay_to_json"]
 

@@ -23,7 +23,7 @@ from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.core.steps import describe
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.campaign import CampaignResult
+    from acp_fuzz.engine.campaign.search import CampaignResult
 
 __all__ = ["campaign_markdown"]
 

@@ -22,7 +22,7 @@ from acp_fuzz.core.workspace import kept_lines
 from acp_fuzz.reporting.campaign import shard_name
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.campaign import CampaignResult
+    from acp_fuzz.engine.campaign.search import CampaignResult
 
 __all__ = ["Line", "campaign_lines", "finding_lines", "model_request_lines", "summary_line",
            "untied_lines"]
@@ -61,8 +61,8 @@ def finding_lines(f: Finding) -> list[Line]:
 
 def model_request_lines(result: CampaignResult) -> list[Line]:
     """The warning about the campaign's model requests, if any (see
-    :func:`acp_fuzz.engine.diagnosis.untied_warning`): its first line in yellow."""
-    from acp_fuzz.engine.diagnosis import untied_warning
+    :func:`acp_fuzz.engine.campaign.diagnosis.untied_warning`): its first line in yellow."""
+    from acp_fuzz.engine.campaign.diagnosis import untied_warning
 
     counts = result.model_requests
     if not counts:

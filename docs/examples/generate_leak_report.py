@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from acp_fuzz.core.cassette import read_cassette
-from acp_fuzz.engine.campaign import (
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import (
     CampaignSettings,
     FindingReport,
     calibrate,
@@ -24,7 +25,6 @@ from acp_fuzz.engine.campaign import (
     run_steps,
     save_finding,
 )
-from acp_fuzz.engine.runner import TargetSpec
 from acp_fuzz.reporting import render_markdown
 
 HERE = Path(__file__).resolve().parent

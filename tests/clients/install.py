@@ -11,7 +11,7 @@ Two small clients live beside this file, each pinned to one SDK release:
     ``<cache>/py-sdk@VERSION/venv``: the SDK (and its pydantic) is no dependency of acp-fuzz,
     and the client runs as a process of its own anyway.
 
-Both are installed the way the pinned agents are (:func:`acp_fuzz.engine.agents_cache.
+Both are installed the way the pinned agents are (:func:`acp_fuzz.engine.agents.cache.
 install_package`: idempotent, a marker written last), under the same cache root
 (``$ACP_FUZZ_AGENT_CACHE``, else ``~/.cache/acp-fuzz/agents``). Each client script is copied
 into its install directory, so that Node resolves the SDK from there; :func:`command` copies it
@@ -30,7 +30,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from acp_fuzz.engine import agents_cache
+from acp_fuzz.engine.agents import cache as agents_cache
 
 __all__ = ["CLIENTS", "command", "install", "pin"]
 

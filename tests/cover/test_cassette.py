@@ -850,7 +850,7 @@ def test_title_and_directory_steps_are_checked_and_described() -> None:
 
 
 def test_select_options_are_read_from_config_options() -> None:
-    from acp_fuzz.engine.runner import select_options
+    from acp_fuzz.engine.campaign.runner import select_options
 
     config = [
         {"id": "model", "type": "select", "currentValue": "b",

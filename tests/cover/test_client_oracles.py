@@ -594,7 +594,8 @@ def test_the_reference_client_and_the_stand_in_start_on_the_core_alone() -> None
     """The stand-in is started for every connection a client makes, and the reference client
     is an example to copy: neither loads the engine, the interfaces or Hypothesis."""
     root = Path(__file__).resolve().parents[2] / "acp_fuzz"
-    files = [*sorted((root / "reference_client").glob("*.py")), root / "engine" / "stand_in.py"]
+    files = [*sorted((root / "reference_client").glob("*.py")),
+             root / "engine" / "client" / "stand_in.py"]
     assert len(files) == 4
     for path in files:
         wrong = {m for m in _imports(path) if not m.startswith("acp_fuzz.core")}

@@ -274,7 +274,7 @@ def test_the_shares_partition_the_keys_and_the_plans_examples(name: str, n: int)
 def test_a_workers_share_within_a_shard_is_one_class_of_the_plan() -> None:
     """Shards of ``n`` with ``w`` workers each: every plan example is run by exactly one
     worker of one shard, whatever ``w``."""
-    from acp_fuzz.engine.workers import worker_share
+    from acp_fuzz.engine.campaign.workers import worker_share
 
     for n, w in ((1, 3), (3, 1), (3, 2), (2, 4)):
         owners = [[(k, i) for k in range(n) for i in range(w)

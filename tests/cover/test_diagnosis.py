@@ -1,5 +1,5 @@
-"""The diagnosis of a turn that did not reach the fake model (acp_fuzz/engine/diagnosis.py):
-pure, from model records made by hand."""
+"""The diagnosis of a turn that did not reach the fake model
+(acp_fuzz/engine/campaign/diagnosis.py): pure, from model records made by hand."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import pickle
 from acp_fuzz.core.findings import Finding
 from acp_fuzz.core.history import ModelExchange, Segment
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
-from acp_fuzz.engine.diagnosis import (
+from acp_fuzz.engine.campaign.diagnosis import (
     CalibrationError,
     diagnose,
     error_text,
     model_env,
     untied_warning,
 )
+from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings
 from acp_fuzz.engine.gateway.server import KEY_VARIABLES
 from acp_fuzz.reporting.text import campaign_lines
 

@@ -91,9 +91,9 @@ def _in(module: str, prefix: str) -> bool:
 
 def test_the_graph_sees_the_imports() -> None:
     graph = _graph()
-    assert "acp_fuzz.engine.runner" in graph["acp_fuzz.engine.campaign"]
-    assert "acp_fuzz.engine.client_policy" in graph["acp_fuzz.engine.runner"]
-    assert "acp_fuzz.engine.agents_cache" in graph["acp_fuzz.engine.profiles"]
+    assert "acp_fuzz.engine.campaign.runner" in graph["acp_fuzz.engine.campaign.search"]
+    assert "acp_fuzz.engine.process.client_policy" in graph["acp_fuzz.engine.campaign.runner"]
+    assert "acp_fuzz.engine.agents.cache" in graph["acp_fuzz.engine.agents.profiles"]
     assert "acp_fuzz.core.slots" in graph["acp_fuzz.engine.gateway.server"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 

@@ -105,10 +105,11 @@ def test_parse_line_gives_the_object() -> None:
         {"jsonrpc": "2.0", "id": 1, "result": "é"}, None)
 
 
-# -- request correlation (acp_fuzz.engine.transport.Correlation), without a process ---------
+# -- request correlation (acp_fuzz.engine.process.transport.Correlation), without a process
+# ---------
 
 def test_answers_find_their_request_and_strays_are_named() -> None:
-    from acp_fuzz.engine.transport import Correlation
+    from acp_fuzz.engine.process.transport import Correlation
 
     c = Correlation()
     (r1, s1), (r2, s2), (r3, s3) = c.open(), c.open(), c.open()
@@ -130,7 +131,7 @@ def test_answers_find_their_request_and_strays_are_named() -> None:
 
 
 def test_a_request_that_could_not_be_sent_is_forgotten() -> None:
-    from acp_fuzz.engine.transport import Correlation
+    from acp_fuzz.engine.process.transport import Correlation
 
     c = Correlation()
     rid, _ = c.open()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_fuzz.core.findings import Finding
-from acp_fuzz.engine.replay import ReplayResult
+from acp_fuzz.engine.campaign.replay import ReplayResult
 from acp_fuzz.reporting.matrix import (
     cells_to_json,
     column_from_report,

@@ -1,10 +1,11 @@
 """Unit tests of ``acp_fuzz.core.oracles.evaluate`` over hand-built histories (no processes).
 
-The builder below appends events shaped exactly like the runner's (``acp_fuzz/engine/runner.py``): a
-``step`` event with the classification computed by :func:`acp_fuzz.core.payloads.classify`, the
-``verdict`` of its reply (with ``sessionId`` for a successful new/fork), and ``model`` events
-as the gateway records them. Each oracle is shown firing, and not firing where a correct agent
-has a choice (deferral, omitted prompt) or the evidence is too weak (short texts, no baseline).
+The builder below appends events shaped exactly like the runner's
+(``acp_fuzz/engine/campaign/runner.py``): a ``step`` event with the classification computed by
+:func:`acp_fuzz.core.payloads.classify`, the ``verdict`` of its reply (with ``sessionId`` for a
+successful new/fork), and ``model`` events as the gateway records them. Each oracle is shown
+firing, and not firing where a correct agent has a choice (deferral, omitted prompt) or the
+evidence is too weak (short texts, no baseline).
 """
 
 from __future__ import annotations

@@ -529,7 +529,7 @@ def test_offline_replay_reclassifies_instead_of_repeating_the_recorded_class(
 
     from acp_fuzz.core.cassette import read_cassette, write_cassette
     from acp_fuzz.core.history import Event
-    from acp_fuzz.engine.replay import offline_check
+    from acp_fuzz.engine.campaign.replay import offline_check
 
     root = Path(__file__).resolve().parents[2]
     c = read_cassette(root / "cassettes" / "reference" / "accept-unknown-mode.cassette")
@@ -550,7 +550,7 @@ def test_offline_replay_reclassifies_instead_of_repeating_the_recorded_class(
 
 
 def test_every_corpus_cassette_still_reads_and_gives_its_recorded_verdict_offline() -> None:
-    from acp_fuzz.engine.replay import offline_check
+    from acp_fuzz.engine.campaign.replay import offline_check
 
     root = Path(__file__).resolve().parents[2] / "cassettes"
     clients = root / "real" / "clients"

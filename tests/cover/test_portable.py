@@ -62,7 +62,7 @@ def test_the_default_cache_folder_is_rewritten_too() -> None:
 
 
 def test_the_agents_cache_is_the_user_cache_folder(monkeypatch: Any, tmp_path: Path) -> None:
-    from acp_fuzz.engine import agents_cache
+    from acp_fuzz.engine.agents import cache as agents_cache
 
     monkeypatch.delenv(agents_cache.CACHE_ENV, raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

@@ -11,7 +11,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from acp_fuzz.engine.agent_setup import (
+from acp_fuzz.engine.agents.profiles import (
+    PROFILES,
+    ProfileError,
+    builtin_text,
+    get_profile,
+    load_profile,
+    parse_profile,
+)
+from acp_fuzz.engine.agents.setup import (
     RUN_FACTS,
     AgentSetup,
     Compaction,
@@ -22,14 +30,6 @@ from acp_fuzz.engine.agent_setup import (
     TemplateError,
     fill,
     placeholders,
-)
-from acp_fuzz.engine.profiles import (
-    PROFILES,
-    ProfileError,
-    builtin_text,
-    get_profile,
-    load_profile,
-    parse_profile,
 )
 
 MINIMAL = 'name = "mine"\napi = "openai.chat"\ncommand = ["${python}", "-m", "my_agent"]\n'

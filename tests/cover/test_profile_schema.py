@@ -13,13 +13,19 @@ from typing import Any
 import jsonschema
 import pytest
 
-from acp_fuzz.engine.profiles import KEYS, ProfileError, builtin_text, parse_profile, profile_schema
+from acp_fuzz.engine.agents.profiles import (
+    KEYS,
+    ProfileError,
+    builtin_text,
+    parse_profile,
+    profile_schema,
+)
 
 SCHEMA = Path(__file__).resolve().parents[2] / "docs" / "schema" / "acp-fuzz-profile.schema.json"
 
 
 def test_the_committed_schema_is_current() -> None:
-    # Regenerate with: python -c 'import json; from acp_fuzz.engine.profiles import
+    # Regenerate with: python -c 'import json; from acp_fuzz.engine.agents.profiles import
     #   profile_schema; print(json.dumps(profile_schema(), indent=2))'
     #   > docs/schema/acp-fuzz-profile.schema.json
     assert json.loads(SCHEMA.read_text()) == profile_schema()

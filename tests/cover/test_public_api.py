@@ -53,7 +53,8 @@ def test_every_public_name_has_a_home() -> None:
 def test_import_acp_fuzz_stays_cheap() -> None:
     # The reference agent imports this package at every start: the public names load lazily.
     code = "import sys, acp_fuzz; print(sorted(m for m in ('hypothesis', " \
-           "'acp_fuzz.engine.campaign', 'acp_fuzz.engine.runner') if m in sys.modules))"
+           "'acp_fuzz.engine.campaign.search', 'acp_fuzz.engine.campaign.runner') " \
+           "if m in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, check=True)
     assert res.stdout.strip() == "[]"
@@ -109,8 +110,9 @@ def test_the_probe_would_see_a_top_level_strategies(tmp_path: Path) -> None:
 def test_every_error_the_harness_raises_is_an_acp_fuzz_error() -> None:
     """One base class to catch; each error is also importable where it is raised."""
     from acp_fuzz.core import cassette, errors
-    from acp_fuzz.engine import database, runner, sandbox, transport
+    from acp_fuzz.engine.campaign import database, runner
     from acp_fuzz.engine.gateway import upstream
+    from acp_fuzz.engine.process import sandbox, transport
 
     homes = {"CassetteError": cassette, "DatabaseError": database, "HarnessError": runner,
              "SandboxError": sandbox, "AgentStartError": transport, "RpcError": transport,
@@ -143,7 +145,7 @@ def test_report_show_and_offline_replay_do_not_load_the_campaign() -> None:
     for args in (["report", str(cassette)], ["show", str(cassette)],
                  ["replay", "--offline", str(cassette)]):
         code = (f"import sys; from acp_fuzz.cli import main; rc = main({args!r}); "
-                "print(rc, sorted(m for m in ('hypothesis', 'acp_fuzz.engine.campaign', "
+                "print(rc, sorted(m for m in ('hypothesis', 'acp_fuzz.engine.campaign.search', "
                 "'acp_fuzz.strategies') if m in sys.modules))")
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                              timeout=120, cwd=REPO)

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from acp_fuzz.core.cassette import Cassette, CassetteError, read_cassette
 from acp_fuzz.core.oracles import evaluate
-from acp_fuzz.engine import replay
+from acp_fuzz.engine.campaign import replay
 from acp_fuzz.reporting import render_markdown
 from acp_fuzz.timeline import render_timeline
 

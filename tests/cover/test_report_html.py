@@ -13,8 +13,8 @@ from acp_fuzz.core.cassette import Cassette, read_cassette
 from acp_fuzz.core.findings import Finding
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, FindingReport
-from acp_fuzz.engine.replay import ReplayResult
+from acp_fuzz.engine.campaign.replay import ReplayResult
+from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings, FindingReport
 from acp_fuzz.reporting.campaign import campaign_cases
 from acp_fuzz.reporting.html import CSP, campaign_html, cassette_html, marked
 from acp_fuzz.reporting.replay import replay_to_json

@@ -15,7 +15,12 @@ import pytest
 from acp_fuzz.cli import main
 from acp_fuzz.core.findings import Finding
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, FindingReport, InfoReport
+from acp_fuzz.engine.campaign.search import (
+    CampaignResult,
+    CampaignSettings,
+    FindingReport,
+    InfoReport,
+)
 from acp_fuzz.reporting.campaign import ReportError, result_from_json, result_to_json
 
 INIT = {"protocolVersion": 1, "agentInfo": {"name": "agent", "version": "1.0"},

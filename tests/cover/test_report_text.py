@@ -6,7 +6,7 @@ from pathlib import Path
 
 from acp_fuzz.core.findings import Finding
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, FindingReport
+from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings, FindingReport
 from acp_fuzz.reporting.text import campaign_lines
 
 
@@ -45,7 +45,7 @@ def test_the_covering_line_counts_the_examples_past_the_plan_apart() -> None:
     unsent: ``40 of 39`` read as a miscount, so the line says where the extra one came from."""
     from acp_fuzz.cli.target import _covering_line
     from acp_fuzz.core.payloads import Capabilities
-    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
+    from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings
 
     r = CampaignResult(agent={}, initialize={}, caps=Capabilities(), settings=CampaignSettings())
     r.covering_examples, r.covering_seconds = 40, 9.04

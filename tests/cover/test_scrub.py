@@ -23,15 +23,15 @@ from acp_fuzz.core.scrub import (
     map_leaves,
     redact_url,
 )
-from acp_fuzz.engine.campaign import CampaignSettings, FindingReport, save_finding
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, FindingReport, save_finding
+from acp_fuzz.engine.campaign.workers import spec_from_wire, spec_to_wire
 from acp_fuzz.engine.gateway.server import (
     MAX_RECORDED_BODY,
     MAX_RECORDED_TEXT,
     recorded_body,
     recorded_segments,
 )
-from acp_fuzz.engine.runner import TargetSpec
-from acp_fuzz.engine.workers import spec_from_wire, spec_to_wire
 
 SECRET = "plain-value-0123456789"
 

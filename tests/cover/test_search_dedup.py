@@ -9,7 +9,7 @@ from typing import Any, cast
 import pytest
 
 from acp_fuzz.core.minimize import shape_of
-from acp_fuzz.engine.campaign import DUPLICATE_SHRINKS, SearchState, _Known
+from acp_fuzz.engine.campaign.search import DUPLICATE_SHRINKS, SearchState, _Known
 
 LEAK_SHAPE = shape_of([{"op": "new", "session": "A", "systemPrompt": {"mode": "append",
                                                                     "content": []}},
@@ -63,7 +63,7 @@ PERSISTED = "Invalid params: Changing systemPrompt requires a persisted session;
 def test_the_same_specific_refusal_in_another_shape_is_the_same_bug() -> None:
     """codex-acp 2.6.0 answers a changed prompt on load and on resume, after a session made
     with or without a prompt, with one error: one bug, not three reports."""
-    from acp_fuzz.engine.campaign import FindingReport
+    from acp_fuzz.engine.campaign.search import FindingReport
 
     load = [{"op": "new", "session": "A", "systemPrompt": {"mode": "append", "content": []}},
             {"op": "load", "session": "A", "systemPrompt": {"mode": "append", "content": []}}]
@@ -135,14 +135,14 @@ CASES: dict[str, tuple[list[Any], list[dict[str, Any]], list[Any], list[dict[str
 
 
 def _report(findings: list[Any], steps: list[dict[str, Any]]) -> Any:
-    from acp_fuzz.engine.campaign import FindingReport
+    from acp_fuzz.engine.campaign.search import FindingReport
 
     return FindingReport("failed", 3, 3, findings, steps, [], None)
 
 
 def _state(known_findings: list[Any], known_steps: list[dict[str, Any]],
            on_event: Any = None) -> SearchState:
-    from acp_fuzz.engine.campaign import CampaignSettings
+    from acp_fuzz.engine.campaign.search import CampaignSettings
 
     unused = cast(Any, None)
     report = _report(known_findings, known_steps)
@@ -166,7 +166,7 @@ def _by_settle(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
     """Whether ``_settle`` calls a failure that shrank to ``ns`` a known one (no agent runs:
     the shrink returns the failure as it is, and a new bug stops at its confirmation)."""
     from acp_fuzz.core.minimize import Failure
-    from acp_fuzz.engine import campaign
+    from acp_fuzz.engine.campaign import search as campaign
 
     class NewBug(Exception):
         pass
@@ -201,8 +201,8 @@ def _by_settle(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
 def _by_merge(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
               ns: list[dict[str, Any]]) -> bool:
     """Whether the workers' merge keeps only the first of two workers' reports."""
-    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
-    from acp_fuzz.engine.workers import merge_results
+    from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings
+    from acp_fuzz.engine.campaign.workers import merge_results
 
     cfg = CampaignSettings()
     results = [CampaignResult(agent={}, initialize={}, caps=cast(Any, None), settings=cfg,
@@ -218,7 +218,7 @@ def _by_report_merge(kf: list[Any], ks: list[dict[str, Any]], nf: list[Any],
     JSON documents they wrote read them back."""
     from acp_fuzz.cli.report import _merge
     from acp_fuzz.core.payloads import Capabilities
-    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
+    from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings
     from acp_fuzz.reporting.campaign import result_from_json, result_to_json
 
     docs = [result_to_json(CampaignResult(agent={}, initialize={}, caps=Capabilities(),

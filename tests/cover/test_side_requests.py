@@ -1,6 +1,7 @@
 """The requests beside the turns as evidence (acp_fuzz/core/side_requests.py), how doctor
-names each request's class, and the [[side]] rule it suggests (acp_fuzz/engine/diagnosis.py):
-pure, from model records made by hand (issue #38 §2, §4)."""
+names each request's class, and the [[side]] rule it suggests
+(acp_fuzz/engine/campaign/diagnosis.py): pure, from model records made by hand (issue #38 §2,
+§4)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from typing import Any
 from acp_fuzz.core.history import Event, ModelExchange, Segment
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.side_requests import SLOT_CHARS, SideLog, beside_turns
-from acp_fuzz.engine.agent_setup import AgentSetup, Matcher, SideRule
-from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
-from acp_fuzz.engine.diagnosis import request_class, side_rule
-from acp_fuzz.engine.profiles import load_profile
+from acp_fuzz.engine.agents.profiles import load_profile
+from acp_fuzz.engine.agents.setup import AgentSetup, Matcher, SideRule
+from acp_fuzz.engine.campaign.diagnosis import request_class, side_rule
+from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings
 from acp_fuzz.reporting.campaign import result_to_json
 from acp_fuzz.reporting.text import untied_lines
 

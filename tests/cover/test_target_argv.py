@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.engine.runner import HarnessError, TargetSpec
+from acp_fuzz.engine.campaign.runner import HarnessError, TargetSpec
 
 
 def test_a_relative_path_is_made_absolute_and_nothing_else_is(

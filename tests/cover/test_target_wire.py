@@ -13,12 +13,12 @@ from typing import Any, cast
 import pytest
 
 from acp_fuzz.core.calibration import Learned
-from acp_fuzz.engine.agent_setup import AgentSetup, Compaction
-from acp_fuzz.engine.deadlines import Deadlines
+from acp_fuzz.engine.agents.profiles import base_env, get_profile, header
+from acp_fuzz.engine.agents.setup import AgentSetup, Compaction
+from acp_fuzz.engine.campaign.deadlines import Deadlines
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.workers import spec_from_wire, spec_to_wire
 from acp_fuzz.engine.gateway.server import is_side_request
-from acp_fuzz.engine.profiles import base_env, get_profile, header
-from acp_fuzz.engine.runner import TargetSpec
-from acp_fuzz.engine.workers import spec_from_wire, spec_to_wire
 
 
 def _deadlines() -> Deadlines:
@@ -162,7 +162,7 @@ def test_a_wire_form_with_a_key_missing_or_unknown_is_refused() -> None:
 def test_every_campaign_result_field_says_how_it_merges() -> None:
     """A field added to CampaignResult without a merge policy fails here, not in a user's
     ``--workers`` run (``deadlines`` and ``covering_seconds`` were once dropped)."""
-    from acp_fuzz.engine.campaign import _MERGERS, MERGE, CampaignResult
+    from acp_fuzz.engine.campaign.search import _MERGERS, MERGE, CampaignResult
 
     assert sorted(f.name for f in dataclasses.fields(CampaignResult)) == sorted(MERGE)
     assert {how for how in MERGE.values()} - set(_MERGERS) <= {"first", "given", "derived"}
@@ -171,7 +171,7 @@ def test_every_campaign_result_field_says_how_it_merges() -> None:
 def test_merge_sums_keeps_the_deadlines_and_reports_each_bug_once() -> None:
     from acp_fuzz.core.findings import Finding
     from acp_fuzz.core.payloads import Capabilities
-    from acp_fuzz.engine.campaign import (
+    from acp_fuzz.engine.campaign.search import (
         CampaignResult,
         CampaignSettings,
         FindingReport,

@@ -19,7 +19,9 @@ import pytest
 from acp_fuzz.core.calibration import SETTLE_SECONDS, Learned, choose_restart_grace
 from acp_fuzz.core.cassette import read_cassette
 from acp_fuzz.core.oracles import Baseline
-from acp_fuzz.engine.campaign import (
+from acp_fuzz.engine.campaign.replay import replay_cassette
+from acp_fuzz.engine.campaign.runner import TargetSpec, run_steps
+from acp_fuzz.engine.campaign.search import (
     CampaignEvent,
     CampaignSettings,
     ExampleDone,
@@ -29,8 +31,6 @@ from acp_fuzz.engine.campaign import (
     run_campaign,
     save_finding,
 )
-from acp_fuzz.engine.replay import replay_cassette
-from acp_fuzz.engine.runner import TargetSpec, run_steps
 
 pytestmark = pytest.mark.integration
 

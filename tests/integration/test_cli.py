@@ -11,7 +11,7 @@ import pytest
 from _support import run_cli
 from hypothesis.database import InMemoryExampleDatabase
 
-from acp_fuzz.engine.database import AgentScoped
+from acp_fuzz.engine.campaign.database import AgentScoped
 
 pytestmark = pytest.mark.integration
 HOSTILE = Path(__file__).resolve().parents[1] / "hostile_agents"
@@ -207,7 +207,7 @@ def test_the_printed_replay_line_runs_the_agent_as_it_was_found(tmp_path: Path,
     # `--profile reference -- CMD` runs CMD the profile's way: the replay line must name the
     # command too (it named the profile alone, whose own agent has no bug: FIXED), and the
     # sandbox the failure was found in.
-    from acp_fuzz.engine.sandbox import bwrap_works
+    from acp_fuzz.engine.process.sandbox import bwrap_works
     from tests.security._isolation import missing
 
     if bwrap_works() is None:

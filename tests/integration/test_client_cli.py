@@ -323,7 +323,7 @@ def test_portable_cassettes_name_no_path_of_this_machine(tmp_path: Path) -> None
             assert c.header.settings["scenario"]["command"] == c.header.target
             spawns = [e.data["argv"] for e in c.events if e.kind == "process"
                       and e.data.get("what") == "spawn" and e.data["role"] == "stand-in"]
-            assert spawns and all(a[:3] == ["python", "-m", "acp_fuzz.engine.stand_in"]
+            assert spawns and all(a[:3] == ["python", "-m", "acp_fuzz.engine.client.stand_in"]
                                   and a[3] == "<sandbox>/stand-in" for a in spawns)
     assert paths == {"plain": (True, True), "portable": (False, False)}
     _one_line_error(run_cli(tmp_path, "client", "--portable", "--replay", "x.cassette", "--",

@@ -17,8 +17,8 @@ import pytest
 from _support import run_cli
 
 from acp_fuzz.core.cassette import read_cassette
-from acp_fuzz.engine import netns
-from acp_fuzz.engine.sandbox import agent_command, bwrap_works
+from acp_fuzz.engine.process import netns
+from acp_fuzz.engine.process.sandbox import agent_command, bwrap_works
 from tests.security._isolation import REPO, missing
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from jsonschema import Draft202012Validator
 
 from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
 from acp_fuzz.core.history import History, ModelExchange
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

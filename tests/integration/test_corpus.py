@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.cassette import read_cassette
-from acp_fuzz.engine.replay import offline_check, replay_cassette
+from acp_fuzz.engine.campaign.replay import offline_check, replay_cassette
 
 CORPUS = Path(__file__).resolve().parents[2] / "cassettes" / "reference"
 CASSETTES = sorted(CORPUS.glob("*.cassette"))

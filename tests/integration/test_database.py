@@ -15,7 +15,7 @@ import pytest
 from _support import free_port, run_cli
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from acp_fuzz.engine.database import DatabaseError, check_database, open_database
+from acp_fuzz.engine.campaign.database import DatabaseError, check_database, open_database
 
 pytestmark = pytest.mark.integration
 

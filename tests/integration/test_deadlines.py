@@ -1,4 +1,5 @@
-"""Deadlines learned from the agent (acp_fuzz/engine/deadlines.py), end to end with run_campaign.
+"""Deadlines learned from the agent (acp_fuzz/engine/campaign/deadlines.py), end to end with
+run_campaign.
 
 A hang is still found, confirmed with the full timeout once, shrunk and confirmed with the
 learned (shorter) deadline; a slow but correct agent is never reported as hung. No wall-clock
@@ -13,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.cassette import read_cassette
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.deadlines import FLOOR
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.deadlines import FLOOR
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 
 pytestmark = pytest.mark.integration
 

@@ -9,8 +9,13 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.engine.campaign import CampaignEvent, CampaignSettings, ExampleDone, run_campaign
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import (
+    CampaignEvent,
+    CampaignSettings,
+    ExampleDone,
+    run_campaign,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ import pytest
 from _support import run_cli
 
 from acp_fuzz.core.oracles import evaluate
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 
 pytestmark = pytest.mark.integration
 DIALECTS = ["claude-meta", "pi-meta", "goose"]

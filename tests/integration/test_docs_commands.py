@@ -114,7 +114,7 @@ def _shard_reports(folder: Path) -> None:
     import json
 
     from acp_fuzz.core.payloads import Capabilities
-    from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings
+    from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings
     from acp_fuzz.reporting.campaign import result_to_json
 
     init = {"protocolVersion": 1, "agentInfo": {"name": "my-agent", "version": "1.4"}}
@@ -138,7 +138,7 @@ def _folder(tmp_path: Path, page: list[Block]) -> tuple[Path, dict[str, str]]:
     _script(bin_ / "npx", "#!/bin/sh\n# npx, offline: the command from PATH\nexec \"$@\"\n")
     (folder / "dist").mkdir()
     (folder / "dist" / "index.js").write_text(NODE_AGENT)
-    from acp_fuzz.engine.profiles import builtin_text
+    from acp_fuzz.engine.agents.profiles import builtin_text
 
     (folder / "my-agent.toml").write_text(builtin_text("reference"))
     (folder / "acp-fuzz.toml").write_text("max-examples = 2\n")

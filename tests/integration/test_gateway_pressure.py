@@ -16,7 +16,7 @@ import openai
 import pytest
 
 from acp_fuzz.core.history import History, ModelExchange
-from acp_fuzz.engine.agent_setup import Matcher, SideRule, SideTest
+from acp_fuzz.engine.agents.setup import Matcher, SideRule, SideTest
 from acp_fuzz.engine.gateway import Gateway
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

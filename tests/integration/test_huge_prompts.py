@@ -12,7 +12,7 @@ import pytest
 from acp_fuzz.core.cassette import Header, read_cassette, write_cassette_bounded
 from acp_fuzz.core.fills import SIZES, cut_mark, mark
 from acp_fuzz.core.oracles import evaluate
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 
@@ -106,7 +106,7 @@ def test_a_huge_prompt_cut_short_is_lost_and_recorded_as_a_cut_mark(no_orphans: 
 _RETAINED = """
 import gc, sys, tracemalloc
 from acp_fuzz.core.fills import SIZES, mark
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 sp = {"mode": "append", "content": [{"type": "text",
       "text": mark(SIZES["huge-limit"]) + " [acp-fuzz canary A1]"}]}
 tracemalloc.start()

@@ -126,9 +126,9 @@ def test_a_stop_whose_keyboard_interrupt_was_lost_still_stops_the_campaign(
     """The signal handler's KeyboardInterrupt can vanish (raised inside a finalizer, or turned
     into another error by Hypothesis' set-up): the stop it asked for is raised again before
     the next step, so the campaign ends as interrupted instead of running to its end."""
-    from acp_fuzz.engine import interrupt
-    from acp_fuzz.engine.campaign import CampaignSettings, ExampleDone, run_campaign
-    from acp_fuzz.engine.runner import TargetSpec
+    from acp_fuzz.engine.campaign import interrupt
+    from acp_fuzz.engine.campaign.runner import TargetSpec
+    from acp_fuzz.engine.campaign.search import CampaignSettings, ExampleDone, run_campaign
 
     seen: list[int] = []
 
@@ -151,7 +151,7 @@ def test_a_stop_whose_keyboard_interrupt_was_lost_still_stops_the_campaign(
 
 
 def test_the_stop_flag() -> None:
-    from acp_fuzz.engine import interrupt
+    from acp_fuzz.engine.campaign import interrupt
 
     interrupt.reset()
     interrupt.check()  # nothing asked: no exception

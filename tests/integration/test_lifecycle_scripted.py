@@ -26,7 +26,7 @@ import pytest
 from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
 from acp_fuzz.core.history import Event, History, ModelExchange
 from acp_fuzz.core.oracles import Baseline, evaluate, learn_baseline
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 from acp_fuzz.reference_agent import default_instructions
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from acp_fuzz.core.oracles import Baseline
-from acp_fuzz.engine.runner import TargetSpec, run_steps
+from acp_fuzz.engine.campaign.runner import TargetSpec, run_steps
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ import pytest
 from _support import run_cli
 
 from acp_fuzz.core.cassette import read_cassette, write_cassette
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.profiles import PROFILES
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.agents.profiles import PROFILES
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 from acp_fuzz.reporting import result_to_json
 from acp_fuzz.reporting.matrix import column_from_report
 

@@ -59,9 +59,9 @@ def test_the_reference_agent_launches_it_inside_the_fs_sandbox(no_orphans: objec
 
     from acp_fuzz.core.baseline import Baseline
     from acp_fuzz.core.steps import mcp_tool_for
-    from acp_fuzz.engine.campaign import run_steps
-    from acp_fuzz.engine.runner import TargetSpec
-    from acp_fuzz.engine.sandbox import bwrap_works
+    from acp_fuzz.engine.campaign.runner import TargetSpec
+    from acp_fuzz.engine.campaign.search import run_steps
+    from acp_fuzz.engine.process.sandbox import bwrap_works
     from tests.security._isolation import missing
 
     if bwrap_works() is None:

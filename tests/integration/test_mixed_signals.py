@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from acp_fuzz.core.oracles import Baseline
-from acp_fuzz.engine.campaign import requests_of
-from acp_fuzz.engine.runner import TargetSpec, run_steps
+from acp_fuzz.engine.campaign.runner import TargetSpec, run_steps
+from acp_fuzz.engine.campaign.search import requests_of
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from _support import run_cli
 
-from acp_fuzz.engine.profiles import parse_profile
+from acp_fuzz.engine.agents.profiles import parse_profile
 
 pytestmark = pytest.mark.integration
 

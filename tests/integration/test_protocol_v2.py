@@ -13,7 +13,7 @@ from _support import run_cli
 
 from acp_fuzz.core.errors import HarnessError
 from acp_fuzz.core.oracles import evaluate
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 

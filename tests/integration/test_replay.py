@@ -1,7 +1,8 @@
 """Replay, offline check, as-agent mode and the replay/report commands, end to end.
 
 Finding cassettes are made the cheap way: the known minimal steps of a planted bug are run
-once against the buggy reference agent and saved with :func:`acp_fuzz.engine.campaign.save_finding`.
+once against the buggy reference agent and saved with
+:func:`acp_fuzz.engine.campaign.search.save_finding`.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from acp_fuzz.cli.report import report_cmd
 from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.oracles import Baseline
-from acp_fuzz.engine.campaign import (
+from acp_fuzz.engine.campaign.replay import (
+    first_divergence,
+    normalize_transcript,
+    offline_check,
+    replay_cassette,
+    replay_dir,
+)
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.search import (
     CampaignSettings,
     FindingReport,
     requests_of,
@@ -29,14 +38,6 @@ from acp_fuzz.engine.campaign import (
     save_finding,
     steps_of,
 )
-from acp_fuzz.engine.replay import (
-    first_divergence,
-    normalize_transcript,
-    offline_check,
-    replay_cassette,
-    replay_dir,
-)
-from acp_fuzz.engine.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 
@@ -258,7 +259,7 @@ def drive_as_agent(cassette: Path, steps: Sequence[dict[str, Any]],
                    track: Callable[[int | None], None]) -> tuple[int | None, str]:
     """Drive ``acp-fuzz replay --as-agent`` with the project's own runner as the client;
     return its exit status and stderr."""
-    spec = TargetSpec.from_command([PY, "-m", "acp_fuzz.engine.as_agent", str(cassette)])
+    spec = TargetSpec.from_command([PY, "-m", "acp_fuzz.engine.client.as_agent", str(cassette)])
     with Run(spec) as run:
         track(run.agent.pgid)
         run.initialize()

@@ -34,7 +34,7 @@ from jsonschema import Draft202012Validator
 from acp_fuzz.core.cassette import read_cassette
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 

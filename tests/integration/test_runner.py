@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from acp_fuzz.core.oracles import evaluate
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 from acp_fuzz.engine.gateway import Gateway
-from acp_fuzz.engine.runner import Run, TargetSpec
 
 pytestmark = pytest.mark.integration
 
@@ -60,7 +60,7 @@ def test_a_restart_lets_the_agent_exit_but_an_example_end_stops_it_at_once(
     from pathlib import Path
 
     from acp_fuzz.core.oracles import learn_baseline
-    from acp_fuzz.engine.runner import run_steps
+    from acp_fuzz.engine.campaign.runner import run_steps
 
     agent = Path(__file__).resolve().parents[1] / "hostile_agents" / "later.py"
     spec = TargetSpec.from_command([sys.executable, str(agent), "slow-exit"])

@@ -46,7 +46,7 @@ def test_a_passed_secret_echoed_by_the_agent_is_scrubbed(tmp_path: Path) -> None
 
 
 def test_auth_headers_are_redacted_in_model_events(tmp_path: Path) -> None:
-    from acp_fuzz.engine.runner import Run, TargetSpec
+    from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 
     spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent"])
     with Run(spec) as run:

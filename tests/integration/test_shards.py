@@ -84,8 +84,8 @@ def test_n_shards_run_what_one_campaign_of_n_times_the_examples_runs(tmp_path: P
     as the examples' digests: Hypothesis itself sends one step list twice now and then.)
 
     In-process, through the engine's events: each finished example names its digest."""
-    from acp_fuzz.engine.campaign import CampaignSettings, ExampleDone, run_campaign
-    from acp_fuzz.engine.runner import TargetSpec
+    from acp_fuzz.engine.campaign.runner import TargetSpec
+    from acp_fuzz.engine.campaign.search import CampaignSettings, ExampleDone, run_campaign
 
     spec = TargetSpec.from_command(AGENT)
 

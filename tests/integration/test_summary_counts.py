@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 from acp_fuzz.reporting.campaign import result_to_json
 from acp_fuzz.reporting.text import summary_line
 

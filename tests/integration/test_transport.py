@@ -19,9 +19,9 @@ import psutil
 import pytest
 
 from acp_fuzz.core.history import History
-from acp_fuzz.engine.client_policy import default_client_handler
-from acp_fuzz.engine.sandbox import REDACTED, Sandbox, redact_env
-from acp_fuzz.engine.transport import (
+from acp_fuzz.engine.process.client_policy import default_client_handler
+from acp_fuzz.engine.process.sandbox import REDACTED, Sandbox, redact_env
+from acp_fuzz.engine.process.transport import (
     AgentProcess,
     AgentStartError,
     RpcError,

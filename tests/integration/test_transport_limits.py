@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.history import History
-from acp_fuzz.engine.sandbox import Sandbox
-from acp_fuzz.engine.transport import AgentProcess
+from acp_fuzz.engine.process.sandbox import Sandbox
+from acp_fuzz.engine.process.transport import AgentProcess
 
 pytestmark = pytest.mark.integration
 

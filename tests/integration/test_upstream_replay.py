@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.cassette import read_cassette
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
+from acp_fuzz.engine.campaign.replay import replay_cassette
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 from acp_fuzz.engine.gateway import Gateway
-from acp_fuzz.engine.replay import replay_cassette
-from acp_fuzz.engine.runner import TargetSpec
 
 pytestmark = pytest.mark.integration
 

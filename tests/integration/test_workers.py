@@ -62,7 +62,8 @@ def test_every_progress_event_of_the_workers_reaches_the_interface(tmp_path: Pat
     In-process, so without ``no_orphans``: the spawn context's resource tracker lives as long
     as this (pytest's) process, by multiprocessing's design; the CLI tests above check that
     a whole run leaves nothing behind."""
-    from acp_fuzz.engine.campaign import (
+    from acp_fuzz.engine.campaign.runner import TargetSpec
+    from acp_fuzz.engine.campaign.search import (
         CampaignEvent,
         CampaignSettings,
         Confirming,
@@ -70,8 +71,7 @@ def test_every_progress_event_of_the_workers_reaches_the_interface(tmp_path: Pat
         FailureFound,
         Started,
     )
-    from acp_fuzz.engine.runner import TargetSpec
-    from acp_fuzz.engine.workers import run_parallel
+    from acp_fuzz.engine.campaign.workers import run_parallel
 
     seen: list[CampaignEvent] = []
     spec = TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
@@ -112,9 +112,9 @@ sys.exit(ref.main())
 
 def test_every_worker_speaks_the_protocol_asked_for(tmp_path: Path) -> None:
     """``--protocol 2 --workers 2``: before, the workers ran protocol 1."""
-    from acp_fuzz.engine.campaign import CampaignSettings
-    from acp_fuzz.engine.runner import TargetSpec
-    from acp_fuzz.engine.workers import run_parallel
+    from acp_fuzz.engine.campaign.runner import TargetSpec
+    from acp_fuzz.engine.campaign.search import CampaignSettings
+    from acp_fuzz.engine.campaign.workers import run_parallel
 
     log = tmp_path / "initialize.log"
     script = tmp_path / "logging_agent.py"
@@ -138,10 +138,10 @@ def test_every_worker_confines_the_agent_under_sandbox_fs(tmp_path: Path) -> Non
     starts only where it cannot see a file outside its sandbox; if any agent of a worker could
     see it, that worker would fail to start it (the parent's calibration is confined either
     way)."""
-    from acp_fuzz.engine.campaign import CampaignSettings, calibrate
-    from acp_fuzz.engine.runner import HarnessError, TargetSpec
-    from acp_fuzz.engine.sandbox import bwrap_works
-    from acp_fuzz.engine.workers import run_parallel
+    from acp_fuzz.engine.campaign.runner import HarnessError, TargetSpec
+    from acp_fuzz.engine.campaign.search import CampaignSettings, calibrate
+    from acp_fuzz.engine.campaign.workers import run_parallel
+    from acp_fuzz.engine.process.sandbox import bwrap_works
     from tests.security._isolation import missing
 
     if bwrap_works() is None:

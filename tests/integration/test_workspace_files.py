@@ -11,8 +11,8 @@ import pytest
 
 from acp_fuzz.core.baseline import Baseline
 from acp_fuzz.core.workspace import FILES, canary_for, workspace_facts
-from acp_fuzz.engine.campaign import run_steps
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import run_steps
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

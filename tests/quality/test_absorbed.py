@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.findings import CATALOG
-from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, run_campaign
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings, run_campaign
 from acp_fuzz.reporting.campaign import campaign_cases, result_from_json, result_to_json
 from acp_fuzz.reporting.html import campaign_html
 from acp_fuzz.reporting.matrix import column_from_report

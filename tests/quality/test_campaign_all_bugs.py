@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.cassette import read_cassette
-from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, run_campaign, steps_of
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings, run_campaign, steps_of
 from tests.integration._support import run_cli
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(900)]

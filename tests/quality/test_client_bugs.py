@@ -21,7 +21,7 @@ from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.cassette import read_cassette
 from acp_fuzz.core.client_oracles import judge_client
 from acp_fuzz.core.scenarios import Scenario
-from acp_fuzz.engine.client_campaign import (
+from acp_fuzz.engine.client.campaign import (
     CASSETTE_KIND,
     ClientCampaignResult,
     ClientSettings,

@@ -24,8 +24,8 @@ import pytest
 from acp_fuzz import CheckContext, check
 from acp_fuzz.core.checks import unregister
 from acp_fuzz.core.history import Event
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(900)]
 

@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.history import History
-from acp_fuzz.engine.campaign import CampaignSettings, calibrate, run_campaign, run_steps
+from acp_fuzz.engine.campaign.replay import replay_cassette
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, calibrate, run_campaign, run_steps
 from acp_fuzz.engine.gateway import Gateway
-from acp_fuzz.engine.replay import replay_cassette
-from acp_fuzz.engine.runner import TargetSpec
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
 

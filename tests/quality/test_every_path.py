@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.engine.campaign import CampaignResult, calibrate, run_steps
+from acp_fuzz.engine.campaign.search import CampaignResult, calibrate, run_steps
 from tests.quality.test_planted_bugs import SEEDS, Track, first_failure, reference
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]

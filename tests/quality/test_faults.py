@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.cassette import read_cassette
-from acp_fuzz.engine.campaign import CampaignSettings, run_campaign
-from acp_fuzz.engine.replay import replay_cassette
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.replay import replay_cassette
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignSettings, run_campaign
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
 

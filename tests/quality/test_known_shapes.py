@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.engine.campaign import CampaignResult, CampaignSettings, run_campaign
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings, run_campaign
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(900)]
 

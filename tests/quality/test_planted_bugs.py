@@ -33,14 +33,14 @@ from acp_fuzz.strategies.payloads import invalid_variant
 
 from acp_fuzz.core.cassette import read_cassette
 from acp_fuzz.core.oracles import Baseline
-from acp_fuzz.engine.campaign import (
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import (
     CampaignResult,
     CampaignSettings,
     run_campaign,
     run_steps,
     steps_of,
 )
-from acp_fuzz.engine.runner import TargetSpec
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.engine.campaign import CampaignSettings
+from acp_fuzz.engine.campaign.search import CampaignSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 

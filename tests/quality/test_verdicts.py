@@ -28,14 +28,14 @@ from typing import Any
 import pytest
 
 from acp_fuzz.core.findings import Finding
-from acp_fuzz.engine.campaign import (
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import (
     CampaignResult,
     CampaignSettings,
     calibrate,
     run_campaign,
     run_steps,
 )
-from acp_fuzz.engine.runner import TargetSpec
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(900)]
 

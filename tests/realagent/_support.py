@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.engine import agents_cache
-from acp_fuzz.engine.profiles import Profile, base_env, get_profile
+from acp_fuzz.engine.agents import cache as agents_cache
+from acp_fuzz.engine.agents.profiles import Profile, base_env, get_profile
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CANARY = "CANARY-SYS-7f3a: answer every question in exactly one haiku."
@@ -41,7 +41,7 @@ def installed_profile(name: str) -> tuple[Profile, Path]:
         pytest.skip("node is not on PATH")
     try:
         import acp_fuzz.engine.gateway
-        import acp_fuzz.engine.transport  # noqa: F401
+        import acp_fuzz.engine.process.transport  # noqa: F401
     except ImportError as exc:
         pytest.skip(f"harness engine not importable yet: {exc}")
     return profile, directory
@@ -63,9 +63,9 @@ def run_session(profile: Profile, work: Path, mode: str = "append",
     turn carrying :data:`NONCE`; then wait (up to 15 s) until ``min_side`` side requests of
     the profile's model API arrived. Returns a JSON-able summary."""
     from acp_fuzz.core.history import History
-    from acp_fuzz.engine.client_policy import default_client_handler
     from acp_fuzz.engine.gateway import Gateway
-    from acp_fuzz.engine.transport import AgentProcess
+    from acp_fuzz.engine.process.client_policy import default_client_handler
+    from acp_fuzz.engine.process.transport import AgentProcess
 
     home = work / "home"
     cwd = work / "project"
@@ -155,7 +155,7 @@ def main(argv: list[str]) -> int:
     profile = get_profile(name)
     with tempfile.TemporaryDirectory(prefix="acp-fuzz-realagent-") as tmp:
         summary = run_session(profile, Path(tmp), mode, min_side=1)
-    from acp_fuzz.engine.netns import in_netns, probe_isolation
+    from acp_fuzz.engine.process.netns import in_netns, probe_isolation
 
     summary["netns"] = {"inside": in_netns(), "probe": probe_isolation() if in_netns() else None}
     out.write_text(json.dumps(summary, indent=1), encoding="utf-8")

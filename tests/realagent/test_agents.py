@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.engine.profiles import get_profile
+from acp_fuzz.engine.agents.profiles import get_profile
 from tests.realagent._support import CANARY, FIXTURES, SESSION, installed_profile, run_session
 
 pytestmark = pytest.mark.realagent

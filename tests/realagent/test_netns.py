@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.engine import netns
+from acp_fuzz.engine.process import netns
 from tests.realagent._support import CANARY, installed_profile
 
 REPO = Path(__file__).resolve().parents[2]
 
 INSIDE = r"""
 import errno, json, socket, sys
-from acp_fuzz.engine.netns import in_netns, probe_isolation
+from acp_fuzz.engine.process.netns import in_netns, probe_isolation
 srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(1)
 cli = socket.create_connection(srv.getsockname(), timeout=5)
 conn, _ = srv.accept(); cli.sendall(b"ping"); got = conn.recv(4)
@@ -58,7 +58,7 @@ def test_exit_code_is_passed_through(capfd: pytest.CaptureFixture[str]) -> None:
 def test_unavailable_is_one_line_exit_2(monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.delenv(netns.ENV_MARKER, raising=False)
-    monkeypatch.setattr("acp_fuzz.engine.netns.shutil.which", lambda _name: None)
+    monkeypatch.setattr("acp_fuzz.engine.process.netns.shutil.which", lambda _name: None)
     ok, reason = netns.netns_available()
     assert not ok and "unshare" in reason and "bwrap" in reason
     assert netns.reexec_in_netns(["true"]) == 2
@@ -71,12 +71,13 @@ def test_maybe_reexec_is_a_no_op_when_not_requested_or_isolated(
     monkeypatch.delenv(netns.ENV_MARKER, raising=False)
     assert netns.maybe_reexec(False) is None
     # Isolation is what the check finds, never what a variable says.
-    monkeypatch.setattr("acp_fuzz.engine.netns.probe_isolation", lambda: (True, "ENETUNREACH"))
+    monkeypatch.setattr("acp_fuzz.engine.process.netns.probe_isolation",
+                        lambda: (True, "ENETUNREACH"))
     assert netns.maybe_reexec(True) is None
 
 
 def test_cli_check() -> None:
-    proc = subprocess.run([sys.executable, "-m", "acp_fuzz.engine.netns", "--check"],
+    proc = subprocess.run([sys.executable, "-m", "acp_fuzz.engine.process.netns", "--check"],
                           capture_output=True, text=True, check=False)
     ok, _ = netns.netns_available()
     assert proc.returncode == (0 if ok else 2)
@@ -91,7 +92,7 @@ def test_agent_turn_inside_namespace(name: str, tmp_path: Path) -> None:
     installed_profile(name)
     out = tmp_path / "summary.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "acp_fuzz.engine.netns", "--", sys.executable, "-m",
+        [sys.executable, "-m", "acp_fuzz.engine.process.netns", "--", sys.executable, "-m",
          "tests.realagent._support", name, str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=180, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from acp_fuzz.engine import agents_cache
-from acp_fuzz.engine.profiles import PROFILES, get_profile
+from acp_fuzz.engine.agents import cache as agents_cache
+from acp_fuzz.engine.agents.profiles import PROFILES, get_profile
 from tests.realagent._support import FIXTURES
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.cassette import read_cassette
-from acp_fuzz.engine.replay import replay_cassette
+from acp_fuzz.engine.campaign.replay import replay_cassette
 from acp_fuzz.reporting.kept import KEPT_FILE, load_kept
 from tests.realagent._support import installed_profile
 

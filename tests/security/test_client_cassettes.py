@@ -14,7 +14,7 @@ import pytest
 
 from acp_fuzz.core.cassette import Header, read_cassette, write_cassette
 from acp_fuzz.core.history import History
-from acp_fuzz.engine.client_campaign import MAX_RECORDED_TIMEOUT, recorded_client
+from acp_fuzz.engine.client.campaign import MAX_RECORDED_TIMEOUT, recorded_client
 from tests.security._hostile import run_acp_fuzz
 
 pytestmark = pytest.mark.integration

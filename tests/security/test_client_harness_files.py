@@ -16,10 +16,10 @@ import pytest
 from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.scenarios import Scenario, Step
-from acp_fuzz.engine import client_campaign
-from acp_fuzz.engine.client_campaign import ClientRun, run_scenario
-from acp_fuzz.engine.sandbox import bwrap_works
-from acp_fuzz.engine.transport import line_weight
+from acp_fuzz.engine.client import campaign as client_campaign
+from acp_fuzz.engine.client.campaign import ClientRun, run_scenario
+from acp_fuzz.engine.process.sandbox import bwrap_works
+from acp_fuzz.engine.process.transport import line_weight
 from tests.security._isolation import hostile, missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

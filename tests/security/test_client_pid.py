@@ -1,6 +1,6 @@
 """``acp-fuzz client``: nothing the client under test starts outlives the run, not even a
 daemon that calls ``setsid`` to leave its process group, and nothing else is killed. The
-client gets the PID namespace an agent gets (``engine/sandbox.py``); where none can be made,
+client gets the PID namespace an agent gets (``engine/process/sandbox.py``); where none can be made,
 the harness kills what the example's clients started, found by a random word in their
 environment (``ACP_FUZZ_CLIENT_RUN``), not every process that has the example's folder in
 its environment, as it used to."""
@@ -20,8 +20,8 @@ import pytest
 
 from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.scenarios import Scenario
-from acp_fuzz.engine import client_campaign
-from acp_fuzz.engine.sandbox import Sandbox, agent_command
+from acp_fuzz.engine.client import campaign as client_campaign
+from acp_fuzz.engine.process.sandbox import Sandbox, agent_command
 from tests.security._isolation import hostile, missing
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -110,8 +110,8 @@ def test_a_setsid_daemon_dies_with_its_client_in_a_pid_namespace(
 def test_without_a_namespace_only_what_the_client_started_is_killed(
         no_orphans: Track, tag: str, bystander: list[subprocess.Popen[bytes]],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("acp_fuzz.engine.sandbox.bwrap_works", lambda: None)
-    monkeypatch.setattr("acp_fuzz.engine.sandbox._unshare_pid", lambda: None)
+    monkeypatch.setattr("acp_fuzz.engine.process.sandbox.bwrap_works", lambda: None)
+    monkeypatch.setattr("acp_fuzz.engine.process.sandbox._unshare_pid", lambda: None)
     run = _run_daemon_client(tag)
     assert [e.data.get("sandbox") for e in run.events
             if e.kind == "process" and e.data.get("role") == "client"

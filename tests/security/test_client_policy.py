@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from acp_fuzz.core.history import History
-from acp_fuzz.engine.client_policy import ClientPolicy, default_client_handler
-from acp_fuzz.engine.runner import Run, TargetSpec
-from acp_fuzz.engine.sandbox import Sandbox
-from acp_fuzz.engine.transport import AgentProcess, RpcError
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
+from acp_fuzz.engine.process.client_policy import ClientPolicy, default_client_handler
+from acp_fuzz.engine.process.sandbox import Sandbox
+from acp_fuzz.engine.process.transport import AgentProcess, RpcError
 
 pytestmark = pytest.mark.integration
 

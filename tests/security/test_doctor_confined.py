@@ -12,7 +12,7 @@ import pytest
 import typer.main
 
 from acp_fuzz.cli.app import app
-from acp_fuzz.engine.sandbox import bwrap_works
+from acp_fuzz.engine.process.sandbox import bwrap_works
 
 from ._hostile import run_acp_fuzz
 from ._isolation import missing

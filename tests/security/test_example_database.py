@@ -46,7 +46,7 @@ def test_redis_password_is_not_printed(tmp_path: Path, url: str) -> None:
 
 
 def test_shown_keeps_what_is_not_secret() -> None:
-    from acp_fuzz.engine.database import shown
+    from acp_fuzz.engine.campaign.database import shown
 
     assert shown("redis://alice:pw@db.example:6380/3") == "redis://alice:<redacted>@db.example:6380/3"
     assert shown("redis://db.example:6379/0") == "redis://db.example:6379/0"
@@ -55,14 +55,14 @@ def test_shown_keeps_what_is_not_secret() -> None:
 
 FETCH = """
 import sys
-from acp_fuzz.engine.database import open_database
+from acp_fuzz.engine.campaign.database import open_database
 db = open_database(sys.argv[1])
 print(sorted(v.hex() for v in db.fetch(b"key")))
 """
 
 
 def test_a_fifo_in_a_folder_database_is_skipped(tmp_path: Path) -> None:
-    from acp_fuzz.engine.database import open_database
+    from acp_fuzz.engine.campaign.database import open_database
 
     folder = tmp_path / "db"
     db = open_database(str(folder))

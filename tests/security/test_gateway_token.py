@@ -22,7 +22,7 @@ import openai
 import pytest
 
 from acp_fuzz.core.cassette import Cassette, Header
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 from acp_fuzz.timeline import render_timeline
 from tests.security._isolation import REPO
 

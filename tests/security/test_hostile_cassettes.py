@@ -321,7 +321,7 @@ LIMIT = Limits().max_total_values
 _PEAK = textwrap.dedent("""
     import resource, sys
     from pathlib import Path
-    from acp_fuzz.engine.replay import offline_check, replay_cassette
+    from acp_fuzz.engine.campaign.replay import offline_check, replay_cassette
     path = Path(sys.argv[2])
     if sys.argv[1] == "offline":
         result = offline_check(path)

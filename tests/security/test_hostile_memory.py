@@ -38,7 +38,7 @@ from acp_fuzz.engine.gateway.server import (
     MAX_RECORDED_REFUSALS,
 )
 from acp_fuzz.engine.gateway.upstream import upstream_url
-from acp_fuzz.engine.transport import (
+from acp_fuzz.engine.process.transport import (
     MAX_CLIENT_BACKLOG,
     MAX_RECORDED_CLIENT_REQUEST_BYTES,
     line_weight,
@@ -58,11 +58,11 @@ PEAK_RSS_BOUND_MB = 160
 HARNESS = r"""
 import json, sys, threading
 from acp_fuzz.core.history import History
-from acp_fuzz.engine.client_policy import ClientPolicy
-from acp_fuzz.engine.runner import (MAX_RECORDED_NOTIFICATION_BYTES,
+from acp_fuzz.engine.process.client_policy import ClientPolicy
+from acp_fuzz.engine.campaign.runner import (MAX_RECORDED_NOTIFICATION_BYTES,
                                     MAX_RECORDED_NOTIFICATIONS)
-from acp_fuzz.engine.sandbox import Sandbox
-from acp_fuzz.engine.transport import AgentProcess
+from acp_fuzz.engine.process.sandbox import Sandbox
+from acp_fuzz.engine.process.transport import AgentProcess
 
 mode, argv = sys.argv[1], json.loads(sys.argv[2])
 history = History()

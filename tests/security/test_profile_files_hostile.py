@@ -52,7 +52,7 @@ def test_check_lists_hooks_without_importing_them(tmp_path: Path) -> None:
     assert str(tmp_path / "canary_hook.py") in proc.stdout
     assert "side_request = not_there.at_all:side (no such file" in proc.stdout
     # The canary works: a profile that is used imports its hooks.
-    subprocess.run([sys.executable, "-c", "from acp_fuzz.engine.profiles import "
+    subprocess.run([sys.executable, "-c", "from acp_fuzz.engine.agents.profiles import "
                     "load_profile; load_profile('hooked.toml')"], cwd=tmp_path,
                    capture_output=True, check=False)
     assert canary.read_text() == "imported"

@@ -17,7 +17,7 @@ import pytest
 from acp_fuzz.core.cassette import read_cassette, write_cassette
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.steps import steps_of
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 
 from ._hostile import LEAK
 

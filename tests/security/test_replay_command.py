@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from acp_fuzz.core.cassette import read_cassette
-from acp_fuzz.engine.replay import replay_cassette, replay_dir
+from acp_fuzz.engine.campaign.replay import replay_cassette, replay_dir
 from acp_fuzz.reporting import render_markdown
 
 from ._hostile import REFERENCE, hostile_cassette, run_acp_fuzz

@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 from acp_fuzz.core.cassette import read_cassette, write_cassette
 from acp_fuzz.core.oracles import Baseline
-from acp_fuzz.engine.campaign import (
+from acp_fuzz.engine.campaign.replay import ReplayResult, replay_cassette
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import (
     CampaignSettings,
     FindingReport,
     requests_of,
@@ -27,8 +29,6 @@ from acp_fuzz.engine.campaign import (
     save_finding,
 )
 from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
-from acp_fuzz.engine.replay import ReplayResult, replay_cassette
-from acp_fuzz.engine.runner import TargetSpec
 
 from ._hostile import REFERENCE, run_acp_fuzz
 

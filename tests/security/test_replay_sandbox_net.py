@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.engine import netns
+from acp_fuzz.engine.process import netns
 
 from ._hostile import LEAK, PY, hostile_cassette, run_acp_fuzz
 
@@ -24,7 +24,7 @@ PROBE = """\
 import sys
 from pathlib import Path
 
-from acp_fuzz.engine.netns import probe_isolation
+from acp_fuzz.engine.process.netns import probe_isolation
 from acp_fuzz.reference_agent.agent import main
 
 isolated, why = probe_isolation()

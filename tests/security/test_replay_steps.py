@@ -19,7 +19,7 @@ import pytest
 
 from acp_fuzz.core.cassette import read_cassette, write_cassette
 from acp_fuzz.core.history import Event
-from acp_fuzz.engine.replay import replay_cassette, replay_dir
+from acp_fuzz.engine.campaign.replay import replay_cassette, replay_dir
 
 from ._hostile import LEAK, PY, run_acp_fuzz
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from acp_fuzz.engine.runner import Run, TargetSpec
-from acp_fuzz.engine.sandbox import bwrap_works
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
+from acp_fuzz.engine.process.sandbox import bwrap_works
 from tests.security._isolation import hostile, missing
 
 pytestmark = pytest.mark.integration
@@ -119,7 +119,7 @@ def test_codex_acp_turn_under_the_fs_sandbox(no_orphans: object) -> None:
 def test_a_file_in_home_on_the_command_line_is_shown_alone(
         real_home: Path, tmp_path: Path) -> None:
     """A script's folder is shown (for the modules beside it), but never the whole HOME."""
-    from acp_fuzz.engine.sandbox import agent_read_only_paths
+    from acp_fuzz.engine.process.sandbox import agent_read_only_paths
 
     in_home = real_home / "agent.py"
     in_home.write_text("", encoding="utf-8")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from acp_fuzz.engine import netns
+from acp_fuzz.engine.process import netns
 from tests.security._isolation import REPO, hostile, missing
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,8 @@ def test_preset_marker_does_not_disable_isolation(tmp_path: Path) -> None:
     _require_netns()
     view = tmp_path / "view.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "acp_fuzz.engine.netns", "--", *hostile("netview.py", str(view))],
+        [sys.executable, "-m", "acp_fuzz.engine.process.netns", "--",
+         *hostile("netview.py", str(view))],
         cwd=REPO, env=_env(**{netns.ENV_MARKER: "1"}), capture_output=True, text=True,
         timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
@@ -65,7 +66,7 @@ def test_bootstrap_refuses_a_namespace_that_is_not_isolated() -> None:
     ok, why = netns.probe_isolation()
     if ok:
         pytest.skip(f"this machine has no network to be refused ({why})")
-    proc = subprocess.run([sys.executable, "-m", "acp_fuzz.engine.netns", "--inner", "--",
+    proc = subprocess.run([sys.executable, "-m", "acp_fuzz.engine.process.netns", "--inner", "--",
                            sys.executable, "-c", "print('ran')"],
                           cwd=REPO, env=_env(), capture_output=True, text=True, timeout=60,
                           check=False)

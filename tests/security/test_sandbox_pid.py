@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from acp_fuzz.engine.runner import Run, TargetSpec
-from acp_fuzz.engine.sandbox import agent_command, bwrap_works
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
+from acp_fuzz.engine.process.sandbox import agent_command, bwrap_works
 from tests.security._isolation import hostile, missing
 
 pytestmark = pytest.mark.integration
@@ -80,7 +80,7 @@ def test_without_the_pid_sandbox_the_escapee_survives(tag: str) -> None:
 def test_the_unshare_fallback_also_takes_the_escapee_along(
         tag: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Without bubblewrap, root gets the same guarantee from ``unshare --pid``."""
-    monkeypatch.setattr("acp_fuzz.engine.sandbox.bwrap_works", lambda: None)
+    monkeypatch.setattr("acp_fuzz.engine.process.sandbox.bwrap_works", lambda: None)
     _argv, how = agent_command(["true"], root="/", cwd="/", env=os.environ)
     if how != "unshare pid":
         pytest.skip("the unshare fallback needs root and util-linux's unshare")

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from acp_fuzz.core.workspace import FILES
-from acp_fuzz.engine.runner import Run, TargetSpec
+from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 from tests.security._isolation import hostile
 from tests.security.test_sandbox_fs import _require_bwrap
 

@@ -362,14 +362,14 @@ def serve(cassette: Cassette, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m acp_fuzz.engine.as_agent [--forward-fs-terminal] CASSETTE``: the same as
+    """``python -m acp_fuzz.engine.client.as_agent [--forward-fs-terminal] CASSETTE``: the same as
     ``acp-fuzz replay --as-agent``.
     Exit status 2 when the cassette cannot be read."""
     args = list(sys.argv[1:] if argv is None else argv)
     forward = "--forward-fs-terminal" in args
     args = [a for a in args if a != "--forward-fs-terminal"]
     if len(args) != 1:
-        sys.stderr.write("usage: python -m acp_fuzz.engine.as_agent [--forward-fs-terminal] "
+        sys.stderr.write("usage: python -m acp_fuzz.engine.client.as_agent [--forward-fs-terminal] "
                          "CASSETTE\n")
         return 2
     try:

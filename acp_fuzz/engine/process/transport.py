@@ -423,7 +423,7 @@ class AgentProcess:
     Args:
         argv: the command; ``argv[0]`` is looked up on ``env["PATH"]``.
         env: the complete environment (nothing is inherited; see
-            :meth:`acp_fuzz.engine.sandbox.Sandbox.build_env`).
+            :meth:`acp_fuzz.engine.process.sandbox.Sandbox.build_env`).
         cwd: the process working directory (not necessarily a session ``cwd``).
         history: where events are recorded, or ``None`` to record nothing. Assignable, e.g.
             to start a new history for the next run while the process keeps running.
@@ -435,13 +435,14 @@ class AgentProcess:
             has a ``sent(method, params)`` method, that is called with every request and
             notification queued for the agent, before it is written (so a client policy
             knows about a ``session/cancel``; see
-            :class:`acp_fuzz.engine.client_policy.ClientPolicy`).
+            :class:`acp_fuzz.engine.process.client_policy.ClientPolicy`).
         max_line_bytes: the longest stdout line accepted; longer lines are discarded.
         stderr_tail_bytes: how much of the end of stderr :attr:`stderr_tail` keeps.
         stderr_record_limit: how many stderr bytes are recorded as events in total.
         max_recorded_notifications: how many notifications from the agent are recorded as
             ``acp`` events; the rest are only counted (:attr:`dropped_notifications`).
-            ``None`` (the default) records them all; :class:`acp_fuzz.engine.runner.Run` sets a cap.
+            ``None`` (the default) records them all; :class:`acp_fuzz.engine.campaign.runner.Run`
+            sets a cap.
         max_recorded_notification_bytes: the same cap, on the total size of their lines
             (each weighed by :func:`line_weight`).
         max_recorded_client_requests, max_recorded_client_request_bytes: the same for the
@@ -453,7 +454,8 @@ class AgentProcess:
         max_client_backlog, max_client_backlog_bytes, max_unsent_answer_bytes: the backlog of
             the agent's requests (see the module docs).
         command: what is really executed, when it is not ``argv``: ``argv`` wrapped by a
-            sandbox (:func:`acp_fuzz.engine.sandbox.agent_command`). ``argv`` is what is recorded.
+            sandbox (:func:`acp_fuzz.engine.process.sandbox.agent_command`). ``argv`` is what is
+            recorded.
         sandbox: how the process is confined (``"bwrap pid"``, ...), for the spawn event.
 
     All methods are thread-safe; :meth:`request` may be called from many threads at once.

@@ -1,8 +1,8 @@
 """Parallel campaigns: ``acp-fuzz target --workers N`` (engine).
 
 Each worker is a separate process with its own agent processes, gateway and sandboxes, and
-runs :func:`~acp_fuzz.engine.campaign.run_campaign` with its own seed (``seed + i``) and a share of
-the examples: its share of the covering examples (worker ``i`` of ``n`` runs the covering
+runs :func:`~acp_fuzz.engine.campaign.search.run_campaign` with its own seed (``seed + i``) and a
+share of the examples: its share of the covering examples (worker ``i`` of ``n`` runs the covering
 examples ``i``, ``i + n``, ...; within a shard, its share of the shard's: :func:`worker_share`),
 then its own search. They share one Hypothesis example
 database (``--db``: a folder or a Redis URL; without it, a temporary folder removed at the
@@ -37,7 +37,9 @@ from dataclasses import replace
 from typing import Any
 
 from acp_fuzz.core.protocol import agent_info
-from acp_fuzz.engine.campaign import (
+from acp_fuzz.engine.campaign.plugins import loaded, reload_in_worker
+from acp_fuzz.engine.campaign.runner import TargetSpec
+from acp_fuzz.engine.campaign.search import (
     Calibrated,
     CampaignEvent,
     CampaignResult,
@@ -47,8 +49,6 @@ from acp_fuzz.engine.campaign import (
     learn,
     run_campaign,
 )
-from acp_fuzz.engine.plugins import loaded, reload_in_worker
-from acp_fuzz.engine.runner import TargetSpec
 
 __all__ = ["merge_results", "run_parallel", "spec_from_wire", "spec_to_wire", "worker_share"]
 

@@ -26,8 +26,8 @@ On top of that, :func:`agent_command` confines the agent process itself, with bu
   folder of each file named on its command line. Nothing else of the invoking user's files
   (the real HOME, other projects) exists for it. As root, every capability is dropped.
 
-Networking is not changed here: ``--sandbox-net`` (:mod:`acp_fuzz.engine.netns`) isolates the whole
-harness, gateway included.
+Networking is not changed here: ``--sandbox-net`` (:mod:`acp_fuzz.engine.process.netns`) isolates
+the whole harness, gateway included.
 
 Example::
 
@@ -294,11 +294,12 @@ def _under(path: str, parents: Sequence[str]) -> bool:
 def agent_read_only_paths(argv: Sequence[str], extra: Sequence[str] = ()) -> list[str]:
     """What the file-system sandbox shows read-only besides the system folders, for ``argv``:
     see the module docstring. Existing paths only, without duplicates, outermost first."""
-    from acp_fuzz.engine import agents_cache  # engine module; imported late to keep this one light
+    import acp_fuzz
+    from acp_fuzz.engine.agents import cache as agents_cache  # imported late: keeps this light
 
     # The acp_fuzz package itself (the reference agent runs from it): named by the package,
     # not by this module's place in it.
-    package = Path(__file__).resolve().parents[1]
+    package = Path(acp_fuzz.__file__).resolve().parent
     wanted: list[str] = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                          str(package), str(agents_cache.cache_root())]
     node = shutil.which("node")

@@ -26,11 +26,11 @@ from acp_fuzz.core.errors import HarnessError
 from acp_fuzz.core.escaping import clip, terminal
 from acp_fuzz.core.history import ModelExchange
 from acp_fuzz.core.slots import MODEL_APIS
-from acp_fuzz.engine.agent_setup import AgentSetup, Matcher, SideRule
+from acp_fuzz.engine.agents.setup import AgentSetup, Matcher, SideRule
 from acp_fuzz.engine.gateway.server import KEY_HEADERS, KEY_VARIABLES, is_side_request
 
 if TYPE_CHECKING:
-    from acp_fuzz.engine.runner import Run, StepOutcome
+    from acp_fuzz.engine.campaign.runner import Run, StepOutcome
 
 __all__ = ["CASES", "PROFILE_HINT", "RULE_PREFIX", "UNTIED_SHARE", "CalibrationError",
            "Diagnosis", "diagnose", "diagnose_run", "error_text", "model_env", "request_class",
@@ -290,7 +290,7 @@ def error_text(error: Any) -> str:
 
 def diagnose_run(run: Run, out: StepOutcome, *, step: str = "session/prompt",
                  counts_before: Mapping[str, int] | None = None) -> Diagnosis:
-    """:func:`diagnose` over a live :class:`~acp_fuzz.engine.runner.Run` (its gateway must
+    """:func:`diagnose` over a live :class:`~acp_fuzz.engine.campaign.runner.Run` (its gateway must
     still be running): its model records, its agent's environment, and the gateway's counts
     since ``counts_before`` (a snapshot taken when the run began; with a gateway of the
     run's own, ``None``)."""

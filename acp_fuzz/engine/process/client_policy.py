@@ -61,7 +61,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from acp_fuzz.engine.transport import RpcError
+from acp_fuzz.engine.process.transport import RpcError
 
 __all__ = ["MAX_READ_BYTES", "MAX_SCAN_BYTES", "ClientPolicy", "default_client_handler"]
 
@@ -74,8 +74,8 @@ _CHUNK = 64 * 1024
 
 class ClientPolicy:
     """The harness's answers to agent requests (see the module docs); a
-    :data:`~acp_fuzz.engine.transport.ClientHandler` that also watches what the harness sends
-    (:meth:`sent`), to answer ``cancelled`` after a ``session/cancel``.
+    :data:`~acp_fuzz.engine.process.transport.ClientHandler` that also watches what the harness
+    sends (:meth:`sent`), to answer ``cancelled`` after a ``session/cancel``.
 
     ``cwd_roots``: the session directories that ``fs/*`` requests may touch, opened here
     (make the policy before the agent starts); :meth:`close` it when the agent is gone."""

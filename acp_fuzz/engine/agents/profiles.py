@@ -56,7 +56,7 @@ walks through writing one. The keys::
     setup_home = "my_pkg.acp:setup"     # (gateway_url, home) -> None
     side_request = "my_pkg.acp:side"    # (api, headers, body) -> bool
 
-Values are templates: :mod:`acp_fuzz.engine.agent_setup` lists the placeholders. A file with
+Values are templates: :mod:`acp_fuzz.engine.agents.setup` lists the placeholders. A file with
 a mistake raises :class:`ProfileError`, whose message names the file, the key and what is
 wrong, in one line. :data:`KEYS` is every key with its type, the loader reads no other, and
 :func:`profile_schema` is the file's JSON Schema made from it
@@ -81,8 +81,8 @@ from typing import Any
 
 from acp_fuzz.core.errors import AcpFuzzError
 from acp_fuzz.core.slots import MODEL_APIS  # re-exported: the APIs a profile's ``api`` names
-from acp_fuzz.engine import agents_cache
-from acp_fuzz.engine.agent_setup import (
+from acp_fuzz.engine.agents import cache as agents_cache
+from acp_fuzz.engine.agents.setup import (
     COMPACTION_BY,
     DEFAULT_CONTEXT_WINDOW,
     DEFAULT_USAGE_TOKENS,
@@ -315,7 +315,7 @@ class Profile:
     extra_packages: tuple[str, ...] = ()
     #: What ``agents install`` does with the npm install scripts, or pip with a source
     #: distribution's build code (``[install] scripts``): one of
-    #: :data:`acp_fuzz.engine.agents_cache.SCRIPTS`.
+    #: :data:`acp_fuzz.engine.agents.cache.SCRIPTS`.
     install_scripts: str = "ignore"
     setup: AgentSetup = field(default_factory=AgentSetup)
     info: tuple[Matcher, ...] = ()

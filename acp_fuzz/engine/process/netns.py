@@ -3,10 +3,10 @@
 Design: the current command is re-executed in a new network namespace, made by bubblewrap
 (``bwrap --unshare-net``) where it is installed and works, else by ``unshare -n`` (as root) or
 ``unshare -r -n`` (otherwise, via a user namespace). Inside, a small bootstrap (``python -m
-acp_fuzz.engine.netns --inner -- CMD...``) brings ``lo`` up with an ``ioctl`` (no dependency on
-``ip``), **checks** that nothing but loopback is reachable (:func:`probe_isolation`), and only
-then ``exec``s the command; if the check fails it stops with exit code 2. The gateway and every
-agent are then started by that child, inside the namespace: only 127.0.0.1 is reachable, every
+acp_fuzz.engine.process.netns --inner -- CMD...``) brings ``lo`` up with an ``ioctl`` (no
+dependency on ``ip``), **checks** that nothing but loopback is reachable (:func:`probe_isolation`),
+and only then ``exec``s the command; if the check fails it stops with exit code 2. The gateway and
+every agent are then started by that child, inside the namespace: only 127.0.0.1 is reachable, every
 other connect fails at once with ``ENETUNREACH``, and DNS resolvers other than a loopback one
 are unreachable too.
 
@@ -22,7 +22,7 @@ Typical CLI use::
         return rc          # the sandboxed child ran the command; we are the outer process
     ...                    # not requested, or already isolated: carry on
 
-``python -m acp_fuzz.engine.netns --check`` says which tool would be used.
+``python -m acp_fuzz.engine.process.netns --check`` says which tool would be used.
 """
 
 from __future__ import annotations
@@ -233,7 +233,8 @@ def reexec_in_netns(argv: list[str]) -> int:
         if prefix is None:
             print(f"acp-fuzz: --sandbox-net is not available here: {reason}", file=sys.stderr)
             return 2
-        inner = [*prefix, sys.executable, "-m", "acp_fuzz.engine.netns", "--inner", "--", *argv]
+        inner = [*prefix, sys.executable, "-m", "acp_fuzz.engine.process.netns", "--inner", "--",
+                 *argv]
         if os.path.basename(prefix[0]) == "bwrap":
             # bwrap stays as the parent and does not pass signals on: learn the pid of the
             # command it starts, to forward them there.
@@ -315,7 +316,7 @@ def _inner(argv: Sequence[str]) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m acp_fuzz.engine.netns",
+        prog="python -m acp_fuzz.engine.process.netns",
         description="Run a command in a fresh network namespace with only loopback.",
     )
     parser.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)

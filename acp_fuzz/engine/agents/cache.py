@@ -30,7 +30,7 @@ sibling temporary directory and renamed into place, so an interrupted install ne
 half-filled directory that looks complete.
 
 This module is a library: it knows where an agent lives and how to install one, not which
-agents exist (that is :mod:`acp_fuzz.engine.profiles`). Its command line is
+agents exist (that is :mod:`acp_fuzz.engine.agents.profiles`). Its command line is
 ``acp-fuzz agents install [--force] [PROFILE ...]`` and ``acp-fuzz agents status``
 (:mod:`acp_fuzz.cli.agents`).
 """

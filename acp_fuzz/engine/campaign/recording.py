@@ -1,7 +1,7 @@
 """Writing a run as a cassette: what the header says of the target, and the scrubbed write
 (engine).
 
-A finding's cassette (:func:`acp_fuzz.engine.campaign.save_finding`), the cassette of the
+A finding's cassette (:func:`acp_fuzz.engine.campaign.search.save_finding`), the cassette of the
 untied requests a campaign or ``acp-fuzz doctor`` saw, and any other recording of a run are
 written the same way: the header names the target as a replay needs it
 (:func:`target_settings`), and everything is scrubbed of the run's secrets first
@@ -21,8 +21,8 @@ from acp_fuzz.core.dialects import resolve
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.protocol import answered
 from acp_fuzz.core.scrub import Scrubber, portable
-from acp_fuzz.engine.agents_cache import cache_root
-from acp_fuzz.engine.runner import TargetSpec
+from acp_fuzz.engine.agents.cache import cache_root
+from acp_fuzz.engine.campaign.runner import TargetSpec
 
 __all__ = ["scrubber_for", "target_settings", "write_scrubbed"]
 

@@ -5,8 +5,8 @@ One example is one :class:`~acp_fuzz.core.capability_sets.CapabilitySet`: a fres
 step of the :class:`~acp_fuzz.core.scenarios.Scenario` in order: the client is started once
 per step with ``$ACP_FUZZ_AGENT`` set to the stand-in's command line (and any argument that is
 exactly ``{agent}`` replaced by it), and waited for (``Scenario.timeout`` seconds a step, then
-its process group is killed). The stand-in (:mod:`acp_fuzz.engine.stand_in`) logs every frame;
-after each step the new frames become ``acp`` events of one history, connection by
+its process group is killed). The stand-in (:mod:`acp_fuzz.engine.client.stand_in`) logs every
+frame; after each step the new frames become ``acp`` events of one history, connection by
 connection, between a ``step`` event and the client's ``process`` events, and
 :func:`acp_fuzz.core.client_oracles.judge_client` judges the whole history.
 
@@ -27,7 +27,7 @@ already reuses its run), so confirmation is what sees flakiness.
 --client``): ``FIXED`` when no recorded oracle fails any more.
 
 Each step's client runs in a PID namespace of its own where one can be made, as an agent does
-(:func:`acp_fuzz.engine.sandbox.agent_command`): whatever it leaves running, a ``setsid``
+(:func:`acp_fuzz.engine.process.sandbox.agent_command`): whatever it leaves running, a ``setsid``
 daemon included, dies with it. Where none can be made, what the example's clients left
 running is killed at its end, found by :data:`RUN_VARIABLE` in its environment. The client
 cannot reach the files the harness reads and writes for it: its stdout and stderr go to
@@ -35,8 +35,8 @@ nameless files outside the sandbox, and the stand-in logs are read as regular fi
 never through a link (``docs/security.md``, "The client under test").
 
 With ``sandbox_fs`` (``--sandbox-fs``) each step's client runs under bubblewrap
-(:func:`acp_fuzz.engine.sandbox.agent_command`): it sees the example's sandbox (its HOME, its
-project folder and the stand-in's folder, writable), the system folders and what it needs to
+(:func:`acp_fuzz.engine.process.sandbox.agent_command`): it sees the example's sandbox (its HOME,
+its project folder and the stand-in's folder, writable), the system folders and what it needs to
 run (read-only), and none of the user's files; the stand-in it starts runs inside the same
 confinement (its interpreter and the acp_fuzz package are among what stays readable). The
 client's ``spawn`` event records how it was confined (``"sandbox": "bwrap pid+fs"``), as an
@@ -71,10 +71,10 @@ from acp_fuzz.core.findings import Finding, Severity, is_failure, is_reported
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
 from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
-from acp_fuzz.engine import interrupt
-from acp_fuzz.engine.sandbox import Sandbox
-from acp_fuzz.engine.sandbox import agent_command as confined
-from acp_fuzz.engine.transport import _LIVE_GROUPS, _LIVE_LOCK, line_weight
+from acp_fuzz.engine.campaign import interrupt
+from acp_fuzz.engine.process.sandbox import Sandbox
+from acp_fuzz.engine.process.sandbox import agent_command as confined
+from acp_fuzz.engine.process.transport import _LIVE_GROUPS, _LIVE_LOCK, line_weight
 
 __all__ = ["CASSETTE_KIND", "ClientCampaignEvent", "ClientCampaignResult", "ClientReplayResult",
            "ClientReport", "ClientRun", "ClientSettings", "Confirming", "ExampleRan",
@@ -104,7 +104,7 @@ OUTPUT_TAIL = 8 * 1024
 
 def agent_command(run_dir: str) -> list[str]:
     """The stand-in's command line for one example's state folder."""
-    return [sys.executable, "-m", "acp_fuzz.engine.stand_in", run_dir]
+    return [sys.executable, "-m", "acp_fuzz.engine.client.stand_in", run_dir]
 
 
 # -- one example -------------------------------------------------------------------------------
@@ -843,7 +843,7 @@ def _portable(header: Header, events: list[Event]) -> tuple[Header, list[Event]]
     """:func:`~acp_fuzz.core.scrub.portable`, and the recorded scenario's command and steps
     (in the settings and in each ``step`` event) rewritten the same way:
     ``--trust-recorded-command`` runs them, on another machine."""
-    from acp_fuzz.engine.agents_cache import cache_root
+    from acp_fuzz.engine.agents.cache import cache_root
 
     roots = [str(cache_root())]
     recorded = ClientRunSettings.from_wire(header.settings)

@@ -2,7 +2,7 @@
 
 :class:`Run` is the small Python API that the tests, the fuzzer and replay share::
 
-    from acp_fuzz.engine.runner import Run, TargetSpec
+    from acp_fuzz.engine.campaign.runner import Run, TargetSpec
 
     with Run(TargetSpec.from_command(["python", "-m", "acp_fuzz.reference_agent"])) as run:
         run.initialize()
@@ -54,14 +54,20 @@ from acp_fuzz.core.version import __version__
 from acp_fuzz.core.workspace import FILES as WORKSPACE_FILES
 from acp_fuzz.core.workspace import canary_for
 from acp_fuzz.core.workspace import file_text as workspace_text
-from acp_fuzz.engine import interrupt
-from acp_fuzz.engine.agent_setup import AgentSetup, Compaction, Facts
-from acp_fuzz.engine.client_policy import ClientPolicy
-from acp_fuzz.engine.deadlines import Deadlines
+from acp_fuzz.engine.agents.setup import AgentSetup, Compaction, Facts
+from acp_fuzz.engine.campaign import interrupt
+from acp_fuzz.engine.campaign.deadlines import Deadlines
 from acp_fuzz.engine.gateway import Gateway
 from acp_fuzz.engine.gateway.faults import Hold
-from acp_fuzz.engine.sandbox import Sandbox, SandboxError, agent_command
-from acp_fuzz.engine.transport import AgentProcess, AgentStartError, Expectation, Pending, Reply
+from acp_fuzz.engine.process.client_policy import ClientPolicy
+from acp_fuzz.engine.process.sandbox import Sandbox, SandboxError, agent_command
+from acp_fuzz.engine.process.transport import (
+    AgentProcess,
+    AgentStartError,
+    Expectation,
+    Pending,
+    Reply,
+)
 
 __all__ = ["HarnessError", "Run", "StepOutcome", "TargetSpec", "run_steps"]
 
@@ -98,13 +104,14 @@ class TargetSpec:
     restart_grace: float | None = None
     profile: str | None = None
     #: Deadlines learned from the agent, shared by every run of a campaign (see
-    #: :mod:`acp_fuzz.engine.deadlines`); ``None``: every request may take its full timeout.
+    #: :mod:`acp_fuzz.engine.campaign.deadlines`); ``None``: every request may take its full
+    #: timeout.
     deadlines: Deadlines | None = field(default=None, compare=False)
     #: How a system prompt is sent: ``auto`` (detected from ``initialize``), ``standard``,
     #: or a legacy dialect (see :mod:`acp_fuzz.core.dialects`).
     dialect: str = "auto"
     #: Run the agent in its own PID namespace where possible, so nothing it starts outlives
-    #: it (see :func:`acp_fuzz.engine.sandbox.agent_command`).
+    #: it (see :func:`acp_fuzz.engine.process.sandbox.agent_command`).
     sandbox_pid: bool = True
     #: The protocol version offered in ``initialize``: ``"1"``, ``"2"`` or ``"auto"`` (the
     #: newest, and whatever supported version the agent answers; see
@@ -115,7 +122,7 @@ class TargetSpec:
     #: More paths the file-system sandbox shows the agent, read-only.
     read_only: tuple[str, ...] = ()
     #: What a profile file sets up: variables, files under HOME, side-request rules (see
-    #: :mod:`acp_fuzz.engine.agent_setup`); applied after the hooks above.
+    #: :mod:`acp_fuzz.engine.agents.setup`); applied after the hooks above.
     setup: AgentSetup | None = None
     #: What calibration learned (:class:`acp_fuzz.core.calibration.Learned`): a campaign's
     #: runs, and a replay (the cassette's), send the compaction command and wait the restart
@@ -133,7 +140,7 @@ class TargetSpec:
 
         Raises :class:`HarnessError` for an unknown profile, an agent not installed, or a
         ``command`` that cannot be run."""
-        from acp_fuzz.engine.profiles import ProfileError, get_profile, is_profile_path
+        from acp_fuzz.engine.agents.profiles import ProfileError, get_profile, is_profile_path
 
         try:
             p = get_profile(name)
@@ -516,8 +523,8 @@ class Run:
                            self.spec.request_timeout if timeout is None else timeout)
 
     def _await(self, pending: Pending | _TurnWait, method: str, ceiling: float) -> Reply:
-        """The answer to ``pending``, waiting as :mod:`acp_fuzz.engine.deadlines` says: up to the
-        learned deadline, then (the first time ``method`` overruns it) up to ``ceiling``."""
+        """The answer to ``pending``, waiting as :mod:`acp_fuzz.engine.campaign.deadlines` says: up
+        to the learned deadline, then (the first time ``method`` overruns it) up to ``ceiling``."""
         d = self.spec.deadlines
         first = ceiling if d is None else d.deadline(method, ceiling)
         self.last_wait = {"deadline": round(first, 3), "ceiling": ceiling}

@@ -70,14 +70,14 @@ from acp_fuzz.core.steps import advertises_compact, steps_of
 from acp_fuzz.core.version import __version__
 from acp_fuzz.core.workspace import Facts as WorkspaceFacts
 from acp_fuzz.core.workspace import add_facts, workspace_facts
-from acp_fuzz.engine import interrupt
-from acp_fuzz.engine.database import AgentScoped, open_database
-from acp_fuzz.engine.deadlines import Deadlines
-from acp_fuzz.engine.diagnosis import CalibrationError, diagnose_run
+from acp_fuzz.engine.campaign import interrupt
+from acp_fuzz.engine.campaign.database import AgentScoped, open_database
+from acp_fuzz.engine.campaign.deadlines import Deadlines
+from acp_fuzz.engine.campaign.diagnosis import CalibrationError, diagnose_run
+from acp_fuzz.engine.campaign.recording import scrubber_for, target_settings, write_scrubbed
+from acp_fuzz.engine.campaign.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
 from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
-from acp_fuzz.engine.recording import scrubber_for, target_settings, write_scrubbed
-from acp_fuzz.engine.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
-from acp_fuzz.engine.transport import Expectation
+from acp_fuzz.engine.process.transport import Expectation
 from acp_fuzz.strategies import (
     Cover,
     LifecycleMachine,
@@ -122,7 +122,8 @@ class CampaignSettings:
     max_steps: int = 12
     cassette_dir: Path = Path("cassettes")
     confirm_runs: int = 3
-    #: A Hypothesis example database: a folder or a Redis URL (see :mod:`acp_fuzz.engine.database`).
+    #: A Hypothesis example database: a folder or a Redis URL (see
+    #: :mod:`acp_fuzz.engine.campaign.database`).
     database: str | None = None
     long_texts: bool = True
     #: Examples Hypothesis may run while shrinking a failure. A count, not a time limit, so
@@ -328,7 +329,7 @@ class CampaignResult:
     #: ``untied`` (not a side request, yet tied to no session; see ``Gateway.counts``).
     model_requests: dict[str, int] = field(default_factory=dict)
     #: The deadlines learned from the agent, and how many waits took the full timeout
-    #: (:meth:`acp_fuzz.engine.deadlines.Deadlines.to_wire`).
+    #: (:meth:`acp_fuzz.engine.campaign.deadlines.Deadlines.to_wire`).
     deadlines: dict[str, Any] = field(default_factory=dict)
     #: (oracle, rule) -> how many times the examples gave that oracle something to judge
     #: (:meth:`acp_fuzz.core.oracles.Evaluator.judged`): a rule with checks and no finding was
@@ -556,7 +557,7 @@ def calibrate(spec: TargetSpec, *, gateway: Gateway | None = None
               ) -> tuple[Any, Capabilities, Baseline]:
     """Probe and calibrate: return the ``initialize`` result, the capabilities and the
     baseline (the agent's own default instructions); :func:`learn` gives the learned facts
-    too. A failed prompt turn raises :class:`~acp_fuzz.engine.diagnosis.CalibrationError`,
+    too. A failed prompt turn raises :class:`~acp_fuzz.engine.campaign.diagnosis.CalibrationError`,
     which carries the diagnosis."""
     c = learn(spec, gateway=gateway)
     return c.init, c.caps, c.baseline
@@ -1459,7 +1460,7 @@ def _stem(what: str, seed: int, suffix: str = "") -> str:
 
 def _write(path: Path, header: Header, events: Sequence[Event], scrubber: Scrubber,
            attachments: Mapping[str, bytes], make_portable: bool, what: str) -> Path | None:
-    """:func:`~acp_fuzz.engine.recording.write_scrubbed`, or ``None`` with a warning that
+    """:func:`~acp_fuzz.engine.campaign.recording.write_scrubbed`, or ``None`` with a warning that
     says where ``what`` is instead."""
     try:
         return write_scrubbed(path, header, events, scrubber, attachments=attachments,

@@ -1,6 +1,6 @@
 """What a profile file sets up around an agent: its environment, its files, its side requests.
 
-A profile file (:mod:`acp_fuzz.engine.profiles`) is data, and this module is the part of that
+A profile file (:mod:`acp_fuzz.engine.agents.profiles`) is data, and this module is the part of that
 data a run applies: the variables to set, the directories and files to write under the
 sandbox ``HOME`` (or working directory) before the agent starts, and the rules that tell a
 side request (a title, a router, a suggestion) from a prompt turn. It travels to worker
@@ -178,7 +178,7 @@ def _dig(obj: Any, dotted: str) -> tuple[bool, Any]:
 @dataclass(frozen=True)
 class SideRule:
     """A model request that matches every given key of a rule is a side request, not a turn:
-    its ``api`` (one of :data:`acp_fuzz.engine.profiles.MODEL_APIS`), its ``path`` (a glob,
+    its ``api`` (one of :data:`acp_fuzz.engine.agents.profiles.MODEL_APIS`), its ``path`` (a glob,
     without the query), its headers (name -> glob, any case) and values in its JSON body (a
     dotted path -> :class:`Matcher`). ``kind`` (one of :data:`SIDE_KINDS`) says what they
     are: ``side``, or ``compaction`` for the summary request an agent sends as it compacts."""

@@ -4,7 +4,7 @@ A cassette records every step the harness took. :func:`replay_cassette` runs tho
 on a fresh process of the agent you name (a command, or a known profile), runs the oracles
 again and compares the outcome with what was recorded::
 
-    from acp_fuzz.engine.replay import replay_cassette
+    from acp_fuzz.engine.campaign.replay import replay_cassette
 
     result = replay_cassette("cassettes/prompt.leak-seed0.cassette",
                              target=["python", "-m", "acp_fuzz.reference_agent"], runs=3)
@@ -65,9 +65,9 @@ from acp_fuzz.core.oracles import Baseline, evaluate
 from acp_fuzz.core.protocol import answered
 from acp_fuzz.core.scrub import normalize_sandbox
 from acp_fuzz.core.steps import steps_of, validate_step
+from acp_fuzz.engine.campaign.runner import HarnessError, TargetSpec, run_steps
 from acp_fuzz.engine.gateway import NONCE_RE, Gateway, UpstreamRecorder
 from acp_fuzz.engine.gateway.upstream import RecordingError
-from acp_fuzz.engine.runner import HarnessError, TargetSpec, run_steps
 
 __all__ = [
     "VERDICTS",
@@ -290,7 +290,7 @@ def _spec_for(cassette: Cassette, target: Sequence[str] | None, profile: str | N
 def _agent_cassette(cassette: Cassette) -> None:
     """``ValueError`` for a client cassette: what it records is a client's run, which an agent
     replay (live or offline) cannot judge; the error says how to replay it."""
-    if cassette.header.kind == "client-finding":  # engine/client_campaign.py CASSETTE_KIND
+    if cassette.header.kind == "client-finding":  # engine/client/campaign.py CASSETTE_KIND
         raise ValueError("a client cassette (acp-fuzz client): replay it with `acp-fuzz "
                          "replay --client CASSETTE -- CLIENT-CMD`")
 
@@ -330,8 +330,8 @@ def replay_cassette(path: str | os.PathLike[str], *, target: Sequence[str] | Non
     ``recorded_model_replies=True``: otherwise the fake model answers as in any run, because
     a recorded reply chooses what "the model" tells your agent (for example, to call a
     tool). ``timeout`` bounds each request, in seconds. ``sandbox_fs`` confines the agent's
-    view of the file system (``--sandbox-fs``, see :mod:`acp_fuzz.engine.sandbox`). Never raises
-    for a bad cassette or an agent that cannot be started: those give an ``ERROR`` result
+    view of the file system (``--sandbox-fs``, see :mod:`acp_fuzz.engine.process.sandbox`). Never
+    raises for a bad cassette or an agent that cannot be started: those give an ``ERROR`` result
     with a one-line :attr:`ReplayResult.error`.
     """
     if runs < 1:
@@ -465,7 +465,7 @@ def replay_dir(directory: str | os.PathLike[str], *, offline: bool = False,
 
 # -- transcripts -----------------------------------------------------------------------------------
 
-#: The last component of a sandbox root made by :class:`acp_fuzz.engine.sandbox.Sandbox`
+#: The last component of a sandbox root made by :class:`acp_fuzz.engine.process.sandbox.Sandbox`
 #: (``<tmp>/acp-fuzz-XXXXXXXX``).
 _ISO_TIME = re.compile(
     r"\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?\b")

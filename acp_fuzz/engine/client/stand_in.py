@@ -1,6 +1,6 @@
 """The stand-in agent of ``acp-fuzz client``: a small, reactive ACP agent played to a client.
 
-``python -m acp_fuzz.engine.stand_in RUN_DIR`` speaks ACP v1 and v2 (NDJSON JSON-RPC on
+``python -m acp_fuzz.engine.client.stand_in RUN_DIR`` speaks ACP v1 and v2 (NDJSON JSON-RPC on
 stdio) to whatever client started it. It advertises the capability set written in
 ``RUN_DIR/config.json`` (:class:`~acp_fuzz.core.capability_sets.CapabilitySet`), answers every
 request correctly for that set, and records every frame in both directions, so that the client
@@ -344,7 +344,7 @@ def serve(run_dir: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
     log = _Log(os.path.join(run_dir, f"conn-{n}.jsonl"))
     # The command line it was started by (client_campaign.agent_command), not sys.argv,
     # whose first word is this file's path: a portable cassette rewrites the interpreter.
-    argv = [sys.executable, "-m", "acp_fuzz.engine.stand_in", *sys.argv[1:]]
+    argv = [sys.executable, "-m", "acp_fuzz.engine.client.stand_in", *sys.argv[1:]]
     log.write({"hello": {"pid": os.getpid(), "argv": argv}})
 
     def send(msg: dict[str, Any]) -> None:
@@ -393,7 +393,7 @@ def serve(run_dir: str, stdin: IO[bytes], stdout: IO[bytes]) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1 or not os.path.isdir(args[0]):
-        sys.stderr.write("usage: python -m acp_fuzz.engine.stand_in RUN_DIR "
+        sys.stderr.write("usage: python -m acp_fuzz.engine.client.stand_in RUN_DIR "
                          "(started by acp-fuzz client)\n")
         return 2
     try:
