@@ -15,7 +15,7 @@ from typing import Any
 from acp_fuzz.core.rules import RULES
 
 __all__ = ["CATALOG", "HARNESS_RULES", "SEVERITIES", "Finding", "OracleInfo", "Severity",
-           "is_failure", "is_reported"]
+           "Status", "is_failure", "is_reported"]
 
 
 class Severity(StrEnum):
@@ -36,6 +36,31 @@ class Severity(StrEnum):
 
 
 SEVERITIES: tuple[str, ...] = tuple(Severity)
+
+
+class Status(StrEnum):
+    """What came of a failure once it was shrunk and run again: the same words in agent and
+    client campaigns, their reports and their cassettes. (A replay's verdict, FIXED, FAILED,
+    FLAKY, ERROR or PASSED, is another vocabulary: what a cassette did this time.)"""
+
+    #: It failed in every confirming run.
+    FAILED = "failed"
+    #: It failed in some confirming runs only.
+    FLAKY = "flaky"
+    #: The run was interrupted before the confirming runs.
+    UNCONFIRMED = "unconfirmed"
+    #: An info finding, shown once: never shrunk, never confirmed.
+    INFO = "info"
+
+    @property
+    def label(self) -> str:
+        """How a text report heads it: ``FAILED``, ``FLAKY``, ..."""
+        return self.value.upper()
+
+    @classmethod
+    def of(cls, reproduced: int, runs: int) -> Status:
+        """FAILED when it reproduced in each of ``runs``, else FLAKY."""
+        return cls.FAILED if reproduced == runs else cls.FLAKY
 
 
 @dataclass(frozen=True, slots=True)

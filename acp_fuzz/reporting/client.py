@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.escaping import terminal
-from acp_fuzz.core.findings import is_failure, is_reported
+from acp_fuzz.core.findings import Status, is_failure, is_reported
 from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.core.version import __version__
 from acp_fuzz.reporting.junit import Case
@@ -78,7 +78,7 @@ def client_lines(result: ClientCampaignResult,
     for rep in result.reports:
         worst = rep.findings[0] if rep.findings else None
         fails = any(is_failure(f, strict=strict) for f in rep.findings)
-        head = (f"{rep.status} {', '.join(rep.oracles)}"
+        head = (f"{Status(rep.status).label} {', '.join(rep.oracles)}"
                 + (f" ({worst.severity}, {worst.rule})" if worst else "") + f" {rep.rate}")
         out.append((terminal(head), "bold red" if fails else "bold yellow"))
         for f in rep.findings:

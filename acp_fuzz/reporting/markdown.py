@@ -33,7 +33,7 @@ from typing import Any
 from acp_fuzz.core.cassette import Cassette, Header
 from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.facts import refusal_codes
-from acp_fuzz.core.findings import CATALOG, Finding, is_reported
+from acp_fuzz.core.findings import CATALOG, Finding, Status, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.payloads import Capabilities, blocks_of
 from acp_fuzz.core.protocol import agent_info, answered
@@ -134,7 +134,8 @@ def _finding_section(meta: Mapping[str, Any], failing: Sequence[Finding],
                        f"{md_text(_word(f.severity), table=True)} | {shown} | {rate} |")
         out.append("")
         if isinstance(status, str) and isinstance(runs, int):
-            what = ("in every one of" if status == "failed" else "in only some of")
+            # A client cassette before the one vocabulary recorded FAILED and FLAKY: the same.
+            what = ("in every one of" if status.lower() == Status.FAILED else "in only some of")
             out.append(f"Status {md_code(_word(status))}: the minimal steps below showed the "
                        f"failure {what} {runs} confirmation run(s) on fresh agent processes "
                        f"({rate}).")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.facts import codes_text
-from acp_fuzz.core.findings import Finding, is_reported
+from acp_fuzz.core.findings import Finding, Status, is_reported
 from acp_fuzz.core.steps import describe
 from acp_fuzz.core.workspace import kept_lines
 from acp_fuzz.reporting.campaign import shard_name
@@ -29,7 +29,8 @@ __all__ = ["Line", "campaign_lines", "finding_lines", "model_request_lines", "su
 #: Distinct untied requests listed one by one; the JSON report has them all.
 MAX_UNTIED_LISTED = 5
 
-_LABEL = {"failed": "FAILED", "unconfirmed": "UNCONFIRMED (interrupted before the re-runs)"}
+_LABEL = {Status.FAILED: Status.FAILED.label,
+          Status.UNCONFIRMED: "UNCONFIRMED (interrupted before the re-runs)"}
 _COLOUR = {"MUST": "red", "SHOULD": "yellow"}
 
 

@@ -118,3 +118,22 @@ def test_a_client_cassette_is_reproduced_with_replay_client() -> None:
     assert "./your-agent" not in one and "--profile" not in one and "step(s)" not in one
     two = report([{"args": ["new"]}, {"args": ["prompt", "hi"]}])
     assert "a scenario of 2 step(s)" in two and "--step" in two
+
+
+def test_a_status_is_one_word_on_both_sides_and_old_client_cassettes_read_the_same() -> None:
+    """Agent and client campaigns say failed, flaky, unconfirmed (core.findings.Status); a
+    client cassette recorded before said FAILED, and its report still says every run."""
+    from dataclasses import replace
+
+    from acp_fuzz.core.findings import Status
+
+    assert Status.of(3, 3) is Status.FAILED and Status.of(2, 3) is Status.FLAKY
+    assert Status.FAILED == "failed" and Status.UNCONFIRMED.label == "UNCONFIRMED"
+    f = Finding("prompt.leak", "MUST", "ACPFUZZ-SESSION-ISOLATION-MUST", "m", step=0)
+    old = _cassette([], [f])
+    for recorded in ("FAILED", "failed"):
+        header = replace(old.header, meta={**old.header.meta, "status": recorded,
+                                           "reproduced": 3})
+        text = render_markdown(Cassette(header=header, events=old.events))
+        assert "failure in every one of 3 confirmation run(s)" in text, recorded
+    assert "in only some of 3" in render_markdown(old)  # flaky, 1/3

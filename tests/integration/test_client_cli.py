@@ -75,7 +75,7 @@ def test_a_must_finding_exits_1_with_its_report_and_cassette(tmp_path: Path) -> 
     assert {"oracle", "severity", "rule", "message", "step", "session", "evidence", "status",
             "rate", "steps", "capabilities", "capability_set", "cassette"} <= set(f)
     assert (f["oracle"], f["severity"], f["rule"], f["status"], f["rate"]) == (
-        "client.prompt-unadvertised", "MUST", "SP-CLIENT-GATE-MUSTNOT", "FAILED", "3/3")
+        "client.prompt-unadvertised", "MUST", "SP-CLIENT-GATE-MUSTNOT", "failed", "3/3")
     assert f["evidence"]["method"] == "session/new"
     assert f["capabilities"]["system_prompt"] is False
     assert doc["exit_code"] == 1

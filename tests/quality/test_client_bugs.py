@@ -83,7 +83,7 @@ def test_each_planted_bug_is_found_shrunk_and_recorded(bug: str, tmp_path: Path,
     found = [r for r in result.reports if set(oracles.split("|")) & set(r.oracles)]
     assert found, [r.oracles for r in result.reports]
     rep = found[0]
-    assert (rep.status, rep.rate) == ("FAILED", "3/3")
+    assert (rep.status, rep.rate) == ("failed", "3/3")
     assert rep.caps.size() == size, rep.caps.describe()
     f = next(f for f in rep.findings if f.oracle in oracles.split("|"))
     oracle = f.oracle
@@ -204,4 +204,4 @@ def test_a_covering_set_s_failure_is_shrunk_flag_by_flag(tmp_path: Path,
     (rep,) = result.reports
     assert rep.oracles == ("client.prompt-not-resent",)
     assert rep.caps.size() == 2, rep.caps.describe()
-    assert (rep.status, rep.rate) == ("FAILED", "3/3")
+    assert (rep.status, rep.rate) == ("failed", "3/3")

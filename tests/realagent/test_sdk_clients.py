@@ -97,7 +97,7 @@ def test_ts_sdk_passes_an_ungated_system_prompt_through(tmp_path: Path) -> None:
     (f,) = data["findings"]
     assert f["capabilities"]["system_prompt"] is False
     assert f["evidence"]["method"] == "session/new"
-    assert f["status"] == "FAILED"
+    assert f["status"] == "failed"
 
 
 @pytest.mark.timeout(900)
@@ -107,7 +107,7 @@ def test_py_sdk_typed_kwargs_send_the_prompt_as_meta(tmp_path: Path) -> None:
     (f,) = data["findings"]
     assert f["evidence"]["keys"] == ["systemPrompt"]
     assert f["capabilities"]["system_prompt"] is True
-    assert f["status"] == "FAILED"
+    assert f["status"] == "failed"
     # the standard field never goes out, so its shape rules have no case
     assert "client.override-unadvertised" not in _judged(data)
 

@@ -50,7 +50,7 @@ from acp_fuzz.core.calibration import (
 from acp_fuzz.core.cassette import Header
 from acp_fuzz.core.dialects import resolve
 from acp_fuzz.core.facts import Codes, add_codes, refusal_codes
-from acp_fuzz.core.findings import CATALOG, Finding, is_failure, is_reported
+from acp_fuzz.core.findings import CATALOG, Finding, Status, is_failure, is_reported
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.minimize import (
     Failure,
@@ -261,7 +261,7 @@ class ShrankToKnown(CampaignEvent):
 class FindingReport:
     """A confirmed (or flaky) failure with its minimal reproduction."""
 
-    status: str  # failed | flaky | unconfirmed (interrupted before the confirm runs) | info
+    status: Status  # unconfirmed: interrupted before the confirm runs
     runs: int
     reproduced: int
     findings: list[Finding]
@@ -1198,7 +1198,7 @@ class _Rounds:
                                               self.gateway, self.init)
         spec, baseline, pending = search.spec, search.baseline, self.pending
         if pending is not None and result.interrupted:
-            report = FindingReport(status="unconfirmed", runs=0, reproduced=0,
+            report = FindingReport(status=Status.UNCONFIRMED, runs=0, reproduced=0,
                                    findings=_kept(cfg, pending.findings), steps=pending.steps,
                                    requests=requests_of(pending.events), cassette=None)
             report.cassette = save_finding(spec, cfg, pending.events, report, baseline, init,
@@ -1317,7 +1317,7 @@ def _keep_info(search: SearchState, rep: InfoReport, gateway: Gateway, init: Any
     history, findings = run_steps(search.spec, rep.steps, baseline=search.baseline,
                                   strict=search.cfg.strict, gateway=gateway)
     shown = [f for f in findings if f.oracle == rep.finding.oracle]
-    report = FindingReport(status="info", runs=1, reproduced=1 if shown else 0,
+    report = FindingReport(status=Status.INFO, runs=1, reproduced=1 if shown else 0,
                            findings=shown or [rep.finding], steps=rep.steps,
                            requests=requests_of(history.snapshot()), cassette=None)
     rep.cassette = save_finding(search.spec, search.cfg, history.snapshot(), report,
@@ -1395,7 +1395,7 @@ def _confirm(spec: TargetSpec, cfg: CampaignSettings, failure: Failure, baseline
             if last and gateway.upstream_recorder is not None:
                 failure = Failure(failure.steps, history.snapshot(), findings,
                                   failure.secrets)
-    status = "failed" if reproduced == cfg.confirm_runs and not flaky_hint else "flaky"
+    status = Status.FLAKY if flaky_hint else Status.of(reproduced, cfg.confirm_runs)
     report = FindingReport(status=status, runs=cfg.confirm_runs, reproduced=reproduced,
                            findings=_kept(cfg, failure.findings), steps=failure.steps,
                            requests=requests_of(failure.events), cassette=None)

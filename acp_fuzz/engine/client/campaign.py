@@ -17,7 +17,8 @@ one flag at a time), then
 is Hypothesis over capability sets: a failing
 example (a MUST or SHOULD finding of an oracle not yet reported) is shrunk by Hypothesis to
 the smallest capability set that still shows it, re-run ``confirm_runs`` times on fresh
-sandboxes (``FAILED`` when it reproduced each time, else ``FLAKY``), and written as a
+sandboxes (``failed`` when it reproduced each time, else ``flaky``: a
+:class:`~acp_fuzz.core.findings.Status`, as an agent campaign's), and written as a
 cassette; then a new round looks for the next oracle, until ``max_examples`` capability sets
 were tried, ``max_failures`` failures were reported or nothing new fails. Runs are cached by
 capability set within a campaign (a later round, or the shrinker, asking for a set that ran
@@ -67,7 +68,7 @@ from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.cassette import Cassette, Header, write_cassette_bounded
 from acp_fuzz.core.client_oracles import ClientVerdict, judge_client
 from acp_fuzz.core.errors import HarnessError, SandboxError
-from acp_fuzz.core.findings import Finding, Severity, is_failure, is_reported
+from acp_fuzz.core.findings import Finding, Severity, Status, is_failure, is_reported
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
 from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
@@ -555,7 +556,7 @@ class ClientReport:
     oracles: tuple[str, ...]
     findings: list[Finding]
     caps: CapabilitySet
-    status: str  # FAILED | FLAKY | UNCONFIRMED (interrupted before confirmation)
+    status: Status  # unconfirmed: interrupted before confirmation
     runs: int
     reproduced: int
     cassette: Path | None = None
@@ -776,7 +777,7 @@ def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
         result.interrupted = True
         if search.failure is not None:
             caps, run, oracles = search.failure
-            report = ClientReport(oracles, _findings_of(run, oracles), caps, "UNCONFIRMED",
+            report = ClientReport(oracles, _findings_of(run, oracles), caps, Status.UNCONFIRMED,
                                   0, 0)
             report.cassette = _write(search, report, run)
             result.reports.append(report)
@@ -798,7 +799,7 @@ def _confirm(search: _Search, caps: CapabilitySet, run: ClientRun,
         search.result.runs += 1
         if set(oracles) <= {f.oracle for f in again.findings}:
             reproduced += 1
-    status = "FAILED" if reproduced == cfg.confirm_runs else "FLAKY"
+    status = Status.of(reproduced, cfg.confirm_runs)
     report = ClientReport(oracles, _findings_of(run, oracles), caps, status,
                           cfg.confirm_runs, reproduced)
     report.cassette = _write(search, report, run)
