@@ -210,22 +210,19 @@ def _excluded_oracles(exclude_oracle: list[str], oracle: list[str]) -> tuple[str
 def _run(sc: Scenario, cfg: ClientSettings) -> ClientCampaignResult:
     """Run the client campaign, its progress said on stderr; exit 2 on a harness or
     scenario error."""
-    from acp_fuzz.engine.client.campaign import (
-        ClientCampaignEvent,
-        Confirming,
-        ExampleRan,
-        FailureFound,
-        run_client_campaign,
-    )
+    from acp_fuzz.core.events import CampaignEvent, Confirming, ExampleDone, FailureFound
+    from acp_fuzz.engine.client.campaign import run_client_campaign
 
-    def on_event(ev: ClientCampaignEvent) -> None:
-        if isinstance(ev, ExampleRan) and ev.examples == 1:
-            err.print(terminal(f"first example ran ({ev.caps.describe()})"), markup=False)
+    def on_event(ev: CampaignEvent) -> None:
+        caps = getattr(ev, "capability_set", None)
+        shown = caps.describe() if caps is not None else "?"
+        if isinstance(ev, ExampleDone) and ev.examples == 1:
+            err.print(terminal(f"first example ran ({shown})"), markup=False)
         elif isinstance(ev, FailureFound):
             err.print(terminal(f"found a failure ({', '.join(ev.oracles)}) under "
-                               f"{ev.caps.describe()}; shrinking it"), markup=False)
+                               f"{shown}; shrinking it"), markup=False)
         elif isinstance(ev, Confirming):
-            err.print(terminal(f"  shrunk to {ev.caps.describe()}; confirming"), markup=False)
+            err.print(terminal(f"  shrunk to {shown}; confirming"), markup=False)
 
     restore = install_interrupt_handlers()
     try:

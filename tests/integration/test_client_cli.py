@@ -70,6 +70,10 @@ def test_a_must_finding_exits_1_with_its_report_and_cassette(tmp_path: Path) -> 
     assert proc.returncode == 1, proc.stderr
     assert "FAILED client.prompt-unadvertised (MUST, SP-CLIENT-GATE-MUSTNOT) 3/3" in proc.stdout
     assert "smallest capability set: v1: nothing advertised" in proc.stdout
+    # The progress, from the events both directions share (acp_fuzz.core.events).
+    assert "first example ran (v" in proc.stderr
+    assert "found a failure (client.prompt-unadvertised) under v" in proc.stderr
+    assert "shrunk to v1: nothing advertised; confirming" in proc.stderr
     doc = json.loads((tmp_path / "r.json").read_text())
     (f,) = doc["findings"]
     assert {"oracle", "severity", "rule", "message", "step", "session", "evidence", "status",

@@ -49,6 +49,16 @@ from acp_fuzz.core.calibration import (
 )
 from acp_fuzz.core.cassette import Header
 from acp_fuzz.core.dialects import resolve
+from acp_fuzz.core.events import (
+    Calibrated,
+    CampaignEvent,
+    Confirming,
+    ExampleDone,
+    FailureFound,
+    ShrankToKnown,
+    Shrinking,
+    Started,
+)
 from acp_fuzz.core.facts import Codes, add_codes, refusal_codes
 from acp_fuzz.core.findings import CATALOG, Finding, Status, is_failure, is_reported
 from acp_fuzz.core.history import Event, History
@@ -198,63 +208,6 @@ class CampaignSettings:
         return {"max_examples": self.max_examples, "seed": self.seed, "strict": self.strict,
                 "max_steps": self.max_steps, "confirm_runs": self.confirm_runs,
                 "long_texts": self.long_texts}
-
-
-# -- events ----------------------------------------------------------------------------------------
-
-class CampaignEvent:
-    """Base class of what the engine reports while it works."""
-
-
-@dataclass(frozen=True)
-class Started(CampaignEvent):
-    agent: Mapping[str, Any]
-    caps: Capabilities
-    initialize: Any
-
-
-@dataclass(frozen=True)
-class Calibrated(CampaignEvent):
-    baseline: Baseline
-    #: What calibration learned besides, and how (printed on one line by ``target``).
-    learned: Learned | None = None
-
-
-@dataclass(frozen=True)
-class ExampleDone(CampaignEvent):
-    examples: int
-    steps: int
-    failing: bool
-    #: The example's steps as :func:`acp_fuzz.strategies.example_digest` names them.
-    digest: str = ""
-
-
-@dataclass(frozen=True)
-class Shrinking(CampaignEvent):
-    """A new failure is being shrunk (the campaign's own passes, after Hypothesis')."""
-
-    steps: int
-
-
-@dataclass(frozen=True)
-class Confirming(CampaignEvent):
-    steps: int
-
-
-@dataclass(frozen=True)
-class FailureFound(CampaignEvent):
-    """A failing example that no known failure explains: shrinking starts."""
-
-    oracles: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class ShrankToKnown(CampaignEvent):
-    """The failure being shrunk ended in a reproduction already reported: it is the same bug,
-    and the search goes on. ``oracles`` are the failure's, ``known`` the report's."""
-
-    oracles: tuple[str, ...]
-    known: tuple[str, ...]
 
 
 @dataclass

@@ -68,6 +68,7 @@ from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.cassette import Cassette, Header, write_cassette_bounded
 from acp_fuzz.core.client_oracles import ClientVerdict, judge_client
 from acp_fuzz.core.errors import HarnessError, SandboxError
+from acp_fuzz.core.events import Confirming, ExampleDone, FailureFound
 from acp_fuzz.core.findings import Finding, Severity, Status, is_failure, is_reported
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
@@ -78,10 +79,9 @@ from acp_fuzz.engine.process.sandbox import agent_command as confined
 from acp_fuzz.engine.process.transport import _LIVE_GROUPS, _LIVE_LOCK, line_weight
 
 __all__ = ["CASSETTE_KIND", "ClientCampaignEvent", "ClientCampaignResult", "ClientReplayResult",
-           "ClientReport", "ClientRun", "ClientSettings", "Confirming", "ExampleRan",
-           "FailureFound", "agent_command", "capability_sets", "client_info", "replay_client",
-           "replay_command",
-           "run_client_campaign", "run_scenario"]
+           "ClientReport", "ClientRun", "ClientSettings", "agent_command", "capability_sets",
+           "client_info", "replay_client", "replay_command", "run_client_campaign",
+           "run_scenario"]
 
 #: ``Header.kind`` of a client finding cassette.
 CASSETTE_KIND = "client-finding"
@@ -593,26 +593,8 @@ class ClientCampaignResult:
         return 1 if self.failing() else 0
 
 
-@dataclass(frozen=True)
-class ExampleRan:
-    examples: int
-    caps: CapabilitySet
-    failing: bool
-
-
-@dataclass(frozen=True)
-class FailureFound:
-    oracles: tuple[str, ...]
-    caps: CapabilitySet
-
-
-@dataclass(frozen=True)
-class Confirming:
-    oracles: tuple[str, ...]
-    caps: CapabilitySet
-
-
-ClientCampaignEvent = ExampleRan | FailureFound | Confirming
+#: What a client campaign reports (:mod:`acp_fuzz.core.events`, as an agent campaign does).
+ClientCampaignEvent = ExampleDone | FailureFound | Confirming
 
 
 class _ClientBug(Exception):
@@ -689,10 +671,11 @@ class _Search:
         if self.failure is None and fresh:
             self.generated += 1
             self.result.examples_run += 1
-            self.on_event(ExampleRan(self.result.examples_run, caps, bool(oracles)))
+            self.on_event(ExampleDone(self.result.examples_run, len(self.scenario.steps),
+                                      bool(oracles), capability_set=caps))
         if oracles:
             if self.failure is None:
-                self.on_event(FailureFound(oracles, caps))
+                self.on_event(FailureFound(oracles, capability_set=caps))
             self.failure = (caps, run, oracles)
             raise _ClientBug(", ".join(oracles))
 
@@ -791,7 +774,7 @@ def _findings_of(run: ClientRun, oracles: Sequence[str]) -> list[Finding]:
 def _confirm(search: _Search, caps: CapabilitySet, run: ClientRun,
              oracles: tuple[str, ...]) -> ClientReport:
     cfg = search.cfg
-    search.on_event(Confirming(oracles, caps))
+    search.on_event(Confirming(len(search.scenario.steps), oracles, capability_set=caps))
     reproduced = 0
     for _ in range(cfg.confirm_runs):
         again = run_scenario(search.scenario, caps, pass_env=cfg.pass_env,
