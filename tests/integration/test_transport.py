@@ -257,6 +257,31 @@ def test_settling_stderr_for_an_exit_waits_for_the_exit_and_its_last_words(
         agent.close()
 
 
+def test_lines_sent_in_one_write_reach_the_agent_together(
+        sandbox: Sandbox, no_orphans: Callable[[int | None], None]) -> None:
+    """one_write: a prompt and the cancel right behind it are in the pipe together when the
+    agent first reads (one write of less than PIPE_BUF is read whole), whatever the load; both
+    are recorded, in order."""
+    agent = AgentProcess(
+        [sys.executable, "-c", "import os, sys; data = os.read(0, 1 << 16); "
+         "sys.stderr.write(f'lines in the first read: {data.count(10)}\\n')"],
+        history=History(), env=sandbox.build_env(), cwd=sandbox.root)
+    agent.start()
+    no_orphans(agent.pgid)
+    try:
+        with agent.one_write():
+            pending = agent.send_request("session/prompt", {"sessionId": "s"})
+            agent.notify("session/cancel", {"sessionId": "s"})
+        assert pending.wait(30).outcome == "exited"
+        agent.settle_stderr(30.0, exiting=True)
+        assert agent.stderr_tail == "lines in the first read: 2\n"
+        sent = [e.data["msg"].get("method") for e in agent.history.events
+                if e.kind == "acp" and e.data.get("dir") == "send"]
+        assert sent == ["session/prompt", "session/cancel"]
+    finally:
+        agent.close()
+
+
 def test_exit_in_the_middle_of_a_request(spawn: Spawn) -> None:
     agent = spawn("exit_mid_request")
     assert agent.request("initialize", {"protocolVersion": 1}, timeout=ANSWER).outcome == "ok"

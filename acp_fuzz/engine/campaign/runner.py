@@ -513,14 +513,15 @@ class Run:
         return f" (stderr: {lines[-1][:200]})" if lines else ""
 
     def _request(self, method: str, params: Any, *, timeout: float | None = None) -> Reply:
+        return self._await(self._send(method, params), method,
+                           self.spec.request_timeout if timeout is None else timeout)
+
+    def _send(self, method: str, params: Any) -> Pending:
         # A step's prompt may hold fill marks (acp_fuzz.core.fills): the agent gets them
         # expanded, the history the params as built, each filler as its mark.
         wire = expand_value(params)
-        pending = self.agent.send_request(method, wire,
-                                          recorded=None if wire is params else params)
-        del wire  # megabytes: kept by the transport's queue only until written
-        return self._await(pending, method,
-                           self.spec.request_timeout if timeout is None else timeout)
+        return self.agent.send_request(method, wire,
+                                       recorded=None if wire is params else params)
 
     def _await(self, pending: Pending | _TurnWait, method: str, ceiling: float) -> Reply:
         """The answer to ``pending``, waiting as :mod:`acp_fuzz.engine.campaign.deadlines` says: up
@@ -719,8 +720,10 @@ class Run:
         turn hung or the agent died; how the turn ended goes in a ``busy-turn`` verdict. A
         busy agent may refuse the reattach; what must hold is that it then changes nothing,
         and that an accepted one is applied whole (the oracles judge the turns after)."""
-        turn = self._send_turn(handle, ann)
-        reply = self._request(method, params)
+        with self.agent.one_write():  # the reattach is in the pipe when the prompt is read
+            turn = self._send_turn(handle, ann)
+            pending = self._send(method, params)
+        reply = self._await(pending, method, self.spec.request_timeout)
         if reply.outcome in ("timeout", "exited"):
             return self._reply_outcome(reply)  # hung or gone: the turn cannot end either
         ended = self._await(turn, "session/prompt", self.spec.request_timeout)
@@ -978,8 +981,9 @@ class Run:
         In v2 a prompt the cancel stopped before its message was inserted is answered with
         ``-32800`` (Request Cancelled), which is as good as a ``cancelled`` turn."""
         handle = step["session"]
-        pending = self._send_turn(handle, ann)
-        self.agent.notify("session/cancel", {"sessionId": self.sessions[handle].agent_id})
+        with self.agent.one_write():  # the cancel is in the pipe when the prompt is read
+            pending = self._send_turn(handle, ann)
+            self.agent.notify("session/cancel", {"sessionId": self.sessions[handle].agent_id})
         reply = self._await(pending, "session/prompt", self.spec.request_timeout)
         if self.protocol >= 2 and reply.outcome == "error" and isinstance(reply.error, Mapping) \
                 and reply.error.get("code") == REQUEST_CANCELLED:

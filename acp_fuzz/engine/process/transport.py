@@ -79,7 +79,7 @@ import subprocess
 import termios
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Literal
@@ -150,6 +150,9 @@ def _group_has_live_member(pgid: int) -> bool:
 ClientHandler = Callable[[str, Any], Any]
 
 Outcome = Literal["ok", "error", "timeout", "exited"]
+#: A line for the writer thread: the line, its event (None: not recorded), the id of the
+#: harness's request it carries, and for an answer to the agent its size (else 0).
+_Out = tuple[bytes, dict[str, Any] | None, int | None, int]
 
 _READ_CHUNK = 64 * 1024
 #: How much of an undecodable / unparsable line is kept in its event.
@@ -552,9 +555,12 @@ class AgentProcess:
         # Outgoing lines go through one writer thread, so a request's timeout holds even when
         # the agent stops reading stdin and the pipe is full.
         # Each item: the line, its event (None: not recorded), the id of the harness's request
-        # it carries, and for an answer to the agent its size (0 for the harness's own lines).
-        self._outq: queue.SimpleQueue[
-            tuple[bytes, dict[str, Any] | None, int | None, int] | None] = queue.SimpleQueue()
+        # it carries, and for an answer to the agent its size (0 for the harness's own lines);
+        # or a list of such items, written in one write (see one_write).
+        self._outq: queue.SimpleQueue[_Out | list[_Out] | None] = queue.SimpleQueue()
+        # The lines of a one_write block being gathered, and the thread gathering them.
+        self._batch: list[_Out] | None = None
+        self._batch_owner: int | None = None
         # Each item: id, method, params, line size, whether the request was recorded. Bounded
         # by the backlog (see _admit).
         self._handlerq: queue.SimpleQueue[tuple[Any, str, Any, int, bool] | None] = (
@@ -832,7 +838,7 @@ class AgentProcess:
             # What went on the wire, each filler as its mark (a lossless exchange): parsed
             # back as the writer parses a line, so that it reads back from a cassette equal.
             event["msg"] = json.loads(_encode({**msg, "params": recorded}))
-        self._outq.put((line, event, rid, 0))
+        self._enqueue((line, event, rid, 0))
         return Pending(self, rid, slot)
 
     def expect(self, match: Callable[[str, Any], bool]) -> Expectation:
@@ -889,7 +895,33 @@ class AgentProcess:
             if self._dead or self._closing or self._write_broken:
                 return
         self._tell_handler(method, params)
-        self._outq.put((line, {"dir": "send"}, None, 0))
+        self._enqueue((line, {"dir": "send"}, None, 0))
+
+    @contextlib.contextmanager
+    def one_write(self) -> Iterator[None]:
+        """The requests and notifications this thread sends inside the block go to the agent
+        in one write, in order (each recorded as its own event), when the block ends.
+
+        For lines that must reach the agent together: a ``session/cancel`` written right
+        behind its ``session/prompt`` is in the pipe when the agent reads the prompt, whatever
+        the machine's load. Written one by one, the writer thread could be put to sleep
+        between them, and whether the agent saw the cancel before its model call turned on
+        the scheduler (the same seed gave another campaign on a busy machine)."""
+        if self._batch_owner is not None:
+            raise RuntimeError("one_write blocks do not nest")
+        self._batch, self._batch_owner = [], threading.get_ident()
+        try:
+            yield
+        finally:
+            batch, self._batch, self._batch_owner = self._batch, None, None
+            if batch:
+                self._outq.put(batch)
+
+    def _enqueue(self, item: _Out) -> None:
+        if self._batch is not None and self._batch_owner == threading.get_ident():
+            self._batch.append(item)
+        else:
+            self._outq.put(item)
 
     def _tell_handler(self, method: str, params: Any) -> None:
         sent = getattr(self.client_handler, "sent", None)
@@ -988,32 +1020,36 @@ class AgentProcess:
             item = self._outq.get()
             if item is None:
                 break
-            line, event, rid, answer = item
+            items = item if isinstance(item, list) else [item]
             try:
                 if broken:
-                    self._fail_one(rid)
+                    for _, _, rid, _ in items:
+                        self._fail_one(rid)
                     continue
                 history = self.history
-                if history is not None and event is not None:
-                    if "raw" not in event and "msg" not in event:
-                        # Record what went on the wire (tuples become lists, ...), so the
-                        # history is equal to itself read back from a cassette.
-                        event["msg"] = json.loads(line)
-                    history.append("acp", event)
+                for line, event, _, _ in items:
+                    if history is not None and event is not None:
+                        if "raw" not in event and "msg" not in event:
+                            # Record what went on the wire (tuples become lists, ...), so the
+                            # history is equal to itself read back from a cassette.
+                            event["msg"] = json.loads(line)
+                        history.append("acp", event)
                 try:
-                    _write_all(fd, line)
+                    _write_all(fd, b"".join(line for line, _, _, _ in items))
                 except (OSError, ValueError):
                     broken = True
                     with self._lock:
                         self._write_broken = True
                         self._room.notify_all()  # no answer can be delivered any more
-                    self._fail_one(rid)
+                    for _, _, rid, _ in items:
+                        self._fail_one(rid)
             finally:
-                if answer:
-                    with self._lock:
-                        self._backlog -= 1
-                        self._unsent_bytes -= answer
-                        self._room.notify_all()
+                for _, _, _, answer in items:
+                    if answer:
+                        with self._lock:
+                            self._backlog -= 1
+                            self._unsent_bytes -= answer
+                            self._room.notify_all()
         with contextlib.suppress(OSError):
             stdin.close()
 
