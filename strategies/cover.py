@@ -422,21 +422,40 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     """The covering groups of an agent, in the order they run: the ops, each in the
     shortest sequence that shows its effect on the prompt, then the invalid payloads."""
     reopen = "load" if caps.load or caps.replay else "resume" if caps.resume else None
+    groups = [*_op_groups(caps, reopen), _restart_group(caps, reopen),
+              _invalid_method_group(caps), *_scope_groups(caps),
+              *_switch_groups(caps, reopen), *_compaction_groups(caps, resend, reopen)]
+    # The invalid payloads first among the rest: each one request, so a bug one of them shows
+    # is found (and, with -x, the run ends) within the first examples of every seed.
+    groups += _invalid_groups(caps, resend)
+    groups.append(_fault_group())
+    groups.append(_during_group(caps))
+    groups.append(_together_group())
+    payloads, changes, huge = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 3
+    groups += [payloads, *_pair_groups(caps, resend), changes, huge]
+    return groups
+
+
+def _step(op: str, **kw: Any) -> Unit:
+    """``op`` of the group's session."""
+    return lambda ex, a: ex.add({"op": op, "session": a, **kw})
+
+
+def _reattach(op: str, **kw: Any) -> Unit:
+    """``op`` (a load or resume) of the group's session, re-sending its prompt, and a turn."""
+    def unit(ex: _Example, a: str) -> None:
+        ex.add({"op": op, "session": a, **ex.same(a), **kw}, {"op": "prompt", "session": a})
+    return unit
+
+
+def _op_groups(caps: Capabilities, reopen: str | None) -> list[_Group]:
+    """The lifecycle ops on sessions with a conversation: cancel, a refused new, list and
+    close; load and resume; fork; delete."""
     groups: list[_Group] = []
-
-    def step(op: str, **kw: Any) -> Unit:
-        return lambda ex, a: ex.add({"op": op, "session": a, **kw})
-
-    def reattach(op: str, **kw: Any) -> Unit:
-        def unit(ex: _Example, a: str) -> None:
-            ex.add({"op": op, "session": a, **ex.same(a), **kw},
-                   {"op": "prompt", "session": a})
-        return unit
-
     # Two sessions, one with a prompt, a turn each (the other's turn shows a leak), then a
     # cancel, a refused session/new (its error shows a leak), a list and a close of the
     # first (close last: it ends the session).
-    turns: list[Unit] = [step("cancel")]
+    turns: list[Unit] = [_step("cancel")]
     if caps.system_prompt:
         def refused(ex: _Example, _: str) -> None:
             c = ex.handle()
@@ -446,12 +465,12 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     if caps.list:
         turns.append(lambda ex, a: ex.add({"op": "list"}))
     if caps.close:
-        turns.append(step("close"))
+        turns.append(_step("close"))
     groups.append(_Group(_two_sessions, tuple(turns)))
     # load and resume of a session with a conversation, re-sending its prompt, and a turn.
     for op, ok in (("load", caps.load or caps.replay), ("resume", caps.resume)):
         if ok:
-            groups.append(_Group(_new_and_turn, (reattach(op),)))
+            groups.append(_Group(_new_and_turn, (_reattach(op),)))
     if caps.fork:
         def fork(ex: _Example, a: str) -> None:
             b = ex.handle()
@@ -469,7 +488,12 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
             b = ex.handle()
             ex.add({"op": "new", "session": b, "cwd": "shared"}, {"op": "prompt", "session": b})
         groups.append(_Group(_nothing, (delete,)))
+    return groups
 
+
+def _restart_group(caps: Capabilities, reopen: str | None) -> _Group:
+    """A restart after a turn, and (where sessions can be listed and reopened) a session
+    reopened in a new process before its first turn, then the list."""
     def restart(ex: _Example, _: str) -> None:
         # In override mode where the agent offers it (the only example that sends it): what
         # a new process must rebuild is then the whole system slot, and a prompt it rebuilds
@@ -482,7 +506,7 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
             b = ex.handle()
             ex.add({"op": "new", "session": b, "cwd": "distinct"}, {"op": "prompt", "session": b})
         else:
-            reattach(reopen)(ex, a)
+            _reattach(reopen)(ex, a)
 
     def cold_list(ex: _Example, _: str) -> None:
         # A session loaded in a new process before its first turn, then the list: it must
@@ -492,13 +516,20 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
         ex.add({"op": "new", "session": a, "cwd": "distinct", **ex.prompt(a)},
                {"op": "restart"}, {"op": reopen, "session": a, **ex.same(a)}, {"op": "list"},
                {"op": "prompt", "session": a})
-    groups.append(_Group(_nothing, (restart, cold_list) if caps.list and reopen else (restart,)))
+    return _Group(_nothing, (restart, cold_list) if caps.list and reopen else (restart,))
 
+
+def _invalid_method_group(caps: Capabilities) -> _Group:
+    """Each method an ``invalid`` step probes, with a session id that cannot exist."""
     def invalid(method: str) -> Unit:
         return lambda ex, _: ex.add({"op": "invalid", "method": method,
                                      "params": invalid_params(method),
                                      "why": "unknown session id"})
-    groups.append(_Group(_nothing, tuple(invalid(m) for m in _invalid_methods(caps))))
+    return _Group(_nothing, tuple(invalid(m) for m in _invalid_methods(caps)))
+
+
+def _scope_groups(caps: Capabilities) -> list[_Group]:
+    """What a prompt reaches beside the instructions: MCP servers, tools, modes, options."""
     # Sessions that name acp-fuzz's MCP server, one per prompt mode, then one that does not:
     # each named server's tool must reach its session's turn, and no other session's.
     def named(mode: str | None) -> Unit:
@@ -516,7 +547,7 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     def first(ex: _Example) -> str:
         named(None)(ex, "")
         return "A"
-    groups.append(_Group(first, (*(named(m) for m in _mcp_modes(caps)[1:]), beside)))
+    groups = [_Group(first, (*(named(m) for m in _mcp_modes(caps)[1:]), beside))]
     if caps.system_prompt:
         # A session without a prompt and a turn, then one per mode: what a prompt must not
         # change beside the instructions (the tools a turn offers, the modes and config
@@ -528,6 +559,13 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
                         **ex.prompt(b, mode=mode)}, {"op": "prompt", "session": b})
             return unit
         groups.append(_Group(_plain_and_turn, tuple(scoped(m) for m in _scope_modes(caps))))
+    return groups
+
+
+def _switch_groups(caps: Capabilities, reopen: str | None) -> list[_Group]:
+    """A mode, config option or title switch and a turn; a reattach or fork to another
+    folder; a reattach while a turn runs."""
+    groups: list[_Group] = []
     switches: list[Unit] = []
     if caps.set_mode:
         switches.append(lambda ex, a: ex.add({"op": "set_mode", "session": a, "pick": 0},
@@ -546,7 +584,7 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     if caps.additional_directories and moving is not None:
         def moved(**kw: Any) -> Unit:
             if moving != "fork":
-                return reattach(moving, **kw)
+                return _reattach(moving, **kw)
 
             def unit(ex: _Example, a: str) -> None:
                 b = ex.handle()
@@ -555,12 +593,17 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
             return unit
         groups.append(_Group(_new_session, (moved(cwd="moved"), moved(roots=1))))
     if caps.replay:
-        groups.append(_Group(_new_session, (reattach("resume", busy=True),
-                                            reattach("load", busy=True))))
-    # Each way the agent can be made to compact, after a turn (there is nothing to compact
-    # before one), and a turn after it, where the prompt the agent rebuilt shows.
-    for by in caps.compactions():
-        groups.append(_Group(_new_and_turn, (step("compact", by=by),), _turn))
+        groups.append(_Group(_new_session, (_reattach("resume", busy=True),
+                                            _reattach("load", busy=True))))
+    return groups
+
+
+def _compaction_groups(caps: Capabilities, resend: bool, reopen: str | None) -> list[_Group]:
+    """Each way the agent can be made to compact, after a turn (there is nothing to compact
+    before one), and a turn after it, where the prompt the agent rebuilt shows; and a change
+    deferred to that rebuild."""
+    groups = [_Group(_new_and_turn, (_step("compact", by=by),), _turn)
+              for by in caps.compactions()]
     if _deferral_before_compaction(caps, resend) and reopen is not None:
         # A change on a live reattach, which the agent may defer to its next rebuild
         # (SP-LIFECYCLE-DEFER-MAY), then that rebuild, and two turns: the change must show.
@@ -569,14 +612,6 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
                    {"op": "compact", "session": a, "by": caps.compactions()[0]},
                    {"op": "prompt", "session": a}, {"op": "prompt", "session": a})
         groups.append(_Group(_new_and_turn, (deferred,)))
-    # The invalid payloads first among the rest: each one request, so a bug one of them shows
-    # is found (and, with -x, the run ends) within the first examples of every seed.
-    groups += _invalid_groups(caps, resend)
-    groups.append(_fault_group())
-    groups.append(_during_group(caps))
-    groups.append(_together_group())
-    payloads, changes, huge = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 3
-    groups += [payloads, *_pair_groups(caps, resend), changes, huge]
     return groups
 
 
