@@ -203,16 +203,18 @@ def _fault_group() -> _Group:
 
 
 def _during(caps: Capabilities) -> tuple[str, ...]:
-    """What this agent is sent while the model is thinking (a close where it has close)."""
-    return tuple(what for what in DURING if what != "close" or caps.close)
+    """What this agent is sent while the model is thinking (a close where it has close, a
+    mode switch where it offers modes)."""
+    takes = {"close": caps.close, "set-mode": caps.set_mode}
+    return tuple(what for what in DURING if takes.get(what, True))
 
 
 def _during_group(caps: Capabilities) -> _Group:
     """``during:<what>`` for each of ``steps.DURING`` the agent takes, in one example:
     ``new A (P)``, a turn of ``A`` with a ``session/cancel`` sent while its model request is
-    held, one with a ``$/cancel_request`` of its prompt, a plain turn (what a cancelled turn
-    left shows there), and last (the session is closed after it) one with a
-    ``session/close``."""
+    held, one with a ``$/cancel_request`` of its prompt, one with a ``session/set_mode``
+    (where it offers modes), a plain turn (what a cancelled turn or a switch left shows
+    there), and last (the session is closed after it) one with a ``session/close``."""
     def unit(what: str) -> Unit:
         return lambda ex, a: ex.add({"op": "prompt", "session": a, "during": what})
 

@@ -29,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from acp_fuzz.core.lifecycle import Lifecycle, handle_name
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.core.steps import DURING, FAULTS, invalid_params
+from acp_fuzz.core.steps import CANCELLING, FAULTS, invalid_params
 
 from .payloads import decorated, invalid_system_prompts, valid_system_prompts, vendor_meta
 
@@ -61,6 +61,9 @@ FAULT_EVERY = 10
 #: default campaign a third of its steps/s (docs/performance.md), and a covering example
 #: sends it at every seed anyway.
 TOGETHER_EVERY = 20
+#: One mode switch in this many is sent while a turn of the session runs (``during:
+#: set-mode``); the others as a step of their own, as before.
+SET_MODE_DURING_EVERY = 3
 #: One new session in this many names acp-fuzz's MCP server (``"mcp": true``).
 MCP_EVERY = 4
 #: The titles a retitle sends: plain, padded (an agent may trim it), and beyond ASCII.
@@ -198,8 +201,16 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def _switch(self, data: st.DataObject, handle: str) -> None:
         """A mode or model switch, or a retitle, of ``handle`` (the runner picks the mode or
-        value among what the agent offered for it)."""
+        value among what the agent offered for it). One mode switch in
+        SET_MODE_DURING_EVERY (where the model is acp-fuzz's) is sent while a turn of the
+        session runs, its model request held (``during: set-mode``): the schema says
+        session/set_mode may come while the agent is generating a response."""
         what = data.draw(st.sampled_from(self._switches()), label="switch")
+        if what == "set_mode" and self.model_faults and data.draw(
+                st.integers(0, SET_MODE_DURING_EVERY - 1), label="mode during a turn") == 0:
+            pick = data.draw(st.integers(0, 3), label="value")
+            self._send({"op": "prompt", "session": handle, "during": "set-mode", "pick": pick})
+            return
         switch: dict[str, Any] = {"op": what, "session": handle}
         if what == "set_title":
             switch["title"] = data.draw(st.sampled_from(TITLES), label="title")
@@ -477,7 +488,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         held (``during``): a ``session/cancel``, a ``$/cancel_request`` of the prompt, or a
         ``session/close``. What a cancelled turn left behind shows in the turn after it."""
         # Half of them as before (the race), so a held one takes no share of the others.
-        held = [w for w in DURING if w != "close" or self.caps.close]
+        held = [w for w in CANCELLING if w != "close" or self.caps.close]
         how = data.draw(st.sampled_from(held), label="cancel how") \
             if self.model_faults and data.draw(st.booleans(), label="held") else "race"
         if how == "race":

@@ -152,6 +152,12 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("cancel-request.unanswered", "MUST", "CANCELREQ-AGENT-ANSWER-MUST",
                "a $/cancel_request of a session/prompt still unanswered, and the prompt never "
                "answered (neither a result nor -32800)"),
+    OracleInfo("set-mode.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+               "a session/set_mode to one of the session's advertised modes, sent while the "
+               "model was thinking, never answered"),
+    OracleInfo("set-mode.refused-mid-turn", "SHOULD", "ACPFUZZ-SETMODE-ANYTIME-SHOULD",
+               "a session/set_mode to one of the session's advertised modes, sent while the "
+               "model was thinking, refused"),
     OracleInfo("turn.silent-failure", "SHOULD", "ACPFUZZ-FAILURE-VISIBLE-SHOULD",
                "a turn whose model request failed, and that never got an answer, ended with "
                "end_turn and nothing said"),

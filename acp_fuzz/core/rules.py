@@ -378,7 +378,8 @@ RULES: tuple[Rule, ...] = (
        "As a baseline, all Agents **MUST** support `session/new`, `session/prompt`, "
        "`session/cancel`, and `session/update`.",
        "the agent answers every request and stays alive",
-       ("agent.crash", "bug:crash-on-image"), ("agent.hang", "bug:hang-on-empty-content")),
+       ("agent.crash", "bug:crash-on-image"), ("agent.hang", "bug:hang-on-empty-content"),
+       ("set-mode.unanswered", "bug:set-mode-during-turn-unanswered")),
     _r("FR-WIRE-NDJSON-MUST", SCHEMA, "the root message schema",
        "A message (request, response, or notification) with `\"jsonrpc\": \"2.0\"` specified as",
        "a line that is not one JSON-RPC message, or a message that breaks the schema; the "
@@ -422,6 +423,18 @@ RULES: tuple[Rule, ...] = (
        "(the protocol's $/ notifications may be ignored); dropping the request is not. A "
        "request answered before the cancel came owes nothing",
        ("cancel-request.unanswered", "bug:cancel-request-unanswered")),
+    _r("ACPFUZZ-SETMODE-ANYTIME-SHOULD", SCHEMA, "session/set_mode (ClientRequest)",
+       "This method can be called at any time during a session, whether the Agent is\n"
+       "idle or actively generating a response.",
+       "acp-fuzz's reading: the schema describes session/set_mode as callable while the agent "
+       "generates a response, so a switch to one of the session's own advertised modes "
+       "(availableModes), written while the turn's model request was held open and its "
+       "prompt unanswered, is one the agent takes. The words are a description with no "
+       "MUST or SHOULD, and nothing says when the new mode applies (at once, or from the "
+       "next turn): a refusal is SHOULD at most, and an answer given after the turn ended "
+       "holds. A switch never answered is set-mode.unanswered (MUST, under "
+       "SES-AGENT-BASELINE-MUST, as every request agent.hang judges)",
+       ("set-mode.refused-mid-turn", "bug:set-mode-refused-during-turn")),
     _r("CANCEL-CLIENT-PERMISSION-MUST", SCHEMA, "RequestPermissionOutcome \"cancelled\"",
        "When a client sends a `session/cancel` notification to cancel an ongoing prompt turn, "
        "it MUST respond to all pending `session/request_permission` requests with this "

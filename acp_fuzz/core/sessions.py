@@ -256,6 +256,9 @@ class Tracker:
     #: (the fake model's own failure, e.g. a forced context overflow or a prompt step's
     #: fault, explains a failing turn).
     model_failed: set[str] = field(default_factory=set)
+    #: Sessions a ``session/set_mode`` was written to during the current turn, and whether
+    #: they were switched before it (undone if the agent refuses it).
+    unswitched: dict[str, bool] = field(default_factory=dict)
     _models: int = 0
 
     @property
@@ -288,6 +291,8 @@ class Tracker:
                 self._on_initialize(ev.data)
             elif isinstance(change, Reply) and change.changes:
                 self._on_reply(change)
+            elif ev.data.get("what") == "during":
+                self._on_during(ev.data)
         elif ev.kind == "model" and isinstance(change, ModelRequest):
             self._on_model(change)
         elif ev.kind == "acp":
@@ -394,7 +399,7 @@ class Tracker:
         if op in ("new", "load", "resume", "fork"):
             self._on_handed(r, handle, blocks, cold, line)
         else:
-            self._on_used(op, handle, args, line)
+            self._on_used(op, handle, args, line, r.verdict.get("stopReason"))
 
     def _on_answer(self, r: Reply, handle: Any, blocks: tuple[str, ...]) -> None:
         """What any answer says, accepted or refused: a turn answered used what its session
@@ -466,7 +471,8 @@ class Tracker:
             m.fresh_prompt = fresh
             self.sessions[args["new"]] = m
 
-    def _on_used(self, op: str, handle: Any, args: Mapping[str, Any], line: str) -> None:
+    def _on_used(self, op: str, handle: Any, args: Mapping[str, Any], line: str,
+                 stop: Any = None) -> None:
         """Any other accepted step: a session deleted, every session restarted, a mode, a
         title, a compaction or a turn noted on its session."""
         if op == "delete":
@@ -502,10 +508,12 @@ class Tracker:
         elif op in ("prompt", "cancel", "close") and handle in self.sessions:
             m = self.sessions[handle]
             m.note(line)
-            if op == "prompt" and not args.get("during") and m.turn_seen is not None:
+            kept = not args.get("during") or (args["during"] == "set-mode"
+                                               and stop != "cancelled")
+            if op == "prompt" and kept and m.turn_seen is not None:
                 # A completed turn (not a cancelled one, by a cancel, a close or a
-                # $/cancel_request sent during it: an agent may drop those) is part of the
-                # conversation from now on.
+                # $/cancel_request sent during it: an agent may drop those; nor one a mode
+                # switch sent during it stopped) is part of the conversation from now on.
                 m.conversation.append(m.turn_seen)
             m.turn_seen = None
             other = self.sessions.get(args.get("with"))  # type: ignore[arg-type]
@@ -513,6 +521,28 @@ class Tracker:
                 # The turn run at once beside it: how it ended is the together verdict's,
                 # not this answer's, so it is not owed to the conversation (leniently).
                 other.turn_seen = None
+
+    def _switching(self) -> None:
+        """A ``session/set_mode`` written during a turn (``during: set-mode``): from the
+        moment it is on the wire the agent may have switched, so the session's model
+        requests from then on are read as after a switch (as after an accepted ``set_mode``
+        step); its ``during`` verdict undoes that if the agent refused it."""
+        handle = self.args.get("session")
+        if self.args.get("during") == "set-mode" and isinstance(handle, str) \
+                and handle in self.sessions:
+            m = self.sessions[handle]
+            self.unswitched[handle] = m.mode_switched
+            m.mode_switched = True
+
+    def _on_during(self, d: Mapping[str, Any]) -> None:
+        """A ``during`` verdict: a mode switch sent during the turn and refused changed
+        nothing (one never answered may have: it stays switched)."""
+        handle = self.args.get("session")
+        before = self.unswitched.pop(handle, None) if isinstance(handle, str) else None
+        answer = d.get("set_mode")
+        if before is not None and handle in self.sessions and isinstance(answer, Mapping) \
+                and answer.get("outcome") == "error":
+            self.sessions[handle].mode_switched = before
 
     def _model(self, m: SessionModel) -> SessionModel:
         self._models += 1
@@ -702,6 +732,8 @@ class Tracker:
             if isinstance(msg, Mapping) and isinstance(msg.get("method"), str) \
                     and isinstance(msg.get("id"), IDS):
                 self.requests[msg["id"]] = msg["method"]
+                if msg["method"] == "session/set_mode":
+                    self._switching()
                 if msg["method"] in _LIFECYCLE_METHODS and isinstance(msg.get("params"), Mapping):
                     self.vendor_sent = vendor_texts(msg["params"])
             return

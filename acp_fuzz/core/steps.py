@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from acp_fuzz.core.history import Event
 
 __all__ = [
+    "CANCELLING",
     "COMPACT_BY",
     "COMPACT_COMMAND",
     "DURING",
@@ -84,9 +85,15 @@ FAULTS = ("server-error", "rate-limited", "overloaded", "connection-closed", "st
 #: What a ``prompt`` step's ``during`` sends while the turn's first model request is held
 #: open by the fake model (the model is thinking, deterministically): ``cancel`` a
 #: ``session/cancel`` of the session, ``close`` a ``session/close`` of it, ``cancel-request``
-#: a ``$/cancel_request`` of the turn's own ``session/prompt``. The hold is then released and
-#: the turn (and the close) awaited; a ``during`` verdict says what came of each.
-DURING = ("cancel", "close", "cancel-request")
+#: a ``$/cancel_request`` of the turn's own ``session/prompt`` (these three are
+#: :data:`CANCELLING`: each asks the agent to stop the turn), ``set-mode`` a
+#: ``session/set_mode`` of the session to another of the modes it offered (choice ``pick``
+#: among them, as a ``set_mode`` step; nothing is sent where it offered none). The hold is
+#: then released and the turn (and the close or the set_mode) awaited; a ``during`` verdict
+#: says what came of each.
+DURING = ("cancel", "close", "cancel-request", "set-mode")
+#: The ``during`` requests that ask the agent to stop the turn.
+CANCELLING = ("cancel", "close", "cancel-request")
 #: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
 #: advertises it (claude-agent-acp, codex-acp and the reference agent name it so).
 COMPACT_COMMAND = "compact"
@@ -112,7 +119,7 @@ _PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra", "mcp"})
 _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
     "new": frozenset({"session", "cwd"}) | _PROMPT_KEYS,
-    "prompt": frozenset({"session", "fault", "during", "with"}),
+    "prompt": frozenset({"session", "fault", "during", "with", "pick"}),
     "load": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "resume": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "fork": frozenset({"session", "new"}) | _PROMPT_KEYS | _DIR_KEYS,
@@ -218,7 +225,7 @@ def validate_step(step: Any) -> dict[str, Any]:
         _check_label(op, "why", step.get("why", ""))
     for key in ("pick", "option"):
         value = step.get(key, 0)
-        if op in ("set_mode", "set_config_option") and (
+        if (op in ("set_mode", "set_config_option") or key in step) and (
                 not isinstance(value, int) or isinstance(value, bool)
                 or not 0 <= value <= MAX_CHOICE):
             raise ValueError(f"step {op!r}: {key!r} must be an integer from 0 to {MAX_CHOICE}")
@@ -245,6 +252,8 @@ def validate_step(step: Any) -> dict[str, Any]:
     if "during" in step and (step["during"] not in DURING or "fault" in step):
         raise ValueError(f"step 'prompt': 'during' must be one of {', '.join(DURING)} (and "
                          f"comes without a 'fault'), got {_short(step['during'])}")
+    if "pick" in step and op == "prompt" and step.get("during") != "set-mode":
+        raise ValueError("step 'prompt': 'pick' comes only with 'during': 'set-mode'")
     if "with" in step and (step["with"] not in _HANDLES or step["with"] == step.get("session")
                            or "fault" in step or "during" in step):
         raise ValueError(f"step 'prompt': 'with' names another session's handle (and comes "
@@ -462,7 +471,10 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
     if op == "prompt" and "during" in step:
         sent = {"cancel": f"session/cancel {step['session']}",
                 "close": f"session/close {step['session']}",
-                "cancel-request": "$/cancel_request of the prompt"}.get(step["during"], "?")
+                "cancel-request": "$/cancel_request of the prompt",
+                "set-mode": f"session/set_mode {step['session']} (another of its modes, "
+                            f"choice {step.get('pick', 0)})",
+                }.get(step["during"], "?")
         return f"session/prompt {step['session']} (and {sent} while its model request is held)"
     if op == "prompt":
         return f"session/prompt {step['session']}"

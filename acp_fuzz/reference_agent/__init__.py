@@ -277,6 +277,13 @@ client prompt texts.
     steps (v1): new A; prompt A with its ``$/cancel_request`` sent while its model request is
     held → no answer (``cancel-request.unanswered``, MUST). The correct agent answers
     ``-32800``.
+``set-mode-during-turn-unanswered``
+    A ``session/set_mode`` that arrives while the model is answering a turn of its session
+    is never answered (turns on ``--variant switches``; v1, where modes are). 2 steps: new A;
+    prompt A with a set_mode sent while its model request is held → no answer to the
+    set_mode (``set-mode.unanswered``, MUST). The correct agent answers it after the turn.
+``set-mode-refused-during-turn``
+    The same set_mode is answered ``-32603`` (``set-mode.refused-mid-turn``, SHOULD).
 ``turn-fails-on-64k``
     A client text over 65536 characters is accepted, and every turn of the session then
     fails with ``-32603``. 2 steps: new A (append a 65537+ character text); prompt A →

@@ -166,6 +166,10 @@ BUGS: dict[str, str] = {
     "turn without ever answering its session/prompt",
     "cancel-request-unanswered": "a $/cancel_request of the running session/prompt (v1) drops "
     "the request: it is never answered, neither with a result nor with -32800",
+    "set-mode-during-turn-unanswered": "a session/set_mode that arrives while the model is "
+    "answering a turn of its session is never answered (turns on --variant switches)",
+    "set-mode-refused-during-turn": "a session/set_mode that arrives while the model is "
+    "answering a turn of its session is refused with -32603 (turns on --variant switches)",
     "turn-fails-on-64k": "a client text over 65536 characters is accepted, and every turn of "
     "the session then fails with -32603",
     "cold-load-keeps-old": "after a restart, a load or resume that changes the prompt is "
@@ -274,7 +278,8 @@ BUSY = -32000
 
 #: The planted bugs that need ``--variant switches`` (they plant it themselves).
 SWITCH_BUGS = frozenset({"mode-drops-prompt", "model-switch-drops-prompt",
-                         "override-changes-config"})
+                         "override-changes-config", "set-mode-during-turn-unanswered",
+                         "set-mode-refused-during-turn"})
 #: The planted bugs that need ``--variant titles`` (they plant it themselves).
 TITLE_BUGS = frozenset({"title-drops-prompt"})
 #: The planted bugs that need ``--variant directories`` (they plant it themselves).
@@ -561,6 +566,7 @@ class Agent:
         closing: Callable[[str], bool] = lambda _session_id: False,
         prompted: Callable[[str], list[str]] = lambda _session_id: [],
         request_cancelled: Callable[[Any], bool] = lambda _request_id: False,
+        requested: Callable[[str, str], bool] = lambda _method, _session_id: False,
         bugs: Iterable[str] = (),
         log: Callable[[str], None] = lambda _line: None,
         dialect: str = "standard",
@@ -582,6 +588,11 @@ class Agent:
         # started while this one's model was answering (the agent reads them after it).
         self.prompted = prompted
         self.request_cancelled = request_cancelled
+        # Whether a request of a method for a session is waiting in the pipe (only the planted
+        # bugs of requests that arrive during a turn look), and the sessions whose next such
+        # request arrived while a turn of theirs ran: method -> session ids.
+        self.requested = requested
+        self.mid_turn: dict[str, set[str]] = {}
         self.request_id: Any = None
         self.busy: set[str] = set()
         self.bugs = frozenset(bugs)  # the planted defects (--bug, repeatable)
@@ -1398,6 +1409,12 @@ class Agent:
         """Switch a loaded session's mode. The client prompt belongs to the session, and
         survives the switch; the mode's own instruction (plan) joins the defaults."""
         session_id = require_session_id(params)
+        if self._arrived_mid_turn("session/set_mode", session_id):
+            if "set-mode-during-turn-unanswered" in self.bugs:
+                raise NoAnswer  # BUG(set-mode-during-turn-unanswered): every request is answered
+            if "set-mode-refused-during-turn" in self.bugs:
+                # BUG(set-mode-refused-during-turn): it may come while a turn runs.
+                raise RpcError(INTERNAL_ERROR, "cannot switch modes while a turn is running")
         mode = params.get("modeId")
         if mode not in {m["id"] for m in MODES}:
             raise invalid_params(f"unknown modeId {short(mode)}")
@@ -1523,6 +1540,7 @@ class Agent:
             return "end_turn"  # BUG(fault-ends-silently): a failed turn must say so
         if self.reattaching(session_id):  # it arrived while the model was answering
             self.busy.add(session_id)
+        self._note_mid_turn(session_id)
         stopped = self._stopped_mid_turn(session_id, message_id is not None)
         if stopped is not None:
             return stopped
@@ -1554,6 +1572,22 @@ class Agent:
             if started is not None and started.system_prompt is not None:
                 session.system_prompt = started.system_prompt
                 self.store.save(session)
+
+    def _note_mid_turn(self, session_id: str) -> None:
+        """For the planted bugs of a request that arrives while the model is answering: note
+        the session whose ``session/set_mode`` is waiting in the pipe (the correct agent reads
+        it after the turn and answers it as any other)."""
+        if self.bugs & {"set-mode-during-turn-unanswered", "set-mode-refused-during-turn"} \
+                and self.requested("session/set_mode", session_id):
+            self.mid_turn.setdefault("session/set_mode", set()).add(session_id)
+
+    def _arrived_mid_turn(self, method: str, session_id: str) -> bool:
+        """Whether this ``method`` request of ``session_id`` arrived during a turn (once)."""
+        seen = self.mid_turn.get(method, set())
+        if session_id not in seen:
+            return False
+        seen.discard(session_id)
+        return True
 
     def _stopped_mid_turn(self, session_id: str, v2: bool) -> str | None:
         """The stop reason of a turn that what arrived while the model was answering stops
@@ -1781,6 +1815,11 @@ class LineReader:
                 if isinstance(params.get("sessionId"), str)
                 and params["sessionId"] != session_id]
 
+    def request_waiting(self, method: str, session_id: str) -> bool:
+        """Whether a ``method`` request for ``session_id`` has arrived but is not processed
+        yet."""
+        return self._waiting(session_id, (method,), request=True)
+
     def close_waiting(self, session_id: str) -> bool:
         """Whether a ``session/close`` of ``session_id`` has arrived but is not processed
         yet."""
@@ -1929,6 +1968,7 @@ def main(argv: list[str] | None = None) -> int:
         reattaching=reader.reattach_waiting,
         closing=reader.close_waiting,
         prompted=reader.prompts_waiting,
+        requested=reader.request_waiting,
         request_cancelled=reader.cancel_request_waiting,
         bugs=args.bug,
         log=log,

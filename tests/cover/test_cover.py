@@ -103,6 +103,16 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     assert len(covering_examples(REFERENCE)) == 40
     assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 360
     assert {"during:cancel", "during:cancel-request", "during:close", "together"} <= set(keys)
+    assert "during:set-mode" not in keys  # no modes to switch to
+
+
+def test_a_mode_switch_during_a_turn_is_covered_where_the_agent_offers_modes() -> None:
+    assert "during:set-mode" in cover_keys(EVERYTHING)
+    (example,) = [ex for ex in covering_examples(EVERYTHING)
+                  if any(s.get("during") == "set-mode" for s in ex.steps)]
+    # new A (P), the cancel, the $/cancel_request, the switch, a plain turn, the close.
+    assert [s.get("during") for s in example.steps] == [
+        None, "cancel", "cancel-request", "set-mode", None, "close"]
 
 
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:

@@ -20,7 +20,7 @@ FULL = Capabilities(system_prompt=True, override=True, load=True, resume=True, f
 
 
 def test_a_prompt_may_carry_one_of_the_faults() -> None:
-    assert KEYS["prompt"] == {"session", "fault", "during", "with"}
+    assert KEYS["prompt"] == {"session", "fault", "during", "with", "pick"}
     assert FAULTS == ("server-error", "rate-limited", "overloaded", "connection-closed",
                       "stream-cut", "not-json", "slow-first-byte")
     for kind in FAULTS:
@@ -76,3 +76,15 @@ def test_a_faulted_turn_covers_its_kind_and_a_plain_turn_none() -> None:
     assert step_keys({"op": "prompt", "session": "A", "fault": "not-json"}, FULL) == [
         "op:prompt", "fault:not-json"]
     assert step_keys({"op": "prompt", "session": "A"}, FULL) == ["op:prompt"]
+
+
+def test_a_mode_switch_during_a_turn_carries_its_choice_and_nothing_else_does() -> None:
+    step = validate_step({"op": "prompt", "session": "A", "during": "set-mode", "pick": 2})
+    assert describe(step) == ("session/prompt A (and session/set_mode A (another of its "
+                              "modes, choice 2) while its model request is held)")
+    for bad in ({"op": "prompt", "session": "A", "pick": 1},
+                {"op": "prompt", "session": "A", "during": "cancel", "pick": 1},
+                {"op": "prompt", "session": "A", "during": "set-mode", "pick": "x"},
+                {"op": "prompt", "session": "A", "during": "set-mode", "pick": -1}):
+        with pytest.raises(ValueError):
+            validate_step(bad)

@@ -1265,7 +1265,7 @@ def _cancel_errors(t: Trial) -> bool:
     return answer.get("result") != {"stopReason": "cancelled"}
 
 
-def during_turn(t: Trial, what: dict[str, Any]) -> list[dict[str, Any]]:
+def during_turn(t: Trial, what: dict[str, Any], **extra: Any) -> list[dict[str, Any]]:
     """The answers to a turn of a new session while ``what`` is written as the model thinks
     (its request held until then), up to a ``session/list`` sent last: the agent reads its
     input in order, so what was not answered before the list's answer never will be."""
@@ -1277,7 +1277,7 @@ def during_turn(t: Trial, what: dict[str, Any]) -> list[dict[str, Any]]:
     assert t.model.arrived.wait(READ_TIMEOUT_S), "the turn never asked the model"
     params = {"requestId": "turn"} if what["method"] == "$/cancel_request" \
         else {"sessionId": session}
-    t.agent.send({"jsonrpc": "2.0", **what, "params": params})
+    t.agent.send({"jsonrpc": "2.0", **what, "params": {**params, **extra}})
     t.agent.send({"jsonrpc": "2.0", "id": "mark", "method": "session/list", "params": {}})
     release.set()
     out = []
@@ -1315,6 +1315,29 @@ def _cancel_request_unanswered(t: Trial) -> bool:
     if turn is not None:  # the correct agent: -32800, the request was cancelled
         assert turn.get("error", {}).get("code") == -32800, turn
     return turn is None
+
+
+def _mode_switch_during_turn(t: Trial) -> dict[str, Any] | None:
+    """The answer to a session/set_mode (to the plan mode) written while the model thinks
+    (``None``: never answered); the turn itself is answered either way."""
+    answers = during_turn(t, {"id": "switch", "method": "session/set_mode"}, modeId="plan")
+    assert _turn_answer(answers) is not None, answers
+    return next((a for a in answers if a["id"] == "switch"), None)
+
+
+@reproduces("set-mode-during-turn-unanswered")
+def _set_mode_during_turn_unanswered(t: Trial) -> bool:
+    switch = _mode_switch_during_turn(t)
+    if switch is not None:  # the correct agent: switched, once the turn ended
+        assert switch.get("result") == {}, switch
+    return switch is None
+
+
+@reproduces("set-mode-refused-during-turn")
+def _set_mode_refused_during_turn(t: Trial) -> bool:
+    switch = _mode_switch_during_turn(t)
+    assert switch is not None
+    return "error" in switch
 
 
 @reproduces("shared-prompt-slot")

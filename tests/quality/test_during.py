@@ -11,7 +11,15 @@ which peeks at its input after the model answers, is clean under every kind, in 
 * ``cancel-request-unanswered``: a ``$/cancel_request`` of the prompt drops it:
   ``cancel-request.unanswered`` (MUST).
 
-Each shrinks to two steps: ``new A``, and the turn with the request sent during it.
+* ``set-mode-during-turn-unanswered``: a ``session/set_mode`` (to another of the session's
+  advertised modes) written while the model is thinking is never answered:
+  ``set-mode.unanswered`` (MUST).
+* ``set-mode-refused-during-turn``: that set_mode is refused: ``set-mode.refused-mid-turn``
+  (SHOULD).
+
+Each shrinks to two steps: ``new A``, and the turn with the request sent during it. (The
+set_mode bugs turn on ``--variant switches``: modes to switch to; the correct agent they are
+replayed against offers them too, and answers the switch once the turn ended.)
 
 Two turns at once: ``shared-prompt-slot`` keeps the running turn's prompt in one
 process-wide slot that a turn stores as its session's when it ends; a turn of B that starts
@@ -25,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,20 +51,28 @@ BUGS = {
     "close-keeps-turn": ("close.turn-kept", "SHOULD", "close"),
     "close-drops-turn": ("close.turn-unanswered", "MUST", "close"),
     "cancel-request-unanswered": ("cancel-request.unanswered", "MUST", "cancel-request"),
+    "set-mode-during-turn-unanswered": ("set-mode.unanswered", "MUST", "set-mode"),
+    "set-mode-refused-during-turn": ("set-mode.refused-mid-turn", "SHOULD", "set-mode"),
 }
 
 
-def argv(*bugs: str) -> list[str]:
+def argv(*bugs: str, variant: str | None = None) -> list[str]:
     out = [sys.executable, "-m", "acp_fuzz.reference_agent"]
     for bug in bugs:
         out += ["--bug", bug]
-    return out
+    return out + (["--variant", variant] if variant else [])
 
 
-def reference(*bugs: str, protocol: str = "1") -> TargetSpec:
-    # A short timeout: two of the bugs leave a prompt unanswered, and the shrinker meets
+def fixed_argv(bug: str) -> list[str]:
+    """The correct agent a bug's cassette is replayed against: for a mode switch, one that
+    offers modes (the bug planted them), so the switch is sent and answered."""
+    return argv(variant="switches" if BUGS[bug][2] == "set-mode" else None)
+
+
+def reference(*bugs: str, protocol: str = "1", variant: str | None = None) -> TargetSpec:
+    # A short timeout: some of the bugs leave a request unanswered, and the shrinker meets
     # that hang again at every trial that keeps it.
-    spec = TargetSpec.from_command(argv(*bugs), protocol=protocol)
+    spec = TargetSpec.from_command(argv(*bugs, variant=variant), protocol=protocol)
     return dataclasses.replace(spec, request_timeout=5.0)
 
 
@@ -77,8 +94,19 @@ def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
     if seed == 1:  # the cassette is the same at every seed: replay one
         again = replay_cassette(report.cassette, target=argv(bug), runs=2)
         assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
-        fixed = replay_cassette(report.cassette, target=argv())
+        fixed = replay_cassette(report.cassette, target=fixed_argv(bug))
         assert fixed.verdict == "FIXED", fixed.line()
+
+
+def clean_during(spec: TargetSpec, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run ``steps`` on ``spec`` (calibrated first): no MUST or SHOULD finding; the ``during``
+    verdicts."""
+    with Gateway(History()) as gateway:
+        _, _, baseline = calibrate(spec, gateway=gateway)
+        history, findings = run_steps(spec, steps, baseline=baseline, gateway=gateway)
+    assert [f for f in findings if f.severity != "info"] == []
+    return [e.data for e in history.events
+            if e.kind == "verdict" and e.data.get("what") == "during"]
 
 
 @pytest.mark.parametrize("protocol", ["1", "2"])
@@ -91,12 +119,7 @@ def test_the_correct_reference_agent_is_clean_under_every_request_during_a_turn(
         {"op": "prompt", "session": "A", "during": "cancel-request"},
         {"op": "prompt", "session": "A"},
         {"op": "prompt", "session": "A", "during": "close"}]
-    with Gateway(History()) as gateway:
-        _, _, baseline = calibrate(spec, gateway=gateway)
-        history, findings = run_steps(spec, steps, baseline=baseline, gateway=gateway)
-    assert [f for f in findings if f.severity != "info"] == []
-    verdicts = [e.data for e in history.events
-                if e.kind == "verdict" and e.data.get("what") == "during"]
+    verdicts = clean_during(spec, steps)
     # Each was sent while the model request was held, and each turn stopped as cancelled
     # (the $/cancel_request: -32800 in v1, where the prompt was still unanswered; in v2 the
     # prompt was answered before the model was asked, and the turn ran on).
@@ -107,6 +130,26 @@ def test_the_correct_reference_agent_is_clean_under_every_request_during_a_turn(
     assert ends == (["cancelled", -32800, "cancelled"] if protocol == "1"
                     else ["cancelled", "end_turn", "cancelled"])
     assert verdicts[2]["close"] == {"outcome": "ok"}
+
+
+@pytest.mark.parametrize("prompt", ["append", "override"])
+def test_the_correct_reference_agent_is_clean_under_a_mode_switch_during_a_turn(
+        prompt: str, no_orphans: object) -> None:
+    """The switches go to plan (which brings an instruction of its own into the defaults),
+    then ask, then plan again; each is answered once the turn ended, and the turns after
+    each are judged as after a set_mode step."""
+    spec = reference(variant="switches")
+    steps = [{"op": "new", "session": "A", "systemPrompt": {"mode": prompt, "content": [
+        {"type": "text", "text": "Review every change for injection flaws first."}]}},
+        {"op": "prompt", "session": "A", "during": "set-mode", "pick": 1},
+        {"op": "prompt", "session": "A"},
+        {"op": "prompt", "session": "A", "during": "set-mode"},
+        {"op": "prompt", "session": "A", "during": "set-mode", "pick": 1},
+        {"op": "prompt", "session": "A"}]
+    verdicts = clean_during(spec, steps)
+    assert [(v["held"], v["pending"], v["turn"], v["set_mode"]) for v in verdicts] == [
+        (True, True, {"outcome": "ok", "stopReason": "end_turn"},
+         {"outcome": "ok", "modeId": mode}) for mode in ("plan", "ask", "plan")]
 
 
 @pytest.mark.parametrize("protocol", ["1", "2"])

@@ -22,7 +22,8 @@ Each module judges one kind of promise, and registers its checks on import, in t
 - :mod:`.faults`: a turn whose model request failed ends visibly (``turn.silent-failure``);
 - :mod:`.during`: a cancel, a close or a ``$/cancel_request`` sent while the model is
   thinking stops the turn and leaves its prompt answered (``cancel.turn-kept``,
-  ``close.*``, ``cancel-request.unanswered``).
+  ``close.*``, ``cancel-request.unanswered``); a mode switch sent then is answered and
+  taken (``set-mode.*``).
 
 A built-in check sees an event before the session tracker applies it
 (:class:`acp_fuzz.core.checks.Judge`): the state the event met, and the tracker's record of

@@ -1,11 +1,12 @@
 """What a request sent while the model is thinking must do to the turn (pure).
 
 A ``prompt`` step with ``during`` (:data:`acp_fuzz.core.steps.DURING`) has the fake model
-hold the turn's first model request open, writes a ``session/cancel``, a ``session/close`` or
-a ``$/cancel_request`` of the turn's ``session/prompt``, then lets the model answer. Its
-``during`` verdict says whether the request was held (a turn that never asked the model is
-not judged: nothing was sent during it), whether the prompt was still unanswered when the
-request went out, and how the turn (and the close) ended:
+hold the turn's first model request open, writes a ``session/cancel``, a ``session/close``,
+a ``$/cancel_request`` of the turn's ``session/prompt`` or a ``session/set_mode``, then lets
+the model answer. Its ``during`` verdict says whether the request was held (a turn that never
+asked the model is not judged: nothing was sent during it), whether the prompt was still
+unanswered when the request went out, and how the turn (and the close or the set_mode)
+ended:
 
 - ``cancel.turn-kept`` (SHOULD, CANCEL-AGENT-STOP-SHOULD): after a held ``session/cancel``
   the turn ended with another stop reason than ``cancelled``. An error answer is
@@ -18,6 +19,14 @@ request went out, and how the turn (and the close) ended:
   when its ``$/cancel_request`` went out, never answered. A result of any kind, or
   ``-32800``, holds; in v2 the prompt is answered once its message is inserted, before the
   model is asked, so its cancel owes nothing.
+
+- ``set-mode.unanswered`` (MUST, SES-AGENT-BASELINE-MUST): a ``session/set_mode`` of the
+  session (to another of the modes it offered) never answered. The turn's own answer is
+  ``agent.hang``'s, as any turn's.
+- ``set-mode.refused-mid-turn`` (SHOULD, ACPFUZZ-SETMODE-ANYTIME-SHOULD): that set_mode,
+  sent while the prompt was unanswered, answered with an error: the schema says the method
+  "can be called at any time during a session, whether the Agent is idle or actively
+  generating a response" (acp-fuzz's reading, and its level: no MUST or SHOULD is written).
 
 A turn that errs after a failure of the agent's own (its process died) is ``agent.crash``'s.
 """
@@ -34,11 +43,12 @@ __all__ = ["during"]
 
 #: How each request sent during a turn is named in a message.
 _SENT = {"cancel": "session/cancel", "close": "session/close",
-         "cancel-request": "$/cancel_request of its session/prompt"}
+         "cancel-request": "$/cancel_request of its session/prompt",
+         "set-mode": "session/set_mode"}
 
 
 @builtin("cancel.turn-kept", "close.turn-kept", "close.turn-unanswered",
-         "cancel-request.unanswered")
+         "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn")
 def during(j: Judge, ev: Event) -> None:
     """A ``during`` verdict, against what the turn and the close answered."""
     d = ev.data
@@ -49,6 +59,8 @@ def during(j: Judge, ev: Event) -> None:
     said = f"session {handle}: a {_SENT.get(str(what), what)} sent while the model was thinking"
     if what == "cancel-request":
         _cancel_request(j, d, turn, said)
+    elif what == "set-mode":
+        _set_mode(j, d, said)
     elif what == "close":
         if _mapping(d.get("close")).get("outcome") != "ok":
             return  # refused (or never answered: agent.hang's): the session may run on
@@ -75,6 +87,24 @@ def _cancel_request(j: Judge, d: Mapping[str, Any], turn: Mapping[str, Any], sai
     if turn.get("outcome") == "timeout":
         j.report_as("cancel-request.unanswered", f"{said}, and the prompt was never answered "
                     "(neither a result nor -32800)", session=j.tracker.args.get("session"))
+
+
+def _set_mode(j: Judge, d: Mapping[str, Any], said: str) -> None:
+    answer = d.get("set_mode")
+    if not isinstance(answer, Mapping):
+        return  # the session offered no other mode: nothing was sent
+    handle, mode = j.tracker.args.get("session"), answer.get("modeId")
+    j.judge_as("set-mode.unanswered")
+    if answer.get("outcome") == "timeout":
+        j.report_as("set-mode.unanswered", f"{said} (to its advertised mode {mode!r}) was "
+                    "never answered", session=handle, modeId=mode)
+    if not d.get("pending"):
+        return  # the turn was over: not a switch while the agent was generating
+    j.judge_as("set-mode.refused-mid-turn")
+    if answer.get("outcome") == "error":
+        j.report_as("set-mode.refused-mid-turn", f"{said} (to its advertised mode {mode!r}) "
+                    f"was refused (error {answer.get('code')}) while the turn ran",
+                    session=handle, modeId=mode, code=answer.get("code"))
 
 
 def _kept(j: Judge, oracle: str, turn: Mapping[str, Any], said: str, handle: Any) -> None:

@@ -42,6 +42,7 @@ from acp_fuzz.core.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.core.protocol import NegotiationError, initialize_params, negotiate, offer_for
 from acp_fuzz.core.scrub import env_secrets
 from acp_fuzz.core.steps import (
+    CANCELLING,
     COMPACT_COMMAND,
     advertises_compact,
     lifecycle_request,
@@ -830,42 +831,57 @@ class Run:
         turn's first model request open (:meth:`Gateway.hold_next`); once it has arrived,
         ``during`` (:data:`~acp_fuzz.core.steps.DURING`) is written, and after a short
         settle (:data:`SETTLE_S`, for an agent that reacts at once, cut short by the answers
-        it waits for) the request is let go and the turn, and a close's answer, are awaited.
-        A turn that never asked the model (refused, or answered at once) gets nothing sent
-        during it. A ``during`` verdict records what was sent, whether the prompt was still
-        unanswered then, and how the turn and the close ended; the step's outcome is the
+        it waits for) the request is let go and the turn, and a close's or a set_mode's
+        answer, are awaited. A turn that never asked the model (refused, or answered at once)
+        gets nothing sent during it. A ``during`` verdict records what was sent, whether the
+        prompt was still unanswered then, and how the turn and the close (``close``) or the
+        mode switch (``set_mode``, with its ``modeId``) ended; the step's outcome is the
         close's for ``close``, else the turn's (a ``-32800`` answer to a cancelled request is
         a turn that stopped as ``cancelled``)."""
         handle, what = step["session"], step["during"]
         assert self.gateway is not None
         hold = self.gateway.hold_next(session=handle)
         side: Pending | None = None
+        sent: dict[str, Any] = {}
         try:
             turn = self._send_turn(handle, ann)
             request = turn if isinstance(turn, Pending) else turn.request
             held = self._wait_held(hold, turn)
             pending = held and not request.done
             if held:
-                side = self._send_during(what, handle, request.id)
+                side = self._send_during(step, request.id, sent)
                 _settle(turn if side is None else side, SETTLE_S)
         finally:
             hold.release()  # lets the held request go (once taken, the plan is no longer armed)
             self.gateway.disarm(handle)  # or drops it, never taken
         ended = self._await(turn, "session/prompt", self.spec.request_timeout)
-        closed = self._await(side, "session/close", self.spec.request_timeout) \
-            if side is not None else None
         record: dict[str, Any] = {"step": self._step_index - 1, "what": "during",
                                   "during": what, "held": held, "pending": pending,
                                   "turn": _ending(ended)}
-        if closed is not None:
-            record["close"] = _ending(closed)
+        answer = self._side_answer(what, handle, side, sent)
+        if answer is not None:
+            record[SIDE_KEY[what]] = {**_ending(answer), **sent}
         self.history.append("verdict", record)
-        if what == "close" and closed is not None:
-            return self._reply_outcome(closed)
+        if what == "close" and answer is not None:
+            return self._reply_outcome(answer)
+        if answer is not None and answer.outcome == "timeout":
+            self._reply_outcome(answer)  # a hung set_mode: the agent's state is unknown
         if ended.outcome == "error" and isinstance(ended.error, Mapping) \
-                and ended.error.get("code") == REQUEST_CANCELLED and what != "close":
+                and ended.error.get("code") == REQUEST_CANCELLED and what in CANCELLING:
             ended = Reply("ok", result={"stopReason": "cancelled"}, id=ended.id)
         return self._reply_outcome(ended)
+
+    def _side_answer(self, what: str, handle: str, side: Pending | None,
+                     sent: Mapping[str, Any]) -> Reply | None:
+        """The answer to the request written during a held turn (a close or a set_mode), once
+        the turn was awaited; a mode switch the agent accepted is the session's mode now."""
+        if side is None:
+            return None
+        method = "session/close" if what == "close" else "session/set_mode"
+        answer = self._await(side, method, self.spec.request_timeout)
+        if what == "set-mode" and answer.outcome == "ok":
+            self.sessions[handle].mode = str(sent["modeId"])
+        return answer
 
     def _together(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """Two turns at once: the turn of ``session`` is sent and its first model request
@@ -911,12 +927,23 @@ class Run:
                 return hold.arrived
         return True
 
-    def _send_during(self, what: str, handle: str, request_id: Any) -> Pending | None:
-        """Write ``what`` for session ``handle`` (whose ``session/prompt`` is
-        ``request_id``); a close is a request, whose pending answer is returned."""
-        sid = self.sessions[handle].agent_id
+    def _send_during(self, step: Mapping[str, Any], request_id: Any,
+                     sent: dict[str, Any]) -> Pending | None:
+        """Write the step's ``during`` for its session (whose ``session/prompt`` is
+        ``request_id``); a close or a set_mode is a request, whose pending answer is
+        returned. A set_mode goes to choice ``pick`` of the session's modes other than its
+        current one, as :meth:`_do_set_mode` picks (its ``modeId`` put in ``sent``); nothing
+        is sent where it offered no other."""
+        what, s = step["during"], self.sessions[step["session"]]
+        sid = s.agent_id
         if what == "close":
             return self.agent.send_request("session/close", {"sessionId": sid})
+        if what == "set-mode":
+            mode = _other_mode(s, step)
+            if mode is None:
+                return None
+            sent["modeId"] = mode
+            return self.agent.send_request("session/set_mode", {"sessionId": sid, "modeId": mode})
         if what == "cancel":
             self.agent.notify("session/cancel", {"sessionId": sid})
         else:
@@ -1006,10 +1033,9 @@ class Run:
         choice ``pick`` (modulo their number) among those other than the current one. Skipped
         when the session offered none: the step is data, the modes are the agent's."""
         s = self.sessions[step["session"]]
-        others = [m for m in s.modes if m != s.mode]
-        if not others:
+        mode = _other_mode(s, step)
+        if mode is None:
             return StepOutcome("skipped")
-        mode = others[int(step.get("pick", 0)) % len(others)]
         out = self._reply_outcome(self._request("session/set_mode",
                                                 {"sessionId": s.agent_id, "modeId": mode}))
         if out.outcome == "ok":
@@ -1090,6 +1116,8 @@ def mcp_servers(step: Mapping[str, Any]) -> list[dict[str, Any]]:
              "args": ["-m", "acp_fuzz.mcp_server", "--tool", tool], "env": []}]
 
 
+#: The key of a ``during`` verdict that says how the request written during the turn ended.
+SIDE_KEY = {"close": "close", "set-mode": "set_mode"}
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
 REQUEST_CANCELLED = -32800
 #: How long a held turn's request stays held after ``during`` was written, at most: an agent
@@ -1099,6 +1127,13 @@ REQUEST_CANCELLED = -32800
 SETTLE_S = 0.25
 #: How often a held turn looks whether its prompt was answered before its model request came.
 HELD_POLL_S = 0.02
+
+
+def _other_mode(s: _Session, step: Mapping[str, Any]) -> str | None:
+    """Choice ``pick`` (modulo their number) among the modes session ``s`` offered other
+    than its current one (``None``: it offered no other)."""
+    others = [m for m in s.modes if m != s.mode]
+    return others[int(step.get("pick", 0)) % len(others)] if others else None
 
 
 def _turn_over(turn: Pending | _TurnWait) -> bool:

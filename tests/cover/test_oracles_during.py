@@ -1,0 +1,97 @@
+"""The oracles of a request sent while the model is thinking, on hand-built histories: a
+``session/set_mode`` written during a turn (``during: set-mode``) is answered, is not refused,
+and counts for the prompt oracles from the moment it is on the wire, as a ``set_mode`` step's
+does; a refused one changes nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from test_oracles import H, P, appended, ids, only, sp
+
+from acp_fuzz.core.sessions import Tracker
+from acp_fuzz.core.steps import nonce_for
+
+#: A plan mode's instructions in place of the defaults (judged against the defaults learned
+#: in the default mode, append looks replaced).
+PLAN = ["Plan mode. Write a numbered plan and change nothing at all.\n\n" + P]
+
+
+def held_switch(h: H, session: str, answer: dict[str, Any] | None, *,
+                pending: bool = True, after: list[str] | None = None) -> None:
+    """A turn of ``session`` with a ``session/set_mode`` written while its first model
+    request was held (``answer``: the ``set_mode`` record of its ``during`` verdict; ``None``:
+    nothing was sent), and, when ``after`` is given, a second model request of the turn made
+    after the switch was written, with that system text."""
+    turn = h.turns.get(session, 0) + 1
+    h.h.append("step", {"index": h.index, "name": "prompt", "turn": turn,
+                        "nonce": nonce_for(session, turn),
+                        "args": {"op": "prompt", "session": session, "during": "set-mode",
+                                 "pick": 1}})
+    h.model(session, system=appended(P), user=nonce_for(session, turn))
+    if answer is not None:
+        h.h.append("acp", {"dir": "send", "msg": {
+            "jsonrpc": "2.0", "id": 90 + h.index, "method": "session/set_mode",
+            "params": {"sessionId": h.sids[session], "modeId": "plan"}}})
+    if after is not None:
+        h.model(session, system=after)
+    h.turns[session] = turn
+    record: dict[str, Any] = {"step": h.index, "what": "during", "during": "set-mode",
+                              "held": True, "pending": pending,
+                              "turn": {"outcome": "ok", "stopReason": "end_turn"}}
+    if answer is not None:
+        record["set_mode"] = {**answer, "modeId": "plan"}
+    h.h.append("verdict", record)
+    h.h.append("verdict", {"step": h.index, "what": "reply", "outcome": "ok",
+                           "stopReason": "end_turn"})
+    h.index += 1
+
+
+def test_a_mode_switch_during_a_turn_counts_from_the_moment_it_is_sent() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    # The turn's second model request, made after the switch went out, is in the new mode;
+    # so is the next turn's.
+    held_switch(h, "A", {"outcome": "ok"}, after=PLAN)
+    h.prompt("A", system=PLAN)
+    assert h.findings() == []
+
+
+def test_a_refused_mode_switch_during_a_turn_changes_nothing() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_switch(h, "A", {"outcome": "error", "code": -32603})
+    h.prompt("A", system=PLAN)  # the defaults replaced with no switch: judged as ever
+    found = h.findings(strict=True)
+    assert {"set-mode.refused-mid-turn", "append.replaced-default"} <= ids(found)
+    f = only(found, "set-mode.refused-mid-turn")
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-SETMODE-ANYTIME-SHOULD")
+    assert "refused (error -32603) while the turn ran" in f.message
+
+
+def test_a_mode_switch_never_answered_is_a_must_finding() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_switch(h, "A", {"outcome": "timeout"})
+    f = only(h.findings(), "set-mode.unanswered")
+    assert (f.severity, f.rule) == ("MUST", "SES-AGENT-BASELINE-MUST")
+    assert "'plan'" in f.message
+
+
+def test_a_switch_refused_after_the_turn_ended_or_never_sent_is_not_judged() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_switch(h, "A", {"outcome": "error", "code": -32603}, pending=False)
+    held_switch(h, "A", None)  # the session offered no other mode
+    assert h.findings(strict=True) == []
+
+
+def test_a_turn_a_switch_went_out_during_is_owed_to_the_conversation() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_switch(h, "A", {"outcome": "ok"})
+    t = Tracker()
+    for ev in h.h.snapshot():
+        t.apply(ev, t.plan(ev))
+    assert t.sessions["A"].conversation == [nonce_for("A", 1)]
+    assert t.sessions["A"].mode_switched
