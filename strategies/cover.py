@@ -213,8 +213,9 @@ def _during_group(caps: Capabilities) -> _Group:
     """``during:<what>`` for each of ``steps.DURING`` the agent takes, in one example:
     ``new A (P)``, a turn of ``A`` with a ``session/cancel`` sent while its model request is
     held, one with a ``$/cancel_request`` of its prompt, one with a ``session/set_mode``
-    (where it offers modes), a plain turn (what a cancelled turn or a switch left shows
-    there), and last (the session is closed after it) one with a ``session/close``."""
+    (where it offers modes), one with a second ``session/prompt`` of ``A``, a plain turn
+    (what a cancelled turn, a switch or the second prompt left shows there), and last (the
+    session is closed after it) one with a ``session/close``."""
     def unit(what: str) -> Unit:
         return lambda ex, a: ex.add({"op": "prompt", "session": a, "during": what})
 

@@ -59,7 +59,8 @@ FAULT_EVERY = 10
 #: goes out with another session's turn at once (issue #32 §2). Each held turn costs an agent
 #: that runs one turn at a time the whole settle (runner.SETTLE_S): one in ten cost the
 #: default campaign a third of its steps/s (docs/performance.md), and a covering example
-#: sends it at every seed anyway.
+#: sends it at every seed anyway. The other turn may be the session's own next one (a second
+#: prompt while its turn runs: ``during: prompt``), one time in (other sessions + 1).
 TOGETHER_EVERY = 20
 #: One mode switch in this many is sent while a turn of the session runs (``during:
 #: set-mode``); the others as a step of their own, as before.
@@ -476,8 +477,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         """Two turns at once: ``handle``'s, and another open session's sent while the first's
         model request is held. A prompt kept in one process-wide place shows in the turns
         after (both sessions' next turns: two steps of their own, so shrinking can drop
-        them)."""
-        other = data.draw(st.sampled_from(others), label="the other turn")
+        them). The other turn may be ``handle``'s own next one (``during: prompt``: a second
+        ``session/prompt`` of the session while its turn runs), and a turn after it."""
+        other = data.draw(st.sampled_from([*others, handle]), label="the other turn")
+        if other == handle:
+            self._send({"op": "prompt", "session": handle, "during": "prompt"})
+            self._turn_after(handle)
+            return
         self._send({"op": "prompt", "session": handle, "with": other})
         self._turn_after(handle)
         self._turn_after(other)

@@ -158,6 +158,12 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("set-mode.refused-mid-turn", "SHOULD", "ACPFUZZ-SETMODE-ANYTIME-SHOULD",
                "a session/set_mode to one of the session's advertised modes, sent while the "
                "model was thinking, refused"),
+    OracleInfo("second-prompt.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+               "a second session/prompt of a session, sent while its turn ran, never "
+               "answered"),
+    OracleInfo("second-prompt.handling", "info", "ACPFUZZ-SECOND-PROMPT-MAY",
+               "what the agent did with a second session/prompt of a session whose turn "
+               "ran: refused it, stopped the first turn, ran both, or queued it"),
     OracleInfo("turn.silent-failure", "SHOULD", "ACPFUZZ-FAILURE-VISIBLE-SHOULD",
                "a turn whose model request failed, and that never got an answer, ended with "
                "end_turn and nothing said"),

@@ -379,7 +379,8 @@ RULES: tuple[Rule, ...] = (
        "`session/cancel`, and `session/update`.",
        "the agent answers every request and stays alive",
        ("agent.crash", "bug:crash-on-image"), ("agent.hang", "bug:hang-on-empty-content"),
-       ("set-mode.unanswered", "bug:set-mode-during-turn-unanswered")),
+       ("set-mode.unanswered", "bug:set-mode-during-turn-unanswered"),
+       ("second-prompt.unanswered", "bug:second-prompt-unanswered")),
     _r("FR-WIRE-NDJSON-MUST", SCHEMA, "the root message schema",
        "A message (request, response, or notification) with `\"jsonrpc\": \"2.0\"` specified as",
        "a line that is not one JSON-RPC message, or a message that breaks the schema; the "
@@ -435,6 +436,17 @@ RULES: tuple[Rule, ...] = (
        "holds. A switch never answered is set-mode.unanswered (MUST, under "
        "SES-AGENT-BASELINE-MUST, as every request agent.hang judges)",
        ("set-mode.refused-mid-turn", "bug:set-mode-refused-during-turn")),
+    _r("ACPFUZZ-SECOND-PROMPT-MAY", SCHEMA, "CloseSessionRequest (v2)",
+       "Closing also cancels pending `session/prompt` requests whose messages have not\n"
+       "been inserted, including held prompts.",
+       "acp-fuzz's reading: v2 knows session/prompt requests pending beside a session's work "
+       "(held, not yet inserted; and session/prompt: “Acceptance means adding a logical user "
+       "message ..., not receipt or queueing”), but neither v1 nor v2 says what an agent "
+       "does with a second session/prompt of a session whose turn runs: queue it, refuse "
+       "it, stop the first turn, or run both. Each is recorded at info "
+       "(second-prompt.handling). That both prompts are answered is a MUST "
+       "(second-prompt.unanswered, under SES-AGENT-BASELINE-MUST, as agent.hang)",
+       ("second-prompt.handling", _INFO)),
     _r("CANCEL-CLIENT-PERMISSION-MUST", SCHEMA, "RequestPermissionOutcome \"cancelled\"",
        "When a client sends a `session/cancel` notification to cancel an ongoing prompt turn, "
        "it MUST respond to all pending `session/request_permission` requests with this "

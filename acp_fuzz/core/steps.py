@@ -88,10 +88,11 @@ FAULTS = ("server-error", "rate-limited", "overloaded", "connection-closed", "st
 #: a ``$/cancel_request`` of the turn's own ``session/prompt`` (these three are
 #: :data:`CANCELLING`: each asks the agent to stop the turn), ``set-mode`` a
 #: ``session/set_mode`` of the session to another of the modes it offered (choice ``pick``
-#: among them, as a ``set_mode`` step; nothing is sent where it offered none). The hold is
-#: then released and the turn (and the close or the set_mode) awaited; a ``during`` verdict
-#: says what came of each.
-DURING = ("cancel", "close", "cancel-request", "set-mode")
+#: among them, as a ``set_mode`` step; nothing is sent where it offered none), ``prompt`` a
+#: second ``session/prompt`` of the session (its next turn, with its own nonce). The hold is
+#: then released and the turn (and the close, the set_mode or the second turn) awaited; a
+#: ``during`` verdict says what came of each.
+DURING = ("cancel", "close", "cancel-request", "set-mode", "prompt")
 #: The ``during`` requests that ask the agent to stop the turn.
 CANCELLING = ("cancel", "close", "cancel-request")
 #: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
@@ -474,6 +475,7 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
                 "cancel-request": "$/cancel_request of the prompt",
                 "set-mode": f"session/set_mode {step['session']} (another of its modes, "
                             f"choice {step.get('pick', 0)})",
+                "prompt": f"a second session/prompt {step['session']}",
                 }.get(step["during"], "?")
         return f"session/prompt {step['session']} (and {sent} while its model request is held)"
     if op == "prompt":

@@ -284,6 +284,11 @@ client prompt texts.
     set_mode (``set-mode.unanswered``, MUST). The correct agent answers it after the turn.
 ``set-mode-refused-during-turn``
     The same set_mode is answered ``-32603`` (``set-mode.refused-mid-turn``, SHOULD).
+``second-prompt-unanswered``
+    A ``session/prompt`` of a session that arrives while the model is answering a turn of
+    that session is never answered, nor run. 2 steps: new A; prompt A with a second prompt
+    of A sent while its model request is held → no answer to the second
+    (``second-prompt.unanswered``, MUST). The correct agent runs it after the first.
 ``turn-fails-on-64k``
     A client text over 65536 characters is accepted, and every turn of the session then
     fails with ``-32603``. 2 steps: new A (append a 65537+ character text); prompt A →

@@ -170,6 +170,8 @@ BUGS: dict[str, str] = {
     "answering a turn of its session is never answered (turns on --variant switches)",
     "set-mode-refused-during-turn": "a session/set_mode that arrives while the model is "
     "answering a turn of its session is refused with -32603 (turns on --variant switches)",
+    "second-prompt-unanswered": "a session/prompt of a session that arrives while the model "
+    "is answering a turn of that session is never answered (nor run)",
     "turn-fails-on-64k": "a client text over 65536 characters is accepted, and every turn of "
     "the session then fails with -32603",
     "cold-load-keeps-old": "after a restart, a load or resume that changes the prompt is "
@@ -280,6 +282,13 @@ BUSY = -32000
 SWITCH_BUGS = frozenset({"mode-drops-prompt", "model-switch-drops-prompt",
                          "override-changes-config", "set-mode-during-turn-unanswered",
                          "set-mode-refused-during-turn"})
+#: The planted bugs of a request of a session that arrives while a turn of it runs, by the
+#: request's method.
+MID_TURN_BUGS = {
+    "session/set_mode": frozenset({"set-mode-during-turn-unanswered",
+                                   "set-mode-refused-during-turn"}),
+    "session/prompt": frozenset({"second-prompt-unanswered"}),
+}
 #: The planted bugs that need ``--variant titles`` (they plant it themselves).
 TITLE_BUGS = frozenset({"title-drops-prompt"})
 #: The planted bugs that need ``--variant directories`` (they plant it themselves).
@@ -1496,6 +1505,8 @@ class Agent:
         session = self._live(session_id)
         if session_id in self.unstored:
             raise NoAnswer  # BUG(unstored-before-turn): the turn must be answered
+        if self._arrived_mid_turn("session/prompt", session_id):
+            raise NoAnswer  # BUG(second-prompt-unanswered): every prompt is answered
         if self.protocol == 1:
             reason = self._turn(session, user_text)
             if reason == "end_turn" and "camelcase-stop-reason" in self.bugs:
@@ -1575,11 +1586,12 @@ class Agent:
 
     def _note_mid_turn(self, session_id: str) -> None:
         """For the planted bugs of a request that arrives while the model is answering: note
-        the session whose ``session/set_mode`` is waiting in the pipe (the correct agent reads
-        it after the turn and answers it as any other)."""
-        if self.bugs & {"set-mode-during-turn-unanswered", "set-mode-refused-during-turn"} \
-                and self.requested("session/set_mode", session_id):
-            self.mid_turn.setdefault("session/set_mode", set()).add(session_id)
+        the session whose ``session/set_mode``, or whose next ``session/prompt``, is waiting
+        in the pipe (the correct agent reads it after the turn and answers it as any
+        other)."""
+        for method, bugs in MID_TURN_BUGS.items():
+            if self.bugs & bugs and self.requested(method, session_id):
+                self.mid_turn.setdefault(method, set()).add(session_id)
 
     def _arrived_mid_turn(self, method: str, session_id: str) -> bool:
         """Whether this ``method`` request of ``session_id`` arrived during a turn (once)."""

@@ -117,6 +117,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("SES-AGENT-CLOSE-CANCELS-MUST", "a close while the model thinks still answers the turn"),
     ("CANCELREQ-AGENT-ANSWER-MUST", "a $/cancel_request of a prompt still answers it"),
     ("ACPFUZZ-SETMODE-ANYTIME-SHOULD", "a mode switch while the model thinks is taken"),
+    ("ACPFUZZ-SECOND-PROMPT-MAY", "what a second prompt during a turn meets (info)"),
     ("ACPFUZZ-FAILURE-VISIBLE-SHOULD", "a failed model call does not end the turn silently"),
     ("SES-AGENT-BASELINE-MUST", "the agent answers, and does not crash or hang"),
     ("FR-WIRE-NDJSON-MUST", "every message is well-formed JSON-RPC on one line"),
@@ -141,7 +142,7 @@ _PROMPT_FREE = frozenset({"ACPFUZZ-CONVERSATION-KEPT-MUST", "ACPFUZZ-REATTACH-AD
                           "ACPFUZZ-FAILURE-VISIBLE-SHOULD", "ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
                           "CANCEL-AGENT-STOPREASON-MUST", "CANCEL-AGENT-STOP-SHOULD",
                           "SES-AGENT-CLOSE-CANCELS-MUST", "CANCELREQ-AGENT-ANSWER-MUST",
-                          "ACPFUZZ-SETMODE-ANYTIME-SHOULD",
+                          "ACPFUZZ-SETMODE-ANYTIME-SHOULD", "ACPFUZZ-SECOND-PROMPT-MAY",
                           "SES-AGENT-BASELINE-MUST", "FR-WIRE-NDJSON-MUST"})
 #: Rules about a prompt on load, resume or fork (a changed, re-sent or omitted one).
 _LIFECYCLE = frozenset({"SP-LIFECYCLE-CHANGE-SHOULD", "SP-LIFECYCLE-DEFER-MAY",

@@ -99,10 +99,12 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # before the turns with a cancel, a $/cancel_request and a close sent while the model is
     # thinking (one example of 5 steps, issue #32), 38 before two turns at once (5 steps).
     # 39 before the huge prompts (1 MiB, 8 MiB, near the line limit; issue #33 §3): one
-    # example of 6 steps, the last.
+    # example of 6 steps, the last. A second prompt sent during a turn is one more step of
+    # the example of held turns (360 steps before it).
     assert len(covering_examples(REFERENCE)) == 40
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 360
-    assert {"during:cancel", "during:cancel-request", "during:close", "together"} <= set(keys)
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 361
+    assert {"during:cancel", "during:cancel-request", "during:close", "during:prompt",
+            "together"} <= set(keys)
     assert "during:set-mode" not in keys  # no modes to switch to
 
 
@@ -110,9 +112,10 @@ def test_a_mode_switch_during_a_turn_is_covered_where_the_agent_offers_modes() -
     assert "during:set-mode" in cover_keys(EVERYTHING)
     (example,) = [ex for ex in covering_examples(EVERYTHING)
                   if any(s.get("during") == "set-mode" for s in ex.steps)]
-    # new A (P), the cancel, the $/cancel_request, the switch, a plain turn, the close.
+    # new A (P), the cancel, the $/cancel_request, the switch, the second prompt, a plain
+    # turn, the close.
     assert [s.get("during") for s in example.steps] == [
-        None, "cancel", "cancel-request", "set-mode", None, "close"]
+        None, "cancel", "cancel-request", "set-mode", "prompt", None, "close"]
 
 
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:

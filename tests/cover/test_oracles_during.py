@@ -1,13 +1,15 @@
 """The oracles of a request sent while the model is thinking, on hand-built histories: a
 ``session/set_mode`` written during a turn (``during: set-mode``) is answered, is not refused,
 and counts for the prompt oracles from the moment it is on the wire, as a ``set_mode`` step's
-does; a refused one changes nothing."""
+does; a refused one changes nothing. A second ``session/prompt`` of the session
+(``during: prompt``) is answered; what the agent did with it is info; its turn's model
+requests are judged as any turn's."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from test_oracles import H, P, appended, ids, only, sp
+from test_oracles import DEFAULTS, H, P, appended, ids, only, sp
 
 from acp_fuzz.core.sessions import Tracker
 from acp_fuzz.core.steps import nonce_for
@@ -95,3 +97,85 @@ def test_a_turn_a_switch_went_out_during_is_owed_to_the_conversation() -> None:
         t.apply(ev, t.plan(ev))
     assert t.sessions["A"].conversation == [nonce_for("A", 1)]
     assert t.sessions["A"].mode_switched
+
+
+def held_second_prompt(h: H, session: str, turn_end: dict[str, Any],
+                       second: dict[str, Any] | None, *,
+                       second_system: list[str] | None = None) -> None:
+    """A turn of ``session`` with a second ``session/prompt`` of it sent while its first
+    model request was held (``second``: the ``second`` record of the ``during`` verdict;
+    ``None``: never sent). ``second_system``: the system text of the second turn's model
+    request, when it made one. ``turn_end``: how the first turn ended (its reply)."""
+    turn = h.turns.get(session, 0) + 1
+    h.h.append("step", {"index": h.index, "name": "prompt", "turn": turn,
+                        "nonce": nonce_for(session, turn), "second_turn": turn + 1,
+                        "second_nonce": nonce_for(session, turn + 1),
+                        "args": {"op": "prompt", "session": session, "during": "prompt"}})
+    h.model(session, system=appended(P), user=nonce_for(session, turn))
+    h.turns[session] = turn
+    if second_system is not None:
+        h.model(session, system=second_system, user=nonce_for(session, turn + 1))
+        h.turns[session] = turn + 1
+    record: dict[str, Any] = {"step": h.index, "what": "during", "during": "prompt",
+                              "held": True, "pending": True, "turn": turn_end}
+    if second is not None:
+        record["second"] = second
+    h.h.append("verdict", record)
+    reply = {"step": h.index, "what": "reply", **turn_end}
+    h.h.append("verdict", reply)
+    h.index += 1
+
+
+ENDED = {"outcome": "ok", "stopReason": "end_turn"}
+
+
+def test_a_second_prompt_never_answered_is_a_must_finding() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_second_prompt(h, "A", ENDED, {"outcome": "timeout", "answered": False,
+                                       "overlapped": False})
+    f = only(h.findings(), "second-prompt.unanswered")
+    assert (f.severity, f.rule) == ("MUST", "SES-AGENT-BASELINE-MUST")
+
+
+def test_what_the_agent_did_with_a_second_prompt_is_info() -> None:
+    cases = [
+        (ENDED, {"outcome": "error", "code": -32000, "answered": True, "overlapped": True},
+         "refused (error -32000) while the first turn ran"),
+        ({"outcome": "ok", "stopReason": "cancelled"},
+         {**ENDED, "answered": True, "overlapped": False},
+         "the first turn stopped (cancelled) for it"),
+        (ENDED, {**ENDED, "answered": True, "overlapped": True},
+         "run beside the first turn"),
+        (ENDED, {**ENDED, "answered": True, "overlapped": False},
+         "queued: it ended after the first turn"),
+        # v2: answered (inserted), its turn's end never seen: not unanswered
+        (ENDED, {"outcome": "timeout", "answered": True, "overlapped": False},
+         "queued: it ended after the first turn"),
+    ]
+    for first, second, how in cases:
+        h = H()
+        h.new("A", sp("append", P))
+        held_second_prompt(h, "A", first, second)
+        found = h.findings(strict=True)
+        assert [f.oracle for f in found] == ["second-prompt.handling"], found
+        assert found[0].severity == "info" and how in found[0].message, found[0].message
+        assert found[0].rule == "ACPFUZZ-SECOND-PROMPT-MAY"
+
+
+def test_the_second_turns_model_request_is_judged_as_any_turns() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_second_prompt(h, "A", ENDED, {**ENDED, "answered": True, "overlapped": False},
+                       second_system=[DEFAULTS])
+    assert "prompt.lost" in ids(h.findings())
+
+
+def test_a_first_turn_failed_for_a_second_prompt_is_not_a_failed_turn() -> None:
+    h = H()
+    h.new("B")
+    h.prompt("B", system=[DEFAULTS])  # the agent can run turns
+    h.new("A", sp("append", P))
+    held_second_prompt(h, "A", {"outcome": "error", "error": {"code": -32603}},
+                       {**ENDED, "answered": True, "overlapped": False})
+    assert "session.turn-failed" not in ids(h.findings())

@@ -167,3 +167,33 @@ def test_retitles_are_drawn_only_for_an_agent_that_advertises_titles() -> None:
             life.apply(step, accepted=classify(step.get("systemPrompt", OMIT), caps,
                                                extra_params=step.get("extra")).kind != "invalid")
     assert retitled["open"] and retitled["not open"], retitled
+
+
+
+def test_a_turn_at_once_is_another_sessions_or_the_sessions_own_next_one() -> None:
+    """Where another session is open, a turn may go out with another session's turn at once
+    (``with``), or with a second prompt of its own session (``during: prompt``), the choice
+    among ``[*others, handle]``; each is followed by a turn of every session it involved."""
+    from acp_fuzz.strategies import LifecycleMachine
+
+    class Pick:
+        def __init__(self, choice: str) -> None:
+            self.choice = choice
+            self.offered: list[Any] = []
+
+        def draw(self, strategy: Any, label: str = "") -> Any:
+            self.offered = list(strategy.elements)
+            return self.choice
+
+    for choice, expected in (("B", [{"op": "prompt", "session": "A", "with": "B"},
+                                     {"op": "prompt", "session": "A"},
+                                     {"op": "prompt", "session": "B"}]),
+                             ("A", [{"op": "prompt", "session": "A", "during": "prompt"},
+                                    {"op": "prompt", "session": "A"}])):
+        sent: list[dict[str, Any]] = []
+        machine = LifecycleMachine.__new__(LifecycleMachine)
+        machine._send = sent.append  # type: ignore[method-assign,assignment]
+        data = Pick(choice)
+        machine._together(data, "A", ["B"])  # type: ignore[arg-type]
+        assert data.offered == ["B", "A"]
+        assert sent == expected

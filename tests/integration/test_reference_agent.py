@@ -1340,6 +1340,16 @@ def _set_mode_refused_during_turn(t: Trial) -> bool:
     return "error" in switch
 
 
+@reproduces("second-prompt-unanswered")
+def _second_prompt_unanswered(t: Trial) -> bool:
+    answers = during_turn(t, {"id": "second", "method": "session/prompt"}, prompt=[text("y")])
+    assert _turn_answer(answers) is not None, answers
+    second = next((a for a in answers if a["id"] == "second"), None)
+    if second is not None:  # the correct agent: run after the first
+        assert second.get("result") == {"stopReason": "end_turn"}, second
+    return second is None
+
+
 @reproduces("shared-prompt-slot")
 def _shared_prompt_slot(t: Trial) -> bool:
     a, b = t.agent.new(sp("append", P)), t.agent.new(sp("append", Q))

@@ -16,6 +16,8 @@ which peeks at its input after the model answers, is clean under every kind, in 
   ``set-mode.unanswered`` (MUST).
 * ``set-mode-refused-during-turn``: that set_mode is refused: ``set-mode.refused-mid-turn``
   (SHOULD).
+* ``second-prompt-unanswered``: a second ``session/prompt`` of the session written while the
+  model is thinking is never answered: ``second-prompt.unanswered`` (MUST); in v1 and v2.
 
 Each shrinks to two steps: ``new A``, and the turn with the request sent during it. (The
 set_mode bugs turn on ``--variant switches``: modes to switch to; the correct agent they are
@@ -53,6 +55,7 @@ BUGS = {
     "cancel-request-unanswered": ("cancel-request.unanswered", "MUST", "cancel-request"),
     "set-mode-during-turn-unanswered": ("set-mode.unanswered", "MUST", "set-mode"),
     "set-mode-refused-during-turn": ("set-mode.refused-mid-turn", "SHOULD", "set-mode"),
+    "second-prompt-unanswered": ("second-prompt.unanswered", "MUST", "prompt"),
 }
 
 
@@ -150,6 +153,38 @@ def test_the_correct_reference_agent_is_clean_under_a_mode_switch_during_a_turn(
     assert [(v["held"], v["pending"], v["turn"], v["set_mode"]) for v in verdicts] == [
         (True, True, {"outcome": "ok", "stopReason": "end_turn"},
          {"outcome": "ok", "modeId": mode}) for mode in ("plan", "ask", "plan")]
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_second_prompt_left_unanswered_is_found_in_v2_too(
+        seed: int, tmp_path: Path, no_orphans: object) -> None:
+    bug = "second-prompt-unanswered"
+    result = run_campaign(reference(bug, protocol="2"), CampaignSettings(
+        cassette_dir=tmp_path, max_failures=1, seed=seed))
+    assert result.reports, f"not found in {result.examples_run} examples"
+    report = result.reports[0]
+    assert report.status == "failed" and report.reproduced == report.runs == 3
+    assert "second-prompt.unanswered" in {f.oracle for f in report.findings
+                                          if f.severity == "MUST"}
+    assert [(s["op"], s.get("during")) for s in report.steps] == [
+        ("new", None), ("prompt", "prompt")], report.steps
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_the_correct_reference_agent_is_clean_under_a_second_prompt_during_a_turn(
+        protocol: str, no_orphans: object) -> None:
+    """It queues the second prompt (single-threaded: read after the first turn), runs it
+    with the session's prompt, and the turns after, and after a resume, carry it too."""
+    spec = reference(protocol=protocol)
+    steps = [{"op": "new", "session": "A", "systemPrompt": {"mode": "append", "content": [
+        {"type": "text", "text": "Review every change for injection flaws first."}]}},
+        {"op": "prompt", "session": "A", "during": "prompt"},
+        {"op": "prompt", "session": "A"},
+        {"op": "resume", "session": "A"}, {"op": "prompt", "session": "A"}]
+    (verdict,) = clean_during(spec, steps)
+    assert verdict["held"] and verdict["turn"] == {"outcome": "ok", "stopReason": "end_turn"}
+    assert verdict["second"] == {"outcome": "ok", "stopReason": "end_turn", "answered": True,
+                                 "overlapped": False}
 
 
 @pytest.mark.parametrize("protocol", ["1", "2"])

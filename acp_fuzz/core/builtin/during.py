@@ -2,11 +2,11 @@
 
 A ``prompt`` step with ``during`` (:data:`acp_fuzz.core.steps.DURING`) has the fake model
 hold the turn's first model request open, writes a ``session/cancel``, a ``session/close``,
-a ``$/cancel_request`` of the turn's ``session/prompt`` or a ``session/set_mode``, then lets
-the model answer. Its ``during`` verdict says whether the request was held (a turn that never
-asked the model is not judged: nothing was sent during it), whether the prompt was still
-unanswered when the request went out, and how the turn (and the close or the set_mode)
-ended:
+a ``$/cancel_request`` of the turn's ``session/prompt``, a ``session/set_mode`` or a second
+``session/prompt`` of the session, then lets the model answer. Its ``during`` verdict says
+whether the request was held (a turn that never asked the model is not judged: nothing was
+sent during it), whether the prompt was still unanswered when the request went out, and how
+the turn (and the close, the set_mode or the second turn) ended:
 
 - ``cancel.turn-kept`` (SHOULD, CANCEL-AGENT-STOP-SHOULD): after a held ``session/cancel``
   the turn ended with another stop reason than ``cancelled``. An error answer is
@@ -27,6 +27,12 @@ ended:
   sent while the prompt was unanswered, answered with an error: the schema says the method
   "can be called at any time during a session, whether the Agent is idle or actively
   generating a response" (acp-fuzz's reading, and its level: no MUST or SHOULD is written).
+- ``second-prompt.unanswered`` (MUST, SES-AGENT-BASELINE-MUST): a second ``session/prompt``
+  of the session, sent while its turn ran, never answered (neither a result nor an error).
+- ``second-prompt.handling`` (info, ACPFUZZ-SECOND-PROMPT-MAY): what the agent did with it:
+  refused it, stopped the first turn for it, ran it beside the first, or queued it. Nothing
+  in v1 or v2 says which it must do. The second turn's model requests carry its own nonce,
+  and the prompt oracles judge them as any turn's.
 
 A turn that errs after a failure of the agent's own (its process died) is ``agent.crash``'s.
 """
@@ -44,11 +50,12 @@ __all__ = ["during"]
 #: How each request sent during a turn is named in a message.
 _SENT = {"cancel": "session/cancel", "close": "session/close",
          "cancel-request": "$/cancel_request of its session/prompt",
-         "set-mode": "session/set_mode"}
+         "set-mode": "session/set_mode", "prompt": "second session/prompt"}
 
 
 @builtin("cancel.turn-kept", "close.turn-kept", "close.turn-unanswered",
-         "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn")
+         "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn",
+         "second-prompt.unanswered", "second-prompt.handling")
 def during(j: Judge, ev: Event) -> None:
     """A ``during`` verdict, against what the turn and the close answered."""
     d = ev.data
@@ -61,6 +68,8 @@ def during(j: Judge, ev: Event) -> None:
         _cancel_request(j, d, turn, said)
     elif what == "set-mode":
         _set_mode(j, d, said)
+    elif what == "prompt":
+        _second_prompt(j, turn, _mapping(d.get("second")), said)
     elif what == "close":
         if _mapping(d.get("close")).get("outcome") != "ok":
             return  # refused (or never answered: agent.hang's): the session may run on
@@ -105,6 +114,37 @@ def _set_mode(j: Judge, d: Mapping[str, Any], said: str) -> None:
         j.report_as("set-mode.refused-mid-turn", f"{said} (to its advertised mode {mode!r}) "
                     f"was refused (error {answer.get('code')}) while the turn ran",
                     session=handle, modeId=mode, code=answer.get("code"))
+
+
+def _second_prompt(j: Judge, turn: Mapping[str, Any], second: Mapping[str, Any],
+                   said: str) -> None:
+    handle = j.tracker.args.get("session")
+    if second.get("outcome") not in ("ok", "error", "timeout"):
+        return  # never sent, or the agent died (agent.crash's)
+    j.judge_as("second-prompt.unanswered")
+    if second.get("outcome") == "timeout" and not second.get("answered"):
+        j.report_as("second-prompt.unanswered", f"{said} was never answered (neither a "
+                    "result nor an error)", session=handle)
+        return
+    how = _handling(turn, second)
+    if how is not None:
+        j.judge_as("second-prompt.handling")
+        j.report_as("second-prompt.handling", f"{said}: {how}", session=handle,
+                    first=dict(turn), second=dict(second))
+
+
+def _handling(turn: Mapping[str, Any], second: Mapping[str, Any]) -> str | None:
+    """What the agent did with a second prompt of a session whose turn ran (``None``: the
+    first turn never ended, which is ``agent.hang``'s)."""
+    if second.get("outcome") == "error":
+        return f"refused (error {second.get('code')}) while the first turn ran"
+    if turn.get("stopReason") == "cancelled" or turn.get("code") == -32800:
+        return "the first turn stopped (cancelled) for it"
+    if turn.get("outcome") != "ok":
+        return None
+    if second.get("overlapped"):
+        return "run beside the first turn, ending while the first waited for the model"
+    return "queued: it ended after the first turn"
 
 
 def _kept(j: Judge, oracle: str, turn: Mapping[str, Any], said: str, handle: Any) -> None:

@@ -86,7 +86,10 @@ def _turn_answered(j: Judge, r: Reply) -> None:
     failed = r.turn_failed
     err = r.verdict.get("error")
     harness = isinstance(err, Mapping) and "harness" in err  # protocol.malformed has it
-    blamed = handle in t.model_failed or harness or m.tainted
+    # A turn a second prompt of its session met may end as the agent chose for the pair
+    # (ACPFUZZ-SECOND-PROMPT-MAY): stopped, or failed, for the second.
+    blamed = handle in t.model_failed or harness or m.tainted \
+        or r.args.get("during") == "prompt"
     fresh, rejected = m.fresh_prompt, m.rejected_change
     if fresh is not None and t.turns_ok and not blamed:
         j.judge_as("session.turn-failed")

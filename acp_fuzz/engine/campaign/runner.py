@@ -574,6 +574,10 @@ class Run:
             turn = self.turns.get(step["session"], 0) + 1
             annotations["turn"] = turn
             annotations["nonce"] = nonce_for(step["session"], turn, self.salt)
+        if step.get("during") == "prompt":  # the session's next turn, sent during this one
+            annotations["second_turn"] = annotations["turn"] + 1
+            annotations["second_nonce"] = nonce_for(step["session"], annotations["turn"] + 1,
+                                                    self.salt)
         if step.get("with") is not None:  # the other turn in flight at once
             other = self.turns.get(step["with"], 0) + 1
             annotations["with_turn"] = other
@@ -831,17 +835,19 @@ class Run:
         turn's first model request open (:meth:`Gateway.hold_next`); once it has arrived,
         ``during`` (:data:`~acp_fuzz.core.steps.DURING`) is written, and after a short
         settle (:data:`SETTLE_S`, for an agent that reacts at once, cut short by the answers
-        it waits for) the request is let go and the turn, and a close's or a set_mode's
-        answer, are awaited. A turn that never asked the model (refused, or answered at once)
-        gets nothing sent during it. A ``during`` verdict records what was sent, whether the
-        prompt was still unanswered then, and how the turn and the close (``close``) or the
-        mode switch (``set_mode``, with its ``modeId``) ended; the step's outcome is the
-        close's for ``close``, else the turn's (a ``-32800`` answer to a cancelled request is
-        a turn that stopped as ``cancelled``)."""
+        it waits for) the request is let go and the turn, and a close's, a set_mode's or a
+        second turn's answer, are awaited. A turn that never asked the model (refused, or
+        answered at once) gets nothing sent during it. A ``during`` verdict records what was
+        sent, whether the prompt was still unanswered then, and how the turn and the close
+        (``close``), the mode switch (``set_mode``, with its ``modeId``) or the second turn
+        (``second``, with whether its prompt was ``answered`` and whether it ended while the
+        first was held, ``overlapped``) ended; the step's outcome is the close's for
+        ``close``, else the turn's (a ``-32800`` answer to a cancelled request is a turn that
+        stopped as ``cancelled``)."""
         handle, what = step["session"], step["during"]
         assert self.gateway is not None
         hold = self.gateway.hold_next(session=handle)
-        side: Pending | None = None
+        side: Pending | _TurnWait | None = None
         sent: dict[str, Any] = {}
         try:
             turn = self._send_turn(handle, ann)
@@ -849,8 +855,10 @@ class Run:
             held = self._wait_held(hold, turn)
             pending = held and not request.done
             if held:
-                side = self._send_during(step, request.id, sent)
+                side = self._send_during(step, ann, request.id, sent)
                 _settle(turn if side is None else side, SETTLE_S)
+                if what == "prompt" and side is not None:
+                    sent["overlapped"] = _turn_over(side)  # it ended while the first waited
         finally:
             hold.release()  # lets the held request go (once taken, the plan is no longer armed)
             self.gateway.disarm(handle)  # or drops it, never taken
@@ -865,22 +873,27 @@ class Run:
         if what == "close" and answer is not None:
             return self._reply_outcome(answer)
         if answer is not None and answer.outcome == "timeout":
-            self._reply_outcome(answer)  # a hung set_mode: the agent's state is unknown
+            self._reply_outcome(answer)  # a hung request: the agent's state is unknown
         if ended.outcome == "error" and isinstance(ended.error, Mapping) \
                 and ended.error.get("code") == REQUEST_CANCELLED and what in CANCELLING:
             ended = Reply("ok", result={"stopReason": "cancelled"}, id=ended.id)
         return self._reply_outcome(ended)
 
-    def _side_answer(self, what: str, handle: str, side: Pending | None,
-                     sent: Mapping[str, Any]) -> Reply | None:
-        """The answer to the request written during a held turn (a close or a set_mode), once
-        the turn was awaited; a mode switch the agent accepted is the session's mode now."""
+    def _side_answer(self, what: str, handle: str, side: Pending | _TurnWait | None,
+                     sent: dict[str, Any]) -> Reply | None:
+        """The answer to the request written during a held turn (a close, a set_mode or a
+        second turn), once the turn was awaited; a mode switch the agent accepted is the
+        session's mode now. For a second turn, ``sent`` records whether its
+        ``session/prompt`` was answered (in v2 the turn may then still not have ended)."""
         if side is None:
             return None
-        method = "session/close" if what == "close" else "session/set_mode"
+        method = {"close": "session/close", "set-mode": "session/set_mode"}.get(
+            what, "session/prompt")
         answer = self._await(side, method, self.spec.request_timeout)
         if what == "set-mode" and answer.outcome == "ok":
             self.sessions[handle].mode = str(sent["modeId"])
+        if what == "prompt":
+            sent["answered"] = (side if isinstance(side, Pending) else side.request).done
         return answer
 
     def _together(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
@@ -927,15 +940,19 @@ class Run:
                 return hold.arrived
         return True
 
-    def _send_during(self, step: Mapping[str, Any], request_id: Any,
-                     sent: dict[str, Any]) -> Pending | None:
+    def _send_during(self, step: Mapping[str, Any], ann: Mapping[str, Any], request_id: Any,
+                     sent: dict[str, Any]) -> Pending | _TurnWait | None:
         """Write the step's ``during`` for its session (whose ``session/prompt`` is
-        ``request_id``); a close or a set_mode is a request, whose pending answer is
-        returned. A set_mode goes to choice ``pick`` of the session's modes other than its
-        current one, as :meth:`_do_set_mode` picks (its ``modeId`` put in ``sent``); nothing
-        is sent where it offered no other."""
+        ``request_id``); a close, a set_mode or a second turn is a request, whose pending
+        answer (the turn, in v2) is returned. A set_mode goes to choice ``pick`` of the
+        session's modes other than its current one, as :meth:`_do_set_mode` picks (its
+        ``modeId`` put in ``sent``); nothing is sent where it offered no other. A second turn
+        is the session's next, with its own nonce (``second_turn``, ``second_nonce``)."""
         what, s = step["during"], self.sessions[step["session"]]
         sid = s.agent_id
+        if what == "prompt":
+            return self._send_turn(step["session"], {"turn": ann["second_turn"],
+                                                     "nonce": ann["second_nonce"]})
         if what == "close":
             return self.agent.send_request("session/close", {"sessionId": sid})
         if what == "set-mode":
@@ -1117,7 +1134,7 @@ def mcp_servers(step: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 #: The key of a ``during`` verdict that says how the request written during the turn ended.
-SIDE_KEY = {"close": "close", "set-mode": "set_mode"}
+SIDE_KEY = {"close": "close", "set-mode": "set_mode", "prompt": "second"}
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
 REQUEST_CANCELLED = -32800
 #: How long a held turn's request stays held after ``during`` was written, at most: an agent
