@@ -433,7 +433,9 @@ RULES: tuple[Rule, ...] = (
        "prompt unanswered, is one the agent takes. The words are a description with no "
        "MUST or SHOULD, and nothing says when the new mode applies (at once, or from the "
        "next turn): a refusal is SHOULD at most, and an answer given after the turn ended "
-       "holds. A switch never answered is set-mode.unanswered (MUST, under "
+       "holds. A refused switch is sent again once the turn has ended: only one accepted "
+       "then was refused for the time it came (one refused again is the mode's refusal, not "
+       "judged). A switch never answered is set-mode.unanswered (MUST, under "
        "SES-AGENT-BASELINE-MUST, as every request agent.hang judges)",
        ("set-mode.refused-mid-turn", "bug:set-mode-refused-during-turn")),
     _r("ACPFUZZ-SECOND-PROMPT-MAY", SCHEMA, "CloseSessionRequest (v2)",

@@ -319,6 +319,7 @@ class Tracker:
         self.outcome = None
         self.vendor_sent = {}
         self.model_failed = set()
+        self.unswitched = {}
         args = self.args
         handle = args.get("session")
         sp = args.get("systemPrompt")
@@ -531,17 +532,21 @@ class Tracker:
         if self.args.get("during") == "set-mode" and isinstance(handle, str) \
                 and handle in self.sessions:
             m = self.sessions[handle]
-            self.unswitched[handle] = m.mode_switched
+            self.unswitched.setdefault(handle, m.mode_switched)  # the first send's
             m.mode_switched = True
 
     def _on_during(self, d: Mapping[str, Any]) -> None:
-        """A ``during`` verdict: a mode switch sent during the turn and refused changed
-        nothing (one never answered may have: it stays switched)."""
+        """A ``during`` verdict: a mode switch sent during the turn and refused, and refused
+        again once the turn had ended (its control), changed nothing (one never answered, or
+        accepted the second time, may have: it stays switched)."""
         handle = self.args.get("session")
         before = self.unswitched.pop(handle, None) if isinstance(handle, str) else None
         answer = d.get("set_mode")
-        if before is not None and handle in self.sessions and isinstance(answer, Mapping) \
-                and answer.get("outcome") == "error":
+        if not isinstance(answer, Mapping) or before is None or handle not in self.sessions:
+            return
+        control = answer.get("control")
+        again = control.get("outcome") if isinstance(control, Mapping) else "error"
+        if answer.get("outcome") == "error" and again == "error":
             self.sessions[handle].mode_switched = before
 
     def _model(self, m: SessionModel) -> SessionModel:

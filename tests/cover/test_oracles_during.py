@@ -32,11 +32,11 @@ def held_switch(h: H, session: str, answer: dict[str, Any] | None, *,
                                  "pick": 1}})
     h.model(session, system=appended(P), user=nonce_for(session, turn))
     if answer is not None:
-        h.h.append("acp", {"dir": "send", "msg": {
-            "jsonrpc": "2.0", "id": 90 + h.index, "method": "session/set_mode",
-            "params": {"sessionId": h.sids[session], "modeId": "plan"}}})
+        set_mode_sent(h, session, 90 + h.index)
     if after is not None:
         h.model(session, system=after)
+    if answer is not None and "control" in answer:  # sent again once the turn had ended
+        set_mode_sent(h, session, 190 + h.index)
     h.turns[session] = turn
     record: dict[str, Any] = {"step": h.index, "what": "during", "during": "set-mode",
                               "held": True, "pending": pending,
@@ -49,6 +49,15 @@ def held_switch(h: H, session: str, answer: dict[str, Any] | None, *,
     h.index += 1
 
 
+def set_mode_sent(h: H, session: str, rid: int) -> None:
+    h.h.append("acp", {"dir": "send", "msg": {
+        "jsonrpc": "2.0", "id": rid, "method": "session/set_mode",
+        "params": {"sessionId": h.sids[session], "modeId": "plan"}}})
+
+
+REFUSED = {"outcome": "error", "code": -32603}
+
+
 def test_a_mode_switch_during_a_turn_counts_from_the_moment_it_is_sent() -> None:
     h = H()
     h.new("A", sp("append", P))
@@ -59,16 +68,34 @@ def test_a_mode_switch_during_a_turn_counts_from_the_moment_it_is_sent() -> None
     assert h.findings() == []
 
 
-def test_a_refused_mode_switch_during_a_turn_changes_nothing() -> None:
+def test_a_switch_refused_during_a_turn_and_taken_after_it_is_a_should_finding() -> None:
     h = H()
     h.new("A", sp("append", P))
-    held_switch(h, "A", {"outcome": "error", "code": -32603})
-    h.prompt("A", system=PLAN)  # the defaults replaced with no switch: judged as ever
+    held_switch(h, "A", {**REFUSED, "control": {"outcome": "ok"}})
+    h.prompt("A", system=PLAN)  # switched by the control: the plan mode's defaults
     found = h.findings(strict=True)
-    assert {"set-mode.refused-mid-turn", "append.replaced-default"} <= ids(found)
+    assert ids(found) == {"set-mode.refused-mid-turn"}
     f = only(found, "set-mode.refused-mid-turn")
     assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-SETMODE-ANYTIME-SHOULD")
-    assert "refused (error -32603) while the turn ran" in f.message
+    assert "refused (error -32603) while the turn ran, and accepted once it had ended" \
+        in f.message
+
+
+def test_a_switch_refused_during_a_turn_and_after_it_is_not_judged_and_changes_nothing(
+        ) -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_switch(h, "A", {**REFUSED, "control": REFUSED})
+    h.prompt("A", system=PLAN)  # the defaults replaced with no switch: judged as ever
+    assert ids(h.findings(strict=True)) == {"append.replaced-default"}
+
+
+def test_a_control_never_answered_is_a_must_finding() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_switch(h, "A", {**REFUSED, "control": {"outcome": "timeout"}})
+    f = only(h.findings(), "set-mode.unanswered")
+    assert "sent again once the turn had ended" in f.message
 
 
 def test_a_mode_switch_never_answered_is_a_must_finding() -> None:
@@ -83,7 +110,7 @@ def test_a_mode_switch_never_answered_is_a_must_finding() -> None:
 def test_a_switch_refused_after_the_turn_ended_or_never_sent_is_not_judged() -> None:
     h = H()
     h.new("A", sp("append", P))
-    held_switch(h, "A", {"outcome": "error", "code": -32603}, pending=False)
+    held_switch(h, "A", {**REFUSED, "control": {"outcome": "ok"}}, pending=False)
     held_switch(h, "A", None)  # the session offered no other mode
     assert h.findings(strict=True) == []
 

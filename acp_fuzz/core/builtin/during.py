@@ -21,12 +21,14 @@ the turn (and the close, the set_mode or the second turn) ended:
   model is asked, so its cancel owes nothing.
 
 - ``set-mode.unanswered`` (MUST, SES-AGENT-BASELINE-MUST): a ``session/set_mode`` of the
-  session (to another of the modes it offered) never answered. The turn's own answer is
-  ``agent.hang``'s, as any turn's.
+  session (to another of the modes it offered), or its control, never answered. The turn's
+  own answer is ``agent.hang``'s, as any turn's.
 - ``set-mode.refused-mid-turn`` (SHOULD, ACPFUZZ-SETMODE-ANYTIME-SHOULD): that set_mode,
-  sent while the prompt was unanswered, answered with an error: the schema says the method
+  sent while the prompt was unanswered, answered with an error, and the same switch sent
+  again once the turn had ended (its ``control``) accepted: the schema says the method
   "can be called at any time during a session, whether the Agent is idle or actively
   generating a response" (acp-fuzz's reading, and its level: no MUST or SHOULD is written).
+  A switch refused the second time too is the mode's refusal, not the time's: not judged.
 - ``second-prompt.unanswered`` (MUST, SES-AGENT-BASELINE-MUST): a second ``session/prompt``
   of the session, sent while its turn ran, never answered (neither a result nor an error).
 - ``second-prompt.handling`` (info, ACPFUZZ-SECOND-PROMPT-MAY): what the agent did with it:
@@ -103,17 +105,24 @@ def _set_mode(j: Judge, d: Mapping[str, Any], said: str) -> None:
     if not isinstance(answer, Mapping):
         return  # the session offered no other mode: nothing was sent
     handle, mode = j.tracker.args.get("session"), answer.get("modeId")
+    control = _mapping(answer.get("control"))
     j.judge_as("set-mode.unanswered")
-    if answer.get("outcome") == "timeout":
-        j.report_as("set-mode.unanswered", f"{said} (to its advertised mode {mode!r}) was "
-                    "never answered", session=handle, modeId=mode)
-    if not d.get("pending"):
-        return  # the turn was over: not a switch while the agent was generating
+    if answer.get("outcome") == "timeout" or control.get("outcome") == "timeout":
+        again = " sent again once the turn had ended" if control else ""
+        j.report_as("set-mode.unanswered", f"{said} (to its advertised mode {mode!r}){again} "
+                    "was never answered", session=handle, modeId=mode)
+        return
+    if not d.get("pending") or (answer.get("outcome") == "error"
+                                and control.get("outcome") != "ok"):
+        # The turn was over (not a switch while the agent was generating), or the switch
+        # was refused once the turn had ended too (the mode, not the time, was refused).
+        return
     j.judge_as("set-mode.refused-mid-turn")
     if answer.get("outcome") == "error":
         j.report_as("set-mode.refused-mid-turn", f"{said} (to its advertised mode {mode!r}) "
-                    f"was refused (error {answer.get('code')}) while the turn ran",
-                    session=handle, modeId=mode, code=answer.get("code"))
+                    f"was refused (error {answer.get('code')}) while the turn ran, and "
+                    "accepted once it had ended", session=handle, modeId=mode,
+                    code=answer.get("code"))
 
 
 def _second_prompt(j: Judge, turn: Mapping[str, Any], second: Mapping[str, Any],

@@ -866,7 +866,7 @@ class Run:
         record: dict[str, Any] = {"step": self._step_index - 1, "what": "during",
                                   "during": what, "held": held, "pending": pending,
                                   "turn": _ending(ended)}
-        answer = self._side_answer(what, handle, side, sent)
+        answer = self._side_answer(what, handle, side, sent, ended)
         if answer is not None:
             record[SIDE_KEY[what]] = {**_ending(answer), **sent}
         self.history.append("verdict", record)
@@ -880,18 +880,29 @@ class Run:
         return self._reply_outcome(ended)
 
     def _side_answer(self, what: str, handle: str, side: Pending | _TurnWait | None,
-                     sent: dict[str, Any]) -> Reply | None:
+                     sent: dict[str, Any], ended: Reply) -> Reply | None:
         """The answer to the request written during a held turn (a close, a set_mode or a
-        second turn), once the turn was awaited; a mode switch the agent accepted is the
-        session's mode now. For a second turn, ``sent`` records whether its
-        ``session/prompt`` was answered (in v2 the turn may then still not have ended)."""
+        second turn), once the turn (``ended``) was awaited; a mode switch the agent accepted
+        is the session's mode now. A refused one is sent again once the turn has ended, as a
+        control (``sent["control"]``): a switch refused then too is not the turn's doing. For
+        a second turn, ``sent`` records whether its ``session/prompt`` was answered (in v2
+        the turn may then still not have ended)."""
         if side is None:
             return None
         method = {"close": "session/close", "set-mode": "session/set_mode"}.get(
             what, "session/prompt")
         answer = self._await(side, method, self.spec.request_timeout)
+        s = self.sessions[handle]
+        if what == "set-mode" and answer.outcome == "error" and ended.outcome in ("ok", "error"):
+            control = self._request("session/set_mode", {"sessionId": s.agent_id,
+                                                         "modeId": sent["modeId"]})
+            sent["control"] = _ending(control)
+            if control.outcome == "ok":
+                s.mode = str(sent["modeId"])
+            elif control.outcome == "timeout":
+                self._reply_outcome(control)  # a hung request: the agent's state is unknown
         if what == "set-mode" and answer.outcome == "ok":
-            self.sessions[handle].mode = str(sent["modeId"])
+            s.mode = str(sent["modeId"])
         if what == "prompt":
             sent["answered"] = (side if isinstance(side, Pending) else side.request).done
         return answer
