@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,8 @@ def _campaign(cmd: str, profile: str, seed: int, protocol: str, budget: float,
         found.append({"oracle": f.get("oracle"), "severity": f.get("severity"),
                       "rule": f.get("rule"), "status": f.get("status"),
                       "seconds": None if at is None else round(at, 1),
-                      "steps": len(f.get("steps") or [])})
+                      "steps": len(f.get("steps") or []),
+                      "cassette": str(path) if path is not None else None})
     return {"profile": profile, "seed": seed, "protocol": protocol, "exit": proc.returncode,
             "wall": round(wall, 1), "examples": doc.get("examples_run"),
             "steps": doc.get("steps_run"), "load_before": load, "load_after": loadavg(),
@@ -104,6 +106,21 @@ def _judge(run: dict[str, Any]) -> dict[str, Any]:
     known = {n for k in kept for n in ((k.oracle, k.rule), *RENAMED.get((k.oracle, k.rule), ()))}
     unreviewed = [f for f in bad if (f["oracle"], f["rule"]) not in known]
     return {**run, "kept": met, "unreviewed": unreviewed}
+
+
+def _keep_evidence(run: dict[str, Any], folder: Path) -> None:
+    """Copy the cassette of each unreviewed finding out of the campaign's temporary folder
+    (to ``folder/<profile>-<seed>-<name>``): a finding nobody reviewed is reviewed from its
+    cassette, and a flaky one may not come back (qwen-code's protocol.malformed at seed 2, on
+    2026-12-05, did not)."""
+    for f in run["unreviewed"]:
+        src = Path(f["cassette"]) if f.get("cassette") else None
+        if src is None or not src.is_file():
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        dst = folder / f"{run['profile']}-{run['seed']}-{src.name}"
+        shutil.copyfile(src, dst)
+        f["cassette"] = str(dst)
 
 
 def _table(runs: list[dict[str, Any]]) -> str:
@@ -152,6 +169,7 @@ def main() -> None:
             with tempfile.TemporaryDirectory(prefix="acp-fuzz-known-") as work:
                 run = _judge(_campaign(args.acp_fuzz, profile, seed, args.protocol,
                                        args.budget, Path(work)))
+                _keep_evidence(run, RESULTS / f"known-{args.label}-cassettes")
             runs.append(run)
             print(f"{profile} seed {seed}: exit {run['exit']}, {run['wall']} s, kept "
                   f"{run['kept']}, unreviewed {len(run['unreviewed'])}", flush=True)
