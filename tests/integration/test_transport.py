@@ -282,6 +282,30 @@ def test_lines_sent_in_one_write_reach_the_agent_together(
         agent.close()
 
 
+def test_caught_up_has_read_what_the_agent_wrote_before_it_signalled(
+        sandbox: Sandbox, no_orphans: Callable[[int | None], None], tmp_path: Path) -> None:
+    """caught_up: once the agent has written a line and then signalled by another way (here
+    a FIFO; in a campaign, a request reaching the fake model), the line is read and handled,
+    whatever the reader thread's schedule (a held turn's "still unanswered" rests on it)."""
+    fifo = tmp_path / "signal"
+    os.mkfifo(fifo)
+    agent = AgentProcess(
+        [sys.executable, "-c", "import sys, time; sys.stdout.write("
+         "'{\"jsonrpc\": \"2.0\", \"method\": \"written/first\"}\\n'); "
+         f"sys.stdout.flush(); open({str(fifo)!r}, 'w').write('now'); time.sleep(60)"],
+        history=History(), env=sandbox.build_env(), cwd=sandbox.root)
+    agent.start()
+    no_orphans(agent.pgid)
+    try:
+        assert fifo.read_text() == "now"  # blocks until the agent has written its line
+        assert agent.caught_up(30.0)
+        assert any(e.kind == "acp" and e.data.get("dir") == "recv"
+                   and e.data["msg"].get("method") == "written/first"
+                   for e in agent.history.events)
+    finally:
+        agent.close(grace=0)
+
+
 def test_exit_in_the_middle_of_a_request(spawn: Spawn) -> None:
     agent = spawn("exit_mid_request")
     assert agent.request("initialize", {"protocolVersion": 1}, timeout=ANSWER).outcome == "ok"

@@ -853,6 +853,10 @@ class Run:
             turn = self._send_turn(handle, ann)
             request = turn if isinstance(turn, Pending) else turn.request
             held = self._wait_held(hold, turn)
+            if held:
+                # What the agent wrote before its model request (in v2, the prompt's answer)
+                # is read before "still unanswered" is decided: the same on a busy machine.
+                self.agent.caught_up(CAUGHT_UP_S)
             pending = held and not request.done
             if held:
                 side = self._send_during(step, ann, request.id, sent)
@@ -1155,6 +1159,9 @@ REQUEST_CANCELLED = -32800
 SETTLE_S = 0.25
 #: How often a held turn looks whether its prompt was answered before its model request came.
 HELD_POLL_S = 0.02
+#: How long a held turn waits, at most, for what the agent wrote before its model request to
+#: be read (AgentProcess.caught_up: at once unless the reader thread is behind).
+CAUGHT_UP_S = 2.0
 
 
 def _other_mode(s: _Session, step: Mapping[str, Any]) -> str | None:

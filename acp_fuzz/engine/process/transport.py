@@ -576,6 +576,12 @@ class AgentProcess:
         self._lines = LineAssembler(self.max_line_bytes, self._handle_line,
                                     self._record_oversize)
         self._stdout_eof = False
+        # Bytes of stdout read (under _read_lock, with the read) and handled (under _fed):
+        # what caught_up compares.
+        self._read_lock = threading.Lock()
+        self._read_bytes = 0
+        self._fed = threading.Condition()
+        self._fed_bytes = 0
 
         # stderr state.
         self._tail = bytearray()
@@ -897,6 +903,27 @@ class AgentProcess:
         self._tell_handler(method, params)
         self._enqueue((line, {"dir": "send"}, None, 0))
 
+    def caught_up(self, timeout: float) -> bool:
+        """Wait (up to ``timeout``) until every byte the agent had written to stdout when this
+        was called is read and handled: its answers resolved, its notifications recorded.
+
+        What the agent wrote before it did something the harness saw another way (a model
+        request reaching the fake model) is then known, whichever thread was scheduled first:
+        an agent that answers its ``session/prompt`` before it asks the model (ACP v2) is seen
+        to have answered it, on an idle machine and a busy one alike. False when the bytes
+        were not handled in time (or the agent's output ended)."""
+        if self._proc is None or self._proc.stdout is None:
+            return False
+        fd = self._proc.stdout.fileno()
+        try:
+            with self._read_lock:
+                target = self._read_bytes + _bytes_available(fd)
+        except OSError:
+            return False
+        with self._fed:
+            return self._fed.wait_for(lambda: self._fed_bytes >= target or self._stdout_eof,
+                                      timeout) and self._fed_bytes >= target
+
     @contextlib.contextmanager
     def one_write(self) -> Iterator[None]:
         """The requests and notifications this thread sends inside the block go to the agent
@@ -1191,9 +1218,14 @@ class AgentProcess:
         while True:
             ready = dict(poller.poll())
             if fd in ready and not self._stdout_eof:
-                data = os.read(fd, _READ_CHUNK)
+                with self._read_lock:
+                    data = os.read(fd, _READ_CHUNK)
+                    self._read_bytes += len(data)
                 if data:
                     self._feed(data)
+                    with self._fed:
+                        self._fed_bytes += len(data)
+                        self._fed.notify_all()
                 else:
                     poller.unregister(fd)
                     self._on_stdout_eof()
