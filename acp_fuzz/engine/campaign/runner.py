@@ -853,10 +853,6 @@ class Run:
             turn = self._send_turn(handle, ann)
             request = turn if isinstance(turn, Pending) else turn.request
             held = self._wait_held(hold, turn)
-            if held:
-                # What the agent wrote before its model request (in v2, the prompt's answer)
-                # is read before "still unanswered" is decided: the same on a busy machine.
-                self.agent.caught_up(CAUGHT_UP_S)
             pending = held and not request.done
             if held:
                 side = self._send_during(step, ann, request.id, sent)
@@ -948,12 +944,17 @@ class Run:
 
     def _wait_held(self, hold: Hold, turn: Pending | _TurnWait) -> bool:
         """Whether the held model request arrived before the turn ended without it (a
-        refused turn never asks the model), the agent died or the request timeout passed."""
+        refused turn never asks the model), the agent died or the request timeout passed.
+        Once it arrived, what the agent wrote before it (in v2, the prompt's answer) is read
+        before this returns: whether the turn was still unanswered is then the agent's
+        doing, not the scheduler's, on a busy machine too."""
         until = time.monotonic() + self.spec.request_timeout
         while not hold.wait_arrived(HELD_POLL_S):
             if _turn_over(turn) or self.dead or time.monotonic() > until:
-                return hold.arrived
-        return True
+                break
+        if hold.arrived:
+            self.agent.caught_up(CAUGHT_UP_S)
+        return hold.arrived
 
     def _send_during(self, step: Mapping[str, Any], ann: Mapping[str, Any], request_id: Any,
                      sent: dict[str, Any]) -> Pending | _TurnWait | None:

@@ -1218,14 +1218,9 @@ class AgentProcess:
         while True:
             ready = dict(poller.poll())
             if fd in ready and not self._stdout_eof:
-                with self._read_lock:
-                    data = os.read(fd, _READ_CHUNK)
-                    self._read_bytes += len(data)
+                data = self._read(fd, _READ_CHUNK)
                 if data:
                     self._feed(data)
-                    with self._fed:
-                        self._fed_bytes += len(data)
-                        self._fed.notify_all()
                 else:
                     poller.unregister(fd)
                     self._on_stdout_eof()
@@ -1249,7 +1244,7 @@ class AgentProcess:
             return
         n = _bytes_available(fd)
         while n > 0:
-            data = os.read(fd, min(n, _READ_CHUNK))
+            data = self._read(fd, min(n, _READ_CHUNK))
             if not data:
                 self._on_stdout_eof()
                 return
@@ -1258,8 +1253,18 @@ class AgentProcess:
 
     # -- internals: stdout lines (framing in acp_fuzz.core.lines) -----------------------------
 
+    def _read(self, fd: int, size: int) -> bytes:
+        """Read stdout, counting what was read with the read (see :meth:`caught_up`)."""
+        with self._read_lock:
+            data = os.read(fd, size)
+            self._read_bytes += len(data)
+        return data
+
     def _feed(self, data: bytes) -> None:
         self._lines.feed(data)
+        with self._fed:
+            self._fed_bytes += len(data)
+            self._fed.notify_all()
 
     def _flush_partial(self) -> None:
         cut = self._lines.finish()
@@ -1380,6 +1385,8 @@ class AgentProcess:
 
     def _on_stdout_eof(self) -> None:
         self._stdout_eof = True
+        with self._fed:
+            self._fed.notify_all()  # a caught_up waiting for more learns there is no more
         self._flush_partial()
         self._fail_all_pending()
 
