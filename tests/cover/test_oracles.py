@@ -955,6 +955,24 @@ def test_well_formed_messages_are_not_malformed() -> None:
     assert h.findings() == []
 
 
+def test_a_late_answer_is_not_a_bad_line() -> None:
+    # qwen-code, seed 2, under load (2026-12-05): a MUST protocol.malformed "the agent wrote a
+    # bad line (late)" for an answer that came after a bound of ours gave up on it. A late
+    # answer is a JSON-RPC message; only an id answered twice or never sent is a bad one.
+    h = H()
+    h.h.append("acp", {"dir": "send", "msg": {"jsonrpc": "2.0", "id": 7, "method": "session/new",
+                                               "params": {}}})
+    _recv(h, {"jsonrpc": "2.0", "id": 7, "result": {"sessionId": "s-1"}}, error="late")
+    assert h.findings() == []
+    # Its shape is still judged.
+    _recv(h, {"jsonrpc": "2.0", "id": 7, "result": {"session": "x"}}, error="late")
+    assert "sessionId" in only(h.findings(), "protocol.malformed").message
+    for marker in ("duplicate-id", "unknown-id"):
+        h = H()
+        _recv(h, {"jsonrpc": "2.0", "id": 9, "result": {}}, error=marker)
+        assert only(h.findings(), "protocol.malformed").evidence["problem"] == marker
+
+
 def test_missing_session_id_from_new_is_malformed() -> None:
     h = H()
     h.new("A", sp("append", P), outcome="error", error={"harness": "no sessionId in result"})

@@ -60,6 +60,11 @@ _RESULTS_V2 = {**_RESULTS, "session/prompt": Draft202012Validator({
 
 
 
+#: The history's mark on an answer that came after the harness gave up waiting for it
+#: (:mod:`acp_fuzz.engine.process.transport`): recorded, never a bad line.
+LATE = "late"
+
+
 @builtin("agent.hang", "agent.crash", "protocol.malformed", "cancel.error")
 def protocol(j: Judge, ev: Event) -> None:
     """A step's answer (:func:`_answer`) and every frame the agent wrote (:func:`_frame`)."""
@@ -127,7 +132,11 @@ def _frame(j: Judge, ev: Event) -> None:
         return
     msg = d.get("msg")
     j.judge_as("protocol.malformed")
-    if d.get("error"):
+    # ``late``: the answer to a request the harness stopped waiting for. It is a JSON-RPC
+    # message like any other (its id is one the harness sent, once); the wait it outlasted is
+    # ``agent.hang``'s to judge, or the bound's that gave up (a busy machine can outlast a
+    # held turn's or a probe's bound). Its shape is still judged below.
+    if d.get("error") and d["error"] != LATE:
         j.report_as("protocol.malformed", f"the agent wrote a bad line ({d['error']})",
                     evidence_event=ev.seq, raw=clip(d.get("raw", ""), 200), problem=d["error"])
         return
