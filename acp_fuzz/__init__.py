@@ -38,6 +38,7 @@ _EXPORTS = {
     "CheckContext": "acp_fuzz.core.checks",
     "Event": "acp_fuzz.core.history",
     "Finding": "acp_fuzz.core.findings",
+    "Finished": "acp_fuzz.core.events",
     "Gateway": "acp_fuzz.engine.gateway",
     "HarnessError": "acp_fuzz.core.errors",
     "History": "acp_fuzz.core.history",
@@ -49,6 +50,7 @@ _EXPORTS = {
     "check": "acp_fuzz.core.checks",
     "evaluate": "acp_fuzz.core.oracles",
     "read_cassette": "acp_fuzz.core.cassette",
+    "report_format": "acp_fuzz.reporting.formats",
     "replay_cassette": "acp_fuzz.engine.campaign.replay",
     "run_campaign": "acp_fuzz.engine.campaign.search",
     "write_cassette": "acp_fuzz.core.cassette",
@@ -65,6 +67,7 @@ __all__ = [
     "CheckContext",
     "Event",
     "Finding",
+    "Finished",
     "Gateway",
     "HarnessError",
     "History",
@@ -78,6 +81,7 @@ __all__ = [
     "evaluate",
     "read_cassette",
     "replay_cassette",
+    "report_format",
     "run_campaign",
     "write_cassette",
 ]
@@ -99,6 +103,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from acp_fuzz.core.cassette import Cassette, CassetteError, read_cassette, write_cassette
     from acp_fuzz.core.checks import CheckContext, check
+    from acp_fuzz.core.events import Finished
     from acp_fuzz.core.findings import CATALOG, Finding
     from acp_fuzz.core.history import Event, History, ModelExchange, Segment
     from acp_fuzz.core.oracles import Baseline, evaluate
@@ -106,3 +111,4 @@ if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from acp_fuzz.engine.campaign.runner import HarnessError, Run, TargetSpec
     from acp_fuzz.engine.campaign.search import CampaignResult, CampaignSettings, run_campaign
     from acp_fuzz.engine.gateway import Gateway
+    from acp_fuzz.reporting.formats import report_format

@@ -9,7 +9,6 @@ older spelling, runs the same code). See ``docs/clients.md``.
 
 from __future__ import annotations
 
-import json
 import shlex
 import time
 from collections.abc import Sequence
@@ -21,7 +20,6 @@ from rich.text import Text
 
 from acp_fuzz.cli.app import (
     app,
-    atomic_write,
     check_writable_dir,
     err,
     fail,
@@ -37,13 +35,15 @@ from acp_fuzz.cli.options import (
     enter_sandbox_net,
     require_bwrap,
 )
-from acp_fuzz.cli.target import parse_reports, passed_secrets
+from acp_fuzz.cli.target import parse_reports, passed_secrets, write_reports
 from acp_fuzz.core.errors import CassetteError, HarnessError
 from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.events import Finished
 from acp_fuzz.core.scenarios import DEFAULT_TIMEOUT, Scenario, ScenarioError, parse_scenario
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.client.campaign import ClientCampaignResult, ClientSettings
+    from acp_fuzz.reporting.formats import ReportSet
 
 __all__ = ["client", "replay_client_cassette"]
 
@@ -94,7 +94,8 @@ _TIMEOUT: Any = typer.Option(None, "--timeout", min=0.1,
 # client cassette there would be one that cannot.
 _CASSETTE_DIR: Any = typer.Option(Path("client-cassettes"), "--cassette-dir",
                                   help="Where finding cassettes are written.")
-_REPORT: Any = typer.Option([], "--report", help="json:PATH or junit:PATH (repeatable).")
+_REPORT: Any = typer.Option([], "--report", metavar="KIND:PATH",
+                            help="json:PATH or junit:PATH (repeatable).")
 _REPLAY: Any = typer.Option(None, "--replay", metavar="CASSETTE",
                             help="The same as `acp-fuzz replay --client "
                                  "CASSETTE`: FIXED, FAILED or FLAKY.")
@@ -146,12 +147,14 @@ def client(
 ) -> None:
     """Test an ACP client: acp-fuzz plays the agent with drawn capability sets and judges
     what the client sends (systemPrompt gating, content, re-sending, gated methods)."""
+    from acp_fuzz.reporting.formats import ReportSet, kinds_for
+
     excluded = _excluded_oracles(exclude_oracle, oracle)
-    reports = parse_reports(report)
+    reports = ReportSet(parse_reports(report, kinds_for("client")))
     secrets = sorted(passed_secrets(pass_env))
     hide(secrets)
     if replay is not None:
-        if reports:
+        if reports.reports:
             fail("--report is for a search; --replay prints its verdict and sets the exit "
                  "code")
         if portable:
@@ -183,12 +186,13 @@ def client(
     out.print(terminal(f"client: {shlex.join(sc.command) or '(each step is a command line)'}"
                        f"  scenario: {len(sc.steps)} step(s)"), markup=False)
     t0 = time.monotonic()
-    result = _run(sc, cfg)
+    result = _run(sc, cfg, reports)
     if result.interrupted:
         err.print("acp-fuzz: interrupted: writing what was found so far", markup=False)
-    _print(result, time.monotonic() - t0)
-    for kind, path in reports:
-        _write_report(kind, result, path, secrets)
+    elapsed = time.monotonic() - t0
+    _print(result, elapsed)
+    if write_reports(reports, Finished("client", result, elapsed, tuple(secrets))):
+        raise typer.Exit(2)
     raise typer.Exit(result.exit_code)
 
 
@@ -207,7 +211,7 @@ def _excluded_oracles(exclude_oracle: list[str], oracle: list[str]) -> tuple[str
     return tuple(exclude_oracle)
 
 
-def _run(sc: Scenario, cfg: ClientSettings) -> ClientCampaignResult:
+def _run(sc: Scenario, cfg: ClientSettings, reports: ReportSet) -> ClientCampaignResult:
     """Run the client campaign, its progress said on stderr; exit 2 on a harness or
     scenario error."""
     from acp_fuzz.core.events import CampaignEvent, Confirming, ExampleDone, FailureFound
@@ -223,6 +227,7 @@ def _run(sc: Scenario, cfg: ClientSettings) -> ClientCampaignResult:
                                f"{shown}; shrinking it"), markup=False)
         elif isinstance(ev, Confirming):
             err.print(terminal(f"  shrunk to {shown}; confirming"), markup=False)
+        reports.on_event(ev)
 
     restore = install_interrupt_handlers()
     try:
@@ -266,22 +271,6 @@ def _print(result: ClientCampaignResult, elapsed: float) -> None:
         if style:
             line.stylize(style)
         out.print(line)
-
-
-def _write_report(kind: str, result: ClientCampaignResult, path: Path,
-                  secrets: Sequence[str]) -> None:
-    from acp_fuzz.reporting.client import client_cases, client_result_to_json
-
-    if kind == "json":
-        atomic_write(path, json.dumps(client_result_to_json(result, secrets), indent=2,
-                                      ensure_ascii=False, default=repr))
-        return
-    from acp_fuzz.reporting import write_junit
-
-    try:
-        write_junit(path, "acp-fuzz client", client_cases(result, secrets))
-    except OSError as e:
-        fail(f"cannot write {path}: {e.strerror or e}")
 
 
 def replay_client_cassette(cassette_path: Path, command: Sequence[str], steps: Sequence[str],

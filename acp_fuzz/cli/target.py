@@ -21,7 +21,6 @@ from rich.text import Text
 
 from acp_fuzz.cli.app import (
     app,
-    atomic_write,
     check_url,
     check_writable_dir,
     err,
@@ -42,6 +41,7 @@ from acp_fuzz.cli.options import (
 from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.dialects import CHOICES as DIALECT_CHOICES
 from acp_fuzz.core.escaping import terminal
+from acp_fuzz.core.events import Finished
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
 from acp_fuzz.core.protocol import answered
 from acp_fuzz.core.scrub import env_secrets
@@ -49,9 +49,7 @@ from acp_fuzz.engine.campaign.runner import HarnessError, TargetSpec
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign.search import CampaignEvent, CampaignResult, CampaignSettings
-
-#: What ``target --report KIND:PATH`` writes.
-REPORT_KINDS = ("json", "junit", "html")
+    from acp_fuzz.reporting.formats import ReportSet
 
 __all__ = ["AGENT_ARGUMENT", "PROFILE_OPTION", "build_spec", "parse_reports", "passed_secrets",
            "print_agent", "target"]
@@ -126,8 +124,8 @@ _CASSETTE_DIR: Any = typer.Option(Path("cassettes"), "--cassette-dir",
 _REPORT: Any = typer.Option(
     [], "--report", metavar="KIND:PATH",
     help="json:PATH, junit:PATH (one test case per rule checked) or html:PATH (one "
-         "self-contained page: the findings, their steps and what reached the model); "
-         "repeatable.")
+         "self-contained page: the findings, their steps and what reached the model), or a "
+         "format a --plugin registers; repeatable.")
 _DIALECT: Any = typer.Option(
     "auto", "--dialect",
     help="How the prompt is sent: auto (from initialize: the standard field wherever it "
@@ -225,11 +223,14 @@ def target(
     # Here, not at the top: the campaign loads Hypothesis, which report, show and replay
     # --offline never need (tests/cover/test_public_api.py keeps them free of it).
     from acp_fuzz.engine.campaign.search import CampaignSettings
+    from acp_fuzz.reporting.formats import ReportSet, kinds_for
 
     _check_choices(dialect, protocol, no_cover=no_cover, cover_only=cover_only)
-    reports = parse_reports(report, REPORT_KINDS)
     share = parse_shard(shard)
-    load_plugins(plugin)  # before --exclude-oracle is checked: a plugin's oracle may be named
+    # Before --exclude-oracle and --report are checked: a plugin's oracle or report format
+    # may be named.
+    load_plugins(plugin)
+    reports = ReportSet(parse_reports(report, kinds_for("agent")))
     excluded = _excluded_oracles(exclude_oracle, oracle)
     enter_sandbox_net(sandbox_net)
     spec = _agent_spec(command or [], profile, timeout, sandbox_fs=sandbox_fs,
@@ -248,7 +249,7 @@ def target(
                            shard=share, cover_share=share)
     t0 = time.monotonic()
     view = _Progress(spec, cfg, database is not None)
-    result = _run(spec, cfg, workers, view)
+    result = _run(spec, cfg, workers, view, reports)
     if result.interrupted:
         err.print("acp-fuzz: interrupted: writing what was found so far", markup=False)
     # The replay line names the agent the way the user did: replay never runs a cassette's
@@ -261,9 +262,22 @@ def target(
     _print_result(result, elapsed, again)
     out.print(_covering_line(result, view.cover) if cfg.cover
               else "covering examples: off (--no-cover)", markup=False)
-    _write_reports(reports, result, secrets, elapsed)
+    errors = write_reports(reports, Finished("agent", result, elapsed, tuple(secrets)))
     _print_summary(result, elapsed)
+    if errors:
+        raise typer.Exit(2)
     raise typer.Exit(result.exit_code)  # 130 when interrupted
+
+
+def write_reports(reports: ReportSet, done: Finished) -> list[str]:
+    """Write every ``--report`` (each format's ``finish``, written atomically) and print one
+    error line for each that could not be written; the errors (the command then exits 2)."""
+    from acp_fuzz.reporting.files import write_atomic
+
+    errors = reports.finish(done, write_atomic)
+    for line in errors:
+        error(line)
+    return errors
 
 
 def _covering_line(result: CampaignResult, planned: int) -> str:
@@ -333,8 +347,8 @@ def _check_database(database: str) -> None:
         fail(str(e))
 
 
-def _run(spec: TargetSpec, cfg: CampaignSettings, workers: int, view: _Progress
-         ) -> CampaignResult:
+def _run(spec: TargetSpec, cfg: CampaignSettings, workers: int, view: _Progress,
+         reports: ReportSet) -> CampaignResult:
     """Run the campaign (on ``workers`` workers), its events said as they come; exit 2 on a
     harness error, 130 when interrupted before any example ran."""
     from acp_fuzz.engine.campaign.search import run_campaign
@@ -342,6 +356,7 @@ def _run(spec: TargetSpec, cfg: CampaignSettings, workers: int, view: _Progress
     def on_event(ev: CampaignEvent) -> None:
         _say(ev, spec)
         view.on_event(ev)
+        reports.on_event(ev)
 
     progress = view.bar
     restore = install_interrupt_handlers()
@@ -390,17 +405,6 @@ def _say(ev: CampaignEvent, spec: TargetSpec) -> None:
     elif isinstance(ev, ShrankToKnown):
         err.print(f"  same bug as the {', '.join(ev.known)} failure already found; "
                   "searching on", markup=False)
-
-
-def _write_reports(reports: Sequence[tuple[str, Path]], result: CampaignResult,
-                   secrets: Sequence[str], elapsed: float) -> None:
-    """Write each ``--report KIND:PATH``."""
-    for kind, path in reports:
-        if kind == "html":
-            _write_html(result, path, secrets, elapsed)
-        else:
-            _write_json(result, path, secrets, elapsed) if kind == "json" else \
-                _write_junit(result, path, secrets)
 
 
 class _Progress:
@@ -584,37 +588,3 @@ def _print_summary(result: CampaignResult, elapsed: float) -> None:
 
     line = summary_line(result, elapsed)
     out.print(Text(line.text, style=line.style))
-
-
-def _write_json(result: CampaignResult, path: Path, secrets: Sequence[str] = (),
-                elapsed: float | None = None) -> None:
-    from acp_fuzz.reporting import result_to_json
-
-    atomic_write(path, json.dumps(result_to_json(result, secrets, seconds=elapsed), indent=2,
-                                 ensure_ascii=False, default=repr))
-
-
-def _write_junit(result: CampaignResult, path: Path, secrets: Sequence[str] = ()) -> None:
-    from acp_fuzz.reporting import campaign_cases, write_junit
-
-    try:
-        write_junit(path, "acp-fuzz target", campaign_cases(result, secrets))
-    except OSError as e:
-        fail(f"cannot write {path}: {e.strerror or e}")
-
-
-def _write_html(result: CampaignResult, path: Path, secrets: Sequence[str] = (),
-                elapsed: float = 0.0) -> None:
-    """The HTML page, with the per-turn view of each finding's cassette (one that cannot be
-    read again is left out of the page)."""
-    from acp_fuzz.core.cassette import CassetteError, read_cassette
-    from acp_fuzz.reporting.html import campaign_html
-
-    cassettes = {}
-    for rep in result.reports:
-        if rep.cassette is not None:
-            try:
-                cassettes[rep.cassette] = read_cassette(rep.cassette)
-            except CassetteError:
-                continue
-    atomic_write(path, campaign_html(result, secrets, cassettes, elapsed))

@@ -7,8 +7,10 @@ failure was found (``FailureFound``), is being shrunk (``Shrinking``) and confir
 (``Confirming``), or that it shrank to a bug already reported (``ShrankToKnown``). What an
 example is differs by direction: an agent campaign's is a list of steps (``steps``, and its
 ``digest``), a client campaign's a capability set (``capability_set``); each event carries
-what its direction has and leaves the rest at its default. The CLI renders these; a library
-user may pass their own callback.
+what its direction has and leaves the rest at its default. The command that ran the campaign
+says it is ``Finished`` (with the result), last. The CLI renders these, and hands each to the
+``--report`` formats (:mod:`acp_fuzz.reporting.formats`, yours too); a library user may pass
+their own callback.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ __all__ = [
     "Confirming",
     "ExampleDone",
     "FailureFound",
+    "Finished",
     "ShrankToKnown",
     "Shrinking",
     "Started",
@@ -103,3 +106,18 @@ class ShrankToKnown(CampaignEvent):
 
     oracles: tuple[str, ...]
     known: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Finished(CampaignEvent):
+    """The campaign is over (the last event, sent by the command that ran it): what a report
+    is written from. ``result`` is an agent campaign's
+    :class:`~acp_fuzz.engine.campaign.search.CampaignResult` (``direction == "agent"``) or a
+    client campaign's :class:`~acp_fuzz.engine.client.campaign.ClientCampaignResult`
+    (``"client"``); ``secrets`` are the values a report must not show (``--pass-env``), which
+    :class:`acp_fuzz.core.scrub.Scrubber` takes out."""
+
+    direction: str
+    result: Any
+    elapsed: float
+    secrets: tuple[str, ...] = ()

@@ -16,8 +16,10 @@ One place per format, shared by ``target``, ``replay``, ``report`` and the pytes
 * :mod:`~acp_fuzz.reporting.matrix`: the conformance matrix, Markdown and HTML
   (``acp-fuzz matrix``).
 
-The builders are pure; only :func:`write_junit` writes (atomically). A new output format is a
-module here, and the commands that offer it call it.
+The builders are pure; only :func:`write_junit` writes (atomically). What ``--report KIND:PATH``
+of ``target`` and ``client`` writes is a registered format (:mod:`~acp_fuzz.reporting.formats`:
+``json``, ``junit``, ``html``, and those a plugin registers with :func:`report_format`), so a
+new format for campaigns is one file, built in or a user's.
 """
 
 from __future__ import annotations

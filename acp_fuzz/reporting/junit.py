@@ -22,7 +22,7 @@ from pathlib import Path
 from acp_fuzz.core.escaping import xml_text
 from acp_fuzz.reporting.files import write_atomic
 
-__all__ = ["Case", "write_junit"]
+__all__ = ["Case", "junit_xml", "write_junit"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,11 @@ class Case:
 
 def write_junit(path: Path, suite: str, cases: Sequence[Case]) -> None:
     """Write ``cases`` as one ``testsuite`` inside ``testsuites``. Raises ``OSError``."""
+    write_atomic(path, junit_xml(suite, cases))
+
+
+def junit_xml(suite: str, cases: Sequence[Case]) -> bytes:
+    """``cases`` as one ``testsuite`` inside ``testsuites``, UTF-8 XML."""
     failures = sum(1 for c in cases if c.outcome == "failure")
     errors = sum(1 for c in cases if c.outcome == "error")
     counts = {"tests": str(len(cases)), "failures": str(failures), "errors": str(errors)}
@@ -54,4 +59,5 @@ def write_junit(path: Path, suite: str, cases: Sequence[Case]) -> None:
         elif c.text:
             ET.SubElement(case, "system-out").text = xml_text(c.text)
     ET.indent(root)
-    write_atomic(path, ET.tostring(root, encoding="utf-8", xml_declaration=True))
+    xml: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return xml

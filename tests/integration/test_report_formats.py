@@ -1,0 +1,102 @@
+"""A report format of the user's own, in one file outside the package (issue #35: "a new
+report format is one file"): loaded with ``--plugin``, ``--report KIND:PATH`` names it, it
+sees every campaign event and writes its file from the finished campaign, exactly as the
+built-in ``json``, ``junit`` and ``html`` do (they are registered the same way). One that
+raises costs its own file only: one error line, exit 2, the other reports written."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from _support import run_cli
+
+pytestmark = pytest.mark.integration
+
+REFERENCE = [sys.executable, "-m", "acp_fuzz.reference_agent"]
+CLIENT = [sys.executable, "-m", "acp_fuzz.reference_client"]
+TAP = '''
+from acp_fuzz import Finished, report_format
+from acp_fuzz.core.events import ExampleDone
+
+
+@report_format("tap", summary="Test Anything Protocol: one line per failure")
+class Tap:
+    def __init__(self, path):
+        self.path = path
+        self.examples = 0
+
+    def on_event(self, event):
+        if isinstance(event, ExampleDone):
+            self.examples += 1
+
+    def finish(self, done: Finished) -> str:
+        reports = done.result.reports
+        lines = [f"1..{len(reports)}", f"# {done.direction}: {self.examples} example events"]
+        for i, rep in enumerate(reports, 1):
+            lines.append(f"not ok {i} - {', '.join(rep.oracles)}")
+        return "\\n".join(lines) + "\\n"
+
+
+@report_format("broken", summary="raises", directions=("agent",))
+class Broken:
+    def __init__(self, path):
+        pass
+
+    def finish(self, done):
+        raise RuntimeError("no\\nluck")
+'''
+
+
+def _plugin(tmp_path: Path) -> Path:
+    path = tmp_path / "tap_format.py"
+    path.write_text(TAP, encoding="utf-8")
+    return path
+
+
+def test_a_plugin_format_is_written_from_the_events_and_the_result(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "target", "--plugin", str(_plugin(tmp_path)), "-n", "6", "-x",
+                   "--report", "tap:run.tap", "--report", "json:run.json",
+                   "--", *REFERENCE, "--bug", "leak")
+    assert proc.returncode == 1, proc.stderr
+    tap = (tmp_path / "run.tap").read_text().splitlines()
+    doc = json.loads((tmp_path / "run.json").read_text())
+    assert tap[0] == f"1..{len(doc['findings'])}" and len(doc["findings"]) >= 1
+    # Every example the campaign ran reached the format's on_event (and the runs that shrank
+    # the failure, which are examples too, to Hypothesis).
+    examples = int(tap[1].removeprefix("# agent: ").removesuffix(" example events"))
+    assert examples >= doc["examples_run"] > 0, (tap, doc["examples_run"])
+    assert tap[2].startswith("not ok 1 - prompt.leak"), tap
+
+
+def test_a_format_that_raises_is_one_line_and_the_others_are_written(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "target", "--plugin", str(_plugin(tmp_path)), "-n", "2",
+                   "--no-cover", "--report", "broken:b.out", "--report", "json:run.json",
+                   "--", *REFERENCE)
+    assert proc.returncode == 2, proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("acp-fuzz: error:")]
+    assert errors == ["acp-fuzz: error: --report broken:b.out not written: RuntimeError: no "
+                      "luck"], proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "b.out").exists()
+    assert json.loads((tmp_path / "run.json").read_text())["exit_code"] == 0
+
+
+def test_an_unknown_format_names_the_plugins_ones_too(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "target", "--plugin", str(_plugin(tmp_path)), "--report",
+                   "csv:x.csv", "--", *REFERENCE)
+    assert proc.returncode == 2
+    line = proc.stderr.strip()
+    assert "\n" not in line and "tap:PATH" in line and "html:PATH" in line, line
+    # Without the plugin, its format is not known.
+    proc = run_cli(tmp_path, "target", "--report", "tap:x.tap", "--", *REFERENCE)
+    assert proc.returncode == 2 and "tap:x.tap" in proc.stderr
+
+
+def test_an_agent_only_format_is_refused_by_client(tmp_path: Path) -> None:
+    # html reports an agent campaign's turns; a client campaign has none.
+    proc = run_cli(tmp_path, "client", "--report", "html:x.html", "--", *CLIENT)
+    assert proc.returncode == 2
+    assert "json:PATH or junit:PATH" in proc.stderr, proc.stderr
