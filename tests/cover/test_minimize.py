@@ -283,7 +283,7 @@ def test_every_pass_has_a_name_a_doc_and_counts_of_its_own() -> None:
 
     names = [p.name for p in PASSES]
     assert len(set(names)) == len(names) and all(p.doc for p in PASSES)
-    assert names[0] == "short-forms" and names[-1] == "canonical-names"
+    assert names[:2] == ["one-session", "short-forms"] and names[-1] == "canonical-names"
     steps = [{"op": "new", "session": "A", "systemPrompt": sp("P")},
              {"op": "fork", "session": "A", "new": "B", "systemPrompt": sp("Q")},
              {"op": "cancel", "session": "A"}]
@@ -304,6 +304,48 @@ def test_every_pass_has_a_name_a_doc_and_counts_of_its_own() -> None:
     line = shrink_line(summary)
     assert line.startswith(f"shrink passes: from 3 to 3 steps in {sh.trials} trials (")
     assert f"cancel-as-turn 1 of {sh.stats['cancel-as-turn'].attempts}" in line
+
+
+def test_one_session_keeps_the_failing_sessions_their_sources_and_no_session_steps() -> None:
+    from acp_fuzz.core.minimize import one_session
+
+    steps = [NEW_A, {"op": "new", "session": "B", "systemPrompt": sp("Q")},
+             {"op": "fork", "session": "B", "new": "C"}, {"op": "restart"},
+             {"op": "prompt", "session": "A"}, {"op": "prompt", "session": "C", "with": "A"},
+             {"op": "prompt", "session": "C"}]
+    # C was forked from B: both stay; A goes, and the turn sent beside A's with it.
+    assert one_session(steps, ["C"]) == [steps[1], steps[2], steps[3], steps[6]]
+    assert one_session(steps, ["A"]) == [NEW_A, steps[3], steps[4]]
+    # A finding about no session in particular, or nothing to drop: no trial.
+    assert one_session(steps, ["A", None]) is None
+    assert one_session(steps, []) is None
+    assert one_session(steps, ["A", "C"]) is None
+
+
+def test_a_covering_example_of_independent_units_shrinks_to_its_failing_unit_at_once() -> None:
+    from acp_fuzz.core.minimize import Shrinker
+
+    # Three units, each a session and a turn; only B's unit fails (the model: a prompt
+    # carried beside the standard field wins, the claude-agent-acp 0.101.0 shape).
+    def vendor_wins(trial: list[dict[str, Any]]) -> tuple[list[Event], list[Finding]]:
+        for i, s in enumerate(trial):
+            if s["op"] == "prompt" and any(t["op"] == "new" and t["session"] == s["session"]
+                                           and "_meta" in t for t in trial[:i]):
+                return [], [Finding("prompt.lost", "MUST", "R", "lost", step=i,
+                                    session=s["session"])]
+        return [], []
+    steps = []
+    for h in "ABC":
+        steps += [{"op": "new", "session": h, "systemPrompt": sp(h),
+                   **({"_meta": {"systemPrompt": "x"}} if h == "B" else {})},
+                  {"op": "prompt", "session": h}]
+    events, found = vendor_wins(steps)
+    sh = Shrinker(Failure(steps, events, found), vendor_wins)
+    small = sh.shrink()
+    assert [s["op"] for s in small.steps] == ["new", "prompt"] and "_meta" in small.steps[0]
+    assert (sh.stats["one-session"].attempts, sh.stats["one-session"].successes) == (1, 1)
+    # Nothing was left for deleting step by step but to show the two steps are minimal.
+    assert sh.stats["delete-step"].successes == 0
 
 
 def test_one_pass_runs_alone() -> None:
