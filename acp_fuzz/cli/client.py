@@ -30,6 +30,7 @@ from acp_fuzz.cli.app import (
     out,
 )
 from acp_fuzz.cli.options import (
+    PLUGIN_OPTION,
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
     SCENARIO_OPTION,
@@ -37,6 +38,7 @@ from acp_fuzz.cli.options import (
     enter_sandbox_net,
     require_bwrap,
 )
+from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.cli.target import parse_reports, passed_secrets
 from acp_fuzz.core.errors import CassetteError, HarnessError
 from acp_fuzz.core.escaping import terminal
@@ -143,9 +145,13 @@ def client(
     exitfirst: bool = _EXITFIRST,
     exclude_oracle: list[str] = _EXCLUDE_ORACLE,
     oracle: list[str] = _ORACLE,
+    plugin: list[str] = PLUGIN_OPTION,
 ) -> None:
     """Test an ACP client: acp-fuzz plays the agent with drawn capability sets and judges
     what the client sends (systemPrompt gating, content, re-sending, gated methods)."""
+    # Before --exclude-oracle is checked (a plugin's client oracle may be named), and before
+    # --replay: a recorded finding of a plugin's check is judged again only with it loaded.
+    load_plugins(plugin)
     excluded = _excluded_oracles(exclude_oracle, oracle)
     reports = parse_reports(report)
     secrets = sorted(passed_secrets(pass_env))
