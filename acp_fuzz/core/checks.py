@@ -32,10 +32,38 @@ shrink toward it, the confirmation runs re-judge it, its finding is written into
 cassette, ``replay --offline`` re-judges it, and ``acp-fuzz matrix`` counts its judged cases
 under its rule. ``docs/extending.md`` walks through one.
 
+A check of a *client* is written the same way, with ``direction="client"`` (the default is
+``"agent"``): it sees what a client sent to the stand-in agent of ``acp-fuzz client``, in
+order, with a :class:`acp_fuzz.core.client_oracles.ClientContext` (the event's connection, the
+stand-in's ``initialize`` answer and the capabilities it advertised there, the sessions'
+prompts so far, and the same :meth:`~BaseContext.judge` and :meth:`~BaseContext.report`)::
+
+    @check("myorg.prompt-on-new", severity="SHOULD",
+           rule="ACPFUZZ-CLIENT-STANDARD-FIELD-SHOULD",
+           summary="where the agent advertises systemPrompt, each session/new carries one",
+           direction="client")
+    def prompt_on_new(ctx, event):
+        msg = event.data.get("msg") if event.kind == "acp" else None
+        if event.data.get("dir") != "send" or not isinstance(msg, dict) \
+                or msg.get("method") != "session/new":
+            return
+        if ctx.capabilities(event).system_prompt:
+            ctx.judge()
+            if (msg.get("params") or {}).get("systemPrompt") is None:
+                ctx.report("session/new carries no systemPrompt")
+
+Its row goes into :data:`acp_fuzz.core.findings.CLIENT_CATALOG` (``oracle_info`` looks an id
+up in either catalog), and it takes part in what the built-in client oracles do: shrinking,
+confirmation, the client cassette, ``replay --client``, ``--exclude-oracle`` and the client
+matrix. An agent campaign runs only the agent checks (:func:`checks`), ``acp-fuzz client``
+only the client checks, so one plugin may hold both.
+
 The built-in oracles are checks of the same :data:`REGISTRY` (:mod:`acp_fuzz.core.builtin`,
-registered with :func:`builtin` under the catalog ids each reports, before any user's). They
+registered with :func:`builtin` under the catalog ids each reports, before any user's; the
+client's are one built-in client check, :mod:`acp_fuzz.core.client_oracles`). An agent's
 judge an event before the session tracker applies it, with a :class:`Judge`; a user's check
-sees it after, with the state the event left.
+sees it after, with the state the event left (on the client side too: after the built-in
+client oracles).
 """
 
 from __future__ import annotations
