@@ -120,3 +120,11 @@ def test_ids_are_taken_across_sides_and_the_direction_is_checked() -> None:
         check("test.nowhere", severity="MUST", rule=RULE, summary="x", direction="server")
     unregister("client.prompt-empty")  # a built-in stays
     assert "client.prompt-empty" in REGISTRY and "client.prompt-empty" in CLIENT_CATALOG
+
+
+def test_the_client_matrix_has_a_row_for_it(seen: list[tuple[Any, ...]]) -> None:
+    from acp_fuzz.reporting.client_matrix import client_rows, column_from_reports
+
+    assert client_rows()[-1] == (ID, "SHOULD", RULE)
+    report = {"findings": [], "judged": [{"oracle": ID, "rule": RULE, "checks": 2}]}
+    assert column_from_reports("c", [report]).cells[(ID, RULE)] == "pass: 2 checks"
