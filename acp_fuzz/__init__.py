@@ -36,6 +36,7 @@ _EXPORTS = {
     "CampaignResult": "acp_fuzz.engine.campaign.search",
     "CampaignSettings": "acp_fuzz.engine.campaign.search",
     "CheckContext": "acp_fuzz.core.checks",
+    "ClientContext": "acp_fuzz.core.client_oracles",
     "Event": "acp_fuzz.core.history",
     "Finding": "acp_fuzz.core.findings",
     "Finished": "acp_fuzz.core.events",
@@ -65,6 +66,7 @@ __all__ = [
     "Cassette",
     "CassetteError",
     "CheckContext",
+    "ClientContext",
     "Event",
     "Finding",
     "Finished",
@@ -103,6 +105,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # for type checkers and IDEs; nothing is imported at run time
     from acp_fuzz.core.cassette import Cassette, CassetteError, read_cassette, write_cassette
     from acp_fuzz.core.checks import CheckContext, check
+    from acp_fuzz.core.client_oracles import ClientContext
     from acp_fuzz.core.events import Finished
     from acp_fuzz.core.findings import CATALOG, Finding
     from acp_fuzz.core.history import Event, History, ModelExchange, Segment

@@ -28,6 +28,7 @@ from acp_fuzz.cli.app import (
     out,
 )
 from acp_fuzz.cli.options import (
+    PLUGIN_OPTION,
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
     SCENARIO_OPTION,
@@ -35,6 +36,7 @@ from acp_fuzz.cli.options import (
     enter_sandbox_net,
     require_bwrap,
 )
+from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.cli.target import parse_reports, passed_secrets, write_reports
 from acp_fuzz.core.errors import CassetteError, HarnessError
 from acp_fuzz.core.escaping import terminal
@@ -95,7 +97,8 @@ _TIMEOUT: Any = typer.Option(None, "--timeout", min=0.1,
 _CASSETTE_DIR: Any = typer.Option(Path("client-cassettes"), "--cassette-dir",
                                   help="Where finding cassettes are written.")
 _REPORT: Any = typer.Option([], "--report", metavar="KIND:PATH",
-                            help="json:PATH or junit:PATH (repeatable).")
+                            help="json:PATH, junit:PATH, or a format a --plugin registers "
+                                 "(repeatable).")
 _REPLAY: Any = typer.Option(None, "--replay", metavar="CASSETTE",
                             help="The same as `acp-fuzz replay --client "
                                  "CASSETTE`: FIXED, FAILED or FLAKY.")
@@ -144,11 +147,16 @@ def client(
     exitfirst: bool = _EXITFIRST,
     exclude_oracle: list[str] = _EXCLUDE_ORACLE,
     oracle: list[str] = _ORACLE,
+    plugin: list[str] = PLUGIN_OPTION,
 ) -> None:
     """Test an ACP client: acp-fuzz plays the agent with drawn capability sets and judges
     what the client sends (systemPrompt gating, content, re-sending, gated methods)."""
     from acp_fuzz.reporting.formats import ReportSet, kinds_for
 
+    # Before --exclude-oracle and --report are checked (a plugin's client oracle or report
+    # format may be named), and before --replay: a recorded finding of a plugin's check is
+    # judged again only with it loaded.
+    load_plugins(plugin)
     excluded = _excluded_oracles(exclude_oracle, oracle)
     reports = ReportSet(parse_reports(report, kinds_for("client")))
     secrets = sorted(passed_secrets(pass_env))

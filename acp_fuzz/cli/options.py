@@ -20,8 +20,9 @@ SANDBOX_FS_OPTION: Any = typer.Option(
     help="Agents see only their sandbox (writable), system folders and what they need to "
          "run (read-only); not your files. Needs bubblewrap (bwrap).")
 
-#: ``--plugin`` of the commands that judge agents (``target``, ``replay``, ``matrix``): the
-#: same checks must judge a cassette that found the failure (docs/extending.md).
+#: ``--plugin`` of the commands that judge (``target``, ``replay``, ``matrix``, ``client``): the
+#: same checks must judge a cassette that found the failure (docs/extending.md). A plugin's
+#: agent checks judge agents, its client checks (``direction="client"``) clients.
 PLUGIN_OPTION: Any = typer.Option(
     [], "--plugin", metavar="MODULE|PATH",
     help="Load your checks from this module or .py file (repeatable; also "

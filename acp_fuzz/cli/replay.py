@@ -172,8 +172,8 @@ def replay_cmd(
                                    "--as-agent": as_agent,
                                    "--forward-fs-terminal": forward_fs_terminal,
                                    "--recorded-model-replies": recorded_model_replies,
-                                   "--junit": junit, "--report": report,
-                                   "--plugin": plugin})
+                                   "--junit": junit, "--report": report},
+                       plugin=plugin)
     _client_only({"--step": step, "--scenario": scenario_file, "--pass-env": pass_env})
     # Before any cassette is judged: a finding of a user's check replays FIXED only when
     # that check judged the replay (without it, the replay is an ERROR, never FIXED).
@@ -289,15 +289,17 @@ def _reports(values: list[str], junit: Path | None) -> list[tuple[str, Path]]:
 def _replay_client(cassette: Path, argv: list[str], steps: list[str],
                    scenario_file: Path | None, timeout: float | None,
                    pass_env: tuple[str, ...], *, trust: bool, sandbox_fs: bool,
-                   sandbox_net: bool, runs: int | None, agent_only: dict[str, Any]) -> NoReturn:
-    """``--client``: refuse what only an agent replay takes, then
-    :func:`~acp_fuzz.cli.client.replay_client_cassette`."""
+                   sandbox_net: bool, runs: int | None, agent_only: dict[str, Any],
+                   plugin: list[str]) -> NoReturn:
+    """``--client``: refuse what only an agent replay takes, load the plugins (their client
+    checks judge the replay), then :func:`~acp_fuzz.cli.client.replay_client_cassette`."""
     from acp_fuzz.cli.client import replay_client_cassette, replay_client_cassettes
 
     given = [name for name, value in agent_only.items() if value]
     if given:
         fail(f"{', '.join(given)}: not with --client (a client replay starts the client you "
              "name, against the stand-in agent)")
+    load_plugins(plugin)
     if cassette.is_dir():
         paths = cassettes_in(cassette)
         clients = [p for p in paths if is_client_cassette(p)]

@@ -32,10 +32,38 @@ shrink toward it, the confirmation runs re-judge it, its finding is written into
 cassette, ``replay --offline`` re-judges it, and ``acp-fuzz matrix`` counts its judged cases
 under its rule. ``docs/extending.md`` walks through one.
 
+A check of a *client* is written the same way, with ``direction="client"`` (the default is
+``"agent"``): it sees what a client sent to the stand-in agent of ``acp-fuzz client``, in
+order, with a :class:`acp_fuzz.core.client_oracles.ClientContext` (the event's connection, the
+stand-in's ``initialize`` answer and the capabilities it advertised there, the sessions'
+prompts so far, and the same :meth:`~BaseContext.judge` and :meth:`~BaseContext.report`)::
+
+    @check("myorg.prompt-on-new", severity="SHOULD",
+           rule="ACPFUZZ-CLIENT-STANDARD-FIELD-SHOULD",
+           summary="where the agent advertises systemPrompt, each session/new carries one",
+           direction="client")
+    def prompt_on_new(ctx, event):
+        msg = event.data.get("msg") if event.kind == "acp" else None
+        if event.data.get("dir") != "send" or not isinstance(msg, dict) \
+                or msg.get("method") != "session/new":
+            return
+        if ctx.capabilities(event).system_prompt:
+            ctx.judge()
+            if (msg.get("params") or {}).get("systemPrompt") is None:
+                ctx.report("session/new carries no systemPrompt")
+
+Its row goes into :data:`acp_fuzz.core.findings.CLIENT_CATALOG` (``oracle_info`` looks an id
+up in either catalog), and it takes part in what the built-in client oracles do: shrinking,
+confirmation, the client cassette, ``replay --client``, ``--exclude-oracle`` and the client
+matrix. An agent campaign runs only the agent checks (:func:`checks`), ``acp-fuzz client``
+only the client checks, so one plugin may hold both.
+
 The built-in oracles are checks of the same :data:`REGISTRY` (:mod:`acp_fuzz.core.builtin`,
-registered with :func:`builtin` under the catalog ids each reports, before any user's). They
+registered with :func:`builtin` under the catalog ids each reports, before any user's; the
+client's are one built-in client check, :mod:`acp_fuzz.core.client_oracles`). An agent's
 judge an event before the session tracker applies it, with a :class:`Judge`; a user's check
-sees it after, with the state the event left.
+sees it after, with the state the event left (on the client side too: after the built-in
+client oracles).
 """
 
 from __future__ import annotations
@@ -45,14 +73,28 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from acp_fuzz.core.baseline import Baseline
-from acp_fuzz.core.findings import CATALOG, SEVERITIES, Finding, OracleInfo
+from acp_fuzz.core.errors import HarnessError
+from acp_fuzz.core.findings import (
+    CATALOGS,
+    SEVERITIES,
+    Finding,
+    OracleInfo,
+    is_known,
+    oracle_info,
+)
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.sessions import Change, Tracker
 
-__all__ = ["REGISTRY", "Check", "CheckContext", "Judge", "Ledger", "builtin", "check",
-           "unregister"]
+__all__ = ["DIRECTIONS", "REGISTRY", "BaseContext", "Check", "CheckContext", "Judge", "Ledger",
+           "builtin", "check", "checks", "run_user_check", "unregister"]
 
 _T = TypeVar("_T")
+#: A check function, whatever its context's class (a typed user function keeps its type).
+_F = TypeVar("_F", bound=Callable[..., None])
+
+#: Who a check judges: ``"agent"`` (``acp-fuzz target``, ``replay``, ``matrix``, the pytest
+#: plugin) or ``"client"`` (``acp-fuzz client``, ``replay --client``).
+DIRECTIONS = ("agent", "client")
 
 
 @dataclass
@@ -70,26 +112,59 @@ class Ledger:
         """Count one opportunity for ``oracle`` to fail (under ``rule``, by default its
         catalog rule). Called where the oracle compares what happened with what is owed, so
         a rule with opportunities and no finding is one the agent was seen to follow."""
-        key = (oracle, rule or CATALOG[oracle].rule)
+        key = (oracle, rule or oracle_info(oracle).rule)
         self.judged[key] = self.judged.get(key, 0) + 1
 
     def add(self, oracle: str, message: str, *, step: int, severity: str | None = None,
             rule: str | None = None, session: str | None = None,
             **evidence: Any) -> tuple[str, str | None, int]:
-        info = CATALOG[oracle]
+        info = oracle_info(oracle)
         f = Finding(oracle=oracle, severity=severity or info.severity, rule=rule or info.rule,
                     message=message, step=step, session=session, evidence=evidence)
         self.findings.setdefault(f.key(), f)
         return f.key()
 
 
-class CheckContext:
-    """What a check sees of the run so far, and how it speaks. One per (check, history)."""
+class BaseContext:
+    """How a check speaks, on either side: :meth:`judge` and :meth:`report`. One per
+    (check, history); :class:`CheckContext` (an agent's) and
+    :class:`acp_fuzz.core.client_oracles.ClientContext` (a client's) add what each sees."""
+
+    def __init__(self, oracle: str, ledger: Ledger) -> None:
+        self.oracle = oracle
+        self._ledger = ledger
+
+    def _index(self) -> int:
+        """The index of the step being run (-1 before the first): a finding's step."""
+        raise NotImplementedError
+
+    def judge(self, rule: str | None = None) -> None:
+        """Count one case this check judged (found or not): what ``acp-fuzz matrix`` counts
+        as tested, under ``rule`` (by default the check's own)."""
+        self._ledger.judge(self.oracle, rule)
+
+    def report(self, message: str, *, session: str | None = None,
+               severity: str | None = None, rule: str | None = None,
+               **evidence: Any) -> None:
+        """Report a finding of this check at the current step, with its evidence (plain
+        data: it is written into the cassette). One finding per (check, session, step)."""
+        if severity is not None and severity not in SEVERITIES:
+            raise ValueError(f"check {self.oracle}: severity {severity!r} is not one of "
+                             f"{', '.join(SEVERITIES)}")
+        self._ledger.add(self.oracle, message, step=self._index(), severity=severity,
+                         rule=rule, session=session, **evidence)
+
+
+class CheckContext(BaseContext):
+    """What an agent check sees of the run so far, and how it speaks. One per
+    (check, history)."""
 
     def __init__(self, oracle: str, tracker: Tracker, ledger: Ledger) -> None:
-        self.oracle = oracle
+        super().__init__(oracle, ledger)
         self._tracker = tracker
-        self._ledger = ledger
+
+    def _index(self) -> int:
+        return self._tracker.index
 
     @property
     def step(self) -> Mapping[str, Any]:
@@ -115,22 +190,6 @@ class CheckContext:
         """Every text block the client sent for ``session`` (a logical handle) so far, in any
         request, accepted or not."""
         return frozenset(self._tracker.all_blocks.get(session, ()))
-
-    def judge(self, rule: str | None = None) -> None:
-        """Count one case this check judged (found or not): what ``acp-fuzz matrix`` counts
-        as tested, under ``rule`` (by default the check's own)."""
-        self._ledger.judge(self.oracle, rule)
-
-    def report(self, message: str, *, session: str | None = None,
-               severity: str | None = None, rule: str | None = None,
-               **evidence: Any) -> None:
-        """Report a finding of this check at the current step, with its evidence (plain
-        data: it is written into the cassette). One finding per (check, session, step)."""
-        if severity is not None and severity not in SEVERITIES:
-            raise ValueError(f"check {self.oracle}: severity {severity!r} is not one of "
-                             f"{', '.join(SEVERITIES)}")
-        self._ledger.add(self.oracle, message, step=self._tracker.index, severity=severity,
-                         rule=rule, session=session, **evidence)
 
 
 class Judge(CheckContext):
@@ -186,33 +245,44 @@ class Judge(CheckContext):
 class Check:
     """A registered check: its catalog row and its function. A built-in check may report
     several oracles (``oracles``, all of them in :data:`REGISTRY`, mapped to this check);
-    ``info`` is then the first one's row."""
+    ``info`` is then the first one's row. ``direction`` says which side it judges (one of
+    :data:`DIRECTIONS`): its context is a :class:`CheckContext` (a :class:`Judge` for a
+    built-in) for an agent's, a ``ClientContext`` for a client's."""
 
     info: OracleInfo
-    run: Callable[[CheckContext, Event], None]
+    run: Callable[[Any, Event], None]
     oracles: tuple[str, ...] = ()
     builtin: bool = False
+    direction: str = "agent"
 
 
-#: The registered checks, by oracle id, in registration order: the built-in ones
-#: (:mod:`acp_fuzz.core.builtin`, each under every id it reports) first, then the users'.
+#: The registered checks of both sides, by oracle id, in registration order: the built-in
+#: ones (:mod:`acp_fuzz.core.builtin`, :mod:`acp_fuzz.core.client_oracles`, each under every
+#: id it reports), and the users'.
 REGISTRY: dict[str, Check] = {}
 
 
-def checks() -> list[Check]:
-    """Every registered check once, in registration order."""
-    return list({id(c): c for c in REGISTRY.values()}.values())
+def checks(direction: str = "agent") -> list[Check]:
+    """Every registered check of ``direction`` once, in registration order."""
+    return [c for c in {id(c): c for c in REGISTRY.values()}.values()
+            if c.direction == direction]
 
 
-def check(oracle: str, *, severity: str, rule: str, summary: str
-          ) -> Callable[[Callable[[CheckContext, Event], None]],
-                        Callable[[CheckContext, Event], None]]:
+def check(oracle: str, *, severity: str, rule: str, summary: str,
+          direction: str = "agent") -> Callable[[_F], _F]:
     """Register the decorated function as the check ``oracle`` (a stable id such as
     ``myorg.prompt-in-user-turn``; give it a prefix of your own), with its default
     ``severity`` (MUST, SHOULD or info), the ``rule`` id it rests on (from
-    ``docs/rules.md``, or one of your own) and a one-line ``summary``. Registering
-    the same function again is a no-op (a module imported twice); another check under a
-    taken id is a ``ValueError``, as is a built-in oracle's id."""
+    ``docs/rules.md``, or one of your own) and a one-line ``summary``. ``direction`` is
+    the side it judges: ``"agent"`` (called as ``fn(CheckContext, event)`` on an agent's
+    history, its row in :data:`~acp_fuzz.core.findings.CATALOG`) or ``"client"`` (called as
+    ``fn(ClientContext, event)`` on what a client sent to the stand-in agent, its row in
+    :data:`~acp_fuzz.core.findings.CLIENT_CATALOG`). Registering the same function again is
+    a no-op (a module imported twice); another check under a taken id, of either side, is a
+    ``ValueError``, as is a built-in oracle's id."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"check {oracle!r}: direction must be one of "
+                         f"{', '.join(DIRECTIONS)}, not {direction!r}")
     if severity not in SEVERITIES:
         raise ValueError(f"check {oracle!r}: severity must be one of {', '.join(SEVERITIES)}, "
                          f"not {severity!r}")
@@ -221,42 +291,50 @@ def check(oracle: str, *, severity: str, rule: str, summary: str
     if not rule or not summary:
         raise ValueError(f"check {oracle!r} needs a rule and a summary")
 
-    def register(fn: Callable[[CheckContext, Event], None]
-                 ) -> Callable[[CheckContext, Event], None]:
+    def register(fn: _F) -> _F:
         known = REGISTRY.get(oracle)
         if known is not None and _same_function(known.run, fn):
             return fn
-        if known is not None or oracle in CATALOG:
+        if known is not None or is_known(oracle):
             raise ValueError(f"check {oracle!r}: that oracle id is taken")
         info = OracleInfo(oracle, severity, rule, summary)
-        CATALOG[oracle] = info
-        _register(Check(info, fn, (oracle,)))
+        CATALOGS[direction][oracle] = info
+        _register(Check(info, fn, (oracle,), direction=direction))
         return fn
 
     return register
 
 
-def builtin(*oracles: str) -> Callable[[Callable[[Judge, Event], None]],
-                                      Callable[[Judge, Event], None]]:
-    """Register the decorated function as the built-in check of ``oracles`` (ids of
-    :data:`acp_fuzz.core.findings.CATALOG`, whose rows they already have). It is called as
-    ``fn(judge, event)`` with a :class:`Judge`."""
-    unknown = [o for o in oracles if o not in CATALOG]
+def builtin(*oracles: str, direction: str = "agent") -> Callable[[_F], _F]:
+    """Register the decorated function as the built-in check of ``oracles`` (ids of the
+    catalog of ``direction``, :data:`acp_fuzz.core.findings.CATALOGS`, whose rows they
+    already have). An agent's is called as ``fn(judge, event)`` with a :class:`Judge`, a
+    client's with the ``ClientContext`` a user's client check gets."""
+    catalog = CATALOGS[direction]
+    unknown = [o for o in oracles if o not in catalog]
     if not oracles or unknown:
         raise ValueError(f"built-in check of {unknown or 'no oracle'}: not in the catalog")
 
-    def register(fn: Callable[[Judge, Event], None]) -> Callable[[Judge, Event], None]:
+    def register(fn: _F) -> _F:
         known = REGISTRY.get(oracles[0])
         if known is not None and _same_function(known.run, fn):
             return fn
         if any(o in REGISTRY for o in oracles):
             raise ValueError(f"built-in check of {oracles}: an oracle id is taken")
-        # A Judge is the context the Evaluator gives a built-in check (Check.builtin).
-        _register(Check(CATALOG[oracles[0]], cast(Callable[[CheckContext, Event], None], fn),
-                        oracles, builtin=True))
+        _register(Check(catalog[oracles[0]], fn, oracles, builtin=True, direction=direction))
         return fn
 
     return register
+
+
+def run_user_check(chk: Check, ctx: BaseContext, event: Event) -> None:
+    """Run a user's check on one event; what it raises is a :class:`HarnessError` that says
+    whose check failed, in one line (the built-ins' own errors are bugs, left as they are)."""
+    try:
+        chk.run(ctx, event)
+    except Exception as e:
+        raise HarnessError(f"check {chk.info.id} failed on event {event.seq} "
+                           f"({event.kind}): {type(e).__name__}: {e}") from e
 
 
 def _register(chk: Check) -> None:
@@ -269,7 +347,7 @@ def unregister(oracle: str) -> None:
     known = REGISTRY.get(oracle)
     if known is not None and not known.builtin:
         del REGISTRY[oracle]
-        CATALOG.pop(oracle, None)
+        CATALOGS[known.direction].pop(oracle, None)
 
 
 def _same_function(a: Callable[..., Any], b: Callable[..., Any]) -> bool:

@@ -56,12 +56,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from acp_fuzz.core.findings import Finding, OracleInfo
+from acp_fuzz.core.checks import BaseContext, Ledger, builtin, checks, run_user_check
+from acp_fuzz.core.findings import BUILTIN_CLIENT_ORACLES, CLIENT_CATALOG, Finding
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.rules import RULES
 
-__all__ = ["CLIENT_CATALOG", "CLIENT_HARNESS_RULES", "ClientVerdict", "judge_client"]
+__all__ = ["CLIENT_CATALOG", "CLIENT_HARNESS_RULES", "ClientContext", "ClientVerdict",
+           "judge_client"]
 
 #: Rules of acp-fuzz's own for client oracles that no rule of the reference states: the
 #: ``ACPFUZZ-CLIENT-*`` rows of :data:`acp_fuzz.core.rules.RULES` (argued in docs/oracles.md,
@@ -69,28 +71,6 @@ __all__ = ["CLIENT_CATALOG", "CLIENT_HARNESS_RULES", "ClientVerdict", "judge_cli
 CLIENT_HARNESS_RULES: dict[str, str] = {
     r.id: r.reading for r in RULES if r.id.startswith("ACPFUZZ-CLIENT-")}
 
-CLIENT_CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
-    OracleInfo("client.prompt-unadvertised", "MUST", "SP-CLIENT-GATE-MUSTNOT",
-               "systemPrompt in a request, although the agent did not advertise it"),
-    OracleInfo("client.override-unadvertised", "MUST", "SP-CLIENT-OVERRIDE-GATE-MUSTNOT",
-               "mode \"override\" without the mode.override sub-capability"),
-    OracleInfo("client.prompt-non-text", "MUST", "SP-CLIENT-CONTENT-TEXT-MUSTNOT",
-               "a systemPrompt content block that is not text"),
-    OracleInfo("client.prompt-empty", "MUST", "SP-CLIENT-CONTENT-EMPTY-MUSTNOT",
-               "systemPrompt content: []"),
-    OracleInfo("client.prompt-malformed", "MUST", "ACPFUZZ-CLIENT-PROMPT-SHAPE-MUST",
-               "a systemPrompt that is not an object {mode, content: [...]}"),
-    OracleInfo("client.capability-unadvertised", "MUST", "CAP-CLIENT-GATE-MUSTNOT",
-               "a gated method, field or prompt content type without its capability"),
-    OracleInfo("client.before-initialize", "MUST", "INIT-CLIENT-FIRST-MUST",
-               "a request before initialize on the connection"),
-    OracleInfo("client.prompt-not-resent", "SHOULD", "SP-CLIENT-RESEND-SHOULD",
-               "a load, resume or fork without the session's systemPrompt"),
-    OracleInfo("client.prompt-changed", "SHOULD", "SP-CLIENT-RESEND-SHOULD",
-               "a load, resume or fork with another systemPrompt than the session's"),
-    OracleInfo("client.legacy-meta-prompt", "SHOULD", "ACPFUZZ-CLIENT-STANDARD-FIELD-SHOULD",
-               "a vendor _meta prompt where the standard systemPrompt is advertised"),
-]}
 
 #: Where systemPrompt belongs (v1; v2 has no load).
 LIFECYCLE = ("session/new", "session/load", "session/resume", "session/fork")
@@ -153,6 +133,8 @@ class _Judge:
     conns: dict[int, _Conn] = field(default_factory=dict)
     #: session id -> its prompt (the normal form of :func:`_normal`, or None: none)
     sessions: dict[str, str | None] = field(default_factory=dict)
+    #: session id -> the same prompt as the client sent it (for users' checks)
+    prompts: dict[str, Any] = field(default_factory=dict)
     #: session id -> the vendor ``_meta`` prompt keys it was created with, where the
     #: standard field was advertised and not sent
     legacy: dict[str, list[str]] = field(default_factory=dict)
@@ -181,7 +163,9 @@ class _Judge:
             evidence={"method": method, "request_id": rid, "connection": conn,
                       "event": event.seq, **evidence})
 
-    def verdict(self) -> ClientVerdict:
+    def verdict(self, ledger: Ledger) -> ClientVerdict:
+        """The built-in oracles' findings (with their occurrences), then the users' checks'
+        (``ledger``), in the order first seen; the cases both judged."""
         out = []
         for key, f in self.found.items():
             n = self.counts[key]
@@ -190,7 +174,8 @@ class _Judge:
                             message=f.message, step=f.step, session=f.session,
                             evidence={**f.evidence, "occurrences": n})
             out.append(f)
-        return ClientVerdict(out, self.judged,
+        out += ledger.findings.values()
+        return ClientVerdict(out, self.judged + Counter(ledger.judged),
                              {n: c.result for n, c in self.conns.items() if c.result is not None})
 
     # -- events ------------------------------------------------------------------------------
@@ -256,10 +241,12 @@ class _Judge:
         if result.get("configOptions") is not None:
             conn.offered_config = True
         sent = self.usable_prompt(conn, params)
+        raw = params.get("systemPrompt") if sent is not None else None
         if method == "session/new":
             sid = result.get("sessionId")
             if isinstance(sid, str):
                 self.sessions[sid] = sent
+                self.prompts[sid] = raw
                 keys = _legacy_keys(params.get("_meta"))
                 if sent is None and keys and conn.caps.system_prompt:
                     self.legacy[sid] = keys
@@ -268,10 +255,13 @@ class _Judge:
             if isinstance(new, str):
                 inherited = self.sessions.get(source) if isinstance(source, str) else None
                 self.sessions[new] = sent if sent is not None else inherited
+                self.prompts[new] = raw if sent is not None else (
+                    self.prompts.get(source) if isinstance(source, str) else None)
         elif method in ("session/load", "session/resume"):
             sid = params.get("sessionId")
             if isinstance(sid, str) and sent is not None:
                 self.sessions[sid] = sent  # an accepted change is the session's prompt now
+                self.prompts[sid] = raw
 
     def initialized(self, conn: _Conn, result: Mapping[str, Any]) -> None:
         conn.result = dict(result)
@@ -475,12 +465,81 @@ class _Judge:
                      sent=_excerpt(sent))
 
 
+class ClientContext(BaseContext):
+    """What a client check (``@check(..., direction="client")``) sees of the run so far, and
+    how it speaks (:meth:`judge`, :meth:`report`, as an agent's check). One per (check,
+    history). A user's check sees each event after the built-in client oracles judged it:
+    the state the event left (a session made by the answer it is, is there)."""
+
+    def __init__(self, oracle: str, state: _Judge, ledger: Ledger) -> None:
+        super().__init__(oracle, ledger)
+        #: The built-in oracles' state (read it through the methods below).
+        self.state = state
+
+    def _index(self) -> int:
+        return self.state.step
+
+    @property
+    def step(self) -> int:
+        """The index of the scenario step being run (-1 before the first)."""
+        return self.state.step
+
+    def connection(self, event: Event) -> int:
+        """The stand-in connection (one per agent process the client started) an ``acp``
+        event crossed; 0 for any other event."""
+        n = event.data.get("conn", 0) if event.kind == "acp" else 0
+        return n if isinstance(n, int) and not isinstance(n, bool) else 0
+
+    def initialize(self, event: Event) -> Mapping[str, Any] | None:
+        """The stand-in's ``initialize`` answer on the event's connection (what the agent
+        advertised there); ``None`` before it came."""
+        conn = self.state.conns.get(self.connection(event))
+        return conn.result if conn is not None else None
+
+    def capabilities(self, event: Event) -> Capabilities:
+        """What that answer advertised, read (``Capabilities.system_prompt``, ``override``,
+        ``load``...); nothing advertised before it came."""
+        conn = self.state.conns.get(self.connection(event))
+        return conn.caps if conn is not None else Capabilities()
+
+    def protocol(self, event: Event) -> int:
+        """The ACP version of the event's connection (1 or 2)."""
+        conn = self.state.conns.get(self.connection(event))
+        return conn.version if conn is not None else 1
+
+    def session_prompt(self, session: str) -> Any:
+        """The ``systemPrompt`` the session has so far, as the client sent it with an
+        accepted ``session/new`` (or a fork, load or resume that changed it); ``None`` for
+        none, or a session not seen."""
+        return self.state.prompts.get(session)
+
+    def sessions(self) -> list[str]:
+        """Every session the stand-in made so far (and those a fork made), in order."""
+        return list(self.state.sessions)
+
+
+@builtin(*BUILTIN_CLIENT_ORACLES, direction="client")
+def _builtin_client_oracles(ctx: ClientContext, event: Event) -> None:
+    """The built-in client oracles: one pass of :class:`_Judge` over the events, whose
+    state every client check's context reads."""
+    ctx.state.event(event)
+
+
 def judge_client(events: Iterable[Event]) -> ClientVerdict:
-    """Judge a client's recorded frames: the findings and the judged cases."""
-    j = _Judge()
+    """Judge a client's recorded frames: every registered client check (the built-in ones
+    first, then the users', each in registration order) sees each event in turn; the
+    findings and the judged cases."""
+    state, ledger = _Judge(), Ledger()
+    registered = checks("client")  # what is registered cannot change within one call
+    ordered = [c for c in registered if c.builtin] + [c for c in registered if not c.builtin]
+    contexts = [(c, ClientContext(c.info.id, state, ledger)) for c in ordered]
     for ev in events:
-        j.event(ev)
-    return j.verdict()
+        for chk, ctx in contexts:
+            if chk.builtin:
+                chk.run(ctx, ev)
+            else:
+                run_user_check(chk, ctx, ev)
+    return state.verdict(ledger)
 
 
 # -- helpers -----------------------------------------------------------------------------------

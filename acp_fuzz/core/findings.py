@@ -14,8 +14,9 @@ from typing import Any
 
 from acp_fuzz.core.rules import RULES
 
-__all__ = ["CATALOG", "HARNESS_RULES", "SEVERITIES", "Finding", "OracleInfo", "Severity",
-           "Status", "is_failure", "is_reported"]
+__all__ = ["BUILTIN_CLIENT_ORACLES", "CATALOG", "CATALOGS", "CLIENT_CATALOG", "HARNESS_RULES",
+           "SEVERITIES", "Finding", "OracleInfo", "Severity", "Status", "is_failure", "is_known",
+           "is_reported", "oracle_info"]
 
 
 class Severity(StrEnum):
@@ -196,6 +197,54 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
                "how an agent that does not advertise systemPrompt answered one (robustness)"),
 ]}
+
+
+#: The client oracles (``acp-fuzz client``: :mod:`acp_fuzz.core.client_oracles`), apart from
+#: :data:`CATALOG`: an agent campaign never judges them, nor a client campaign the agent's.
+#: A user's client check (``@check(..., direction="client")``) adds its row here.
+CLIENT_CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
+    OracleInfo("client.prompt-unadvertised", "MUST", "SP-CLIENT-GATE-MUSTNOT",
+               "systemPrompt in a request, although the agent did not advertise it"),
+    OracleInfo("client.override-unadvertised", "MUST", "SP-CLIENT-OVERRIDE-GATE-MUSTNOT",
+               "mode \"override\" without the mode.override sub-capability"),
+    OracleInfo("client.prompt-non-text", "MUST", "SP-CLIENT-CONTENT-TEXT-MUSTNOT",
+               "a systemPrompt content block that is not text"),
+    OracleInfo("client.prompt-empty", "MUST", "SP-CLIENT-CONTENT-EMPTY-MUSTNOT",
+               "systemPrompt content: []"),
+    OracleInfo("client.prompt-malformed", "MUST", "ACPFUZZ-CLIENT-PROMPT-SHAPE-MUST",
+               "a systemPrompt that is not an object {mode, content: [...]}"),
+    OracleInfo("client.capability-unadvertised", "MUST", "CAP-CLIENT-GATE-MUSTNOT",
+               "a gated method, field or prompt content type without its capability"),
+    OracleInfo("client.before-initialize", "MUST", "INIT-CLIENT-FIRST-MUST",
+               "a request before initialize on the connection"),
+    OracleInfo("client.prompt-not-resent", "SHOULD", "SP-CLIENT-RESEND-SHOULD",
+               "a load, resume or fork without the session's systemPrompt"),
+    OracleInfo("client.prompt-changed", "SHOULD", "SP-CLIENT-RESEND-SHOULD",
+               "a load, resume or fork with another systemPrompt than the session's"),
+    OracleInfo("client.legacy-meta-prompt", "SHOULD", "ACPFUZZ-CLIENT-STANDARD-FIELD-SHOULD",
+               "a vendor _meta prompt where the standard systemPrompt is advertised"),
+]}
+
+#: The ids of the built-in client oracles (what :data:`CLIENT_CATALOG` held before any
+#: user's check added a row).
+BUILTIN_CLIENT_ORACLES: tuple[str, ...] = tuple(CLIENT_CATALOG)
+
+#: The catalog of each direction a check judges (:func:`acp_fuzz.core.checks.check`).
+CATALOGS: dict[str, dict[str, OracleInfo]] = {"agent": CATALOG, "client": CLIENT_CATALOG}
+
+
+def oracle_info(oracle: str) -> OracleInfo:
+    """The catalog row of ``oracle``, an agent's or a client's (the one lookup over both);
+    ``KeyError`` for an id neither catalog has."""
+    info = CATALOG.get(oracle) or CLIENT_CATALOG.get(oracle)
+    if info is None:
+        raise KeyError(oracle)
+    return info
+
+
+def is_known(oracle: str) -> bool:
+    """Whether ``oracle`` has a row in either catalog."""
+    return oracle in CATALOG or oracle in CLIENT_CATALOG
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,7 @@ from acp_fuzz.core.baseline import (
     learn_baseline,
 )
 from acp_fuzz.core.builtin.turns import IGNORED_AFTER
-from acp_fuzz.core.checks import CheckContext, Judge, Ledger, checks
-from acp_fuzz.core.errors import HarnessError
+from acp_fuzz.core.checks import CheckContext, Judge, Ledger, checks, run_user_check
 from acp_fuzz.core.findings import Finding
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.sessions import MIN_SIGNIFICANT, Tracker, vendor_texts
@@ -73,7 +72,9 @@ class Evaluator:
         """Judge events not seen yet: ``events`` is the new tail, or the whole history so far
         (events with a ``seq`` already judged are skipped; in a history, without reading
         them: a campaign feeds the whole history after every step)."""
-        registered = checks()  # what is registered cannot change within one call
+        # The agent's checks (a client's judge a client: client_oracles.judge_client); what
+        # is registered cannot change within one call.
+        registered = checks("agent")
         if isinstance(events, Sequence):
             events = _unseen(events, self._seen)
         for ev in events:
@@ -92,11 +93,7 @@ class Evaluator:
             self._tracker.apply(ev, change)
             for chk in registered:
                 if not chk.builtin:
-                    try:
-                        chk.run(self._context(chk.info.id, builtin=False), ev)
-                    except Exception as e:  # a user's check: say whose, in one line
-                        raise HarnessError(f"check {chk.info.id} failed on event {ev.seq} "
-                                           f"({ev.kind}): {type(e).__name__}: {e}") from e
+                    run_user_check(chk, self._context(chk.info.id, builtin=False), ev)
 
     def _context(self, oracle: str, *, builtin: bool) -> CheckContext:
         ctx = self._contexts.get(oracle)

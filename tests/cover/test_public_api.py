@@ -17,7 +17,7 @@ import acp_fuzz.strategies
 ACP_FUZZ_ALL = sorted([
     "__version__",
     "AcpFuzzError", "Baseline", "CATALOG", "CampaignResult", "CampaignSettings", "Cassette",
-    "CassetteError", "CheckContext", "check", "Finished", "report_format",
+    "CassetteError", "CheckContext", "ClientContext", "check", "Finished", "report_format",
     "Event", "Finding", "Gateway", "HarnessError", "History", "ModelExchange", "ReplayResult",
     "Run", "Segment", "TargetSpec", "evaluate", "read_cassette", "replay_cassette",
     "run_campaign", "write_cassette",

@@ -5,6 +5,7 @@ will not call it FIXED without), and worker processes load it too."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -151,3 +152,96 @@ def test_the_pytest_plugin_loads_acp_plugin(tmp_path: Path) -> None:
     assert "MUST   myorg.always [MYORG-HOUSE-RULE]" in with_it.stdout
     without = run()
     assert without.returncode == 0, without.stdout + without.stderr
+
+
+# -- one plugin, checks of both sides (issue #35) ---------------------------------------------
+
+CLIENT = [PY, "-m", "acp_fuzz.reference_client"]
+BOTH = '''
+from acp_fuzz import check
+
+
+@check("myorg.agent-turn", severity="MUST", rule="MYORG-HOUSE-RULE",
+       summary="fails every agent turn (a test)")
+def agent_turn(ctx, event):
+    if event.kind == "model":
+        ctx.judge()
+        ctx.report("a house rule that every turn breaks", model_event=event.seq)
+
+
+@check("myorg.client-new", severity="MUST", rule="MYORG-CLIENT-RULE",
+       summary="fails every session/new a client sends after initialize (a test)",
+       direction="client")
+def client_new(ctx, event):
+    msg = event.data.get("msg") if event.kind == "acp" else None
+    if event.data.get("dir") != "send" or not isinstance(msg, dict):
+        return
+    if msg.get("method") == "session/new" and ctx.initialize(event) is not None:
+        ctx.judge()
+        ctx.report(f"session/new on connection {ctx.connection(event)}", event=event.seq)
+'''
+AGENT_CHECK, CLIENT_CHECK = "myorg.agent-turn", "myorg.client-new"
+
+
+def _judged(report: Path) -> dict[str, int]:
+    """oracle -> the cases it judged, from a JSON report of ``target`` or ``client``."""
+    return {row["oracle"]: row["checks"]
+            for row in json.loads(report.read_text(encoding="utf-8"))["judged"]}
+
+
+def test_one_plugin_judges_agents_and_clients_each_with_its_own_check(
+        tmp_path: Path) -> None:
+    """One file with an agent check and a client check: ``target`` runs the agent's only,
+    ``client`` the client's only, ``replay`` (of either cassette) judges again with it, and
+    will not say FIXED without it."""
+    plugin = tmp_path / "both.py"
+    plugin.write_text(BOTH, encoding="utf-8")
+    agent = run_cli(tmp_path, "target", "--plugin", str(plugin), "-n", "3", "-x",
+                    "--cassette-dir", "found", "--report", "json:agent.json", "--",
+                    *REFERENCE)
+    assert agent.returncode == 1, agent.stdout + agent.stderr
+    assert f"MUST   {AGENT_CHECK} [MYORG-HOUSE-RULE]" in agent.stdout
+    judged = _judged(tmp_path / "agent.json")
+    assert judged[AGENT_CHECK] > 0 and CLIENT_CHECK not in judged
+    (agent_cassette,) = (tmp_path / "found").glob(f"{AGENT_CHECK}-*.cassette")
+    again = run_cli(tmp_path, "replay", "--offline", "--plugin", str(plugin),
+                    str(agent_cassette))
+    assert again.returncode == 1 and again.stdout.startswith("FAILED"), again.stdout
+
+    client = run_cli(tmp_path, "client", "--plugin", str(plugin), "-n", "2", "-x",
+                     "--cassette-dir", "cfound", "--report", "json:client.json", "--", *CLIENT)
+    assert client.returncode == 1, client.stdout + client.stderr
+    assert f"FAILED {CLIENT_CHECK} (MUST, MYORG-CLIENT-RULE)" in client.stdout
+    assert AGENT_CHECK not in client.stdout
+    judged = _judged(tmp_path / "client.json")
+    assert judged[CLIENT_CHECK] > 0 and AGENT_CHECK not in judged
+    (client_cassette,) = (tmp_path / "cfound").glob(f"{CLIENT_CHECK}-*.cassette")
+    replay = run_cli(tmp_path, "replay", "--client", "--plugin", str(plugin), "--runs", "1",
+                     str(client_cassette), "--", *CLIENT)
+    assert replay.returncode == 1 and replay.stdout.startswith("FAILED"), replay.stdout
+    assert f"MUST {CLIENT_CHECK}: session/new on connection 0" in replay.stdout
+    blind = run_cli(tmp_path, "replay", "--client", "--runs", "1", str(client_cassette), "--",
+                    *CLIENT)
+    assert blind.returncode == 2, blind.stdout + blind.stderr
+    assert f"checks that are not loaded ({CLIENT_CHECK})" in blind.stderr
+    # Without the plugin the same client passes: the finding was the plugin's.
+    clean = run_cli(tmp_path, "client", "-n", "2", "--cassette-dir", "cfound2", "--", *CLIENT)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+
+def test_the_pytest_plugin_loads_a_plugin_of_both_sides(tmp_path: Path) -> None:
+    """``--acp-plugin`` with the same file: its agent check fails the campaign item."""
+    plugin = tmp_path / "both.py"
+    plugin.write_text(BOTH, encoding="utf-8")
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    proc = subprocess.run(
+        [PY, "-m", "pytest", "-p", "acp_fuzz", "-q", "-p", "no:cacheprovider", "--rootdir",
+         str(tests), str(tests), "--acp-agent", " ".join(REFERENCE), "--acp-max-examples", "2",
+         "--acp-plugin", str(plugin)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "ACP_REF_QUIET": "1",
+             "HOME": str(tmp_path)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"MUST   {AGENT_CHECK} [MYORG-HOUSE-RULE]" in proc.stdout
+    assert CLIENT_CHECK not in proc.stdout

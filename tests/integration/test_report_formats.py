@@ -100,3 +100,12 @@ def test_an_agent_only_format_is_refused_by_client(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "client", "--report", "html:x.html", "--", *CLIENT)
     assert proc.returncode == 2
     assert "json:PATH or junit:PATH" in proc.stderr, proc.stderr
+
+
+def test_a_plugin_format_reports_a_client_campaign_too(tmp_path: Path) -> None:
+    proc = run_cli(tmp_path, "client", "--plugin", str(_plugin(tmp_path)), "-n", "4",
+                   "--report", "tap:run.tap", "--", *CLIENT, "--bug", "unadvertised-prompt")
+    assert proc.returncode == 1, proc.stderr
+    tap = (tmp_path / "run.tap").read_text().splitlines()
+    assert tap[0] == "1..1" and tap[1].startswith("# client: ")
+    assert tap[2] == "not ok 1 - client.prompt-unadvertised", tap

@@ -8,10 +8,14 @@ A plugin is a Python module; importing it registers its checks with
    point may also name a function, which is called with no arguments);
 2. each item of ``$ACP_FUZZ_PLUGINS`` (separated by commas): a module name, or the path of a
    ``.py`` file;
-3. each ``--plugin MODULE|PATH`` of the command (``acp-fuzz target``, ``replay``, ``matrix``;
-   the pytest plugin's ``--acp-plugin``).
+3. each ``--plugin MODULE|PATH`` of the command (``acp-fuzz target``, ``replay``, ``matrix``,
+   ``client``; the pytest plugin's ``--acp-plugin``).
 
-Worker processes (``--workers``) import the same plugins before their first example. A plugin
+A plugin may hold checks of both sides: its agent checks judge agents, its client checks
+(``direction="client"``) judge clients (``acp-fuzz client``, ``replay --client``).
+
+Worker processes (``--workers`` of ``target``) import the same plugins before their first
+example; ``acp-fuzz client`` judges in its own process. A plugin
 runs as your own code, with your rights: name only plugins you trust (acp-fuzz never loads one
 that a cassette names).
 """
@@ -29,7 +33,8 @@ from pathlib import Path
 
 from acp_fuzz.core.errors import HarnessError
 
-__all__ = ["ENTRY_POINT_GROUP", "ENV", "PluginError", "load", "load_all", "loaded"]
+__all__ = ["ENTRY_POINT_GROUP", "ENV", "PluginError", "load", "load_all", "loaded",
+           "not_loaded"]
 
 ENTRY_POINT_GROUP = "acp_fuzz"
 ENV = "ACP_FUZZ_PLUGINS"
@@ -85,6 +90,14 @@ def load_all(specs: Iterable[str] = ()) -> list[str]:
     for spec in specs:
         load(spec)
     return loaded()
+
+
+def not_loaded(missing: Iterable[str]) -> str:
+    """What to say of a cassette that records findings of checks not registered here (a
+    replay can call them neither FIXED nor FAILED: FIXED would be a false all-clear)."""
+    return (f"the cassette records findings of checks that are not loaded "
+            f"({', '.join(missing)}): load their plugin with --plugin or "
+            f"$ACP_FUZZ_PLUGINS (docs/extending.md)")
 
 
 def reload_in_worker(specs: Iterable[str]) -> None:

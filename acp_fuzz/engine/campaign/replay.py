@@ -65,6 +65,7 @@ from acp_fuzz.core.oracles import Baseline, evaluate
 from acp_fuzz.core.protocol import answered
 from acp_fuzz.core.scrub import normalize_sandbox
 from acp_fuzz.core.steps import steps_of, validate_step
+from acp_fuzz.engine.campaign.plugins import not_loaded
 from acp_fuzz.engine.campaign.runner import HarnessError, TargetSpec, run_steps
 from acp_fuzz.engine.gateway import NONCE_RE, Gateway, UpstreamRecorder
 from acp_fuzz.engine.gateway.upstream import RecordingError
@@ -203,9 +204,7 @@ def _judgeable(recorded: list[str]) -> list[str]:
     neither FIXED nor FAILED, and saying FIXED would be a false all-clear."""
     missing = [o for o in recorded if o not in CATALOG]
     if missing:
-        raise ValueError(f"the cassette records findings of checks that are not loaded "
-                         f"({', '.join(missing)}): load their plugin with --plugin or "
-                         f"$ACP_FUZZ_PLUGINS (docs/extending.md)")
+        raise ValueError(not_loaded(missing))
     return recorded
 
 

@@ -69,11 +69,19 @@ from acp_fuzz.core.cassette import Cassette, Header, write_cassette_bounded
 from acp_fuzz.core.client_oracles import ClientVerdict, judge_client
 from acp_fuzz.core.errors import HarnessError, SandboxError
 from acp_fuzz.core.events import Confirming, ExampleDone, FailureFound
-from acp_fuzz.core.findings import Finding, Severity, Status, is_failure, is_reported
+from acp_fuzz.core.findings import (
+    CLIENT_CATALOG,
+    Finding,
+    Severity,
+    Status,
+    is_failure,
+    is_reported,
+)
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
 from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
 from acp_fuzz.engine.campaign import interrupt
+from acp_fuzz.engine.campaign.plugins import not_loaded
 from acp_fuzz.engine.process.sandbox import Sandbox
 from acp_fuzz.engine.process.sandbox import agent_command as confined
 from acp_fuzz.engine.process.transport import _LIVE_GROUPS, _LIVE_LOCK, line_weight
@@ -897,6 +905,9 @@ def recorded_client(cassette: Cassette) -> tuple[CapabilitySet, Scenario, tuple[
     oracles = tuple(sorted({f["oracle"] for f in found
                             if isinstance(f, dict) and isinstance(f.get("oracle"), str)
                             and is_reported(str(f.get("severity")))}))
+    missing = [o for o in oracles if o not in CLIENT_CATALOG]
+    if missing:  # a user's client check whose plugin is not loaded: neither FIXED nor FAILED
+        raise HarnessError(not_loaded(missing))
     return recorded.capabilities, recorded.scenario, oracles
 
 
