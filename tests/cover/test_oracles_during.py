@@ -172,6 +172,9 @@ def test_what_the_agent_did_with_a_second_prompt_is_info() -> None:
         ({"outcome": "ok", "stopReason": "cancelled"},
          {**ENDED, "answered": True, "overlapped": False},
          "the first turn stopped (cancelled) for it"),
+        # qwen-code 0.24.4: the first turn aborted, answered -32603
+        ({"outcome": "error", "code": -32603}, {**ENDED, "answered": True, "overlapped": False},
+         "the first turn ended with an error (-32603) when it came"),
         (ENDED, {**ENDED, "answered": True, "overlapped": True},
          "run beside the first turn"),
         (ENDED, {**ENDED, "answered": True, "overlapped": False},

@@ -32,7 +32,8 @@ the turn (and the close, the set_mode or the second turn) ended:
 - ``second-prompt.unanswered`` (MUST, SES-AGENT-BASELINE-MUST): a second ``session/prompt``
   of the session, sent while its turn ran, never answered (neither a result nor an error).
 - ``second-prompt.handling`` (info, ACPFUZZ-SECOND-PROMPT-MAY): what the agent did with it:
-  refused it, stopped the first turn for it, ran it beside the first, or queued it. Nothing
+  refused it, stopped the first turn for it (cancelled, or failed with an error), ran it
+  beside the first, or queued it. Nothing
   in v1 or v2 says which it must do. The second turn's model requests carry its own nonce,
   and the prompt oracles judge them as any turn's.
 
@@ -149,6 +150,10 @@ def _handling(turn: Mapping[str, Any], second: Mapping[str, Any]) -> str | None:
         return f"refused (error {second.get('code')}) while the first turn ran"
     if turn.get("stopReason") == "cancelled" or turn.get("code") == -32800:
         return "the first turn stopped (cancelled) for it"
+    if turn.get("outcome") == "error":
+        # qwen-code 0.24.4 aborts the running turn and answers it -32603 ("Request was
+        # aborted."): the client sees the end, as an error, not a stop reason.
+        return f"the first turn ended with an error ({turn.get('code')}) when it came"
     if turn.get("outcome") != "ok":
         return None
     if second.get("overlapped"):
