@@ -16,9 +16,10 @@ its shrinker, and a step that a later one refers to can only go once that one is
    used (what most systemPrompt bugs reduce to), even when no shorter than the failure;
 2. delete steps one at a time, sweeping again until a whole sweep deletes nothing. Deleting a
    fork re-points the later steps on the fork to its source (:func:`delete_step`), so a fork
-   of a fork becomes a fork of the root; a prompt first given by a load or resume moves to
-   the session's creation (:func:`hoist`); a fork with a prompt of its own becomes a new
-   session with it (:func:`as_new`); a turn with a cancel becomes a plain turn;
+   of a fork becomes a fork of the root; a prompt given by a load or resume moves to the
+   session's creation, in place of the one it had (:func:`hoist`); a fork with a prompt of
+   its own becomes a new session with it (:func:`as_new`); a turn with a cancel becomes a
+   plain turn;
 3. drop the extra params and vendor ``_meta`` of a request, give each new session a
    directory of its own, and simplify each payload (one short ``append`` block, fewer and
    shorter blocks, no decorations), where the failure allows;
@@ -311,8 +312,8 @@ PASSES: tuple[ShrinkPass, ...] = (
     ShrinkPass("delete-step", _delete_steps, True,
                "delete one step (a deleted fork's later steps go to its source)"),
     ShrinkPass("hoist-prompt", _first_of(lambda steps, i: hoist(steps, i)), True,
-               "a prompt a load or resume gives a session made without one moves to its "
-               "creation, and the load or resume goes"),
+               "a prompt a load or resume gives a session moves to its creation (in place "
+               "of the one it had), and the load or resume goes"),
     ShrinkPass("fork-as-new", _first_of(lambda steps, i: as_new(steps, i)), True,
                "a fork the failure does not need as a fork is a new session with its prompt"),
     ShrinkPass("cancel-as-turn", _each(_as_turn("cancel")), True,
@@ -382,9 +383,13 @@ def delete_step(steps: Sequence[Mapping[str, Any]], i: int) -> Steps:
 
 
 def hoist(steps: Sequence[Mapping[str, Any]], i: int) -> Steps | None:
-    """When step ``i`` is a load or resume with a prompt, of a session whose creation (its
-    ``new`` or ``fork``) sent none: the steps with that prompt on the creation and step ``i``
-    gone (``new A; resume A (P); prompt A`` is ``new A (P); prompt A``). None otherwise."""
+    """When step ``i`` is a load or resume with a prompt: the steps with that prompt on the
+    session's creation (its ``new`` or ``fork``) and step ``i`` gone (``new A; resume A (P);
+    prompt A`` is ``new A (P); prompt A``). The creation may have sent a prompt of its own:
+    a failure that needs the change (a change ignored) does not survive the trial, and one
+    that needs only the new text does (``new A (P); fork A→B (P); resume B (Q); prompt A``,
+    a store shared by directory, is ``new A (P); fork A→B (Q); prompt A``). None when step
+    ``i`` is not such a reattach or its session's creation is not among the steps."""
     step = steps[i]
     if step.get("op") not in ("load", "resume") or step.get("systemPrompt") is None:
         return None
@@ -395,8 +400,8 @@ def hoist(steps: Sequence[Mapping[str, Any]], i: int) -> Steps | None:
             s.get("session") if s.get("op") == "new" else None)
         if made != handle:
             continue
-        if s.get("systemPrompt") is not None:
-            return None
+        if s.get("systemPrompt") == step["systemPrompt"]:
+            return None  # the same prompt: deleting the step is delete-step's trial
         out = [dict(x) for x in steps]
         out[j]["systemPrompt"] = step["systemPrompt"]
         del out[i]

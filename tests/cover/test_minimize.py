@@ -160,8 +160,13 @@ def test_a_prompt_first_given_by_a_resume_moves_to_the_new() -> None:
              {"op": "prompt", "session": "A"}]
     assert hoist(steps, 1) == [{"op": "new", "session": "A", "systemPrompt": sp("P")},
                                {"op": "prompt", "session": "A"}]
-    # Not when the session was created with a prompt of its own, nor for other steps.
-    assert hoist([{**steps[0], "systemPrompt": sp("Q")}, *steps[1:]], 1) is None
+    # A session created with a prompt of its own takes the new one in its place (search_power
+    # seed 2, shared-cwd-store: new A (P); fork A->B (P); resume B (Q); prompt A stayed at 4
+    # steps, its minimum being new A (P); fork A->B (Q); prompt A); the same prompt again is
+    # delete-step's to try; other steps are not hoisted.
+    assert hoist([{**steps[0], "systemPrompt": sp("Q")}, *steps[1:]], 1) == \
+        [{"op": "new", "session": "A", "systemPrompt": sp("P")}, {"op": "prompt", "session": "A"}]
+    assert hoist([{**steps[0], "systemPrompt": sp("P")}, *steps[1:]], 1) is None
     assert hoist(steps, 2) is None
     # A fork made without a prompt takes it too.
     fork = [NEW_A, {"op": "fork", "session": "A", "new": "B"},
