@@ -155,6 +155,9 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("set-mode.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
                "a session/set_mode to one of the session's advertised modes, sent while the "
                "model was thinking, never answered"),
+    OracleInfo("fork.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+               "a session/fork of the session, sent while the model was thinking, never "
+               "answered"),
     OracleInfo("set-mode.refused-mid-turn", "SHOULD", "ACPFUZZ-SETMODE-ANYTIME-SHOULD",
                "a session/set_mode to one of the session's advertised modes, sent while the "
                "model was thinking, refused"),

@@ -380,7 +380,8 @@ RULES: tuple[Rule, ...] = (
        "the agent answers every request and stays alive",
        ("agent.crash", "bug:crash-on-image"), ("agent.hang", "bug:hang-on-empty-content"),
        ("set-mode.unanswered", "bug:set-mode-during-turn-unanswered"),
-       ("second-prompt.unanswered", "bug:second-prompt-unanswered")),
+       ("second-prompt.unanswered", "bug:second-prompt-unanswered"),
+       ("fork.unanswered", "bug:fork-during-turn-unanswered")),
     _r("FR-WIRE-NDJSON-MUST", SCHEMA, "the root message schema",
        "A message (request, response, or notification) with `\"jsonrpc\": \"2.0\"` specified as",
        "a line that is not one JSON-RPC message, or a message that breaks the schema; the "

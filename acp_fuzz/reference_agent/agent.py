@@ -172,6 +172,8 @@ BUGS: dict[str, str] = {
     "answering a turn of its session is refused with -32603 (turns on --variant switches)",
     "second-prompt-unanswered": "a session/prompt of a session that arrives while the model "
     "is answering a turn of that session is never answered (nor run)",
+    "fork-during-turn-unanswered": "a session/fork of a session that arrives while the model "
+    "is answering a turn of that session is never answered (nor made)",
     "turn-fails-on-64k": "a client text over 65536 characters is accepted, and every turn of "
     "the session then fails with -32603",
     "cold-load-keeps-old": "after a restart, a load or resume that changes the prompt is "
@@ -288,6 +290,7 @@ MID_TURN_BUGS = {
     "session/set_mode": frozenset({"set-mode-during-turn-unanswered",
                                    "set-mode-refused-during-turn"}),
     "session/prompt": frozenset({"second-prompt-unanswered"}),
+    "session/fork": frozenset({"fork-during-turn-unanswered"}),
 }
 #: The planted bugs that need ``--variant titles`` (they plant it themselves).
 TITLE_BUGS = frozenset({"title-drops-prompt"})
@@ -1367,6 +1370,9 @@ class Agent:
 
     def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
+        if self._arrived_mid_turn("session/fork", session_id) \
+                and "fork-during-turn-unanswered" in self.bugs:
+            raise NoAnswer  # BUG(fork-during-turn-unanswered): every request is answered
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
         self.check_roots(params)
@@ -1586,8 +1592,8 @@ class Agent:
 
     def _note_mid_turn(self, session_id: str) -> None:
         """For the planted bugs of a request that arrives while the model is answering: note
-        the session whose ``session/set_mode``, or whose next ``session/prompt``, is waiting
-        in the pipe (the correct agent reads it after the turn and answers it as any
+        the session whose ``session/set_mode``, next ``session/prompt`` or ``session/fork``
+        is waiting in the pipe (the correct agent reads it after the turn and answers it as any
         other)."""
         for method, bugs in MID_TURN_BUGS.items():
             if self.bugs & bugs and self.requested(method, session_id):

@@ -169,7 +169,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "session.history-lost", "session.reattach-failed", "session.turn-failed",
         "turn.silent-failure", "cancel.turn-kept", "close.turn-kept", "close.turn-unanswered",
         "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn",
-        "second-prompt.unanswered", "second-prompt.handling",
+        "second-prompt.unanswered", "second-prompt.handling", "fork.unanswered",
         "session.history-destroyed", "session.listed-other-id",
         "session.deleted-usable", "prompt.replayed-as-user", "capability.drift",
         "capability.refused", "scope.tools-changed", "scope.config-changed",

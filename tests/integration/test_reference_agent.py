@@ -1350,6 +1350,16 @@ def _second_prompt_unanswered(t: Trial) -> bool:
     return second is None
 
 
+@reproduces("fork-during-turn-unanswered")
+def _fork_during_turn_unanswered(t: Trial) -> bool:
+    answers = during_turn(t, {"id": "fork", "method": "session/fork"}, cwd=CWD, mcpServers=[])
+    assert _turn_answer(answers) is not None, answers
+    fork = next((a for a in answers if a["id"] == "fork"), None)
+    if fork is not None:  # the correct agent: forked, once the turn ended
+        assert isinstance(fork.get("result", {}).get("sessionId"), str), fork
+    return fork is None
+
+
 @reproduces("shared-prompt-slot")
 def _shared_prompt_slot(t: Trial) -> bool:
     a, b = t.agent.new(sp("append", P)), t.agent.new(sp("append", Q))

@@ -18,6 +18,8 @@ which peeks at its input after the model answers, is clean under every kind, in 
   (SHOULD).
 * ``second-prompt-unanswered``: a second ``session/prompt`` of the session written while the
   model is thinking is never answered: ``second-prompt.unanswered`` (MUST); in v1 and v2.
+* ``fork-during-turn-unanswered``: a ``session/fork`` of the session written while the model
+  is thinking is never answered: ``fork.unanswered`` (MUST).
 
 Each shrinks to two steps: ``new A``, and the turn with the request sent during it. (The
 set_mode bugs turn on ``--variant switches``: modes to switch to; the correct agent they are
@@ -56,6 +58,7 @@ BUGS = {
     "set-mode-during-turn-unanswered": ("set-mode.unanswered", "MUST", "set-mode"),
     "set-mode-refused-during-turn": ("set-mode.refused-mid-turn", "SHOULD", "set-mode"),
     "second-prompt-unanswered": ("second-prompt.unanswered", "MUST", "prompt"),
+    "fork-during-turn-unanswered": ("fork.unanswered", "MUST", "fork"),
 }
 
 
@@ -121,18 +124,24 @@ def test_the_correct_reference_agent_is_clean_under_every_request_during_a_turn(
         {"op": "prompt", "session": "A", "during": "cancel"},
         {"op": "prompt", "session": "A", "during": "cancel-request"},
         {"op": "prompt", "session": "A"},
+        {"op": "prompt", "session": "A", "during": "fork", "new": "B"},
+        {"op": "prompt", "session": "B"},
         {"op": "prompt", "session": "A", "during": "close"}]
     verdicts = clean_during(spec, steps)
-    # Each was sent while the model request was held, and each turn stopped as cancelled
-    # (the $/cancel_request: -32800 in v1, where the prompt was still unanswered; in v2 the
-    # prompt was answered before the model was asked, and the turn ran on).
+    # Each was sent while the model request was held, and each turn but the fork's stopped
+    # as cancelled (the $/cancel_request: -32800 in v1, where the prompt was still
+    # unanswered; in v2 the prompt was answered before the model was asked, and the turn
+    # ran on). The fork was made once the turn had ended, and its copy's turn (judged with
+    # the prompt it inherited) found nothing.
     assert [(v["during"], v["held"], v["pending"]) for v in verdicts] == [
         ("cancel", True, protocol == "1"), ("cancel-request", True, protocol == "1"),
-        ("close", True, protocol == "1")]
+        ("fork", True, protocol == "1"), ("close", True, protocol == "1")]
     ends = [v["turn"].get("stopReason", v["turn"].get("code")) for v in verdicts]
-    assert ends == (["cancelled", -32800, "cancelled"] if protocol == "1"
-                    else ["cancelled", "end_turn", "cancelled"])
-    assert verdicts[2]["close"] == {"outcome": "ok"}
+    assert ends == (["cancelled", -32800, "end_turn", "cancelled"] if protocol == "1"
+                    else ["cancelled", "end_turn", "end_turn", "cancelled"])
+    assert verdicts[2]["fork"]["outcome"] == "ok" and verdicts[2]["fork"]["new"] == "B"
+    assert isinstance(verdicts[2]["fork"]["sessionId"], str)
+    assert verdicts[3]["close"] == {"outcome": "ok"}
 
 
 @pytest.mark.parametrize("prompt", ["append", "override"])

@@ -35,6 +35,11 @@ the turn (and the close, the set_mode or the second turn) ended:
   refused it, stopped the first turn for it, ran it beside the first, or queued it. Nothing
   in v1 or v2 says which it must do. The second turn's model requests carry its own nonce,
   and the prompt oracles judge them as any turn's.
+- ``fork.unanswered`` (MUST, SES-AGENT-BASELINE-MUST): a ``session/fork`` of the session
+  (with no ``systemPrompt``), sent while its turn ran, never answered. A refused fork is
+  not judged (an agent may refuse to fork a session mid-turn: nothing says it may not); a
+  fork made is a session of its own, whose turns the prompt oracles judge as any fork's
+  (it inherits its source's prompt: the tracker registers it as a fork step's copy).
 
 A turn that errs after a failure of the agent's own (its process died) is ``agent.crash``'s.
 """
@@ -52,12 +57,13 @@ __all__ = ["during"]
 #: How each request sent during a turn is named in a message.
 _SENT = {"cancel": "session/cancel", "close": "session/close",
          "cancel-request": "$/cancel_request of its session/prompt",
-         "set-mode": "session/set_mode", "prompt": "second session/prompt"}
+         "set-mode": "session/set_mode", "prompt": "second session/prompt",
+         "fork": "session/fork"}
 
 
 @builtin("cancel.turn-kept", "close.turn-kept", "close.turn-unanswered",
          "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn",
-         "second-prompt.unanswered", "second-prompt.handling")
+         "second-prompt.unanswered", "second-prompt.handling", "fork.unanswered")
 def during(j: Judge, ev: Event) -> None:
     """A ``during`` verdict, against what the turn and the close answered."""
     d = ev.data
@@ -72,6 +78,8 @@ def during(j: Judge, ev: Event) -> None:
         _set_mode(j, d, said)
     elif what == "prompt":
         _second_prompt(j, turn, _mapping(d.get("second")), said)
+    elif what == "fork":
+        _fork(j, _mapping(d.get("fork")), said)
     elif what == "close":
         if _mapping(d.get("close")).get("outcome") != "ok":
             return  # refused (or never answered: agent.hang's): the session may run on
@@ -123,6 +131,15 @@ def _set_mode(j: Judge, d: Mapping[str, Any], said: str) -> None:
                     f"was refused (error {answer.get('code')}) while the turn ran, and "
                     "accepted once it had ended", session=handle, modeId=mode,
                     code=answer.get("code"))
+
+
+def _fork(j: Judge, fork: Mapping[str, Any], said: str) -> None:
+    if fork.get("outcome") not in ("ok", "error", "timeout"):
+        return  # never sent, or the agent died (agent.crash's)
+    j.judge_as("fork.unanswered")
+    if fork.get("outcome") == "timeout":
+        j.report_as("fork.unanswered", f"{said} (as {fork.get('new')}) was never answered",
+                    session=j.tracker.args.get("session"), new=fork.get("new"))
 
 
 def _second_prompt(j: Judge, turn: Mapping[str, Any], second: Mapping[str, Any],
