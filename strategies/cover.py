@@ -145,7 +145,7 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
         keys.append("compact:after-change")
     keys += _surface_keys(caps)
     keys += [f"fault:{kind}" for kind in FAULTS]
-    keys += [f"during:{what}" for what in _during(caps)] + ["together"]
+    keys += [f"during:{what}" for what in _during(caps)] + ["cancel-request:new", "together"]
     keys += _payload_keys(caps, resend_on_lifecycle) + _pair_keys(caps, resend_on_lifecycle)
     variants = invalid_variants(override=caps.override)
     return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
@@ -215,19 +215,24 @@ def _during_group(caps: Capabilities) -> _Group:
     held, one with a ``$/cancel_request`` of its prompt, one with a ``session/set_mode``
     (where it offers modes), one with a second ``session/prompt`` of ``A``, one with a
     ``session/fork`` of ``A`` (where it forks) and a turn of the copy (whether it carries the
-    prompt it inherited), a plain turn (what a cancelled turn, a switch or the second prompt
-    left shows there), and last (the session is closed after it) one with a
-    ``session/close``."""
+    prompt it inherited), a ``session/new`` with its ``$/cancel_request`` right behind it
+    (``cancel-request:new``; a correct agent may make the session or not), a plain turn
+    (what a cancelled turn, a switch or the second prompt left shows there), and last (the
+    session is closed after it) one with a ``session/close``."""
     def unit(what: str) -> Unit:
         if what == "fork":
             return _fork_during
         return lambda ex, a: ex.add({"op": "prompt", "session": a, "during": what})
 
+    def cancelled_new(ex: _Example, a: str) -> None:
+        ex.add({"op": "new", "session": ex.handle(), "cancel_request": True})
+
     def suffix(ex: _Example, a: str) -> None:
         _turn(ex, a)
         if caps.close:
             unit("close")(ex, a)
-    return _Group(_new_session, tuple(unit(w) for w in _during(caps) if w != "close"), suffix)
+    return _Group(_new_session, (*(unit(w) for w in _during(caps) if w != "close"),
+                                 cancelled_new), suffix)
 
 
 def _fork_during(ex: _Example, a: str) -> None:
@@ -277,6 +282,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         keys.append(f"fault:{step['fault']}")
     if op == "prompt" and "during" in step:
         keys.append(f"during:{step['during']}")
+    if op == "new" and step.get("cancel_request"):
+        keys.append("cancel-request:new")
     if op == "prompt" and "with" in step:
         keys.append("together")
     if op in ("prompt", "list"):

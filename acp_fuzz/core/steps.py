@@ -121,7 +121,7 @@ def advertises_compact(update: Any) -> bool:
 _PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra", "mcp"})
 _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
-    "new": frozenset({"session", "cwd"}) | _PROMPT_KEYS,
+    "new": frozenset({"session", "cwd", "cancel_request"}) | _PROMPT_KEYS,
     "prompt": frozenset({"session", "fault", "during", "with", "pick", "new"}),
     "load": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "resume": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
@@ -232,6 +232,8 @@ def validate_step(step: Any) -> dict[str, Any]:
                 not isinstance(value, int) or isinstance(value, bool)
                 or not 0 <= value <= MAX_CHOICE):
             raise ValueError(f"step {op!r}: {key!r} must be an integer from 0 to {MAX_CHOICE}")
+    if op == "new" and not isinstance(step.get("cancel_request", False), bool):
+        raise ValueError("step 'new': 'cancel_request' must be true or false")
     if op == "new" and step.get("cwd", "distinct") not in ("distinct", "shared"):
         raise ValueError("step 'new': 'cwd' must be 'distinct' or 'shared'")
     if op in ("load", "resume", "fork"):
@@ -473,6 +475,8 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
     if op == "load" and protocol >= 2:
         return f"session/resume {step['session']} (replayFrom start){_sp_dirs(step)}"
     sp = _sp_dirs(step)
+    if op == "new" and step.get("cancel_request"):
+        return f"session/new {step['session']}{sp} (and its $/cancel_request right behind it)"
     if op == "new":
         return f"session/new {step['session']}{sp}"
     if op == "fork":

@@ -172,6 +172,10 @@ BUGS: dict[str, str] = {
     "answering a turn of its session is refused with -32603 (turns on --variant switches)",
     "second-prompt-unanswered": "a session/prompt of a session that arrives while the model "
     "is answering a turn of that session is never answered (nor run)",
+    "cancel-new-unanswered": "a session/new whose $/cancel_request is already in the pipe "
+    "is never answered (neither a result nor -32800)",
+    "cancel-new-leaves-session": "a session/new whose $/cancel_request is already in the "
+    "pipe makes the session (listed), then answers -32800",
     "fork-during-turn-unanswered": "a session/fork of a session that arrives while the model "
     "is answering a turn of that session is never answered (nor made)",
     "turn-fails-on-64k": "a client text over 65536 characters is accepted, and every turn of "
@@ -1213,6 +1217,8 @@ class Agent:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=self.protocol == 1)  # v2: only cwd is required
         self.check_roots(params)
+        if self.request_id is not None and self.request_cancelled(self.request_id):
+            self._cancelled_new(cwd)
         if "side-effect-before-validation" in self.bugs:
             # BUG(side-effect-before-validation): the session exists (and is listed) even when the
             # systemPrompt is then rejected.
@@ -1589,6 +1595,18 @@ class Agent:
             if started is not None and started.system_prompt is not None:
                 session.system_prompt = started.system_prompt
                 self.store.save(session)
+
+    def _cancelled_new(self, cwd: str) -> None:
+        """A ``session/new`` whose ``$/cancel_request`` is already in the pipe: answered
+        ``-32800`` before anything is made (the cancel then goes by as ignored)."""
+        if "cancel-new-unanswered" in self.bugs:
+            raise NoAnswer  # BUG(cancel-new-unanswered): a cancelled request is still answered
+        if "cancel-new-leaves-session" in self.bugs:
+            # BUG(cancel-new-leaves-session): made (and listed), though the answer says not.
+            session = self.store.create(cwd, None, [])
+            self._activate(session)
+            self.store.save(session)
+        raise RpcError(REQUEST_CANCELLED, "Request cancelled")
 
     def _note_mid_turn(self, session_id: str) -> None:
         """For the planted bugs of a request that arrives while the model is answering: note

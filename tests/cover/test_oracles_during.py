@@ -279,3 +279,32 @@ def test_a_fork_made_during_a_turn_is_judged_by_the_prompt_oracles() -> None:
     h.prompt("B", system=appended(R))  # another session's prompt in the copy's turn
     f = only(h.findings(), "prompt.leak")
     assert f.evidence["foreign_session"] == "C"
+
+
+def test_a_session_new_its_cancel_request_left_unanswered_is_a_must_finding() -> None:
+    h = H()
+    h.step("new", "A", outcome="timeout", cancel_request=True)
+    found = h.findings()
+    f = only(found, "cancel-request.new-unanswered")
+    assert (f.severity, f.rule) == ("MUST", "CANCELREQ-AGENT-ANSWER-MUST")
+    assert "agent.hang" not in ids(found)  # the same silence, judged once
+
+
+def test_a_cancelled_session_new_answered_either_way_and_leaving_nothing_is_clean() -> None:
+    h = H()
+    h.step("new", "A", outcome="error", error={"code": -32800}, cancel_request=True)
+    h.list_probe([])
+    h.step("new", "B", cancel_request=True)  # a result: a session as any
+    h.prompt("B", system=[DEFAULTS])
+    assert h.findings(strict=True) == []
+
+
+def test_a_cancelled_session_new_that_left_a_session_is_a_should_finding() -> None:
+    h = H()
+    h.step("new", "A", outcome="error", error={"code": -32800}, cancel_request=True)
+    h.list_probe(["sess-left"])
+    found = h.findings(strict=True)
+    assert ids(found) == {"cancel-request.session-left"}  # not reject.side-effect's MUST
+    f = only(found, "cancel-request.session-left")
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD")
+    assert f.evidence["unexpected"] == ["sess-left"]

@@ -28,6 +28,10 @@ def test_a_prompt_may_carry_one_of_the_faults() -> None:
         assert validate_step(json.loads(json.dumps(step))) == step
         assert kind in describe(step) and "fails once" in describe(step)
     assert describe({"op": "prompt", "session": "A"}) == "session/prompt A"
+    assert describe({"op": "new", "session": "A", "cancel_request": True}) == \
+        "session/new A (systemPrompt omitted) (and its $/cancel_request right behind it)"
+    assert describe({"op": "prompt", "session": "A", "during": "fork", "new": "B"}) == \
+        "session/prompt A (and session/fork A -> B while its model request is held)"
 
 
 @pytest.mark.parametrize("step, match", [
@@ -40,6 +44,8 @@ def test_a_prompt_may_carry_one_of_the_faults() -> None:
     ({"op": "prompt", "session": "A", "during": "fork", "new": "A"}, "another handle"),
     ({"op": "prompt", "session": "A", "new": "B"}, "'new' comes only with 'during': 'fork'"),
     ({"op": "prompt", "session": "A", "during": "cancel", "new": "B"}, "'new' comes only"),
+    ({"op": "new", "session": "A", "cancel_request": "yes"}, "must be true or false"),
+    ({"op": "prompt", "session": "A", "cancel_request": True}, "unknown key"),
 ])
 def test_a_cassette_cannot_ask_for_another_fault_or_one_elsewhere(step: dict[str, Any],
                                                                   match: str) -> None:

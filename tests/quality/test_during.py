@@ -18,6 +18,10 @@ which peeks at its input after the model answers, is clean under every kind, in 
   (SHOULD).
 * ``second-prompt-unanswered``: a second ``session/prompt`` of the session written while the
   model is thinking is never answered: ``second-prompt.unanswered`` (MUST); in v1 and v2.
+* ``cancel-new-unanswered``: a ``session/new`` with its ``$/cancel_request`` right behind it
+  (one write) is never answered: ``cancel-request.new-unanswered`` (MUST);
+  ``cancel-new-leaves-session``: it is answered ``-32800`` and the session is made (listed):
+  ``cancel-request.session-left`` (SHOULD). Each shrinks to that one step.
 * ``fork-during-turn-unanswered``: a ``session/fork`` of the session written while the model
   is thinking is never answered: ``fork.unanswered`` (MUST).
 
@@ -104,6 +108,34 @@ def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
         assert fixed.verdict == "FIXED", fixed.line()
 
 
+#: bug -> (oracle, severity) of a session/new with its $/cancel_request right behind it.
+CANCELLED_NEW = {
+    "cancel-new-unanswered": ("cancel-request.new-unanswered", "MUST"),
+    "cancel-new-leaves-session": ("cancel-request.session-left", "SHOULD"),
+}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("bug", sorted(CANCELLED_NEW))
+def test_a_bug_of_a_cancelled_session_new_is_found_shrunk_and_replayed(
+        bug: str, seed: int, tmp_path: Path, no_orphans: object) -> None:
+    oracle, severity = CANCELLED_NEW[bug]
+    result = run_campaign(reference(bug), CampaignSettings(
+        cassette_dir=tmp_path, max_failures=1, seed=seed, strict=severity == "SHOULD"))
+    assert result.reports, f"{bug} not found in {result.examples_run} examples"
+    report = result.reports[0]
+    assert report.status == "failed" and report.reproduced == report.runs == 3
+    (f,) = [f for f in report.findings if f.oracle == oracle]
+    assert f.severity == severity
+    assert [(s["op"], s.get("cancel_request")) for s in report.steps] == [("new", True)], \
+        report.steps
+    assert report.cassette is not None
+    if seed == 1:
+        again = replay_cassette(report.cassette, target=argv(bug), runs=2)
+        assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
+        assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
+
+
 def clean_during(spec: TargetSpec, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run ``steps`` on ``spec`` (calibrated first): no MUST or SHOULD finding; the ``during``
     verdicts."""
@@ -142,6 +174,28 @@ def test_the_correct_reference_agent_is_clean_under_every_request_during_a_turn(
     assert verdicts[2]["fork"]["outcome"] == "ok" and verdicts[2]["fork"]["new"] == "B"
     assert isinstance(verdicts[2]["fork"]["sessionId"], str)
     assert verdicts[3]["close"] == {"outcome": "ok"}
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_the_correct_reference_agent_is_clean_under_a_cancelled_session_new(
+        protocol: str, no_orphans: object) -> None:
+    """It answers -32800 and makes nothing (the list probe shows no session); the sessions
+    after it are made and used as usual."""
+    steps = [{"op": "new", "session": "A", "cancel_request": True},
+             {"op": "new", "session": "B", "systemPrompt": {"mode": "append", "content": [
+                 {"type": "text", "text": "Review every change for injection flaws first."}]}},
+             {"op": "prompt", "session": "B"}, {"op": "list"}]
+    with Gateway(History()) as gateway:
+        _, _, baseline = calibrate(reference(protocol=protocol), gateway=gateway)
+        history, findings = run_steps(reference(protocol=protocol), steps, baseline=baseline,
+                                      gateway=gateway)
+    assert [f for f in findings if f.severity != "info"] == []
+    replies = [e.data for e in history.events
+               if e.kind == "verdict" and e.data.get("what") == "reply"]
+    assert replies[0]["outcome"] == "error" and replies[0]["error"]["code"] == -32800
+    probe = next(e.data for e in history.events  # the probe after the refused new
+                 if e.kind == "verdict" and e.data.get("what") == "probe-list")
+    assert probe["step"] == 0 and probe["outcome"] == "ok" and probe["sessions"] == []
 
 
 @pytest.mark.parametrize("prompt", ["append", "override"])

@@ -686,11 +686,22 @@ class Run:
                                         "outcome": reply.outcome, "error": reply.error})
 
     def _do_new(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """A ``session/new``. With ``cancel_request``, its ``$/cancel_request`` goes in the
+        same write right behind it (:meth:`AgentProcess.one_write`): the agent has both in
+        its pipe when it reads the request, on a loaded machine too. It must still be
+        answered: a result makes the session as any, ``-32800`` (or another error) none, and
+        the ``session/list`` probe after a refused new says whether one was left behind."""
         handle = step["session"]
         cwd = self._cwd_for(step, handle)
-        reply = self._request(*lifecycle_request(step, protocol=self.protocol,
-                                                 dialect=self.dialect, cwd=cwd,
-                                                 mcp_servers=mcp_servers(step)))
+        method, params = lifecycle_request(step, protocol=self.protocol, dialect=self.dialect,
+                                           cwd=cwd, mcp_servers=mcp_servers(step))
+        if step.get("cancel_request"):
+            with self.agent.one_write():
+                pending = self._send(method, params)
+                self.agent.notify("$/cancel_request", {"requestId": pending.id})
+            reply = self._await(pending, method, self.spec.request_timeout)
+        else:
+            reply = self._request(method, params)
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
