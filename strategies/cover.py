@@ -145,7 +145,7 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
         keys.append("compact:after-change")
     keys += _surface_keys(caps)
     keys += [f"fault:{kind}" for kind in FAULTS]
-    keys += [f"during:{what}" for what in _during(caps)] + ["together"]
+    keys += [f"during:{what}" for what in _during(caps)] + ["cancel-request:new", "together"]
     keys += _payload_keys(caps, resend_on_lifecycle) + _pair_keys(caps, resend_on_lifecycle)
     variants = invalid_variants(override=caps.override)
     return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
@@ -204,8 +204,8 @@ def _fault_group() -> _Group:
 
 def _during(caps: Capabilities) -> tuple[str, ...]:
     """What this agent is sent while the model is thinking (a close where it has close, a
-    mode switch where it offers modes)."""
-    takes = {"close": caps.close, "set-mode": caps.set_mode}
+    mode switch where it offers modes, a fork where it forks)."""
+    takes = {"close": caps.close, "set-mode": caps.set_mode, "fork": caps.fork}
     return tuple(what for what in DURING if takes.get(what, True))
 
 
@@ -213,17 +213,34 @@ def _during_group(caps: Capabilities) -> _Group:
     """``during:<what>`` for each of ``steps.DURING`` the agent takes, in one example:
     ``new A (P)``, a turn of ``A`` with a ``session/cancel`` sent while its model request is
     held, one with a ``$/cancel_request`` of its prompt, one with a ``session/set_mode``
-    (where it offers modes), one with a second ``session/prompt`` of ``A``, a plain turn
+    (where it offers modes), one with a second ``session/prompt`` of ``A``, one with a
+    ``session/fork`` of ``A`` (where it forks) and a turn of the copy (whether it carries the
+    prompt it inherited), a ``session/new`` with its ``$/cancel_request`` right behind it
+    (``cancel-request:new``; a correct agent may make the session or not), a plain turn
     (what a cancelled turn, a switch or the second prompt left shows there), and last (the
     session is closed after it) one with a ``session/close``."""
     def unit(what: str) -> Unit:
+        if what == "fork":
+            return _fork_during
         return lambda ex, a: ex.add({"op": "prompt", "session": a, "during": what})
+
+    def cancelled_new(ex: _Example, a: str) -> None:
+        ex.add({"op": "new", "session": ex.handle(), "cancel_request": True})
 
     def suffix(ex: _Example, a: str) -> None:
         _turn(ex, a)
         if caps.close:
             unit("close")(ex, a)
-    return _Group(_new_session, tuple(unit(w) for w in _during(caps) if w != "close"), suffix)
+    return _Group(_new_session, (*(unit(w) for w in _during(caps) if w != "close"),
+                                 cancelled_new), suffix)
+
+
+def _fork_during(ex: _Example, a: str) -> None:
+    """A turn of ``a`` with a fork of it sent while its model request is held, then a turn of
+    the copy."""
+    b = ex.handle()
+    ex.add({"op": "prompt", "session": a, "during": "fork", "new": b},
+           {"op": "prompt", "session": b})
 
 
 def _together_group() -> _Group:
@@ -265,6 +282,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         keys.append(f"fault:{step['fault']}")
     if op == "prompt" and "during" in step:
         keys.append(f"during:{step['during']}")
+    if op == "new" and step.get("cancel_request"):
+        keys.append("cancel-request:new")
     if op == "prompt" and "with" in step:
         keys.append("together")
     if op in ("prompt", "list"):

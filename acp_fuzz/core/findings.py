@@ -156,6 +156,15 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("set-mode.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
                "a session/set_mode to one of the session's advertised modes, sent while the "
                "model was thinking, never answered"),
+    OracleInfo("cancel-request.new-unanswered", "MUST", "CANCELREQ-AGENT-ANSWER-MUST",
+               "a session/new with its $/cancel_request right behind it never answered "
+               "(neither a result nor -32800)"),
+    OracleInfo("cancel-request.session-left", "SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD",
+               "a session/new cancelled by its $/cancel_request and answered with an error, "
+               "after which session/list shows a session no successful request created"),
+    OracleInfo("fork.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+               "a session/fork of the session, sent while the model was thinking, never "
+               "answered"),
     OracleInfo("set-mode.refused-mid-turn", "SHOULD", "ACPFUZZ-SETMODE-ANYTIME-SHOULD",
                "a session/set_mode to one of the session's advertised modes, sent while the "
                "model was thinking, refused"),

@@ -156,7 +156,8 @@ class Lifecycle:
             return False  # nothing to compact, and nothing ties the summary to the session
         if op == "new":
             return not self.exists(h)
-        return not (op == "fork" and self.exists(step.get("new")))
+        # A fork (its own step, or sent during a turn) takes a handle that is free.
+        return not (op in ("fork", "prompt") and self.exists(step.get("new")))
 
     def apply(self, step: Mapping[str, Any], *, accepted: bool = True) -> None:
         """The state after ``step``. ``accepted``: whether the agent answered it with a
@@ -177,6 +178,12 @@ class Lifecycle:
                                                       talked=self.sessions[h].talked)
             self.gone.discard(step["new"])
         elif op == "prompt" and self.exists(h):
+            if step.get("during") == "fork" and isinstance(step.get("new"), str):
+                # A fork sent during the turn (the runner leaves ``new`` out where the agent
+                # refused it): whether it holds the running turn is the agent's choice.
+                self.sessions[step["new"]] = SessionState(self.generation, source=h,
+                                                          talked=self.sessions[h].talked)
+                self.gone.discard(step["new"])
             self.sessions[h].talked = True
             # A close sent during the turn: the step's answer is the close's.
             self.sessions[h].closed = self.sessions[h].closed or step.get("during") == "close"

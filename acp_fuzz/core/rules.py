@@ -380,7 +380,8 @@ RULES: tuple[Rule, ...] = (
        "the agent answers every request and stays alive",
        ("agent.crash", "bug:crash-on-image"), ("agent.hang", "bug:hang-on-empty-content"),
        ("set-mode.unanswered", "bug:set-mode-during-turn-unanswered"),
-       ("second-prompt.unanswered", "bug:second-prompt-unanswered")),
+       ("second-prompt.unanswered", "bug:second-prompt-unanswered"),
+       ("fork.unanswered", "bug:fork-during-turn-unanswered")),
     _r("FR-WIRE-NDJSON-MUST", SCHEMA, "the root message schema",
        "A message (request, response, or notification) with `\"jsonrpc\": \"2.0\"` specified as",
        "a line that is not one JSON-RPC message, or a message that breaks the schema; the "
@@ -422,8 +423,22 @@ RULES: tuple[Rule, ...] = (
        "a $/cancel_request of a session/prompt still unanswered (v1; its model request held "
        "open) after which the prompt is never answered. Ignoring the notification is allowed "
        "(the protocol's $/ notifications may be ignored); dropping the request is not. A "
-       "request answered before the cancel came owes nothing",
-       ("cancel-request.unanswered", "bug:cancel-request-unanswered")),
+       "request answered before the cancel came owes nothing. The same holds for a "
+       "session/new whose $/cancel_request is written right behind it (one write): it is "
+       "answered, a result or an error",
+       ("cancel-request.unanswered", "bug:cancel-request-unanswered"),
+       ("cancel-request.new-unanswered", "bug:cancel-new-unanswered")),
+    _r("ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD", SCHEMA, "CancelRequestNotification",
+       "Error response with code `-32800` (Cancelled)",
+       "acp-fuzz's reading: a session/new answered with an error (-32800 Cancelled, or any "
+       "other) after its $/cancel_request gave the client no session id, so a session it "
+       "made anyway is one the client cannot know of, use or close; where the agent lists "
+       "sessions, session/list after the answer shows no session that no successful request "
+       "created. The schema says only that the receiver MAY cancel the request's activity "
+       "and MUST answer it; nothing says a cancelled request leaves nothing behind, so this "
+       "is SHOULD at most, and acp-fuzz's level. A result instead is a session as any "
+       "session/new makes",
+       ("cancel-request.session-left", "bug:cancel-new-leaves-session")),
     _r("ACPFUZZ-SETMODE-ANYTIME-SHOULD", SCHEMA, "session/set_mode (ClientRequest)",
        "This method can be called at any time during a session, whether the Agent is\n"
        "idle or actively generating a response.",

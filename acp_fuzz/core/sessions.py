@@ -259,6 +259,8 @@ class Tracker:
     #: Sessions a ``session/set_mode`` was written to during the current turn, and whether
     #: they were switched before it (undone if the agent refuses it).
     unswitched: dict[str, bool] = field(default_factory=dict)
+    #: Whether the fork the current step sent during a turn (``during: fork``) was made.
+    forked: bool = False
     _models: int = 0
 
     @property
@@ -320,6 +322,7 @@ class Tracker:
         self.vendor_sent = {}
         self.model_failed = set()
         self.unswitched = {}
+        self.forked = False
         args = self.args
         handle = args.get("session")
         sp = args.get("systemPrompt")
@@ -387,7 +390,9 @@ class Tracker:
         if r.outcome != "ok":
             return
         cold = self.life.cold(handle)
-        self.life.apply(args)
+        # A fork sent during the turn and not made leaves no session (as the runner's).
+        self.life.apply(args if args.get("during") != "fork" or self.forked
+                        else {k: v for k, v in args.items() if k != "new"})
         if blocks:
             self.accepted_blocks.update(b.strip() for b in blocks)
         sid = r.verdict.get("sessionId")
@@ -538,8 +543,10 @@ class Tracker:
     def _on_during(self, d: Mapping[str, Any]) -> None:
         """A ``during`` verdict: a mode switch sent during the turn and refused, and refused
         again once the turn had ended (its control), changed nothing (one never answered, or
-        accepted the second time, may have: it stays switched)."""
+        accepted the second time, may have: it stays switched). A fork the agent made is a
+        session of its own, owed what a fork step with no prompt is owed."""
         handle = self.args.get("session")
+        self._fork_made(handle, d.get("fork"))
         before = self.unswitched.pop(handle, None) if isinstance(handle, str) else None
         answer = d.get("set_mode")
         if not isinstance(answer, Mapping) or before is None or handle not in self.sessions:
@@ -548,6 +555,24 @@ class Tracker:
         again = control.get("outcome") if isinstance(control, Mapping) else "error"
         if answer.get("outcome") == "error" and again == "error":
             self.sessions[handle].mode_switched = before
+
+    def _fork_made(self, handle: Any, answer: Any) -> None:
+        """A fork sent during the turn of ``handle``, with ``answer`` its record in the
+        ``during`` verdict: once made (a session id came back), the copy is registered as a
+        fork step's copy with no ``systemPrompt`` (it inherits its source's prompt), so the
+        prompt oracles judge its turns as any fork's."""
+        if not isinstance(answer, Mapping) or answer.get("outcome") != "ok" \
+                or not isinstance(answer.get("sessionId"), str) \
+                or not isinstance(answer.get("new"), str) or handle not in self.sessions:
+            return
+        self.forked = True
+        args = {"op": "fork", "session": handle, "new": answer["new"]}
+        self.known_ids.add(answer["sessionId"])
+        r = Reply(op="fork", args=args, outcome="ok", verdict=answer,
+                  classification=self._classify("fork", args), live=True, answered=True,
+                  turn_failed=False)
+        line = f"{self.index + 1}: {describe_step(args)} (sent while a turn of {handle} ran)"
+        self._on_handed(r, handle, (), False, line)
 
     def _model(self, m: SessionModel) -> SessionModel:
         self._models += 1

@@ -89,10 +89,12 @@ FAULTS = ("server-error", "rate-limited", "overloaded", "connection-closed", "st
 #: :data:`CANCELLING`: each asks the agent to stop the turn), ``set-mode`` a
 #: ``session/set_mode`` of the session to another of the modes it offered (choice ``pick``
 #: among them, as a ``set_mode`` step; nothing is sent where it offered none), ``prompt`` a
-#: second ``session/prompt`` of the session (its next turn, with its own nonce). The hold is
-#: then released and the turn (and the close, the set_mode or the second turn) awaited; a
-#: ``during`` verdict says what came of each.
-DURING = ("cancel", "close", "cancel-request", "set-mode", "prompt")
+#: second ``session/prompt`` of the session (its next turn, with its own nonce), ``fork`` a
+#: ``session/fork`` of the session (no ``systemPrompt``: the fork inherits its source's)
+#: whose copy is the handle ``new``. The hold is then released and the turn (and the close,
+#: the set_mode, the second turn or the fork) awaited; a ``during`` verdict says what came
+#: of each.
+DURING = ("cancel", "close", "cancel-request", "set-mode", "prompt", "fork")
 #: The ``during`` requests that ask the agent to stop the turn.
 CANCELLING = ("cancel", "close", "cancel-request")
 #: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
@@ -119,8 +121,8 @@ def advertises_compact(update: Any) -> bool:
 _PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra", "mcp"})
 _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
-    "new": frozenset({"session", "cwd"}) | _PROMPT_KEYS,
-    "prompt": frozenset({"session", "fault", "during", "with", "pick"}),
+    "new": frozenset({"session", "cwd", "cancel_request"}) | _PROMPT_KEYS,
+    "prompt": frozenset({"session", "fault", "during", "with", "pick", "new"}),
     "load": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "resume": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "fork": frozenset({"session", "new"}) | _PROMPT_KEYS | _DIR_KEYS,
@@ -230,6 +232,8 @@ def validate_step(step: Any) -> dict[str, Any]:
                 not isinstance(value, int) or isinstance(value, bool)
                 or not 0 <= value <= MAX_CHOICE):
             raise ValueError(f"step {op!r}: {key!r} must be an integer from 0 to {MAX_CHOICE}")
+    if op == "new" and not isinstance(step.get("cancel_request", False), bool):
+        raise ValueError("step 'new': 'cancel_request' must be true or false")
     if op == "new" and step.get("cwd", "distinct") not in ("distinct", "shared"):
         raise ValueError("step 'new': 'cwd' must be 'distinct' or 'shared'")
     if op in ("load", "resume", "fork"):
@@ -247,18 +251,8 @@ def validate_step(step: Any) -> dict[str, Any]:
     if op == "compact" and step.get("by") not in COMPACT_BY:
         raise ValueError(f"step 'compact': 'by' must be one of {', '.join(COMPACT_BY)}, "
                          f"got {_short(step.get('by'))}")
-    if "fault" in step and step["fault"] not in FAULTS:
-        raise ValueError(f"step 'prompt': 'fault' must be one of {', '.join(FAULTS)}, "
-                         f"got {_short(step['fault'])}")
-    if "during" in step and (step["during"] not in DURING or "fault" in step):
-        raise ValueError(f"step 'prompt': 'during' must be one of {', '.join(DURING)} (and "
-                         f"comes without a 'fault'), got {_short(step['during'])}")
-    if "pick" in step and op == "prompt" and step.get("during") != "set-mode":
-        raise ValueError("step 'prompt': 'pick' comes only with 'during': 'set-mode'")
-    if "with" in step and (step["with"] not in _HANDLES or step["with"] == step.get("session")
-                           or "fault" in step or "during" in step):
-        raise ValueError(f"step 'prompt': 'with' names another session's handle (and comes "
-                         f"without a 'fault' or a 'during'), got {_short(step['with'])}")
+    if op == "prompt":
+        _check_turn(step)
     if "systemPrompt" in step:
         _check_prompt(op, step["systemPrompt"], 0)
     if "_meta" in step:
@@ -449,6 +443,30 @@ def will_send(step: Any, protocol: int = 1, dialect: str = "standard",
     return line
 
 
+def _check_turn(step: Mapping[str, Any]) -> None:
+    """A ``prompt`` step's own keys: a ``fault``, a ``during`` (with its ``pick`` or its
+    fork's ``new``) or a ``with``, one at most."""
+    if "fault" in step and step["fault"] not in FAULTS:
+        raise ValueError(f"step 'prompt': 'fault' must be one of {', '.join(FAULTS)}, "
+                         f"got {_short(step['fault'])}")
+    if "during" in step and (step["during"] not in DURING or "fault" in step):
+        raise ValueError(f"step 'prompt': 'during' must be one of {', '.join(DURING)} (and "
+                         f"comes without a 'fault'), got {_short(step['during'])}")
+    if "pick" in step and step.get("during") != "set-mode":
+        raise ValueError("step 'prompt': 'pick' comes only with 'during': 'set-mode'")
+    if step.get("during") == "fork":
+        _check_handle("prompt", "new", step.get("new"))
+        if step["new"] == step.get("session"):
+            raise ValueError("step 'prompt': a fork during the turn names another handle "
+                             "('new') than its session")
+    elif "new" in step:
+        raise ValueError("step 'prompt': 'new' comes only with 'during': 'fork'")
+    if "with" in step and (step["with"] not in _HANDLES or step["with"] == step.get("session")
+                           or "fault" in step or "during" in step):
+        raise ValueError(f"step 'prompt': 'with' names another session's handle (and comes "
+                         f"without a 'fault' or a 'during'), got {_short(step['with'])}")
+
+
 def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
     """One human line for a step (used by ``show``, reports and progress), as the
     ``protocol`` version sends it (v2 sends a load as a resume that replays from the start)."""
@@ -457,6 +475,8 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
     if op == "load" and protocol >= 2:
         return f"session/resume {step['session']} (replayFrom start){_sp_dirs(step)}"
     sp = _sp_dirs(step)
+    if op == "new" and step.get("cancel_request"):
+        return f"session/new {step['session']}{sp} (and its $/cancel_request right behind it)"
     if op == "new":
         return f"session/new {step['session']}{sp}"
     if op == "fork":
@@ -476,6 +496,7 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
                 "set-mode": f"session/set_mode {step['session']} (another of its modes, "
                             f"choice {step.get('pick', 0)})",
                 "prompt": f"a second session/prompt {step['session']}",
+                "fork": f"session/fork {step['session']} -> {step['new']}",
                 }.get(step["during"], "?")
         return f"session/prompt {step['session']} (and {sent} while its model request is held)"
     if op == "prompt":

@@ -289,6 +289,19 @@ client prompt texts.
     that session is never answered, nor run. 2 steps: new A; prompt A with a second prompt
     of A sent while its model request is held → no answer to the second
     (``second-prompt.unanswered``, MUST). The correct agent runs it after the first.
+``cancel-new-unanswered``
+    A ``session/new`` whose ``$/cancel_request`` is already in the pipe when it is read is
+    never answered. 1 step: new A with its ``$/cancel_request`` in the same write → no answer
+    (``cancel-request.new-unanswered``, MUST). The correct agent answers ``-32800`` and makes
+    nothing.
+``cancel-new-leaves-session``
+    That ``session/new`` makes the session (``session/list`` shows it), then answers
+    ``-32800`` (``cancel-request.session-left``, SHOULD).
+``fork-during-turn-unanswered``
+    A ``session/fork`` of a session that arrives while the model is answering a turn of that
+    session is never answered, nor made. 2 steps: new A; prompt A with a fork of A sent
+    while its model request is held → no answer to the fork (``fork.unanswered``, MUST). The
+    correct agent forks it after the turn.
 ``turn-fails-on-64k``
     A client text over 65536 characters is accepted, and every turn of the session then
     fails with ``-32603``. 2 steps: new A (append a 65537+ character text); prompt A →

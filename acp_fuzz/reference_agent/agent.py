@@ -172,6 +172,12 @@ BUGS: dict[str, str] = {
     "answering a turn of its session is refused with -32603 (turns on --variant switches)",
     "second-prompt-unanswered": "a session/prompt of a session that arrives while the model "
     "is answering a turn of that session is never answered (nor run)",
+    "cancel-new-unanswered": "a session/new whose $/cancel_request is already in the pipe "
+    "is never answered (neither a result nor -32800)",
+    "cancel-new-leaves-session": "a session/new whose $/cancel_request is already in the "
+    "pipe makes the session (listed), then answers -32800",
+    "fork-during-turn-unanswered": "a session/fork of a session that arrives while the model "
+    "is answering a turn of that session is never answered (nor made)",
     "turn-fails-on-64k": "a client text over 65536 characters is accepted, and every turn of "
     "the session then fails with -32603",
     "cold-load-keeps-old": "after a restart, a load or resume that changes the prompt is "
@@ -288,6 +294,7 @@ MID_TURN_BUGS = {
     "session/set_mode": frozenset({"set-mode-during-turn-unanswered",
                                    "set-mode-refused-during-turn"}),
     "session/prompt": frozenset({"second-prompt-unanswered"}),
+    "session/fork": frozenset({"fork-during-turn-unanswered"}),
 }
 #: The planted bugs that need ``--variant titles`` (they plant it themselves).
 TITLE_BUGS = frozenset({"title-drops-prompt"})
@@ -1210,6 +1217,8 @@ class Agent:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=self.protocol == 1)  # v2: only cwd is required
         self.check_roots(params)
+        if self.request_id is not None and self.request_cancelled(self.request_id):
+            self._cancelled_new(cwd)
         if "side-effect-before-validation" in self.bugs:
             # BUG(side-effect-before-validation): the session exists (and is listed) even when the
             # systemPrompt is then rejected.
@@ -1367,6 +1376,9 @@ class Agent:
 
     def session_fork(self, params: dict[str, Any]) -> dict[str, Any]:
         session_id = require_session_id(params)
+        if self._arrived_mid_turn("session/fork", session_id) \
+                and "fork-during-turn-unanswered" in self.bugs:
+            raise NoAnswer  # BUG(fork-during-turn-unanswered): every request is answered
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
         self.check_roots(params)
@@ -1584,10 +1596,22 @@ class Agent:
                 session.system_prompt = started.system_prompt
                 self.store.save(session)
 
+    def _cancelled_new(self, cwd: str) -> None:
+        """A ``session/new`` whose ``$/cancel_request`` is already in the pipe: answered
+        ``-32800`` before anything is made (the cancel then goes by as ignored)."""
+        if "cancel-new-unanswered" in self.bugs:
+            raise NoAnswer  # BUG(cancel-new-unanswered): a cancelled request is still answered
+        if "cancel-new-leaves-session" in self.bugs:
+            # BUG(cancel-new-leaves-session): made (and listed), though the answer says not.
+            session = self.store.create(cwd, None, [])
+            self._activate(session)
+            self.store.save(session)
+        raise RpcError(REQUEST_CANCELLED, "Request cancelled")
+
     def _note_mid_turn(self, session_id: str) -> None:
         """For the planted bugs of a request that arrives while the model is answering: note
-        the session whose ``session/set_mode``, or whose next ``session/prompt``, is waiting
-        in the pipe (the correct agent reads it after the turn and answers it as any
+        the session whose ``session/set_mode``, next ``session/prompt`` or ``session/fork``
+        is waiting in the pipe (the correct agent reads it after the turn and answers it as any
         other)."""
         for method, bugs in MID_TURN_BUGS.items():
             if self.bugs & bugs and self.requested(method, session_id):

@@ -117,6 +117,8 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("SES-AGENT-CLOSE-CANCELS-MUST", "a close while the model thinks still answers the turn"),
     ("CANCELREQ-AGENT-ANSWER-MUST", "a $/cancel_request of a prompt still answers it"),
     ("ACPFUZZ-SETMODE-ANYTIME-SHOULD", "a mode switch while the model thinks is taken"),
+    ("ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD",
+     "a session/new cancelled by $/cancel_request leaves no session"),
     ("ACPFUZZ-SECOND-PROMPT-MAY", "what a second prompt during a turn meets (info)"),
     ("ACPFUZZ-FAILURE-VISIBLE-SHOULD", "a failed model call does not end the turn silently"),
     ("SES-AGENT-BASELINE-MUST", "the agent answers, and does not crash or hang"),
@@ -142,7 +144,8 @@ _PROMPT_FREE = frozenset({"ACPFUZZ-CONVERSATION-KEPT-MUST", "ACPFUZZ-REATTACH-AD
                           "ACPFUZZ-FAILURE-VISIBLE-SHOULD", "ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
                           "CANCEL-AGENT-STOPREASON-MUST", "CANCEL-AGENT-STOP-SHOULD",
                           "SES-AGENT-CLOSE-CANCELS-MUST", "CANCELREQ-AGENT-ANSWER-MUST",
-                          "ACPFUZZ-SETMODE-ANYTIME-SHOULD", "ACPFUZZ-SECOND-PROMPT-MAY",
+                          "ACPFUZZ-SETMODE-ANYTIME-SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD",
+                          "ACPFUZZ-SECOND-PROMPT-MAY",
                           "SES-AGENT-BASELINE-MUST", "FR-WIRE-NDJSON-MUST"})
 #: Rules about a prompt on load, resume or fork (a changed, re-sent or omitted one).
 _LIFECYCLE = frozenset({"SP-LIFECYCLE-CHANGE-SHOULD", "SP-LIFECYCLE-DEFER-MAY",
@@ -536,6 +539,8 @@ def _not_applicable(rule: str, caps: Mapping[str, Any]) -> str | None:
         return "session/delete not advertised"
     if rule == "SES-AGENT-CLOSE-CANCELS-MUST" and not caps.get("close"):
         return "session/close not advertised"
+    if rule == "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD" and not caps.get("list"):
+        return "session/list not advertised"
     if rule == "ACPFUZZ-SETMODE-ANYTIME-SHOULD" and not caps.get("set_mode"):
         return "no session modes offered"
     return None

@@ -100,11 +100,13 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # thinking (one example of 5 steps, issue #32), 38 before two turns at once (5 steps).
     # 39 before the huge prompts (1 MiB, 8 MiB, near the line limit; issue #33 §3): one
     # example of 6 steps, the last. A second prompt sent during a turn is one more step of
-    # the example of held turns (360 steps before it).
+    # the example of held turns (360 steps before it); a fork sent during a turn and a turn
+    # of the copy are two more (361 before them), and a session/new with its
+    # $/cancel_request one more (363 before it).
     assert len(covering_examples(REFERENCE)) == 40
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 361
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 364
     assert {"during:cancel", "during:cancel-request", "during:close", "during:prompt",
-            "together"} <= set(keys)
+            "during:fork", "cancel-request:new", "together"} <= set(keys)
     assert "during:set-mode" not in keys  # no modes to switch to
 
 
@@ -112,10 +114,23 @@ def test_a_mode_switch_during_a_turn_is_covered_where_the_agent_offers_modes() -
     assert "during:set-mode" in cover_keys(EVERYTHING)
     (example,) = [ex for ex in covering_examples(EVERYTHING)
                   if any(s.get("during") == "set-mode" for s in ex.steps)]
-    # new A (P), the cancel, the $/cancel_request, the switch, the second prompt, a plain
-    # turn, the close.
+    # new A (P), the cancel, the $/cancel_request, the switch, the second prompt, the fork
+    # (and a turn of its copy B), a session/new C with its $/cancel_request, a plain turn,
+    # the close.
     assert [s.get("during") for s in example.steps] == [
-        None, "cancel", "cancel-request", "set-mode", "prompt", None, "close"]
+        None, "cancel", "cancel-request", "set-mode", "prompt", "fork", None, None, None,
+        "close"]
+    assert example.steps[7] == {"op": "new", "session": "C", "cancel_request": True}
+    assert [(s["session"], s.get("new")) for s in example.steps[5:7]] == [("A", "B"),
+                                                                          ("B", None)]
+
+
+def test_a_fork_during_a_turn_is_covered_only_where_the_agent_forks() -> None:
+    assert "during:fork" in cover_keys(REFERENCE)
+    unforked = replace(REFERENCE, fork=False)
+    assert "during:fork" not in cover_keys(unforked)
+    assert not any(s.get("during") == "fork" for ex in covering_examples(unforked)
+                   for s in ex.steps)
 
 
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:

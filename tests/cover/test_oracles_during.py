@@ -3,13 +3,15 @@
 and counts for the prompt oracles from the moment it is on the wire, as a ``set_mode`` step's
 does; a refused one changes nothing. A second ``session/prompt`` of the session
 (``during: prompt``) is answered; what the agent did with it is info; its turn's model
-requests are judged as any turn's."""
+requests are judged as any turn's. A ``session/fork`` of it (``during: fork``) is answered;
+refused, it makes no session; made, the copy is a session that inherits its source's prompt,
+whose turns the prompt oracles judge."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from test_oracles import DEFAULTS, H, P, appended, ids, only, sp
+from test_oracles import DEFAULTS, H, P, R, appended, ids, only, sp
 
 from acp_fuzz.core.sessions import Tracker
 from acp_fuzz.core.steps import nonce_for
@@ -209,3 +211,103 @@ def test_a_first_turn_failed_for_a_second_prompt_is_not_a_failed_turn() -> None:
     held_second_prompt(h, "A", {"outcome": "error", "error": {"code": -32603}},
                        {**ENDED, "answered": True, "overlapped": False})
     assert "session.turn-failed" not in ids(h.findings())
+
+
+def held_fork(h: H, session: str, new: str, fork: dict[str, Any] | None) -> None:
+    """A turn of ``session`` with a ``session/fork`` of it, whose copy is ``new``, written
+    while its first model request was held (``fork``: the ``fork`` record of the ``during``
+    verdict, its ``new`` and, when ``ok``, its ``sessionId`` filled in; ``None``: never
+    sent)."""
+    turn = h.turns.get(session, 0) + 1
+    h.h.append("step", {"index": h.index, "name": "prompt", "turn": turn,
+                        "nonce": nonce_for(session, turn),
+                        "args": {"op": "prompt", "session": session, "during": "fork",
+                                 "new": new}})
+    h.model(session, system=appended(P), user=nonce_for(session, turn))
+    h.turns[session] = turn
+    record: dict[str, Any] = {"step": h.index, "what": "during", "during": "fork",
+                              "held": True, "pending": True, "turn": ENDED}
+    if fork is not None:
+        record["fork"] = {**fork, "new": new}
+        if fork.get("outcome") == "ok":
+            h.ids += 1
+            h.sids[new] = record["fork"]["sessionId"] = f"sess-{h.ids}"
+    h.h.append("verdict", record)
+    h.h.append("verdict", {"step": h.index, "what": "reply", **ENDED})
+    h.index += 1
+
+
+def test_a_fork_never_answered_is_a_must_finding() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_fork(h, "A", "B", {"outcome": "timeout"})
+    f = only(h.findings(), "fork.unanswered")
+    assert (f.severity, f.rule) == ("MUST", "SES-AGENT-BASELINE-MUST")
+    assert "session/fork sent while the model was thinking (as B) was never answered" \
+        in f.message
+
+
+def test_a_fork_refused_or_never_sent_during_a_turn_is_not_judged_and_makes_no_session() -> None:
+    for fork in ({"outcome": "error", "code": -32603}, None):
+        h = H()
+        h.new("A", sp("append", P))
+        held_fork(h, "A", "B", fork)
+        assert h.findings(strict=True) == []
+        t = Tracker()
+        for ev in h.h.events:
+            t.apply(ev, t.plan(ev))
+        assert "B" not in t.sessions and not t.life.exists("B")
+
+
+def test_a_fork_made_during_a_turn_is_a_session_that_inherits_its_sources_prompt() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    held_fork(h, "A", "B", {"outcome": "ok"})
+    h.prompt("B", system=appended(P))  # the source's prompt, inherited: no leak
+    found = h.findings()
+    assert "prompt.leak" not in ids(found) and "fork.unanswered" not in ids(found)
+    assert only(found, "lifecycle.omitted-fallback").evidence["choice"] == "kept"
+    t = Tracker()
+    for ev in h.h.events:
+        t.apply(ev, t.plan(ev))
+    assert t.life.exists("B") and t.life.sessions["B"].source == "A"
+    assert t.sessions["B"].conversation == []  # a fork's own turns only are owed
+
+
+def test_a_fork_made_during_a_turn_is_judged_by_the_prompt_oracles() -> None:
+    h = H()
+    h.new("C", sp("append", R))
+    h.new("A", sp("append", P))
+    held_fork(h, "A", "B", {"outcome": "ok"})
+    h.prompt("B", system=appended(R))  # another session's prompt in the copy's turn
+    f = only(h.findings(), "prompt.leak")
+    assert f.evidence["foreign_session"] == "C"
+
+
+def test_a_session_new_its_cancel_request_left_unanswered_is_a_must_finding() -> None:
+    h = H()
+    h.step("new", "A", outcome="timeout", cancel_request=True)
+    found = h.findings()
+    f = only(found, "cancel-request.new-unanswered")
+    assert (f.severity, f.rule) == ("MUST", "CANCELREQ-AGENT-ANSWER-MUST")
+    assert "agent.hang" not in ids(found)  # the same silence, judged once
+
+
+def test_a_cancelled_session_new_answered_either_way_and_leaving_nothing_is_clean() -> None:
+    h = H()
+    h.step("new", "A", outcome="error", error={"code": -32800}, cancel_request=True)
+    h.list_probe([])
+    h.step("new", "B", cancel_request=True)  # a result: a session as any
+    h.prompt("B", system=[DEFAULTS])
+    assert h.findings(strict=True) == []
+
+
+def test_a_cancelled_session_new_that_left_a_session_is_a_should_finding() -> None:
+    h = H()
+    h.step("new", "A", outcome="error", error={"code": -32800}, cancel_request=True)
+    h.list_probe(["sess-left"])
+    found = h.findings(strict=True)
+    assert ids(found) == {"cancel-request.session-left"}  # not reject.side-effect's MUST
+    f = only(found, "cancel-request.session-left")
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD")
+    assert f.evidence["unexpected"] == ["sess-left"]

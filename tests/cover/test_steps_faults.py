@@ -20,7 +20,7 @@ FULL = Capabilities(system_prompt=True, override=True, load=True, resume=True, f
 
 
 def test_a_prompt_may_carry_one_of_the_faults() -> None:
-    assert KEYS["prompt"] == {"session", "fault", "during", "with", "pick"}
+    assert KEYS["prompt"] == {"session", "fault", "during", "with", "pick", "new"}
     assert FAULTS == ("server-error", "rate-limited", "overloaded", "connection-closed",
                       "stream-cut", "not-json", "slow-first-byte")
     for kind in FAULTS:
@@ -28,6 +28,10 @@ def test_a_prompt_may_carry_one_of_the_faults() -> None:
         assert validate_step(json.loads(json.dumps(step))) == step
         assert kind in describe(step) and "fails once" in describe(step)
     assert describe({"op": "prompt", "session": "A"}) == "session/prompt A"
+    assert describe({"op": "new", "session": "A", "cancel_request": True}) == \
+        "session/new A (systemPrompt omitted) (and its $/cancel_request right behind it)"
+    assert describe({"op": "prompt", "session": "A", "during": "fork", "new": "B"}) == \
+        "session/prompt A (and session/fork A -> B while its model request is held)"
 
 
 @pytest.mark.parametrize("step, match", [
@@ -36,6 +40,12 @@ def test_a_prompt_may_carry_one_of_the_faults() -> None:
     ({"op": "prompt", "session": "A", "fault": None}, "'fault' must be one of"),
     ({"op": "cancel", "session": "A", "fault": "server-error"}, "unknown key"),
     ({"op": "compact", "session": "A", "by": "usage", "fault": "stream-cut"}, "unknown key"),
+    ({"op": "prompt", "session": "A", "during": "fork"}, "'new' must be a session handle"),
+    ({"op": "prompt", "session": "A", "during": "fork", "new": "A"}, "another handle"),
+    ({"op": "prompt", "session": "A", "new": "B"}, "'new' comes only with 'during': 'fork'"),
+    ({"op": "prompt", "session": "A", "during": "cancel", "new": "B"}, "'new' comes only"),
+    ({"op": "new", "session": "A", "cancel_request": "yes"}, "must be true or false"),
+    ({"op": "prompt", "session": "A", "cancel_request": True}, "unknown key"),
 ])
 def test_a_cassette_cannot_ask_for_another_fault_or_one_elsewhere(step: dict[str, Any],
                                                                   match: str) -> None:

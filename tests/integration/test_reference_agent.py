@@ -1350,6 +1350,50 @@ def _second_prompt_unanswered(t: Trial) -> bool:
     return second is None
 
 
+def cancelled_new(t: Trial) -> tuple[dict[str, Any] | None, list[Any]]:
+    """The answer to a session/new written with its $/cancel_request in the same write
+    (``None``: never answered, up to a session/list sent last), and the session ids that
+    list shows."""
+    agent = t.agent
+    new = {"jsonrpc": "2.0", "id": "new", "method": "session/new",
+           "params": {"cwd": CWD, "mcpServers": []}}
+    cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "new"}}
+    listing = {"jsonrpc": "2.0", "id": "mark", "method": "session/list", "params": {}}
+    agent.write_raw(b"".join(json.dumps(m).encode() + b"\n" for m in (new, cancel, listing)))
+    out: dict[str, Any] = {}
+    while "mark" not in out:
+        message = agent.receive()
+        if "id" in message:
+            out[message["id"]] = message
+    listed = [s.get("sessionId") for s in out["mark"].get("result", {}).get("sessions", [])]
+    return out.get("new"), listed
+
+
+@reproduces("cancel-new-unanswered")
+def _cancel_new_unanswered(t: Trial) -> bool:
+    answer, _ = cancelled_new(t)
+    if answer is not None:  # the correct agent: -32800, before anything is made
+        assert answer.get("error", {}).get("code") == -32800, answer
+    return answer is None
+
+
+@reproduces("cancel-new-leaves-session")
+def _cancel_new_leaves_session(t: Trial) -> bool:
+    answer, listed = cancelled_new(t)
+    assert answer is not None and answer.get("error", {}).get("code") == -32800, answer
+    return listed != []
+
+
+@reproduces("fork-during-turn-unanswered")
+def _fork_during_turn_unanswered(t: Trial) -> bool:
+    answers = during_turn(t, {"id": "fork", "method": "session/fork"}, cwd=CWD, mcpServers=[])
+    assert _turn_answer(answers) is not None, answers
+    fork = next((a for a in answers if a["id"] == "fork"), None)
+    if fork is not None:  # the correct agent: forked, once the turn ended
+        assert isinstance(fork.get("result", {}).get("sessionId"), str), fork
+    return fork is None
+
+
 @reproduces("shared-prompt-slot")
 def _shared_prompt_slot(t: Trial) -> bool:
     a, b = t.agent.new(sp("append", P)), t.agent.new(sp("append", Q))

@@ -18,6 +18,12 @@ which peeks at its input after the model answers, is clean under every kind, in 
   (SHOULD).
 * ``second-prompt-unanswered``: a second ``session/prompt`` of the session written while the
   model is thinking is never answered: ``second-prompt.unanswered`` (MUST); in v1 and v2.
+* ``cancel-new-unanswered``: a ``session/new`` with its ``$/cancel_request`` right behind it
+  (one write) is never answered: ``cancel-request.new-unanswered`` (MUST);
+  ``cancel-new-leaves-session``: it is answered ``-32800`` and the session is made (listed):
+  ``cancel-request.session-left`` (SHOULD). Each shrinks to that one step.
+* ``fork-during-turn-unanswered``: a ``session/fork`` of the session written while the model
+  is thinking is never answered: ``fork.unanswered`` (MUST).
 
 Each shrinks to two steps: ``new A``, and the turn with the request sent during it. (The
 set_mode bugs turn on ``--variant switches``: modes to switch to; the correct agent they are
@@ -56,6 +62,7 @@ BUGS = {
     "set-mode-during-turn-unanswered": ("set-mode.unanswered", "MUST", "set-mode"),
     "set-mode-refused-during-turn": ("set-mode.refused-mid-turn", "SHOULD", "set-mode"),
     "second-prompt-unanswered": ("second-prompt.unanswered", "MUST", "prompt"),
+    "fork-during-turn-unanswered": ("fork.unanswered", "MUST", "fork"),
 }
 
 
@@ -101,6 +108,34 @@ def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
         assert fixed.verdict == "FIXED", fixed.line()
 
 
+#: bug -> (oracle, severity) of a session/new with its $/cancel_request right behind it.
+CANCELLED_NEW = {
+    "cancel-new-unanswered": ("cancel-request.new-unanswered", "MUST"),
+    "cancel-new-leaves-session": ("cancel-request.session-left", "SHOULD"),
+}
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("bug", sorted(CANCELLED_NEW))
+def test_a_bug_of_a_cancelled_session_new_is_found_shrunk_and_replayed(
+        bug: str, seed: int, tmp_path: Path, no_orphans: object) -> None:
+    oracle, severity = CANCELLED_NEW[bug]
+    result = run_campaign(reference(bug), CampaignSettings(
+        cassette_dir=tmp_path, max_failures=1, seed=seed, strict=severity == "SHOULD"))
+    assert result.reports, f"{bug} not found in {result.examples_run} examples"
+    report = result.reports[0]
+    assert report.status == "failed" and report.reproduced == report.runs == 3
+    (f,) = [f for f in report.findings if f.oracle == oracle]
+    assert f.severity == severity
+    assert [(s["op"], s.get("cancel_request")) for s in report.steps] == [("new", True)], \
+        report.steps
+    assert report.cassette is not None
+    if seed == 1:
+        again = replay_cassette(report.cassette, target=argv(bug), runs=2)
+        assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
+        assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
+
+
 def clean_during(spec: TargetSpec, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Run ``steps`` on ``spec`` (calibrated first): no MUST or SHOULD finding; the ``during``
     verdicts."""
@@ -121,18 +156,46 @@ def test_the_correct_reference_agent_is_clean_under_every_request_during_a_turn(
         {"op": "prompt", "session": "A", "during": "cancel"},
         {"op": "prompt", "session": "A", "during": "cancel-request"},
         {"op": "prompt", "session": "A"},
+        {"op": "prompt", "session": "A", "during": "fork", "new": "B"},
+        {"op": "prompt", "session": "B"},
         {"op": "prompt", "session": "A", "during": "close"}]
     verdicts = clean_during(spec, steps)
-    # Each was sent while the model request was held, and each turn stopped as cancelled
-    # (the $/cancel_request: -32800 in v1, where the prompt was still unanswered; in v2 the
-    # prompt was answered before the model was asked, and the turn ran on).
+    # Each was sent while the model request was held, and each turn but the fork's stopped
+    # as cancelled (the $/cancel_request: -32800 in v1, where the prompt was still
+    # unanswered; in v2 the prompt was answered before the model was asked, and the turn
+    # ran on). The fork was made once the turn had ended, and its copy's turn (judged with
+    # the prompt it inherited) found nothing.
     assert [(v["during"], v["held"], v["pending"]) for v in verdicts] == [
         ("cancel", True, protocol == "1"), ("cancel-request", True, protocol == "1"),
-        ("close", True, protocol == "1")]
+        ("fork", True, protocol == "1"), ("close", True, protocol == "1")]
     ends = [v["turn"].get("stopReason", v["turn"].get("code")) for v in verdicts]
-    assert ends == (["cancelled", -32800, "cancelled"] if protocol == "1"
-                    else ["cancelled", "end_turn", "cancelled"])
-    assert verdicts[2]["close"] == {"outcome": "ok"}
+    assert ends == (["cancelled", -32800, "end_turn", "cancelled"] if protocol == "1"
+                    else ["cancelled", "end_turn", "end_turn", "cancelled"])
+    assert verdicts[2]["fork"]["outcome"] == "ok" and verdicts[2]["fork"]["new"] == "B"
+    assert isinstance(verdicts[2]["fork"]["sessionId"], str)
+    assert verdicts[3]["close"] == {"outcome": "ok"}
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_the_correct_reference_agent_is_clean_under_a_cancelled_session_new(
+        protocol: str, no_orphans: object) -> None:
+    """It answers -32800 and makes nothing (the list probe shows no session); the sessions
+    after it are made and used as usual."""
+    steps = [{"op": "new", "session": "A", "cancel_request": True},
+             {"op": "new", "session": "B", "systemPrompt": {"mode": "append", "content": [
+                 {"type": "text", "text": "Review every change for injection flaws first."}]}},
+             {"op": "prompt", "session": "B"}, {"op": "list"}]
+    with Gateway(History()) as gateway:
+        _, _, baseline = calibrate(reference(protocol=protocol), gateway=gateway)
+        history, findings = run_steps(reference(protocol=protocol), steps, baseline=baseline,
+                                      gateway=gateway)
+    assert [f for f in findings if f.severity != "info"] == []
+    replies = [e.data for e in history.events
+               if e.kind == "verdict" and e.data.get("what") == "reply"]
+    assert replies[0]["outcome"] == "error" and replies[0]["error"]["code"] == -32800
+    probe = next(e.data for e in history.events  # the probe after the refused new
+                 if e.kind == "verdict" and e.data.get("what") == "probe-list")
+    assert probe["step"] == 0 and probe["outcome"] == "ok" and probe["sessions"] == []
 
 
 @pytest.mark.parametrize("prompt", ["append", "override"])

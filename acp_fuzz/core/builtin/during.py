@@ -36,6 +36,23 @@ the turn (and the close, the set_mode or the second turn) ended:
   beside the first, or queued it. Nothing
   in v1 or v2 says which it must do. The second turn's model requests carry its own nonce,
   and the prompt oracles judge them as any turn's.
+- ``fork.unanswered`` (MUST, SES-AGENT-BASELINE-MUST): a ``session/fork`` of the session
+  (with no ``systemPrompt``), sent while its turn ran, never answered. A refused fork is
+  not judged (an agent may refuse to fork a session mid-turn: nothing says it may not); a
+  fork made is a session of its own, whose turns the prompt oracles judge as any fork's
+  (it inherits its source's prompt: the tracker registers it as a fork step's copy).
+
+A ``new`` step with ``cancel_request`` writes a ``session/new`` and a ``$/cancel_request``
+of it in one write (the agent reads the cancel while the request is still unanswered):
+
+- ``cancel-request.new-unanswered`` (MUST, CANCELREQ-AGENT-ANSWER-MUST): the
+  ``session/new`` never answered, neither a result nor an error. A result makes a session as
+  any ``session/new`` does (the tracker follows it, its turns are judged as usual).
+- ``cancel-request.session-left`` (SHOULD, ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD): it was
+  answered with an error (``-32800``, or another), and the ``session/list`` probe after it
+  (where the agent lists sessions) shows a session no successful request created. (Not
+  ``reject.side-effect``: the MUST of SP-AGENT-ERROR-NOSIDEEFFECT-MUST speaks of prompts
+  the agent cannot apply, not of a cancelled request.)
 
 A turn that errs after a failure of the agent's own (its process died) is ``agent.crash``'s.
 """
@@ -47,18 +64,20 @@ from typing import Any
 
 from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
+from acp_fuzz.core.sessions import Reply
 
-__all__ = ["during"]
+__all__ = ["cancelled_new", "during"]
 
 #: How each request sent during a turn is named in a message.
 _SENT = {"cancel": "session/cancel", "close": "session/close",
          "cancel-request": "$/cancel_request of its session/prompt",
-         "set-mode": "session/set_mode", "prompt": "second session/prompt"}
+         "set-mode": "session/set_mode", "prompt": "second session/prompt",
+         "fork": "session/fork"}
 
 
 @builtin("cancel.turn-kept", "close.turn-kept", "close.turn-unanswered",
          "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn",
-         "second-prompt.unanswered", "second-prompt.handling")
+         "second-prompt.unanswered", "second-prompt.handling", "fork.unanswered")
 def during(j: Judge, ev: Event) -> None:
     """A ``during`` verdict, against what the turn and the close answered."""
     d = ev.data
@@ -73,6 +92,8 @@ def during(j: Judge, ev: Event) -> None:
         _set_mode(j, d, said)
     elif what == "prompt":
         _second_prompt(j, turn, _mapping(d.get("second")), said)
+    elif what == "fork":
+        _fork(j, _mapping(d.get("fork")), said)
     elif what == "close":
         if _mapping(d.get("close")).get("outcome") != "ok":
             return  # refused (or never answered: agent.hang's): the session may run on
@@ -126,6 +147,15 @@ def _set_mode(j: Judge, d: Mapping[str, Any], said: str) -> None:
                     code=answer.get("code"))
 
 
+def _fork(j: Judge, fork: Mapping[str, Any], said: str) -> None:
+    if fork.get("outcome") not in ("ok", "error", "timeout"):
+        return  # never sent, or the agent died (agent.crash's)
+    j.judge_as("fork.unanswered")
+    if fork.get("outcome") == "timeout":
+        j.report_as("fork.unanswered", f"{said} (as {fork.get('new')}) was never answered",
+                    session=j.tracker.args.get("session"), new=fork.get("new"))
+
+
 def _second_prompt(j: Judge, turn: Mapping[str, Any], second: Mapping[str, Any],
                    said: str) -> None:
     handle = j.tracker.args.get("session")
@@ -167,3 +197,31 @@ def _kept(j: Judge, oracle: str, turn: Mapping[str, Any], said: str, handle: Any
     if turn.get("outcome") == "ok" and isinstance(reason, str) and reason != "cancelled":
         j.report_as(oracle, f"{said}, and the turn ended with stop reason {reason!r}, not "
                     "'cancelled'", session=handle, stopReason=reason)
+
+
+@builtin("cancel-request.new-unanswered", "cancel-request.session-left")
+def cancelled_new(j: Judge, ev: Event) -> None:
+    """A ``session/new`` with its ``$/cancel_request`` right behind it: its answer, and the
+    ``session/list`` probe after a refusal."""
+    t, c = j.tracker, j.change
+    if not t.args.get("cancel_request") or t.args.get("op") != "new":
+        return
+    handle = t.args.get("session")
+    if isinstance(c, Reply) and c.outcome is not None and c.outcome != "exited":
+        j.judge_as("cancel-request.new-unanswered")
+        if c.outcome == "timeout":
+            j.report_as("cancel-request.new-unanswered", f"session {handle}: a session/new "
+                        "with its $/cancel_request right behind it was never answered "
+                        "(neither a result nor -32800)", session=handle)
+        return
+    listed = ev.data.get("sessions") if ev.kind == "verdict" \
+        and ev.data.get("what") == "probe-list" else None
+    if not isinstance(listed, list) or t.outcome != "error":
+        return
+    j.judge_as("cancel-request.session-left")
+    extra = sorted(set(listed) - t.known_ids)
+    if extra:
+        j.report_as("cancel-request.session-left", f"session {handle}: a session/new "
+                    "cancelled by its $/cancel_request was answered with an error, and "
+                    f"session/list then shows {len(extra)} session(s) that no successful "
+                    "request created", session=handle, listed=listed, unexpected=extra)

@@ -49,7 +49,9 @@ def _probe_list(j: Judge, d: Mapping[str, Any]) -> None:
     t = j.tracker
     listed = d.get("sessions")
     if isinstance(listed, list) and t.args.get("op") in ("new", "fork") \
-            and t.outcome == "error":
+            and t.outcome == "error" and not t.args.get("cancel_request"):
+        # (A cancelled new's probe is cancel-request.session-left's: the request was not
+        # refused for its prompt.)
         j.judge_as("reject.side-effect")
         extra = sorted(set(listed) - t.known_ids)
         if extra:

@@ -82,8 +82,11 @@ def _answer(j: Judge, r: Reply) -> None:
     if outcome is not None:
         j.judge_as("agent.hang")
         j.judge_as("agent.crash")
-    if outcome == "timeout" and args.get("during") == "cancel-request":
-        return  # a prompt its $/cancel_request left unanswered: cancel-request.unanswered
+    if outcome == "timeout" and (args.get("during") == "cancel-request"
+                                 or args.get("cancel_request")):
+        # A request its $/cancel_request left unanswered: cancel-request.unanswered (a
+        # prompt) or cancel-request.new-unanswered (a session/new).
+        return
     if outcome == "timeout":
         beside = " (or to the turn running beside it)" if args.get("busy") else ""
         j.report_as("agent.hang", f"no answer to {said(proto, op)}{beside} within the timeout",

@@ -321,6 +321,8 @@ class Run:
         #: Which sessions exist and are open, as the agent's answers left them.
         self.life = Lifecycle()
         self.turns: dict[str, int] = {}
+        #: The handle of the fork the current step sent during a turn, once the agent made it.
+        self.forked: str | None = None
         self._step_index = 0
         self.dead = False
         self.dialect = "standard"
@@ -557,6 +559,7 @@ class Run:
             step.pop("systemPrompt", None)
         index = self._step_index
         self._step_index += 1
+        self.forked = None
         annotations: dict[str, Any] = {}
         sp = step.get("systemPrompt", OMIT)
         if step["op"] in ("new", "load", "resume", "fork"):
@@ -588,7 +591,7 @@ class Run:
             out = StepOutcome("skipped")
         else:
             out = getattr(self, f"_do_{step['op']}")(step, annotations)
-        self.life.apply(step, accepted=out.outcome == "ok")
+        self.life.apply(self._lived(step), accepted=out.outcome == "ok")
         verdict: dict[str, Any] = {"step": index, "what": "reply", "outcome": out.outcome}
         if out.outcome == "timeout":
             verdict["waited"] = dict(self.last_wait)  # the deadline, and if the full timeout
@@ -604,6 +607,14 @@ class Run:
         if step["op"] in ("new", "fork") and out.outcome == "error":
             self._probe_side_effect()
         return out
+
+    def _lived(self, step: dict[str, Any]) -> dict[str, Any]:
+        """``step`` as the lifecycle takes it: a fork sent during a turn that the agent did
+        not make (refused, never answered, or the turn never asked the model) leaves its
+        handle out, so no later step is sent to a session the runner has no id for."""
+        if step.get("during") == "fork" and self.forked != step.get("new"):
+            return {k: v for k, v in step.items() if k != "new"}
+        return step
 
     def _sendable(self, step: Mapping[str, Any]) -> bool:
         """Whether the runner can send ``step`` at all: a step on a session that does not
@@ -675,11 +686,22 @@ class Run:
                                         "outcome": reply.outcome, "error": reply.error})
 
     def _do_new(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """A ``session/new``. With ``cancel_request``, its ``$/cancel_request`` goes in the
+        same write right behind it (:meth:`AgentProcess.one_write`): the agent has both in
+        its pipe when it reads the request, on a loaded machine too. It must still be
+        answered: a result makes the session as any, ``-32800`` (or another error) none, and
+        the ``session/list`` probe after a refused new says whether one was left behind."""
         handle = step["session"]
         cwd = self._cwd_for(step, handle)
-        reply = self._request(*lifecycle_request(step, protocol=self.protocol,
-                                                 dialect=self.dialect, cwd=cwd,
-                                                 mcp_servers=mcp_servers(step)))
+        method, params = lifecycle_request(step, protocol=self.protocol, dialect=self.dialect,
+                                           cwd=cwd, mcp_servers=mcp_servers(step))
+        if step.get("cancel_request"):
+            with self.agent.one_write():
+                pending = self._send(method, params)
+                self.agent.notify("$/cancel_request", {"requestId": pending.id})
+            reply = self._await(pending, method, self.spec.request_timeout)
+        else:
+            reply = self._request(method, params)
         out = self._reply_outcome(reply)
         if out.outcome == "ok":
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
@@ -839,9 +861,10 @@ class Run:
         second turn's answer, are awaited. A turn that never asked the model (refused, or
         answered at once) gets nothing sent during it. A ``during`` verdict records what was
         sent, whether the prompt was still unanswered then, and how the turn and the close
-        (``close``), the mode switch (``set_mode``, with its ``modeId``) or the second turn
+        (``close``), the mode switch (``set_mode``, with its ``modeId``), the second turn
         (``second``, with whether its prompt was ``answered`` and whether it ended while the
-        first was held, ``overlapped``) ended; the step's outcome is the close's for
+        first was held, ``overlapped``) or the fork (``fork``, with its ``new`` handle and,
+        once made, its ``sessionId``) ended; the step's outcome is the close's for
         ``close``, else the turn's (a ``-32800`` answer to a cancelled request is a turn that
         stopped as ``cancelled``)."""
         handle, what = step["session"], step["during"]
@@ -889,10 +912,12 @@ class Run:
         the turn may then still not have ended)."""
         if side is None:
             return None
-        method = {"close": "session/close", "set-mode": "session/set_mode"}.get(
-            what, "session/prompt")
+        method = {"close": "session/close", "set-mode": "session/set_mode",
+                  "fork": "session/fork"}.get(what, "session/prompt")
         answer = self._await(side, method, self.spec.request_timeout)
         s = self.sessions[handle]
+        if what == "fork":
+            self._made_fork(s, answer, sent)
         if what == "set-mode" and answer.outcome == "error" and ended.outcome in ("ok", "error"):
             control = self._request("session/set_mode", {"sessionId": s.agent_id,
                                                          "modeId": sent["modeId"]})
@@ -906,6 +931,19 @@ class Run:
         if what == "prompt":
             sent["answered"] = (side if isinstance(side, Pending) else side.request).done
         return answer
+
+    def _made_fork(self, source: _Session, answer: Reply, sent: dict[str, Any]) -> None:
+        """A fork sent during a turn and accepted: its copy is session ``sent["new"]`` from
+        now on (in the source's folder, as a fork step's ``cwd: same``), its id recorded in
+        ``sent``. An answer without a session id makes no session."""
+        sid = answer.result.get("sessionId") if isinstance(answer.result, Mapping) else None
+        if answer.outcome != "ok" or not isinstance(sid, str):
+            return
+        new = str(sent["new"])
+        self.sessions[new] = _Session(sid, source.cwd)
+        self.sessions[new].note_offers(answer.result, self.protocol)
+        sent["sessionId"] = sid
+        self.forked = new
 
     def _together(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """Two turns at once: the turn of ``session`` is sent and its first model request
@@ -971,6 +1009,13 @@ class Run:
                                                      "nonce": ann["second_nonce"]})
         if what == "close":
             return self.agent.send_request("session/close", {"sessionId": sid})
+        if what == "fork":
+            # No systemPrompt: the copy inherits its source's (what the oracles then judge).
+            sent["new"] = step["new"]
+            fork = {"op": "fork", "session": step["session"], "new": step["new"]}
+            return self.agent.send_request(*lifecycle_request(
+                fork, protocol=self.protocol, dialect=self.dialect, session_id=sid, cwd=s.cwd,
+                roots=[], mcp_servers=[]))
         if what == "set-mode":
             mode = _other_mode(s, step)
             if mode is None:
@@ -1150,7 +1195,7 @@ def mcp_servers(step: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 #: The key of a ``during`` verdict that says how the request written during the turn ended.
-SIDE_KEY = {"close": "close", "set-mode": "set_mode", "prompt": "second"}
+SIDE_KEY = {"close": "close", "set-mode": "set_mode", "prompt": "second", "fork": "fork"}
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
 REQUEST_CANCELLED = -32800
 #: How long a held turn's request stays held after ``during`` was written, at most: an agent
