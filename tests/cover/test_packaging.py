@@ -49,12 +49,21 @@ def test_every_package_of_the_tree_is_listed() -> None:
 def test_every_data_file_is_package_data() -> None:
     """A non-Python file under ``acp_fuzz/`` (profiles, ``py.typed``) reaches the wheel only
     through ``package-data``; ``.pyi`` stubs next to modules are picked up as package files."""
-    patterns: list[str] = _pyproject()["tool"]["setuptools"]["package-data"]["acp_fuzz"]
+    data: dict[str, list[str]] = _pyproject()["tool"]["setuptools"]["package-data"]
+
+    def shipped(p: Path) -> bool:
+        for package, patterns in data.items():
+            folder = ROOT.joinpath(*package.split("."))
+            if p.is_relative_to(folder) and any(
+                    fnmatch.fnmatch(str(p.relative_to(folder)), pat) for pat in patterns):
+                return True
+        return False
+
     base = ROOT / "acp_fuzz"
     missing = [
         str(p.relative_to(base)) for p in base.rglob("*")
         if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".py", ".pyi")
-        and not any(fnmatch.fnmatch(str(p.relative_to(base)), pat) for pat in patterns)
+        and not shipped(p)
     ]
     assert missing == []
 
