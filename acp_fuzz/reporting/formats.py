@@ -147,11 +147,15 @@ def _failed(kind: str, path: Path, e: BaseException) -> str:
 
 # The built-in formats: the same hook as a user's.
 
-@report_format("json", summary="the campaign as one JSON document (report merge reads it)")
-class JsonReport:
+class _Builtin:
+    """What the built-in formats share: made with the report's path, no events needed."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
+
+@report_format("json", summary="the campaign as one JSON document (report merge reads it)")
+class JsonReport(_Builtin):
     def finish(self, done: Finished) -> str:
         if done.direction == "client":
             from acp_fuzz.reporting.client import client_result_to_json
@@ -165,10 +169,7 @@ class JsonReport:
 
 
 @report_format("junit", summary="JUnit XML: one test case per rule checked")
-class JunitReport:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
+class JunitReport(_Builtin):
     def finish(self, done: Finished) -> bytes:
         from acp_fuzz.reporting.junit import junit_xml
 
@@ -183,10 +184,7 @@ class JunitReport:
 
 @report_format("html", summary="one self-contained page, each finding's turns shown",
                directions=("agent",))
-class HtmlReport:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
+class HtmlReport(_Builtin):
     def finish(self, done: Finished) -> str:
         """The page, with the per-turn view of each finding's cassette (one that cannot be
         read again is left out of the page)."""

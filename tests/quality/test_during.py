@@ -86,11 +86,10 @@ def reference(*bugs: str, protocol: str = "1", variant: str | None = None) -> Ta
     return dataclasses.replace(spec, request_timeout=5.0)
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("bug", sorted(BUGS))
-def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
-        bug: str, seed: int, tmp_path: Path, no_orphans: object) -> None:
-    oracle, severity, during = BUGS[bug]
+def found_and_confirmed(bug: str, oracle: str, severity: str, seed: int,
+                        tmp_path: Path) -> Any:
+    """A default campaign against the reference agent with ``bug`` (strict for a SHOULD):
+    its first report, confirmed 3/3, with a finding of ``oracle`` at ``severity``."""
     result = run_campaign(reference(bug), CampaignSettings(
         cassette_dir=tmp_path, max_failures=1, seed=seed, strict=severity == "SHOULD"))
     assert result.reports, f"{bug} not found in {result.examples_run} examples"
@@ -98,6 +97,15 @@ def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
     assert report.status == "failed" and report.reproduced == report.runs == 3
     (f,) = [f for f in report.findings if f.oracle == oracle]
     assert f.severity == severity
+    return report
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
+        bug: str, seed: int, tmp_path: Path, no_orphans: object) -> None:
+    oracle, severity, during = BUGS[bug]
+    report = found_and_confirmed(bug, oracle, severity, seed, tmp_path)
     assert [(s["op"], s.get("during")) for s in report.steps] == [
         ("new", None), ("prompt", during)], report.steps
     assert report.cassette is not None
@@ -120,13 +128,7 @@ CANCELLED_NEW = {
 def test_a_bug_of_a_cancelled_session_new_is_found_shrunk_and_replayed(
         bug: str, seed: int, tmp_path: Path, no_orphans: object) -> None:
     oracle, severity = CANCELLED_NEW[bug]
-    result = run_campaign(reference(bug), CampaignSettings(
-        cassette_dir=tmp_path, max_failures=1, seed=seed, strict=severity == "SHOULD"))
-    assert result.reports, f"{bug} not found in {result.examples_run} examples"
-    report = result.reports[0]
-    assert report.status == "failed" and report.reproduced == report.runs == 3
-    (f,) = [f for f in report.findings if f.oracle == oracle]
-    assert f.severity == severity
+    report = found_and_confirmed(bug, oracle, severity, seed, tmp_path)
     assert [(s["op"], s.get("cancel_request")) for s in report.steps] == [("new", True)], \
         report.steps
     assert report.cassette is not None
