@@ -90,6 +90,7 @@ def _examples(caps: Capabilities, n: int = 40) -> list[list[dict[str, Any]]]:
     from hypothesis import HealthCheck
     from hypothesis.stateful import run_state_machine_as_test
 
+    from acp_fuzz.engine.campaign.literals import no_source_literals
     from acp_fuzz.strategies import LifecycleMachine
 
     seen: list[list[dict[str, Any]]] = []
@@ -104,10 +105,11 @@ def _examples(caps: Capabilities, n: int = 40) -> list[list[dict[str, Any]]]:
 
     Recorder.caps = caps
     Recorder.long_texts = False  # the ops are what is looked at, not 64 KiB texts
-    run_state_machine_as_test(Recorder, settings=settings(
-        max_examples=n, stateful_step_count=25, derandomize=True, database=None,
-        deadline=None,
-        suppress_health_check=list(HealthCheck)))
+    with no_source_literals():  # as a campaign draws: the same in every process
+        run_state_machine_as_test(Recorder, settings=settings(
+            max_examples=n, stateful_step_count=25, derandomize=True, database=None,
+            deadline=None,
+            suppress_health_check=list(HealthCheck)))
     return seen
 
 

@@ -84,6 +84,7 @@ from acp_fuzz.engine.campaign import interrupt
 from acp_fuzz.engine.campaign.database import AgentScoped, open_database
 from acp_fuzz.engine.campaign.deadlines import Deadlines
 from acp_fuzz.engine.campaign.diagnosis import CalibrationError, diagnose_run
+from acp_fuzz.engine.campaign.literals import no_source_literals
 from acp_fuzz.engine.campaign.recording import scrubber_for, target_settings, write_scrubbed
 from acp_fuzz.engine.campaign.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
 from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
@@ -1128,7 +1129,7 @@ class _Rounds:
         try:
             # Typed as holding None (its default); it takes a callback.
             collector = cast(Any, statistics.collector)
-            with collector.with_value(_count_discarded(self.result)):
+            with collector.with_value(_count_discarded(self.result)), no_source_literals():
                 run_state_machine_as_test(seed(seed_)(self.machine), settings=hyp)
         except AgentBug:
             pass

@@ -81,6 +81,7 @@ from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
 from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
 from acp_fuzz.engine.campaign import interrupt
+from acp_fuzz.engine.campaign.literals import no_source_literals
 from acp_fuzz.engine.campaign.plugins import not_loaded
 from acp_fuzz.engine.process.sandbox import Sandbox
 from acp_fuzz.engine.process.sandbox import agent_command as confined
@@ -730,7 +731,8 @@ class _Search:
             self.example(caps)
 
         self.failure, self.generated, self.seen, self.budget = None, 0, set(), budget
-        example()
+        with no_source_literals():  # the seed's draws, whatever modules are loaded
+            example()
 
 
 def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
