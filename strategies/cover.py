@@ -204,21 +204,27 @@ def _fault_group() -> _Group:
 
 def _during(caps: Capabilities) -> tuple[str, ...]:
     """What this agent is sent while the model is thinking (a close where it has close, a
-    mode switch where it offers modes, a fork where it forks)."""
-    takes = {"close": caps.close, "set-mode": caps.set_mode, "fork": caps.fork}
+    mode switch where it offers modes, a fork where it forks, a config option where it
+    offers some, a delete where it deletes)."""
+    takes = {"close": caps.close, "set-mode": caps.set_mode, "fork": caps.fork,
+             "set-config": caps.set_config_option, "delete": caps.delete}
     return tuple(what for what in DURING if takes.get(what, True))
 
 
-def _during_group(caps: Capabilities) -> _Group:
+def _during_groups(caps: Capabilities) -> list[_Group]:
     """``during:<what>`` for each of ``steps.DURING`` the agent takes, in one example:
     ``new A (P)``, a turn of ``A`` with a ``session/cancel`` sent while its model request is
     held, one with a ``$/cancel_request`` of its prompt, one with a ``session/set_mode``
     (where it offers modes), one with a second ``session/prompt`` of ``A``, one with a
     ``session/fork`` of ``A`` (where it forks) and a turn of the copy (whether it carries the
-    prompt it inherited), a ``session/new`` with its ``$/cancel_request`` right behind it
+    prompt it inherited), one with a ``session/set_config_option`` (where it offers
+    options), a ``session/new`` with its ``$/cancel_request`` right behind it
     (``cancel-request:new``; a correct agent may make the session or not), a plain turn
     (what a cancelled turn, a switch or the second prompt left shows there), and last (the
-    session is closed after it) one with a ``session/close``."""
+    session is closed after it) one with a ``session/close``. A ``session/delete`` sent
+    during a turn (where it deletes) is an example of its own: ``new A (P)``, that turn,
+    and a new session in A's directory with a turn (a deleted session's prompt that stays
+    behind shows there)."""
     def unit(what: str) -> Unit:
         if what == "fork":
             return _fork_during
@@ -231,8 +237,16 @@ def _during_group(caps: Capabilities) -> _Group:
         _turn(ex, a)
         if caps.close:
             unit("close")(ex, a)
-    return _Group(_new_session, (*(unit(w) for w in _during(caps) if w != "close"),
-                                 cancelled_new), suffix)
+    def deleted(ex: _Example, a: str) -> None:
+        a = ex.handle()
+        ex.add({"op": "new", "session": a, "cwd": "shared", **ex.prompt(a)},
+               {"op": "prompt", "session": a, "during": "delete"})
+        b = ex.handle()
+        ex.add({"op": "new", "session": b, "cwd": "shared"}, {"op": "prompt", "session": b})
+    takes = _during(caps)
+    group = _Group(_new_session, (*(unit(w) for w in takes if w not in ("close", "delete")),
+                                  cancelled_new), suffix)
+    return [group, _Group(_nothing, (deleted,))] if "delete" in takes else [group]
 
 
 def _fork_during(ex: _Example, a: str) -> None:
@@ -451,10 +465,11 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     # is found (and, with -x, the run ends) within the first examples of every seed.
     groups += _invalid_groups(caps, resend)
     groups.append(_fault_group())
-    groups.append(_during_group(caps))
-    groups.append(_together_group())
+    during, *deleted = _during_groups(caps)
+    groups += [during, _together_group()]
     payloads, changes, huge = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 3
-    groups += [payloads, *_pair_groups(caps, resend), changes, huge]
+    # The delete during a turn last: the kept findings' examples (the pairs) come sooner.
+    groups += [payloads, *_pair_groups(caps, resend), changes, huge, *deleted]
     return groups
 
 

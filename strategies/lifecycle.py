@@ -62,9 +62,13 @@ FAULT_EVERY = 10
 #: sends it at every seed anyway. The other turn may be the session's own next one (a second
 #: prompt while its turn runs: ``during: prompt``), one time in (other sessions + 1).
 TOGETHER_EVERY = 20
-#: One mode switch in this many is sent while a turn of the session runs (``during:
-#: set-mode``); the others as a step of their own, as before.
+#: One mode switch or config option in this many is sent while a turn of the session runs
+#: (``during: set-mode``, ``during: set-config``); the others as a step of their own, as
+#: before.
 SET_MODE_DURING_EVERY = 3
+#: One fork in this many, and one delete of an open session, is sent while a turn of its
+#: session runs (``during: fork``, ``during: delete``), where the model is acp-fuzz's.
+FORK_DURING_EVERY = 4
 #: One new session in this many names acp-fuzz's MCP server (``"mcp": true``).
 MCP_EVERY = 4
 #: The titles a retitle sends: plain, padded (an agent may trim it), and beyond ASCII.
@@ -202,15 +206,20 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def _switch(self, data: st.DataObject, handle: str) -> None:
         """A mode or model switch, or a retitle, of ``handle`` (the runner picks the mode or
-        value among what the agent offered for it). One mode switch in
+        value among what the agent offered for it). One mode switch or config option in
         SET_MODE_DURING_EVERY (where the model is acp-fuzz's) is sent while a turn of the
-        session runs, its model request held (``during: set-mode``): the schema says
-        session/set_mode may come while the agent is generating a response."""
+        session runs, its model request held (``during: set-mode``, ``set-config``): the
+        schema says session/set_mode may come while the agent is generating a response."""
         what = data.draw(st.sampled_from(self._switches()), label="switch")
-        if what == "set_mode" and self.model_faults and data.draw(
+        if what != "set_title" and self.model_faults and data.draw(
                 st.integers(0, SET_MODE_DURING_EVERY - 1), label="mode during a turn") == 0:
-            pick = data.draw(st.integers(0, 3), label="value")
-            self._send({"op": "prompt", "session": handle, "during": "set-mode", "pick": pick})
+            held: dict[str, Any] = {"op": "prompt", "session": handle}
+            if what == "set_config_option":
+                held.update({"during": "set-config",
+                             "option": data.draw(st.integers(0, 3), label="option")})
+            else:
+                held["during"] = "set-mode"
+            self._send({**held, "pick": data.draw(st.integers(0, 3), label="value")})
             return
         switch: dict[str, Any] = {"op": what, "session": handle}
         if what == "set_title":
@@ -348,8 +357,20 @@ class LifecycleMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.caps.fork and self._room() and bool(self._loaded()))
     @rule(data=st.data())
     def fork(self, data: st.DataObject) -> None:
+        """A fork of a loaded session, with a drawn prompt (or none), then a turn of the copy
+        and of its source. One in FORK_DURING_EVERY of an open session (where the model is
+        acp-fuzz's) is sent while a turn of the source runs (``during: fork``, no prompt: the
+        copy inherits its source's)."""
         src = data.draw(st.sampled_from(self._loaded()), label="source")
         new = self._new_handle()
+        if self.model_faults and self.model.life.is_open(src) and data.draw(
+                st.integers(0, FORK_DURING_EVERY - 1), label="fork during a turn") == 0:
+            source = self.model.sessions[src]
+            self._send({"op": "prompt", "session": src, "during": "fork", "new": new})
+            self.model.sessions[new] = SessionView(prompt=source.prompt, cwd=source.cwd)
+            self._turn_after(new)
+            self._turn_after(src)
+            return
         sp, applied = self._draw_prompt(data, new, lifecycle=True,
                                         current=self.model.sessions[src].prompt)
         ok = not _rejected(applied)
@@ -422,7 +443,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         op = ops[0] if len(ops) == 1 else data.draw(st.sampled_from(ops), label="close or delete")
         if op == "delete":
             handle = data.draw(st.sampled_from(self.model.life.existing()), label="session")
-            self._send({"op": "delete", "session": handle})
+            held = self.model_faults and self.model.life.is_open(handle) and data.draw(
+                st.integers(0, FORK_DURING_EVERY - 1), label="delete during a turn") == 0
+            self._send({"op": "prompt", "session": handle, "during": "delete"} if held
+                       else {"op": "delete", "session": handle})
             gone = self.model.sessions.pop(handle)
             if data.draw(st.booleans(), label="turn of the deleted session"):
                 self._send({"op": "prompt", "session": handle}, accepted=False)

@@ -165,6 +165,14 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("fork.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
                "a session/fork of the session, sent while the model was thinking, never "
                "answered"),
+    OracleInfo("set-config.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+               "a session/set_config_option of the session, sent while the model was "
+               "thinking, never answered"),
+    OracleInfo("delete.turn-unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+               "a session/delete accepted while the model was thinking, and the session's "
+               "session/prompt never answered"),
+    OracleInfo("delete.handling", "info", "ACPFUZZ-DELETE-LIVE-MAY",
+               "how a turn ended whose session was deleted while the model was thinking"),
     OracleInfo("set-mode.refused-mid-turn", "SHOULD", "ACPFUZZ-SETMODE-ANYTIME-SHOULD",
                "a session/set_mode to one of the session's advertised modes, sent while the "
                "model was thinking, refused"),

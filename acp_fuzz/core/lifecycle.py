@@ -185,10 +185,14 @@ class Lifecycle:
                                                           talked=self.sessions[h].talked)
                 self.gone.discard(step["new"])
             self.sessions[h].talked = True
-            # A close sent during the turn: the step's answer is the close's.
+            # A close sent during the turn (the runner leaves ``during`` out where the agent
+            # refused it, or it was never sent): the step's answer is the close's.
             self.sessions[h].closed = self.sessions[h].closed or step.get("during") == "close"
             if self.exists(step.get("with")):
                 self.sessions[step["with"]].talked = True
+            if step.get("during") == "delete":  # accepted: the step's answer is the delete's
+                del self.sessions[h]
+                self.gone.add(h)
         elif op == "compact" and self.exists(h):
             self.sessions[h].talked = step.get("by") != "command"
         elif op in ("load", "resume") and self.exists(h):

@@ -333,8 +333,11 @@ RULES: tuple[Rule, ...] = (
        "the session is active, the Agent MUST cancel any ongoing work and free the session's "
        "resources as if `session/close` had been called”, ArchiveSessionRequest), delete does "
        "not. A turn of a deleted session is sent (a correct agent refuses it: the reference "
-       "agent answers -32002), and one served is recorded at info",
-       ("session.deleted-usable", "bug:delete-keeps-live")),
+       "agent answers -32002), and one served is recorded at info. A session deleted while "
+       "its turn runs (the model thinking): how the turn ended (stopped, ran on, an error) is "
+       "recorded at info too; that it is answered at all is a MUST (delete.turn-unanswered, "
+       "under SES-AGENT-BASELINE-MUST)",
+       ("session.deleted-usable", "bug:delete-keeps-live"), ("delete.handling", _INFO)),
     # -- systemPrompt: the client ----------------------------------------------------------------
     _r("SP-CLIENT-GATE-MUSTNOT", RFD, _CLIENT,
        "Clients MUST NOT include systemPrompt in any request unless the agent advertised the "
@@ -381,7 +384,9 @@ RULES: tuple[Rule, ...] = (
        ("agent.crash", "bug:crash-on-image"), ("agent.hang", "bug:hang-on-empty-content"),
        ("set-mode.unanswered", "bug:set-mode-during-turn-unanswered"),
        ("second-prompt.unanswered", "bug:second-prompt-unanswered"),
-       ("fork.unanswered", "bug:fork-during-turn-unanswered")),
+       ("fork.unanswered", "bug:fork-during-turn-unanswered"),
+       ("set-config.unanswered", "bug:set-config-during-turn-unanswered"),
+       ("delete.turn-unanswered", "bug:delete-drops-turn")),
     _r("FR-WIRE-NDJSON-MUST", SCHEMA, "the root message schema",
        "A message (request, response, or notification) with `\"jsonrpc\": \"2.0\"` specified as",
        "a line that is not one JSON-RPC message, or a message that breaks the schema; the "

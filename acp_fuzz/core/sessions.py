@@ -217,6 +217,8 @@ class ModelRequest:
 Change = Reply | ModelRequest | None
 
 _LIFECYCLE_METHODS = ("session/new", "session/load", "session/resume", "session/fork")
+#: The ``during`` requests that may switch the session's mode or model mid-turn.
+SWITCHING = ("set-mode", "set-config")
 #: What a JSON-RPC id can be (a number or a string).
 IDS = (str, int, float)
 
@@ -261,6 +263,8 @@ class Tracker:
     unswitched: dict[str, bool] = field(default_factory=dict)
     #: Whether the fork the current step sent during a turn (``during: fork``) was made.
     forked: bool = False
+    #: Whether the close or delete the current step sent during a turn was accepted.
+    ended: bool = False
     _models: int = 0
 
     @property
@@ -323,6 +327,7 @@ class Tracker:
         self.model_failed = set()
         self.unswitched = {}
         self.forked = False
+        self.ended = False
         args = self.args
         handle = args.get("session")
         sp = args.get("systemPrompt")
@@ -390,9 +395,8 @@ class Tracker:
         if r.outcome != "ok":
             return
         cold = self.life.cold(handle)
-        # A fork sent during the turn and not made leaves no session (as the runner's).
-        self.life.apply(args if args.get("during") != "fork" or self.forked
-                        else {k: v for k, v in args.items() if k != "new"})
+        args = self._lived(args)
+        self.life.apply(args)
         if blocks:
             self.accepted_blocks.update(b.strip() for b in blocks)
         sid = r.verdict.get("sessionId")
@@ -406,6 +410,16 @@ class Tracker:
             self._on_handed(r, handle, blocks, cold, line)
         else:
             self._on_used(op, handle, args, line, r.verdict.get("stopReason"))
+
+    def _lived(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
+        """An accepted step as it left the sessions (as the runner's ``_lived``): a fork sent
+        during the turn and not made leaves no session, a close or delete sent during it and
+        not accepted (or never sent) leaves the session as it was."""
+        if args.get("during") == "fork" and not self.forked:
+            return {k: v for k, v in args.items() if k != "new"}
+        if args.get("during") in ("close", "delete") and not self.ended:
+            return {k: v for k, v in args.items() if k != "during"}
+        return args
 
     def _on_answer(self, r: Reply, handle: Any, blocks: tuple[str, ...]) -> None:
         """What any answer says, accepted or refused: a turn answered used what its session
@@ -514,7 +528,7 @@ class Tracker:
         elif op in ("prompt", "cancel", "close") and handle in self.sessions:
             m = self.sessions[handle]
             m.note(line)
-            kept = not args.get("during") or (args["during"] == "set-mode"
+            kept = not args.get("during") or (args["during"] in SWITCHING
                                                and stop != "cancelled")
             if op == "prompt" and kept and m.turn_seen is not None:
                 # A completed turn (not a cancelled one, by a cancel, a close or a
@@ -527,14 +541,17 @@ class Tracker:
                 # The turn run at once beside it: how it ended is the together verdict's,
                 # not this answer's, so it is not owed to the conversation (leniently).
                 other.turn_seen = None
+            if args.get("during") == "delete":
+                self.sessions.pop(handle, None)  # deleted while its turn ran: as a delete step
 
     def _switching(self) -> None:
-        """A ``session/set_mode`` written during a turn (``during: set-mode``): from the
+        """A ``session/set_mode`` or ``session/set_config_option`` written during a turn
+        (``during: set-mode`` or ``set-config``): from the
         moment it is on the wire the agent may have switched, so the session's model
         requests from then on are read as after a switch (as after an accepted ``set_mode``
         step); its ``during`` verdict undoes that if the agent refused it."""
         handle = self.args.get("session")
-        if self.args.get("during") == "set-mode" and isinstance(handle, str) \
+        if self.args.get("during") in SWITCHING and isinstance(handle, str) \
                 and handle in self.sessions:
             m = self.sessions[handle]
             self.unswitched.setdefault(handle, m.mode_switched)  # the first send's
@@ -547,11 +564,14 @@ class Tracker:
         session of its own, owed what a fork step with no prompt is owed."""
         handle = self.args.get("session")
         self._fork_made(handle, d.get("fork"))
+        ending = d.get("close", d.get("delete"))
+        self.ended = isinstance(ending, Mapping) and ending.get("outcome") == "ok"
         before = self.unswitched.pop(handle, None) if isinstance(handle, str) else None
-        answer = d.get("set_mode")
+        answer = d.get("set_mode", d.get("set_config"))
         if not isinstance(answer, Mapping) or before is None or handle not in self.sessions:
             return
         control = answer.get("control")
+        # (A set_config_option has no control: refused mid-turn, it changed nothing.)
         again = control.get("outcome") if isinstance(control, Mapping) else "error"
         if answer.get("outcome") == "error" and again == "error":
             self.sessions[handle].mode_switched = before
@@ -762,7 +782,7 @@ class Tracker:
             if isinstance(msg, Mapping) and isinstance(msg.get("method"), str) \
                     and isinstance(msg.get("id"), IDS):
                 self.requests[msg["id"]] = msg["method"]
-                if msg["method"] == "session/set_mode":
+                if msg["method"] in ("session/set_mode", "session/set_config_option"):
                     self._switching()
                 if msg["method"] in _LIFECYCLE_METHODS and isinstance(msg.get("params"), Mapping):
                     self.vendor_sent = vendor_texts(msg["params"])

@@ -91,10 +91,13 @@ FAULTS = ("server-error", "rate-limited", "overloaded", "connection-closed", "st
 #: among them, as a ``set_mode`` step; nothing is sent where it offered none), ``prompt`` a
 #: second ``session/prompt`` of the session (its next turn, with its own nonce), ``fork`` a
 #: ``session/fork`` of the session (no ``systemPrompt``: the fork inherits its source's)
-#: whose copy is the handle ``new``. The hold is then released and the turn (and the close,
-#: the set_mode, the second turn or the fork) awaited; a ``during`` verdict says what came
-#: of each.
-DURING = ("cancel", "close", "cancel-request", "set-mode", "prompt", "fork")
+#: whose copy is the handle ``new``, ``set-config`` a ``session/set_config_option`` of the
+#: session (option ``option``, value ``pick``, as a ``set_config_option`` step; nothing is
+#: sent where it offered none), ``delete`` a ``session/delete`` of it (the session is gone
+#: once the agent accepts it). The hold is then released and the turn (and the request sent
+#: during it) awaited; a ``during`` verdict says what came of each.
+DURING = ("cancel", "close", "cancel-request", "set-mode", "prompt", "fork", "set-config",
+          "delete")
 #: The ``during`` requests that ask the agent to stop the turn.
 CANCELLING = ("cancel", "close", "cancel-request")
 #: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
@@ -122,7 +125,7 @@ _PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra", "mcp"})
 _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
     "new": frozenset({"session", "cwd", "cancel_request"}) | _PROMPT_KEYS,
-    "prompt": frozenset({"session", "fault", "during", "with", "pick", "new"}),
+    "prompt": frozenset({"session", "fault", "during", "with", "pick", "option", "new"}),
     "load": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "resume": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
     "fork": frozenset({"session", "new"}) | _PROMPT_KEYS | _DIR_KEYS,
@@ -452,8 +455,11 @@ def _check_turn(step: Mapping[str, Any]) -> None:
     if "during" in step and (step["during"] not in DURING or "fault" in step):
         raise ValueError(f"step 'prompt': 'during' must be one of {', '.join(DURING)} (and "
                          f"comes without a 'fault'), got {_short(step['during'])}")
-    if "pick" in step and step.get("during") != "set-mode":
-        raise ValueError("step 'prompt': 'pick' comes only with 'during': 'set-mode'")
+    if "pick" in step and step.get("during") not in ("set-mode", "set-config"):
+        raise ValueError("step 'prompt': 'pick' comes only with 'during': 'set-mode' or "
+                         "'set-config'")
+    if "option" in step and step.get("during") != "set-config":
+        raise ValueError("step 'prompt': 'option' comes only with 'during': 'set-config'")
     if step.get("during") == "fork":
         _check_handle("prompt", "new", step.get("new"))
         if step["new"] == step.get("session"):
@@ -497,6 +503,9 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
                             f"choice {step.get('pick', 0)})",
                 "prompt": f"a second session/prompt {step['session']}",
                 "fork": f"session/fork {step['session']} -> {step['new']}",
+                "set-config": f"session/set_config_option {step['session']} (option "
+                              f"{step.get('option', 0)}, choice {step.get('pick', 0)})",
+                "delete": f"session/delete {step['session']}",
                 }.get(step["during"], "?")
         return f"session/prompt {step['session']} (and {sent} while its model request is held)"
     if op == "prompt":

@@ -302,6 +302,17 @@ client prompt texts.
     session is never answered, nor made. 2 steps: new A; prompt A with a fork of A sent
     while its model request is held → no answer to the fork (``fork.unanswered``, MUST). The
     correct agent forks it after the turn.
+``set-config-during-turn-unanswered``
+    A ``session/set_config_option`` that arrives while the model is answering a turn of its
+    session is never answered (turns on ``--variant switches``). 2 steps: new A; prompt A
+    with a set_config_option of A sent while its model request is held → no answer to it
+    (``set-config.unanswered``, MUST). The correct agent answers it after the turn.
+``delete-drops-turn``
+    A ``session/delete`` that arrives while the model is answering a turn of its session
+    ends the turn without ever answering its ``session/prompt`` (the delete is answered). 2
+    steps: new A; prompt A with a delete of A sent while its model request is held → no
+    answer to the turn (``delete.turn-unanswered``, MUST). The correct agent ends the turn
+    (``end_turn``), then deletes the session (``delete.handling``, info).
 ``turn-fails-on-64k``
     A client text over 65536 characters is accepted, and every turn of the session then
     fails with ``-32603``. 2 steps: new A (append a 65537+ character text); prompt A →

@@ -178,6 +178,10 @@ BUGS: dict[str, str] = {
     "pipe makes the session (listed), then answers -32800",
     "fork-during-turn-unanswered": "a session/fork of a session that arrives while the model "
     "is answering a turn of that session is never answered (nor made)",
+    "set-config-during-turn-unanswered": "a session/set_config_option that arrives while the "
+    "model is answering a turn of its session is never answered (turns on --variant switches)",
+    "delete-drops-turn": "a session/delete that arrives while the model is answering a turn "
+    "of its session ends the turn without ever answering its session/prompt",
     "turn-fails-on-64k": "a client text over 65536 characters is accepted, and every turn of "
     "the session then fails with -32603",
     "cold-load-keeps-old": "after a restart, a load or resume that changes the prompt is "
@@ -287,7 +291,7 @@ BUSY = -32000
 #: The planted bugs that need ``--variant switches`` (they plant it themselves).
 SWITCH_BUGS = frozenset({"mode-drops-prompt", "model-switch-drops-prompt",
                          "override-changes-config", "set-mode-during-turn-unanswered",
-                         "set-mode-refused-during-turn"})
+                         "set-mode-refused-during-turn", "set-config-during-turn-unanswered"})
 #: The planted bugs of a request of a session that arrives while a turn of it runs, by the
 #: request's method.
 MID_TURN_BUGS = {
@@ -295,6 +299,7 @@ MID_TURN_BUGS = {
                                    "set-mode-refused-during-turn"}),
     "session/prompt": frozenset({"second-prompt-unanswered"}),
     "session/fork": frozenset({"fork-during-turn-unanswered"}),
+    "session/set_config_option": frozenset({"set-config-during-turn-unanswered"}),
 }
 #: The planted bugs that need ``--variant titles`` (they plant it themselves).
 TITLE_BUGS = frozenset({"title-drops-prompt"})
@@ -1451,6 +1456,9 @@ class Agent:
     def session_set_config_option(self, params: dict[str, Any]) -> dict[str, Any]:
         """Set a loaded session's ``model`` option. The client prompt survives the switch."""
         session_id = require_session_id(params)
+        if self._arrived_mid_turn("session/set_config_option", session_id) \
+                and "set-config-during-turn-unanswered" in self.bugs:
+            raise NoAnswer  # BUG(set-config-during-turn-unanswered): every request is answered
         if params.get("configId") != "model":
             raise invalid_params(f"unknown configId {short(params.get('configId'))}")
         value = params.get("value")
@@ -1633,6 +1641,8 @@ class Agent:
         answered ``-32800``. The answer of a cancelled turn is not stored."""
         if self.cancelled(session_id) and "cancel-ignored-mid-turn" not in self.bugs:
             return self._cancelled()
+        if "delete-drops-turn" in self.bugs and self.requested("session/delete", session_id):
+            raise NoAnswer  # BUG(delete-drops-turn): the turn is answered, however it ends
         if self.closing(session_id):
             if "close-drops-turn" in self.bugs:
                 raise NoAnswer  # BUG(close-drops-turn): a cancelled turn is still answered

@@ -102,11 +102,12 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # example of 6 steps, the last. A second prompt sent during a turn is one more step of
     # the example of held turns (360 steps before it); a fork sent during a turn and a turn
     # of the copy are two more (361 before them), and a session/new with its
-    # $/cancel_request one more (363 before it).
-    assert len(covering_examples(REFERENCE)) == 40
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 364
+    # $/cancel_request one more (363 before it). 41 with a delete sent during a turn (an
+    # example of 4 steps).
+    assert len(covering_examples(REFERENCE)) == 41
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 368
     assert {"during:cancel", "during:cancel-request", "during:close", "during:prompt",
-            "during:fork", "cancel-request:new", "together"} <= set(keys)
+            "during:fork", "during:delete", "cancel-request:new", "together"} <= set(keys)
     assert "during:set-mode" not in keys  # no modes to switch to
 
 
@@ -115,12 +116,12 @@ def test_a_mode_switch_during_a_turn_is_covered_where_the_agent_offers_modes() -
     (example,) = [ex for ex in covering_examples(EVERYTHING)
                   if any(s.get("during") == "set-mode" for s in ex.steps)]
     # new A (P), the cancel, the $/cancel_request, the switch, the second prompt, the fork
-    # (and a turn of its copy B), a session/new C with its $/cancel_request, a plain turn,
-    # the close.
+    # (and a turn of its copy B), a config switch, a session/new C with its
+    # $/cancel_request, a plain turn, the close.
     assert [s.get("during") for s in example.steps] == [
-        None, "cancel", "cancel-request", "set-mode", "prompt", "fork", None, None, None,
-        "close"]
-    assert example.steps[7] == {"op": "new", "session": "C", "cancel_request": True}
+        None, "cancel", "cancel-request", "set-mode", "prompt", "fork", None, "set-config",
+        None, None, "close"]
+    assert example.steps[8] == {"op": "new", "session": "C", "cancel_request": True}
     assert [(s["session"], s.get("new")) for s in example.steps[5:7]] == [("A", "B"),
                                                                           ("B", None)]
 

@@ -170,6 +170,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "turn.silent-failure", "cancel.turn-kept", "close.turn-kept", "close.turn-unanswered",
         "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn",
         "second-prompt.unanswered", "second-prompt.handling", "fork.unanswered",
+        "set-config.unanswered", "delete.turn-unanswered", "delete.handling",
         "cancel-request.new-unanswered", "cancel-request.session-left",
         "session.history-destroyed", "session.listed-other-id",
         "session.deleted-usable", "prompt.replayed-as-user", "capability.drift",

@@ -20,7 +20,7 @@ FULL = Capabilities(system_prompt=True, override=True, load=True, resume=True, f
 
 
 def test_a_prompt_may_carry_one_of_the_faults() -> None:
-    assert KEYS["prompt"] == {"session", "fault", "during", "with", "pick", "new"}
+    assert KEYS["prompt"] == {"session", "fault", "during", "with", "pick", "option", "new"}
     assert FAULTS == ("server-error", "rate-limited", "overloaded", "connection-closed",
                       "stream-cut", "not-json", "slow-first-byte")
     for kind in FAULTS:

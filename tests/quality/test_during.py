@@ -24,10 +24,15 @@ which peeks at its input after the model answers, is clean under every kind, in 
   ``cancel-request.session-left`` (SHOULD). Each shrinks to that one step.
 * ``fork-during-turn-unanswered``: a ``session/fork`` of the session written while the model
   is thinking is never answered: ``fork.unanswered`` (MUST).
+* ``set-config-during-turn-unanswered``: a ``session/set_config_option`` written then is
+  never answered: ``set-config.unanswered`` (MUST).
+* ``delete-drops-turn``: a ``session/delete`` of the session written then is answered, and
+  the turn never is: ``delete.turn-unanswered`` (MUST).
 
 Each shrinks to two steps: ``new A``, and the turn with the request sent during it. (The
-set_mode bugs turn on ``--variant switches``: modes to switch to; the correct agent they are
-replayed against offers them too, and answers the switch once the turn ended.)
+set_mode and set_config_option bugs turn on ``--variant switches``: modes and a model to
+switch to; the correct agent they are replayed against offers them too, and answers the
+switch once the turn ended.)
 
 Two turns at once: ``shared-prompt-slot`` keeps the running turn's prompt in one
 process-wide slot that a turn stores as its session's when it ends; a turn of B that starts
@@ -63,6 +68,8 @@ BUGS = {
     "set-mode-refused-during-turn": ("set-mode.refused-mid-turn", "SHOULD", "set-mode"),
     "second-prompt-unanswered": ("second-prompt.unanswered", "MUST", "prompt"),
     "fork-during-turn-unanswered": ("fork.unanswered", "MUST", "fork"),
+    "set-config-during-turn-unanswered": ("set-config.unanswered", "MUST", "set-config"),
+    "delete-drops-turn": ("delete.turn-unanswered", "MUST", "delete"),
 }
 
 
@@ -76,7 +83,7 @@ def argv(*bugs: str, variant: str | None = None) -> list[str]:
 def fixed_argv(bug: str) -> list[str]:
     """The correct agent a bug's cassette is replayed against: for a mode switch, one that
     offers modes (the bug planted them), so the switch is sent and answered."""
-    return argv(variant="switches" if BUGS[bug][2] == "set-mode" else None)
+    return argv(variant="switches" if BUGS[bug][2] in ("set-mode", "set-config") else None)
 
 
 def reference(*bugs: str, protocol: str = "1", variant: str | None = None) -> TargetSpec:
@@ -176,6 +183,31 @@ def test_the_correct_reference_agent_is_clean_under_every_request_during_a_turn(
     assert verdicts[2]["fork"]["outcome"] == "ok" and verdicts[2]["fork"]["new"] == "B"
     assert isinstance(verdicts[2]["fork"]["sessionId"], str)
     assert verdicts[3]["close"] == {"outcome": "ok"}
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_the_correct_reference_agent_is_clean_under_a_config_switch_and_a_delete_mid_turn(
+        protocol: str, no_orphans: object) -> None:
+    """A model switch sent while the model is thinking is answered (after the turn), and the
+    prompt is in the session's next turn; a delete sent then is answered, the turn ends
+    (``end_turn``: the correct agent reads the delete after it, ``delete.handling`` info),
+    and a new session in the deleted one's directory does not get its prompt."""
+    spec = reference(protocol=protocol, variant="switches")
+    steps = [{"op": "new", "session": "A", "cwd": "shared", "systemPrompt": {
+        "mode": "append", "content": [{"type": "text", "text": "Cite the line numbers of "
+                                                                "every change you review."}]}},
+        {"op": "prompt", "session": "A", "during": "set-config"},
+        {"op": "prompt", "session": "A"},
+        {"op": "prompt", "session": "A", "during": "delete"},
+        {"op": "new", "session": "B", "cwd": "shared"},
+        {"op": "prompt", "session": "B"}]
+    verdicts = clean_during(spec, steps)
+    assert [(v["during"], v["held"]) for v in verdicts] == [("set-config", True),
+                                                            ("delete", True)]
+    assert verdicts[0]["set_config"] == {"outcome": "ok", "configId": "model",
+                                         "value": "reference-model-mini"}
+    assert verdicts[1]["delete"] == {"outcome": "ok"}
+    assert verdicts[1]["turn"] == {"outcome": "ok", "stopReason": "end_turn"}
 
 
 @pytest.mark.parametrize("protocol", ["1", "2"])

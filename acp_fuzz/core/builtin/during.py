@@ -2,8 +2,9 @@
 
 A ``prompt`` step with ``during`` (:data:`acp_fuzz.core.steps.DURING`) has the fake model
 hold the turn's first model request open, writes a ``session/cancel``, a ``session/close``,
-a ``$/cancel_request`` of the turn's ``session/prompt``, a ``session/set_mode`` or a second
-``session/prompt`` of the session, then lets the model answer. Its ``during`` verdict says
+a ``$/cancel_request`` of the turn's ``session/prompt``, a ``session/set_mode``, a second
+``session/prompt``, a ``session/fork``, a ``session/set_config_option`` or a
+``session/delete`` of the session, then lets the model answer. Its ``during`` verdict says
 whether the request was held (a turn that never asked the model is not judged: nothing was
 sent during it), whether the prompt was still unanswered when the request went out, and how
 the turn (and the close, the set_mode or the second turn) ended:
@@ -42,6 +43,19 @@ the turn (and the close, the set_mode or the second turn) ended:
   fork made is a session of its own, whose turns the prompt oracles judge as any fork's
   (it inherits its source's prompt: the tracker registers it as a fork step's copy).
 
+- ``set-config.unanswered`` (MUST, SES-AGENT-BASELINE-MUST): a
+  ``session/set_config_option`` of the session (another value of one of its select options),
+  sent while its turn ran, never answered. A refusal is not judged: unlike set_mode, nothing
+  says the method may be called while the agent is generating (the tracker reads the
+  session's requests from the moment it was sent as after a switch, undone if refused).
+- ``delete.turn-unanswered`` (MUST, SES-AGENT-BASELINE-MUST): a ``session/delete`` of the
+  session, accepted while its turn ran, and the turn's ``session/prompt`` never answered.
+  The step's answer is the delete's (a delete never answered is ``agent.hang``'s); once
+  accepted the session is gone, as after a ``delete`` step.
+- ``delete.handling`` (info, ACPFUZZ-DELETE-LIVE-MAY): how that turn ended (stopped as
+  cancelled, ran on, or an error): delete is defined by ``session/list``, and nothing says
+  a deletion stops a live session's work (archive says so, delete does not).
+
 A ``new`` step with ``cancel_request`` writes a ``session/new`` and a ``$/cancel_request``
 of it in one write (the agent reads the cancel while the request is still unanswered):
 
@@ -72,12 +86,14 @@ __all__ = ["cancelled_new", "during"]
 _SENT = {"cancel": "session/cancel", "close": "session/close",
          "cancel-request": "$/cancel_request of its session/prompt",
          "set-mode": "session/set_mode", "prompt": "second session/prompt",
-         "fork": "session/fork"}
+         "fork": "session/fork", "set-config": "session/set_config_option",
+         "delete": "session/delete"}
 
 
 @builtin("cancel.turn-kept", "close.turn-kept", "close.turn-unanswered",
          "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn",
-         "second-prompt.unanswered", "second-prompt.handling", "fork.unanswered")
+         "second-prompt.unanswered", "second-prompt.handling", "fork.unanswered",
+         "set-config.unanswered", "delete.turn-unanswered", "delete.handling")
 def during(j: Judge, ev: Event) -> None:
     """A ``during`` verdict, against what the turn and the close answered."""
     d = ev.data
@@ -94,6 +110,10 @@ def during(j: Judge, ev: Event) -> None:
         _second_prompt(j, turn, _mapping(d.get("second")), said)
     elif what == "fork":
         _fork(j, _mapping(d.get("fork")), said)
+    elif what == "set-config":
+        _set_config(j, _mapping(d.get("set_config")), said)
+    elif what == "delete":
+        _delete(j, turn, _mapping(d.get("delete")), said)
     elif what == "close":
         if _mapping(d.get("close")).get("outcome") != "ok":
             return  # refused (or never answered: agent.hang's): the session may run on
@@ -154,6 +174,41 @@ def _fork(j: Judge, fork: Mapping[str, Any], said: str) -> None:
     if fork.get("outcome") == "timeout":
         j.report_as("fork.unanswered", f"{said} (as {fork.get('new')}) was never answered",
                     session=j.tracker.args.get("session"), new=fork.get("new"))
+
+
+def _set_config(j: Judge, answer: Mapping[str, Any], said: str) -> None:
+    if answer.get("outcome") not in ("ok", "error", "timeout"):
+        return  # the session offered no option (nothing sent), or the agent died
+    j.judge_as("set-config.unanswered")
+    if answer.get("outcome") == "timeout":
+        j.report_as("set-config.unanswered", f"{said} (option {answer.get('configId')!r} to "
+                    f"{answer.get('value')!r}) was never answered",
+                    session=j.tracker.args.get("session"), configId=answer.get("configId"),
+                    value=answer.get("value"))
+
+
+def _delete(j: Judge, turn: Mapping[str, Any], answer: Mapping[str, Any], said: str) -> None:
+    """A ``session/delete`` of the running session. Refused (or never answered:
+    ``agent.hang``'s, the step's answer being the delete's), the session is as it was; accepted,
+    the turn must still be answered, and how it ended is recorded: nothing says a deletion
+    stops the work of a live session (ACPFUZZ-DELETE-LIVE-MAY)."""
+    if answer.get("outcome") != "ok":
+        return
+    handle = j.tracker.args.get("session")
+    j.judge_as("delete.turn-unanswered")
+    if turn.get("outcome") == "timeout":
+        j.report_as("delete.turn-unanswered", f"{said} was accepted, and the turn's "
+                    "session/prompt was never answered", session=handle)
+        return
+    reason = turn.get("stopReason")
+    how = ("stopped (cancelled)" if reason == "cancelled" or turn.get("code") == -32800
+           else f"ran on to stop reason {reason!r}" if turn.get("outcome") == "ok"
+           else f"ended with an error ({turn.get('code')})" if turn.get("outcome") == "error"
+           else None)
+    if how is not None:
+        j.judge_as("delete.handling")
+        j.report_as("delete.handling", f"{said} was accepted, and the turn {how}",
+                    session=handle, turn=dict(turn))
 
 
 def _second_prompt(j: Judge, turn: Mapping[str, Any], second: Mapping[str, Any],

@@ -89,7 +89,11 @@ def _answer(j: Judge, r: Reply) -> None:
         return
     if outcome == "timeout":
         beside = " (or to the turn running beside it)" if args.get("busy") else ""
-        j.report_as("agent.hang", f"no answer to {said(proto, op)}{beside} within the timeout",
+        what = said(proto, op)
+        if args.get("during") in ("close", "delete"):
+            # The step's answer is the close's or the delete's, sent while the turn ran.
+            what = f"the session/{args['during']} sent during a turn"
+        j.report_as("agent.hang", f"no answer to {what}{beside} within the timeout",
                     session=args.get("session"))
         return
     if outcome == "exited" and op != "restart":

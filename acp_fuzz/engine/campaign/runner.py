@@ -323,6 +323,9 @@ class Run:
         self.turns: dict[str, int] = {}
         #: The handle of the fork the current step sent during a turn, once the agent made it.
         self.forked: str | None = None
+        #: Whether the close or delete the current step sent during a turn was accepted
+        #: (the session is closed, or gone, only then).
+        self.ended = False
         self._step_index = 0
         self.dead = False
         self.dialect = "standard"
@@ -560,6 +563,7 @@ class Run:
         index = self._step_index
         self._step_index += 1
         self.forked = None
+        self.ended = False
         annotations: dict[str, Any] = {}
         sp = step.get("systemPrompt", OMIT)
         if step["op"] in ("new", "load", "resume", "fork"):
@@ -614,6 +618,8 @@ class Run:
         handle out, so no later step is sent to a session the runner has no id for."""
         if step.get("during") == "fork" and self.forked != step.get("new"):
             return {k: v for k, v in step.items() if k != "new"}
+        if step.get("during") in ENDING and not self.ended:
+            return {k: v for k, v in step.items() if k != "during"}
         return step
 
     def _sendable(self, step: Mapping[str, Any]) -> bool:
@@ -893,7 +899,7 @@ class Run:
         if answer is not None:
             record[SIDE_KEY[what]] = {**_ending(answer), **sent}
         self.history.append("verdict", record)
-        if what == "close" and answer is not None:
+        if what in ENDING and answer is not None:
             return self._reply_outcome(answer)
         if answer is not None and answer.outcome == "timeout":
             self._reply_outcome(answer)  # a hung request: the agent's state is unknown
@@ -913,7 +919,8 @@ class Run:
         if side is None:
             return None
         method = {"close": "session/close", "set-mode": "session/set_mode",
-                  "fork": "session/fork"}.get(what, "session/prompt")
+                  "fork": "session/fork", "set-config": "session/set_config_option",
+                  "delete": "session/delete"}.get(what, "session/prompt")
         answer = self._await(side, method, self.spec.request_timeout)
         s = self.sessions[handle]
         if what == "fork":
@@ -928,6 +935,11 @@ class Run:
                 self._reply_outcome(control)  # a hung request: the agent's state is unknown
         if what == "set-mode" and answer.outcome == "ok":
             s.mode = str(sent["modeId"])
+        if what == "set-config" and answer.outcome == "ok":
+            config_id = str(sent["configId"])
+            _config_set(s, (config_id, s.options[config_id][0], str(sent["value"])),
+                        answer.result, self.protocol)
+        self.ended = what in ENDING and answer.outcome == "ok"
         if what == "prompt":
             sent["answered"] = (side if isinstance(side, Pending) else side.request).done
         return answer
@@ -1022,6 +1034,15 @@ class Run:
                 return None
             sent["modeId"] = mode
             return self.agent.send_request("session/set_mode", {"sessionId": sid, "modeId": mode})
+        if what == "set-config":
+            choice = _config_choice(s, step)
+            if choice is None:
+                return None
+            sent["configId"], sent["value"] = choice[0], choice[2]
+            return self.agent.send_request("session/set_config_option",
+                                           self._config_params(sid, choice))
+        if what == "delete":
+            return self.agent.send_request("session/delete", {"sessionId": sid})
         if what == "cancel":
             self.agent.notify("session/cancel", {"sessionId": sid})
         else:
@@ -1125,21 +1146,22 @@ class Run:
         agent's order) of the session's select options, set to choice ``pick`` among its
         other values. Skipped when the session offered none."""
         s = self.sessions[step["session"]]
-        if not s.options:
+        choice = _config_choice(s, step)
+        if choice is None:
             return StepOutcome("skipped")
-        config_id = list(s.options)[int(step.get("option", 0)) % len(s.options)]
-        values, current = s.options[config_id]
-        others = [v for v in values if v != current]
-        value = others[int(step.get("pick", 0)) % len(others)]
-        # v2 tags the value with its type; a select's values are ids.
-        tag = {"type": "id"} if self.protocol >= 2 else {}
-        out = self._reply_outcome(self._request(
-            "session/set_config_option",
-            {"sessionId": s.agent_id, "configId": config_id, **tag, "value": value}))
+        out = self._reply_outcome(self._request("session/set_config_option",
+                                                self._config_params(s.agent_id, choice)))
         if out.outcome == "ok":
-            s.options[config_id] = (values, value)
-            s.note_offers(out.result, self.protocol)  # the full list, as the agent now has it
+            _config_set(s, choice, out.result, self.protocol)
         return out
+
+    def _config_params(self, session_id: str, choice: tuple[str, tuple[str, ...], str]
+                       ) -> dict[str, Any]:
+        """The params of a ``session/set_config_option`` that sets ``choice``
+        (:func:`_config_choice`). v2 tags the value with its type; a select's values are
+        ids."""
+        tag = {"type": "id"} if self.protocol >= 2 else {}
+        return {"sessionId": session_id, "configId": choice[0], **tag, "value": choice[2]}
 
     def _do_set_title(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """``session/set_title``: the client retitles a session, open or not (any session
@@ -1195,7 +1217,10 @@ def mcp_servers(step: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 #: The key of a ``during`` verdict that says how the request written during the turn ended.
-SIDE_KEY = {"close": "close", "set-mode": "set_mode", "prompt": "second", "fork": "fork"}
+SIDE_KEY = {"close": "close", "set-mode": "set_mode", "prompt": "second", "fork": "fork",
+            "set-config": "set_config", "delete": "delete"}
+#: The ``during`` requests that end the session once accepted: the step's outcome is theirs.
+ENDING = ("close", "delete")
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
 REQUEST_CANCELLED = -32800
 #: How long a held turn's request stays held after ``during`` was written, at most: an agent
@@ -1208,6 +1233,27 @@ HELD_POLL_S = 0.02
 #: How long a held turn waits, at most, for what the agent wrote before its model request to
 #: be read (AgentProcess.caught_up: at once unless the reader thread is behind).
 CAUGHT_UP_S = 2.0
+
+
+def _config_choice(s: _Session, step: Mapping[str, Any]
+                   ) -> tuple[str, tuple[str, ...], str] | None:
+    """Option ``option`` (modulo their number, in the agent's order) of session ``s``'s
+    select options, its values, and choice ``pick`` among the values other than its current
+    one (``None``: it offered none)."""
+    if not s.options:
+        return None
+    config_id = list(s.options)[int(step.get("option", 0)) % len(s.options)]
+    values, current = s.options[config_id]
+    others = [v for v in values if v != current]
+    return config_id, values, others[int(step.get("pick", 0)) % len(others)]
+
+
+def _config_set(s: _Session, choice: tuple[str, tuple[str, ...], str], result: Any,
+                protocol: int) -> None:
+    """A ``session/set_config_option`` of ``choice`` that the agent accepted: the option's
+    value now, and the full list as the agent answered it."""
+    s.options[choice[0]] = (choice[1], choice[2])
+    s.note_offers(result, protocol)
 
 
 def _other_mode(s: _Session, step: Mapping[str, Any]) -> str | None:
