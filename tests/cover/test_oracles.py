@@ -171,6 +171,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn",
         "second-prompt.unanswered", "second-prompt.handling", "fork.unanswered",
         "cancel-request.new-unanswered", "cancel-request.session-left",
+        "cancel-request.lifecycle-unanswered",
         "session.history-destroyed", "session.listed-other-id",
         "session.deleted-usable", "prompt.replayed-as-user", "capability.drift",
         "capability.refused", "scope.tools-changed", "scope.config-changed",
