@@ -14,7 +14,8 @@ vocabulary, that send
   resume changed the prompt, the rebuild at which a deferred change must land;
   ``delete:prompt``, a turn of a deleted session, which a correct agent refuses, and
   ``list:cold-load``, a ``session/list`` after a session was loaded in a new process before
-  its first turn), each in the
+  its first turn; ``cancel-request:<op>``, a new, load, resume or fork with its
+  ``$/cancel_request`` right behind it), each in the
   shortest valid sequence that shows what it did to the prompt: ``new A (P); prompt A; load
   A (P); prompt A``, ``new A (P); fork A->B (Q); prompt B; prompt A``, ``new A (P); prompt
   A; compact A; prompt A``, ``new A (P); prompt A; load A (Q); compact A; prompt A; prompt
@@ -124,6 +125,13 @@ def _ops(caps: Capabilities) -> list[str]:
             *(["compact"] if caps.compactions() else [])]
 
 
+def _reopens(caps: Capabilities) -> list[str]:
+    """The load, resume and fork this agent supports (each sent once with its
+    ``$/cancel_request`` right behind it: ``cancel-request:<op>``)."""
+    return [op for op, ok in (("load", caps.load or caps.replay), ("resume", caps.resume),
+                              ("fork", caps.fork)) if ok]
+
+
 def _invalid_methods(caps: Capabilities) -> list[str]:
     """The methods of the machine's invalid requests (a session id that cannot exist)."""
     return ["session/prompt"] + (["session/load"] if caps.load else []) + (
@@ -146,6 +154,7 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
     keys += _surface_keys(caps)
     keys += [f"fault:{kind}" for kind in FAULTS]
     keys += [f"during:{what}" for what in _during(caps)] + ["cancel-request:new", "together"]
+    keys += [f"cancel-request:{op}" for op in _reopens(caps)]
     keys += _payload_keys(caps, resend_on_lifecycle) + _pair_keys(caps, resend_on_lifecycle)
     variants = invalid_variants(override=caps.override)
     return keys + [f"{r}:{v}" for r in prompt_requests(caps, resend_on_lifecycle=
@@ -296,8 +305,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         keys.append(f"fault:{step['fault']}")
     if op == "prompt" and "during" in step:
         keys.append(f"during:{step['during']}")
-    if op == "new" and step.get("cancel_request"):
-        keys.append("cancel-request:new")
+    if op in PROMPT_REQUESTS and step.get("cancel_request"):
+        keys.append(f"cancel-request:{op}")
     if op == "prompt" and "with" in step:
         keys.append("together")
     if op in ("prompt", "list"):
@@ -504,17 +513,26 @@ def _op_groups(caps: Capabilities, reopen: str | None) -> list[_Group]:
     if caps.close:
         turns.append(_step("close"))
     groups.append(_Group(_two_sessions, tuple(turns)))
-    # load and resume of a session with a conversation, re-sending its prompt, and a turn.
+    # load and resume of a session with a conversation, re-sending its prompt, and a turn;
+    # then the same with its $/cancel_request right behind it (cancel-request:<op>), and a
+    # turn: a refused one changed nothing, an accepted one is a reattach as any.
     for op, ok in (("load", caps.load or caps.replay), ("resume", caps.resume)):
         if ok:
-            groups.append(_Group(_new_and_turn, (_reattach(op),)))
+            groups.append(_Group(_new_and_turn, (_reattach(op),
+                                                 _reattach(op, cancel_request=True))))
     if caps.fork:
         def fork(ex: _Example, a: str) -> None:
             b = ex.handle()
             ex.add({"op": "fork", "session": a, "new": b,
                     **ex.prompt(b, _Q, lifecycle=True)},
                    {"op": "prompt", "session": b}, {"op": "prompt", "session": a})
-        groups.append(_Group(_new_session, (fork,)))
+
+        def cancelled_fork(ex: _Example, a: str) -> None:
+            # A fork with its $/cancel_request right behind it, then a turn of the source
+            # (the list probe after a refused one shows whether a copy was left).
+            ex.add({"op": "fork", "session": a, "new": ex.handle(), "cancel_request": True},
+                   {"op": "prompt", "session": a})
+        groups.append(_Group(_new_session, (fork, cancelled_fork)))
     if caps.delete:
         # The machine's delete: a turn of the deleted session (which must be refused), then
         # a new session where the deleted one lived, and a turn on it.

@@ -71,6 +71,13 @@ SET_MODE_DURING_EVERY = 3
 FORK_DURING_EVERY = 4
 #: One new session in this many names acp-fuzz's MCP server (``"mcp": true``).
 MCP_EVERY = 4
+#: One ``session/new``, load, resume or fork in this many goes out with its
+#: ``$/cancel_request`` right behind it (``cancel_request``; not a busy reattach): it must
+#: still be answered, and a refused one must leave nothing (issue #32). The machine takes it
+#: as refused, as the reference agent answers it (-32800); an agent that answers it with a
+#: result is followed by the runner and the tracker all the same. Drawn last in its rule, so
+#: the request's other draws are as before.
+CANCEL_REQUEST_EVERY = 16
 #: The titles a retitle sends: plain, padded (an agent may trim it), and beyond ASCII.
 TITLES = ("Renamed by acp-fuzz", "  Release checklist  ", "Überprüfung – ✓ 検証")
 
@@ -284,7 +291,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         # session's model requests, and no other's): issue #33 §1.
         mcp = {"mcp": True} if data.draw(st.integers(0, MCP_EVERY - 1), label="mcp") == 0 \
             else {}
-        self._send({"op": "new", "session": handle, "cwd": cwd, **sp, **mcp}, accepted=ok)
+        cancelled = self._draw_cancel_request(data)
+        ok = ok and not cancelled
+        self._send({"op": "new", "session": handle, "cwd": cwd, **sp, **mcp, **cancelled},
+                   accepted=ok)
         if ok:
             self.model.sessions[handle] = SessionView(
                 prompt=applied, cwd="shared" if cwd == "shared" else handle)
@@ -327,8 +337,12 @@ class LifecycleMachine(RuleBasedStateMachine):
         ok = not _rejected(applied)
         dirs = self._draw_dirs(data)
         busy = self._draw_busy(data, handle)
-        self._send({"op": op, "session": handle, **sp, **dirs, **busy}, accepted=ok)
-        if not ok:
+        cancelled = {} if busy else self._draw_cancel_request(data)
+        self._send({"op": op, "session": handle, **sp, **dirs, **busy, **cancelled},
+                   accepted=ok and not cancelled)
+        if cancelled and handle in self._loaded():
+            self._turn_after(handle)  # a refused one changed nothing: its turn shows it
+        if not ok or cancelled:
             return
         view.prompt = applied
         self._turn_after(handle)
@@ -375,8 +389,12 @@ class LifecycleMachine(RuleBasedStateMachine):
                                         current=self.model.sessions[src].prompt)
         ok = not _rejected(applied)
         dirs = self._draw_dirs(data)
-        self._send({"op": "fork", "session": src, "new": new, **sp, **dirs}, accepted=ok)
-        if ok:
+        cancelled = self._draw_cancel_request(data)
+        self._send({"op": "fork", "session": src, "new": new, **sp, **dirs, **cancelled},
+                   accepted=ok and not cancelled)
+        if cancelled:
+            self._turn_after(src)  # the source, as it was
+        elif ok:
             source = self.model.sessions[src]
             self.model.sessions[new] = SessionView(
                 prompt=applied, cwd=self._moved() if dirs.get("cwd") == "moved" else source.cwd)
@@ -397,6 +415,11 @@ class LifecycleMachine(RuleBasedStateMachine):
         if not self.caps.replay or not self.model.life.is_open(handle):
             return {}
         return {"busy": True} if data.draw(st.booleans(), label="busy") else {}
+
+    def _draw_cancel_request(self, data: st.DataObject) -> dict[str, Any]:
+        """``cancel_request`` one time in :data:`CANCEL_REQUEST_EVERY`."""
+        return {"cancel_request": True} if data.draw(
+            st.integers(0, CANCEL_REQUEST_EVERY - 1), label="cancel_request") == 0 else {}
 
     def _draw_dirs(self, data: st.DataObject) -> dict[str, Any]:
         """For an agent that advertises ``additionalDirectories``: a load, resume or fork in

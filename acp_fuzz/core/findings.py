@@ -160,8 +160,12 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
                "a session/new with its $/cancel_request right behind it never answered "
                "(neither a result nor -32800)"),
     OracleInfo("cancel-request.session-left", "SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD",
-               "a session/new cancelled by its $/cancel_request and answered with an error, "
-               "after which session/list shows a session no successful request created"),
+               "a session/new (or session/fork) cancelled by its $/cancel_request and "
+               "answered with an error, after which session/list shows a session no "
+               "successful request created"),
+    OracleInfo("cancel-request.lifecycle-unanswered", "MUST", "CANCELREQ-AGENT-ANSWER-MUST",
+               "a session/load, session/resume or session/fork with its $/cancel_request "
+               "right behind it never answered (neither a result nor -32800)"),
     OracleInfo("fork.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
                "a session/fork of the session, sent while the model was thinking, never "
                "answered"),

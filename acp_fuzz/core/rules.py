@@ -429,21 +429,23 @@ RULES: tuple[Rule, ...] = (
        "open) after which the prompt is never answered. Ignoring the notification is allowed "
        "(the protocol's $/ notifications may be ignored); dropping the request is not. A "
        "request answered before the cancel came owes nothing. The same holds for a "
-       "session/new whose $/cancel_request is written right behind it (one write): it is "
-       "answered, a result or an error",
+       "session/new, session/load, session/resume or session/fork whose $/cancel_request "
+       "is written right behind it (one write): it is answered, a result or an error",
        ("cancel-request.unanswered", "bug:cancel-request-unanswered"),
-       ("cancel-request.new-unanswered", "bug:cancel-new-unanswered")),
+       ("cancel-request.new-unanswered", "bug:cancel-new-unanswered"),
+       ("cancel-request.lifecycle-unanswered", "bug:cancel-load-unanswered")),
     _r("ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD", SCHEMA, "CancelRequestNotification",
        "Error response with code `-32800` (Cancelled)",
-       "acp-fuzz's reading: a session/new answered with an error (-32800 Cancelled, or any "
-       "other) after its $/cancel_request gave the client no session id, so a session it "
-       "made anyway is one the client cannot know of, use or close; where the agent lists "
-       "sessions, session/list after the answer shows no session that no successful request "
-       "created. The schema says only that the receiver MAY cancel the request's activity "
-       "and MUST answer it; nothing says a cancelled request leaves nothing behind, so this "
-       "is SHOULD at most, and acp-fuzz's level. A result instead is a session as any "
-       "session/new makes",
-       ("cancel-request.session-left", "bug:cancel-new-leaves-session")),
+       "acp-fuzz's reading: a session/new (or session/fork) answered with an error "
+       "(-32800 Cancelled, or any other) after its $/cancel_request gave the client no "
+       "session id, so a session it made anyway is one the client cannot know of, use or "
+       "close; where the agent lists sessions, session/list after the answer shows no "
+       "session that no successful request created. The schema says only that the receiver "
+       "MAY cancel the request's activity and MUST answer it; nothing says a cancelled "
+       "request leaves nothing behind, so this is SHOULD at most, and acp-fuzz's level. A "
+       "result instead is a session (a copy) as any session/new (session/fork) makes",
+       ("cancel-request.session-left", "bug:cancel-new-leaves-session"),
+       ("cancel-request.session-left", "bug:cancel-fork-leaves-session")),
     _r("ACPFUZZ-SETMODE-ANYTIME-SHOULD", SCHEMA, "session/set_mode (ClientRequest)",
        "This method can be called at any time during a session, whether the Agent is\n"
        "idle or actively generating a response.",

@@ -126,9 +126,9 @@ _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
     "new": frozenset({"session", "cwd", "cancel_request"}) | _PROMPT_KEYS,
     "prompt": frozenset({"session", "fault", "during", "with", "pick", "option", "new"}),
-    "load": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
-    "resume": frozenset({"session", "busy"}) | _PROMPT_KEYS | _DIR_KEYS,
-    "fork": frozenset({"session", "new"}) | _PROMPT_KEYS | _DIR_KEYS,
+    "load": frozenset({"session", "busy", "cancel_request"}) | _PROMPT_KEYS | _DIR_KEYS,
+    "resume": frozenset({"session", "busy", "cancel_request"}) | _PROMPT_KEYS | _DIR_KEYS,
+    "fork": frozenset({"session", "new", "cancel_request"}) | _PROMPT_KEYS | _DIR_KEYS,
     "close": frozenset({"session"}),
     "delete": frozenset({"session"}),
     "set_mode": frozenset({"session", "pick"}),
@@ -235,8 +235,10 @@ def validate_step(step: Any) -> dict[str, Any]:
                 not isinstance(value, int) or isinstance(value, bool)
                 or not 0 <= value <= MAX_CHOICE):
             raise ValueError(f"step {op!r}: {key!r} must be an integer from 0 to {MAX_CHOICE}")
-    if op == "new" and not isinstance(step.get("cancel_request", False), bool):
-        raise ValueError("step 'new': 'cancel_request' must be true or false")
+    if not isinstance(step.get("cancel_request", False), bool):
+        raise ValueError(f"step {op!r}: 'cancel_request' must be true or false")
+    if step.get("cancel_request") and step.get("busy"):
+        raise ValueError(f"step {op!r}: 'cancel_request' comes without 'busy'")
     if op == "new" and step.get("cwd", "distinct") not in ("distinct", "shared"):
         raise ValueError("step 'new': 'cwd' must be 'distinct' or 'shared'")
     if op in ("load", "resume", "fork"):
@@ -481,8 +483,6 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
     if op == "load" and protocol >= 2:
         return f"session/resume {step['session']} (replayFrom start){_sp_dirs(step)}"
     sp = _sp_dirs(step)
-    if op == "new" and step.get("cancel_request"):
-        return f"session/new {step['session']}{sp} (and its $/cancel_request right behind it)"
     if op == "new":
         return f"session/new {step['session']}{sp}"
     if op == "fork":
@@ -555,7 +555,8 @@ def _dirs_label(step: Mapping[str, Any]) -> str:
 
 def _sp_dirs(step: Mapping[str, Any]) -> str:
     return _sp_label(step) + _dirs_label(step) + (
-        " (names acp-fuzz's MCP server)" if step.get("mcp") else "")
+        " (names acp-fuzz's MCP server)" if step.get("mcp") else "") + (
+        " (and its $/cancel_request right behind it)" if step.get("cancel_request") else "")
 
 
 def _sp_label(step: Mapping[str, Any]) -> str:

@@ -297,6 +297,15 @@ client prompt texts.
 ``cancel-new-leaves-session``
     That ``session/new`` makes the session (``session/list`` shows it), then answers
     ``-32800`` (``cancel-request.session-left``, SHOULD).
+``cancel-load-unanswered``
+    A ``session/load``, ``session/resume`` or ``session/fork`` whose ``$/cancel_request`` is
+    already in the pipe when it is read is never answered. 2 steps: new A; load (resume, or
+    fork A -> B) A with its ``$/cancel_request`` in the same write → no answer
+    (``cancel-request.lifecycle-unanswered``, MUST). The correct agent answers ``-32800`` and
+    changes nothing (the session is not reattached, no copy is made).
+``cancel-fork-leaves-session``
+    That ``session/fork`` makes the copy (``session/list`` shows it), then answers
+    ``-32800`` (``cancel-request.session-left``, SHOULD).
 ``fork-during-turn-unanswered``
     A ``session/fork`` of a session that arrives while the model is answering a turn of that
     session is never answered, nor made. 2 steps: new A; prompt A with a fork of A sent

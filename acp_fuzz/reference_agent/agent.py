@@ -176,6 +176,10 @@ BUGS: dict[str, str] = {
     "is never answered (neither a result nor -32800)",
     "cancel-new-leaves-session": "a session/new whose $/cancel_request is already in the "
     "pipe makes the session (listed), then answers -32800",
+    "cancel-load-unanswered": "a session/load, session/resume or session/fork whose "
+    "$/cancel_request is already in the pipe is never answered (neither a result nor -32800)",
+    "cancel-fork-leaves-session": "a session/fork whose $/cancel_request is already in the "
+    "pipe makes the copy (listed), then answers -32800",
     "fork-during-turn-unanswered": "a session/fork of a session that arrives while the model "
     "is answering a turn of that session is never answered (nor made)",
     "set-config-during-turn-unanswered": "a session/set_config_option that arrives while the "
@@ -1222,7 +1226,7 @@ class Agent:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=self.protocol == 1)  # v2: only cwd is required
         self.check_roots(params)
-        if self.request_id is not None and self.request_cancelled(self.request_id):
+        if self._cancel_waiting():
             self._cancelled_new(cwd)
         if "side-effect-before-validation" in self.bugs:
             # BUG(side-effect-before-validation): the session exists (and is listed) even when the
@@ -1270,6 +1274,8 @@ class Agent:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=self.protocol == 1)
         self.check_roots(params)
+        if self._cancel_waiting():
+            self._cancelled_lifecycle()
         prompt = self._reattach_prompt(session_id, params)
         self._check_stored(session_id, prompt)
         session = self._find(session_id)
@@ -1363,6 +1369,8 @@ class Agent:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
         self.check_roots(params)
+        if self._cancel_waiting():
+            self._cancelled_lifecycle()
         prompt = self._reattach_prompt(session_id, params)
         self._check_stored(session_id, prompt)
         session = self._find(session_id)
@@ -1387,6 +1395,9 @@ class Agent:
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
         self.check_roots(params)
+        cancelled = self._cancel_waiting()
+        if cancelled and "cancel-fork-leaves-session" not in self.bugs:
+            self._cancelled_lifecycle()
         prompt = self.parse_system_prompt(params)
         source = self._find(session_id)
         # A fork re-sent with a prompt uses it; omitted or null inherits the source's prompt
@@ -1402,6 +1413,9 @@ class Agent:
             source.system_prompt = prompt  # BUG(fork-corrupts-source)
             self.store.save(source)
         self._activate(fork)
+        if cancelled:
+            # BUG(cancel-fork-leaves-session): made (and listed), though the answer says not.
+            raise RpcError(REQUEST_CANCELLED, "Request cancelled")
         self._connect_mcp(fork.session_id, params)
         if prompt is not None:
             self.last_client_prompt = prompt
@@ -1614,6 +1628,19 @@ class Agent:
             session = self.store.create(cwd, None, [])
             self._activate(session)
             self.store.save(session)
+        raise RpcError(REQUEST_CANCELLED, "Request cancelled")
+
+    def _cancel_waiting(self) -> bool:
+        """Whether a ``$/cancel_request`` of the request being handled is already in the
+        pipe (it was written right behind it)."""
+        return self.request_id is not None and self.request_cancelled(self.request_id)
+
+    def _cancelled_lifecycle(self) -> None:
+        """A ``session/load``, ``session/resume`` or ``session/fork`` whose
+        ``$/cancel_request`` is already in the pipe: answered ``-32800`` before anything is
+        reattached or made (the cancel then goes by as ignored)."""
+        if "cancel-load-unanswered" in self.bugs:
+            raise NoAnswer  # BUG(cancel-load-unanswered): a cancelled request is still answered
         raise RpcError(REQUEST_CANCELLED, "Request cancelled")
 
     def _note_mid_turn(self, session_id: str) -> None:

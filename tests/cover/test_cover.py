@@ -102,12 +102,14 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # example of 6 steps, the last. A second prompt sent during a turn is one more step of
     # the example of held turns (360 steps before it); a fork sent during a turn and a turn
     # of the copy are two more (361 before them), and a session/new with its
-    # $/cancel_request one more (363 before it). 41 with a delete sent during a turn (an
-    # example of 4 steps).
+    # $/cancel_request one more (363 before it). A load, a resume and a fork with their
+    # $/cancel_request, each with a turn after it, are six more (364 before them). 41 with
+    # a delete sent during a turn (an example of 4 steps, 370 before it).
     assert len(covering_examples(REFERENCE)) == 41
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 368
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 374
     assert {"during:cancel", "during:cancel-request", "during:close", "during:prompt",
-            "during:fork", "during:delete", "cancel-request:new", "together"} <= set(keys)
+            "during:fork", "during:delete", "cancel-request:new", "cancel-request:load",
+            "cancel-request:resume", "cancel-request:fork", "together"} <= set(keys)
     assert "during:set-mode" not in keys  # no modes to switch to
 
 
@@ -137,15 +139,20 @@ def test_a_fork_during_a_turn_is_covered_only_where_the_agent_forks() -> None:
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:
     shapes = [[(s["op"], s.get("session"), "systemPrompt" in s) for s in ex.steps]
               for ex in covering_examples(REFERENCE)[:7]]
+    cancelled = [(s["op"], s.get("new")) for ex in covering_examples(REFERENCE)[1:4]
+                 for s in ex.steps if s.get("cancel_request")]
+    assert cancelled == [("load", None), ("resume", None), ("fork", "C")]
     assert shapes == [
         [("new", "A", True), ("prompt", "A", False), ("new", "B", False),
          ("prompt", "B", False), ("cancel", "A", False), ("new", "C", True),
          ("list", None, False), ("close", "A", False)],
-        [("new", "A", True), ("prompt", "A", False), ("load", "A", True), ("prompt", "A", False)],
+        # each reattach and fork, then again with its $/cancel_request right behind it
+        [("new", "A", True), ("prompt", "A", False), ("load", "A", True), ("prompt", "A", False),
+         ("load", "A", True), ("prompt", "A", False)],
         [("new", "A", True), ("prompt", "A", False), ("resume", "A", True),
-         ("prompt", "A", False)],
+         ("prompt", "A", False), ("resume", "A", True), ("prompt", "A", False)],
         [("new", "A", True), ("fork", "A", True), ("prompt", "B", False),
-         ("prompt", "A", False)],
+         ("prompt", "A", False), ("fork", "A", False), ("prompt", "A", False)],
         [("new", "A", True), ("delete", "A", False), ("prompt", "A", False),
          ("new", "B", False), ("prompt", "B", False)],
         [("new", "A", True), ("prompt", "A", False), ("restart", None, False),

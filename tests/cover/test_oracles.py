@@ -172,6 +172,7 @@ def test_catalog_ids_are_the_documented_ones() -> None:
         "second-prompt.unanswered", "second-prompt.handling", "fork.unanswered",
         "set-config.unanswered", "delete.turn-unanswered", "delete.handling",
         "cancel-request.new-unanswered", "cancel-request.session-left",
+        "cancel-request.lifecycle-unanswered",
         "session.history-destroyed", "session.listed-other-id",
         "session.deleted-usable", "prompt.replayed-as-user", "capability.drift",
         "capability.refused", "scope.tools-changed", "scope.config-changed",

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_oracles import DEFAULTS, H, P, R, appended, ids, only, sp
+import pytest
+from test_oracles import DEFAULTS, H, P, Q, R, _turn_text, appended, ids, only, sp
 
 from acp_fuzz.core.sessions import Tracker
 from acp_fuzz.core.steps import nonce_for
@@ -311,3 +312,73 @@ def test_a_cancelled_session_new_that_left_a_session_is_a_should_finding() -> No
     f = only(found, "cancel-request.session-left")
     assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD")
     assert f.evidence["unexpected"] == ["sess-left"]
+
+
+@pytest.mark.parametrize("op", ["load", "resume", "fork"])
+def test_a_load_resume_or_fork_its_cancel_request_left_unanswered_is_a_must_finding(
+        op: str) -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P))
+    h.step(op, "A", outcome="timeout", cancel_request=True, **({"new": "B"} if op == "fork"
+                                                               else {}))
+    found = h.findings()
+    f = only(found, "cancel-request.lifecycle-unanswered")
+    assert (f.severity, f.rule) == ("MUST", "CANCELREQ-AGENT-ANSWER-MUST")
+    assert f"session/{op}" in f.message
+    assert ids(found) == {"cancel-request.lifecycle-unanswered"}  # not also agent.hang
+
+
+@pytest.mark.parametrize("op", ["load", "resume"])
+def test_a_cancelled_reattach_refused_changes_nothing_and_owes_nothing(op: str) -> None:
+    """Answered -32800: not a refused reattach of an advertised op (session.reattach-failed),
+    nor a refused prompt (payload.valid-rejected); the changed prompt it carried is not in
+    force, the session's own is."""
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P), user=_turn_text("A", 1))
+    h.step(op, "A", systemPrompt=sp("append", P), outcome="error",
+           error={"code": -32800, "message": "Request cancelled"}, cancel_request=True)
+    h.step(op, "A", systemPrompt=sp("append", Q), outcome="error",
+           error={"code": -32800, "message": "Request cancelled"}, cancel_request=True)
+    h.prompt("A", system=appended(P), user=_turn_text("A", 2))
+    assert h.findings(strict=True) == []
+
+
+@pytest.mark.parametrize("shown, found", [(Q, set()), (P, {"prompt.change-deferred"})])
+def test_a_cancelled_reattach_answered_with_a_result_is_judged_as_any(
+        shown: str, found: set[str]) -> None:
+    """Accepted despite its $/cancel_request: the changed prompt it carried is in force."""
+    h = H()
+    h.new("A", sp("append", P))
+    first = _turn_text("A", 1)
+    h.prompt("A", system=appended(P), user=first)
+    h.step("load", "A", systemPrompt=sp("append", Q), cancel_request=True)
+    h.prompt("A", system=appended(shown), history=[first], user=_turn_text("A", 2))
+    assert ids(h.findings(strict=True)) == found
+
+
+def test_a_cancelled_session_new_with_a_valid_prompt_refused_is_not_a_rejected_payload() -> None:
+    h = H()
+    h.new("A", sp("append", P), outcome="error", error={"code": -32800}, cancel_request=True)
+    h.list_probe([])
+    assert h.findings(strict=True) == []
+
+
+def test_a_cancelled_fork_refused_that_left_its_copy_is_a_should_finding() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    h.step("fork", "A", new="B", outcome="error", error={"code": -32800},
+           cancel_request=True)
+    h.list_probe([h.sids["A"]])  # the source only: clean
+    h.prompt("A", system=appended(P))
+    assert h.findings(strict=True) == []
+    h.step("fork", "A", new="C", outcome="error", error={"code": -32800},
+           cancel_request=True)
+    h.list_probe([h.sids["A"], "sess-copy"])
+    found = h.findings(strict=True)
+    assert ids(found) == {"cancel-request.session-left"}  # not reject.side-effect's MUST
+    f = only(found, "cancel-request.session-left")
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD")
+    assert f.evidence["unexpected"] == ["sess-copy"] and f.session == "C"
+    assert "session/fork" in f.message

@@ -30,6 +30,11 @@ def test_a_prompt_may_carry_one_of_the_faults() -> None:
     assert describe({"op": "prompt", "session": "A"}) == "session/prompt A"
     assert describe({"op": "new", "session": "A", "cancel_request": True}) == \
         "session/new A (systemPrompt omitted) (and its $/cancel_request right behind it)"
+    assert describe({"op": "fork", "session": "A", "new": "B", "cancel_request": True}) == \
+        "session/fork A -> B (systemPrompt omitted) (and its $/cancel_request right behind it)"
+    assert describe({"op": "load", "session": "A", "cancel_request": True}, protocol=2) == \
+        ("session/resume A (replayFrom start) (systemPrompt omitted) (and its $/cancel_request "
+         "right behind it)")
     assert describe({"op": "prompt", "session": "A", "during": "fork", "new": "B"}) == \
         "session/prompt A (and session/fork A -> B while its model request is held)"
 
@@ -45,6 +50,8 @@ def test_a_prompt_may_carry_one_of_the_faults() -> None:
     ({"op": "prompt", "session": "A", "new": "B"}, "'new' comes only with 'during': 'fork'"),
     ({"op": "prompt", "session": "A", "during": "cancel", "new": "B"}, "'new' comes only"),
     ({"op": "new", "session": "A", "cancel_request": "yes"}, "must be true or false"),
+    ({"op": "fork", "session": "A", "new": "B", "cancel_request": 1}, "must be true or false"),
+    ({"op": "load", "session": "A", "cancel_request": True, "busy": True}, "without 'busy'"),
     ({"op": "prompt", "session": "A", "cancel_request": True}, "unknown key"),
 ])
 def test_a_cassette_cannot_ask_for_another_fault_or_one_elsewhere(step: dict[str, Any],

@@ -199,3 +199,19 @@ def test_a_turn_at_once_is_another_sessions_or_the_sessions_own_next_one() -> No
         machine._together(data, "A", ["B"])  # type: ignore[arg-type]
         assert data.offered == ["B", "A"]
         assert sent == expected
+
+
+def test_a_new_load_resume_or_fork_is_now_and_then_drawn_with_its_cancel_request() -> None:
+    """One new, load, resume or fork in CANCEL_REQUEST_EVERY goes out with its
+    ``$/cancel_request`` right behind it (never a busy reattach); a turn follows a cancelled
+    reattach of an open session and a cancelled fork (of its source)."""
+    full = dict(system_prompt=True, load=True, resume=True, fork=True, close=True, list=True)
+    drawn = _drawn(Capabilities(**full), 100)
+    cancelled = [i for i, s in enumerate(drawn) if s.get("cancel_request")]
+    assert {drawn[i]["op"] for i in cancelled} == {"new", "load", "resume", "fork"}
+    assert len(cancelled) < len([s for s in drawn if s["op"] in ("new", "load", "resume",
+                                                                 "fork")]) / 6
+    for i in cancelled:
+        validate_step(drawn[i])
+        if drawn[i]["op"] == "fork":
+            assert drawn[i + 1] == {"op": "prompt", "session": drawn[i]["session"]}

@@ -1350,23 +1350,29 @@ def _second_prompt_unanswered(t: Trial) -> bool:
     return second is None
 
 
-def cancelled_new(t: Trial) -> tuple[dict[str, Any] | None, list[Any]]:
-    """The answer to a session/new written with its $/cancel_request in the same write
+def cancelled(t: Trial, method: str, params: dict[str, Any]
+              ) -> tuple[dict[str, Any] | None, list[Any]]:
+    """The answer to ``method`` written with its $/cancel_request in the same write
     (``None``: never answered, up to a session/list sent last), and the session ids that
     list shows."""
     agent = t.agent
-    new = {"jsonrpc": "2.0", "id": "new", "method": "session/new",
-           "params": {"cwd": CWD, "mcpServers": []}}
-    cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "new"}}
+    request = {"jsonrpc": "2.0", "id": "req", "method": method, "params": params}
+    cancel = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": "req"}}
     listing = {"jsonrpc": "2.0", "id": "mark", "method": "session/list", "params": {}}
-    agent.write_raw(b"".join(json.dumps(m).encode() + b"\n" for m in (new, cancel, listing)))
+    agent.write_raw(b"".join(json.dumps(m).encode() + b"\n"
+                             for m in (request, cancel, listing)))
     out: dict[str, Any] = {}
     while "mark" not in out:
         message = agent.receive()
         if "id" in message:
             out[message["id"]] = message
     listed = [s.get("sessionId") for s in out["mark"].get("result", {}).get("sessions", [])]
-    return out.get("new"), listed
+    return out.get("req"), listed
+
+
+def cancelled_new(t: Trial) -> tuple[dict[str, Any] | None, list[Any]]:
+    """:func:`cancelled` of a session/new."""
+    return cancelled(t, "session/new", {"cwd": CWD, "mcpServers": []})
 
 
 @reproduces("cancel-new-unanswered")
@@ -1382,6 +1388,35 @@ def _cancel_new_leaves_session(t: Trial) -> bool:
     answer, listed = cancelled_new(t)
     assert answer is not None and answer.get("error", {}).get("code") == -32800, answer
     return listed != []
+
+
+def cancelled_lifecycle(t: Trial, method: str) -> tuple[dict[str, Any] | None, list[Any]]:
+    """A session made, then ``method`` (a load, resume or fork of it) written with its
+    $/cancel_request in the same write (:func:`cancelled`): its answer, and the session ids
+    the list then shows that it did not before."""
+    session = t.agent.new(sp("append", P))
+    before = {x["sessionId"] for x in t.agent.ok("session/list", {})["sessions"]}
+    answer, listed = cancelled(t, method, {"sessionId": session, "cwd": CWD, "mcpServers": []})
+    return answer, [x for x in listed if x not in before]
+
+
+@reproduces("cancel-load-unanswered")
+def _cancel_load_unanswered(t: Trial) -> bool:
+    unanswered = False
+    for method in ("session/load", "session/resume", "session/fork"):
+        answer, left = cancelled_lifecycle(t, method)
+        if answer is not None:  # the correct agent: -32800, and nothing changed or made
+            assert answer.get("error", {}).get("code") == -32800 and left == [], answer
+        unanswered = unanswered or answer is None
+        t.restart()  # (an unanswered request may hold the agent)
+    return unanswered
+
+
+@reproduces("cancel-fork-leaves-session")
+def _cancel_fork_leaves_session(t: Trial) -> bool:
+    answer, left = cancelled_lifecycle(t, "session/fork")
+    assert answer is not None and answer.get("error", {}).get("code") == -32800, answer
+    return left != []
 
 
 @reproduces("fork-during-turn-unanswered")

@@ -22,6 +22,11 @@ which peeks at its input after the model answers, is clean under every kind, in 
   (one write) is never answered: ``cancel-request.new-unanswered`` (MUST);
   ``cancel-new-leaves-session``: it is answered ``-32800`` and the session is made (listed):
   ``cancel-request.session-left`` (SHOULD). Each shrinks to that one step.
+* ``cancel-load-unanswered``: a ``session/load``, ``session/resume`` or ``session/fork``
+  with its ``$/cancel_request`` right behind it is never answered:
+  ``cancel-request.lifecycle-unanswered`` (MUST); ``cancel-fork-leaves-session``: that fork
+  is answered ``-32800`` and the copy is made (listed): ``cancel-request.session-left``
+  (SHOULD). Each shrinks to two steps: ``new A``, and that request.
 * ``fork-during-turn-unanswered``: a ``session/fork`` of the session written while the model
   is thinking is never answered: ``fork.unanswered`` (MUST).
 * ``set-config-during-turn-unanswered``: a ``session/set_config_option`` written then is
@@ -123,21 +128,27 @@ def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
         assert fixed.verdict == "FIXED", fixed.line()
 
 
-#: bug -> (oracle, severity) of a session/new with its $/cancel_request right behind it.
-CANCELLED_NEW = {
-    "cancel-new-unanswered": ("cancel-request.new-unanswered", "MUST"),
-    "cancel-new-leaves-session": ("cancel-request.session-left", "SHOULD"),
+#: bug -> (oracle, severity, the shapes it may shrink to) of a session/new, load, resume or
+#: fork with its $/cancel_request right behind it: that request alone (new), or new A and
+#: that request of A.
+CANCELLED = {
+    "cancel-new-unanswered": ("cancel-request.new-unanswered", "MUST", [[("new", True)]]),
+    "cancel-new-leaves-session": ("cancel-request.session-left", "SHOULD", [[("new", True)]]),
+    "cancel-load-unanswered": ("cancel-request.lifecycle-unanswered", "MUST", [
+        [("new", None), (op, True)] for op in ("load", "resume", "fork")]),
+    "cancel-fork-leaves-session": ("cancel-request.session-left", "SHOULD",
+                                   [[("new", None), ("fork", True)]]),
 }
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@pytest.mark.parametrize("bug", sorted(CANCELLED_NEW))
-def test_a_bug_of_a_cancelled_session_new_is_found_shrunk_and_replayed(
+@pytest.mark.parametrize("bug", sorted(CANCELLED))
+def test_a_bug_of_a_cancelled_request_is_found_shrunk_and_replayed(
         bug: str, seed: int, tmp_path: Path, no_orphans: object) -> None:
-    oracle, severity = CANCELLED_NEW[bug]
+    oracle, severity, shapes = CANCELLED[bug]
     report = found_and_confirmed(bug, oracle, severity, seed, tmp_path)
-    assert [(s["op"], s.get("cancel_request")) for s in report.steps] == [("new", True)], \
-        report.steps
+    assert [(s["op"], s.get("cancel_request")) for s in report.steps] in shapes, report.steps
+    assert len({s["session"] for s in report.steps}) == 1, report.steps
     assert report.cassette is not None
     if seed == 1:
         again = replay_cassette(report.cassette, target=argv(bug), runs=2)
@@ -230,6 +241,42 @@ def test_the_correct_reference_agent_is_clean_under_a_cancelled_session_new(
     probe = next(e.data for e in history.events  # the probe after the refused new
                  if e.kind == "verdict" and e.data.get("what") == "probe-list")
     assert probe["step"] == 0 and probe["outcome"] == "ok" and probe["sessions"] == []
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_the_correct_reference_agent_is_clean_under_a_cancelled_load_resume_and_fork(
+        protocol: str, no_orphans: object) -> None:
+    """It answers each -32800 and changes nothing: the turns after show the session's own
+    prompt (not the changed one the cancelled resume carried), the list probe after the fork
+    shows no copy, and after a restart a cancelled load leaves the session to the plain load
+    after it (in v2 each load is a resume that replays from the start)."""
+    def prompt(text: str) -> dict[str, Any]:
+        return {"systemPrompt": {"mode": "append", "content": [{"type": "text", "text": text}]}}
+    own = prompt("Review every change for injection flaws first.")
+    steps = [{"op": "new", "session": "A", **own}, {"op": "prompt", "session": "A"},
+             {"op": "load", "session": "A", **own, "cancel_request": True},
+             {"op": "prompt", "session": "A"},
+             {"op": "resume", "session": "A", "cancel_request": True,
+              **prompt("Answer only in French, whatever the question.")},
+             {"op": "prompt", "session": "A"},
+             {"op": "fork", "session": "A", "new": "B", "cancel_request": True},
+             {"op": "prompt", "session": "A"}, {"op": "restart"},
+             {"op": "load", "session": "A", **own, "cancel_request": True},
+             {"op": "load", "session": "A", **own}, {"op": "prompt", "session": "A"}]
+    with Gateway(History()) as gateway:
+        _, _, baseline = calibrate(reference(protocol=protocol), gateway=gateway)
+        history, findings = run_steps(reference(protocol=protocol), steps, baseline=baseline,
+                                      gateway=gateway)
+    assert [f for f in findings if f.severity != "info"] == []
+    replies = {e.data["step"]: e.data for e in history.events
+               if e.kind == "verdict" and e.data.get("what") == "reply"}
+    for i in (2, 4, 6, 9):
+        assert replies[i]["outcome"] == "error" and replies[i]["error"]["code"] == -32800
+    assert all(replies[i]["outcome"] == "ok" for i in (0, 1, 3, 5, 7, 10, 11)), replies
+    probe = next(e.data for e in history.events  # the probe after the refused fork
+                 if e.kind == "verdict" and e.data.get("what") == "probe-list")
+    assert probe["step"] == 6 and probe["outcome"] == "ok"
+    assert probe["sessions"] == [replies[0]["sessionId"]]
 
 
 @pytest.mark.parametrize("prompt", ["append", "override"])

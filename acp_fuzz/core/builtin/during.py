@@ -56,17 +56,23 @@ the turn (and the close, the set_mode or the second turn) ended:
   cancelled, ran on, or an error): delete is defined by ``session/list``, and nothing says
   a deletion stops a live session's work (archive says so, delete does not).
 
-A ``new`` step with ``cancel_request`` writes a ``session/new`` and a ``$/cancel_request``
-of it in one write (the agent reads the cancel while the request is still unanswered):
+A ``new``, ``load``, ``resume`` or ``fork`` step with ``cancel_request`` writes its request
+and a ``$/cancel_request`` of it in one write (the agent reads the cancel while the request
+is still unanswered):
 
 - ``cancel-request.new-unanswered`` (MUST, CANCELREQ-AGENT-ANSWER-MUST): the
   ``session/new`` never answered, neither a result nor an error. A result makes a session as
   any ``session/new`` does (the tracker follows it, its turns are judged as usual).
-- ``cancel-request.session-left`` (SHOULD, ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD): it was
-  answered with an error (``-32800``, or another), and the ``session/list`` probe after it
-  (where the agent lists sessions) shows a session no successful request created. (Not
-  ``reject.side-effect``: the MUST of SP-AGENT-ERROR-NOSIDEEFFECT-MUST speaks of prompts
-  the agent cannot apply, not of a cancelled request.)
+- ``cancel-request.lifecycle-unanswered`` (MUST, the same rule): the same of a
+  ``session/load``, ``session/resume`` or ``session/fork``. A result is that op's as any
+  (the session reattached, the copy made); an error reattaches nothing (the tracker takes
+  it as any refused load or resume: the prompt it re-sent is not in force) and makes no
+  copy.
+- ``cancel-request.session-left`` (SHOULD, ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD): a new or
+  fork answered with an error (``-32800``, or another), after which the ``session/list``
+  probe (where the agent lists sessions) shows a session no successful request created.
+  (Not ``reject.side-effect``: the MUST of SP-AGENT-ERROR-NOSIDEEFFECT-MUST speaks of
+  prompts the agent cannot apply, not of a cancelled request.)
 
 A turn that errs after a failure of the agent's own (its process died) is ``agent.crash``'s.
 """
@@ -80,7 +86,7 @@ from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.sessions import Reply
 
-__all__ = ["cancelled_new", "during"]
+__all__ = ["cancelled_request", "during"]
 
 #: How each request sent during a turn is named in a message.
 _SENT = {"cancel": "session/cancel", "close": "session/close",
@@ -254,29 +260,44 @@ def _kept(j: Judge, oracle: str, turn: Mapping[str, Any], said: str, handle: Any
                     "'cancelled'", session=handle, stopReason=reason)
 
 
-@builtin("cancel-request.new-unanswered", "cancel-request.session-left")
-def cancelled_new(j: Judge, ev: Event) -> None:
-    """A ``session/new`` with its ``$/cancel_request`` right behind it: its answer, and the
+#: What a ``new``, ``load``, ``resume`` or ``fork`` step with ``cancel_request`` sends, and
+#: the oracle of its answer.
+_CANCELLED = {"new": ("session/new", "cancel-request.new-unanswered"),
+              "load": ("session/load", "cancel-request.lifecycle-unanswered"),
+              "resume": ("session/resume", "cancel-request.lifecycle-unanswered"),
+              "fork": ("session/fork", "cancel-request.lifecycle-unanswered")}
+
+
+@builtin("cancel-request.new-unanswered", "cancel-request.session-left",
+         "cancel-request.lifecycle-unanswered")
+def cancelled_request(j: Judge, ev: Event) -> None:
+    """A ``session/new``, ``session/load``, ``session/resume`` or ``session/fork`` with its
+    ``$/cancel_request`` right behind it: its answer, and (a new or fork) the
     ``session/list`` probe after a refusal."""
     t, c = j.tracker, j.change
-    if not t.args.get("cancel_request") or t.args.get("op") != "new":
+    op = t.args.get("op")
+    if not t.args.get("cancel_request") or op not in _CANCELLED:
         return
     handle = t.args.get("session")
+    method, oracle = _CANCELLED[op]
+    if op == "load" and t.protocol >= 2:
+        method = "session/resume (replayFrom start)"
     if isinstance(c, Reply) and c.outcome is not None and c.outcome != "exited":
-        j.judge_as("cancel-request.new-unanswered")
+        j.judge_as(oracle)
         if c.outcome == "timeout":
-            j.report_as("cancel-request.new-unanswered", f"session {handle}: a session/new "
-                        "with its $/cancel_request right behind it was never answered "
-                        "(neither a result nor -32800)", session=handle)
+            j.report_as(oracle, f"session {handle}: a {method} with its $/cancel_request "
+                        "right behind it was never answered (neither a result nor -32800)",
+                        session=handle)
         return
     listed = ev.data.get("sessions") if ev.kind == "verdict" \
         and ev.data.get("what") == "probe-list" else None
-    if not isinstance(listed, list) or t.outcome != "error":
+    if not isinstance(listed, list) or t.outcome != "error" or op not in ("new", "fork"):
         return
     j.judge_as("cancel-request.session-left")
     extra = sorted(set(listed) - t.known_ids)
     if extra:
-        j.report_as("cancel-request.session-left", f"session {handle}: a session/new "
-                    "cancelled by its $/cancel_request was answered with an error, and "
-                    f"session/list then shows {len(extra)} session(s) that no successful "
-                    "request created", session=handle, listed=listed, unexpected=extra)
+        j.report_as("cancel-request.session-left", f"session {t.args.get('new', handle)}: "
+                    f"a {method} cancelled by its $/cancel_request was answered with an "
+                    f"error, and session/list then shows {len(extra)} session(s) that no "
+                    "successful request created", session=t.args.get("new", handle),
+                    listed=listed, unexpected=extra)

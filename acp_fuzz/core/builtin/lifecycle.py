@@ -50,8 +50,8 @@ def _probe_list(j: Judge, d: Mapping[str, Any]) -> None:
     listed = d.get("sessions")
     if isinstance(listed, list) and t.args.get("op") in ("new", "fork") \
             and t.outcome == "error" and not t.args.get("cancel_request"):
-        # (A cancelled new's probe is cancel-request.session-left's: the request was not
-        # refused for its prompt.)
+        # (A cancelled new's or fork's probe is cancel-request.session-left's: the request
+        # was not refused for its prompt.)
         j.judge_as("reject.side-effect")
         extra = sorted(set(listed) - t.known_ids)
         if extra:
@@ -141,6 +141,8 @@ def _reattach_answered(j: Judge, r: Reply) -> None:
         return  # another directory: a load or resume may require the session's own
     if args.get("busy"):
         return  # sent while a turn of the session ran: a busy session may refuse it
+    if args.get("cancel_request"):
+        return  # its $/cancel_request came right behind it: -32800 is the answer it asked for
     j.judge_as("session.reattach-failed")
     if r.outcome != "error":
         return

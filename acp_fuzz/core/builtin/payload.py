@@ -88,6 +88,10 @@ def payload(j: Judge, ev: Event) -> None:
             # fork must succeed, and the error code that pins the refusal on the prompt is
             # the agent's word, not the text's. The harness's SHOULD (issue #31 §3).
             sev, rule = "SHOULD", RESEND_RULE
+        if outcome == "error" and args.get("cancel_request"):
+            # Its $/cancel_request came right behind it: the error (-32800, say) is the
+            # answer the client asked for, not a refusal of the prompt. Not judged.
+            return
         if outcome == "error" and _root_fields(sp):
             # acp-fuzz's own decoration (the valid class "unknown-field") puts a field at the
             # root of SystemPrompt, which the ACP docs forbid (EXT-ROOT-FIELDS-MUSTNOT): the

@@ -85,7 +85,8 @@ def _answer(j: Judge, r: Reply) -> None:
     if outcome == "timeout" and (args.get("during") == "cancel-request"
                                  or args.get("cancel_request")):
         # A request its $/cancel_request left unanswered: cancel-request.unanswered (a
-        # prompt) or cancel-request.new-unanswered (a session/new).
+        # prompt), cancel-request.new-unanswered (a session/new) or
+        # cancel-request.lifecycle-unanswered (a load, resume or fork).
         return
     if outcome == "timeout":
         beside = " (or to the turn running beside it)" if args.get("busy") else ""

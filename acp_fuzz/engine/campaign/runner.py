@@ -692,23 +692,14 @@ class Run:
                                         "outcome": reply.outcome, "error": reply.error})
 
     def _do_new(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        """A ``session/new``. With ``cancel_request``, its ``$/cancel_request`` goes in the
-        same write right behind it (:meth:`AgentProcess.one_write`): the agent has both in
-        its pipe when it reads the request, on a loaded machine too. It must still be
-        answered: a result makes the session as any, ``-32800`` (or another error) none, and
-        the ``session/list`` probe after a refused new says whether one was left behind."""
+        """A ``session/new`` (with ``cancel_request``, its ``$/cancel_request`` right behind
+        it: :meth:`_lifecycle_request`). The ``session/list`` probe after a refused new says
+        whether one was left behind."""
         handle = step["session"]
         cwd = self._cwd_for(step, handle)
         method, params = lifecycle_request(step, protocol=self.protocol, dialect=self.dialect,
                                            cwd=cwd, mcp_servers=mcp_servers(step))
-        if step.get("cancel_request"):
-            with self.agent.one_write():
-                pending = self._send(method, params)
-                self.agent.notify("$/cancel_request", {"requestId": pending.id})
-            reply = self._await(pending, method, self.spec.request_timeout)
-        else:
-            reply = self._request(method, params)
-        out = self._reply_outcome(reply)
+        out = self._reply_outcome(self._lifecycle_request(step, method, params))
         if out.outcome == "ok":
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
             if isinstance(sid, str):
@@ -719,14 +710,28 @@ class Run:
                 out = StepOutcome("error", out.result, {"harness": "no sessionId in result"})
         return out
 
+    def _lifecycle_request(self, step: Mapping[str, Any], method: str, params: Any) -> Reply:
+        """The answer to a new, load, resume or fork. With ``cancel_request``, its
+        ``$/cancel_request`` goes in the same write right behind it
+        (:meth:`AgentProcess.one_write`): the agent has both in its pipe when it reads the
+        request, on a loaded machine too. It must still be answered: a result is the op's
+        as any, an error (``-32800`` or another) makes or reattaches nothing."""
+        if not step.get("cancel_request"):
+            return self._request(method, params)
+        with self.agent.one_write():
+            pending = self._send(method, params)
+            self.agent.notify("$/cancel_request", {"requestId": pending.id})
+        return self._await(pending, method, self.spec.request_timeout)
+
     def _do_fork(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """A ``session/fork`` (with ``cancel_request``, its ``$/cancel_request`` right behind
+        it; a refused one is followed by the ``session/list`` probe, as for new)."""
         src = self.sessions[step["session"]]
         cwd, roots = self._dirs(step, step["new"], src.cwd)
-        reply = self._request(*lifecycle_request(step, protocol=self.protocol,
-                                                 dialect=self.dialect, session_id=src.agent_id,
-                                                 cwd=cwd, roots=roots,
-                                                 mcp_servers=mcp_servers(step)))
-        out = self._reply_outcome(reply)
+        method, params = lifecycle_request(step, protocol=self.protocol, dialect=self.dialect,
+                                           session_id=src.agent_id, cwd=cwd, roots=roots,
+                                           mcp_servers=mcp_servers(step))
+        out = self._reply_outcome(self._lifecycle_request(step, method, params))
         if out.outcome == "ok":
             sid = out.result.get("sessionId") if isinstance(out.result, Mapping) else None
             if isinstance(sid, str):
@@ -776,8 +781,8 @@ class Run:
                                            mcp_servers=mcp_servers(step))
         if step.get("busy"):
             out = self._busy(method, params, step["session"], ann)
-        else:
-            out = self._reply_outcome(self._request(method, params))
+        else:  # (with cancel_request, a refused one leaves the session as it was)
+            out = self._reply_outcome(self._lifecycle_request(step, method, params))
         if out.outcome == "ok":
             s.cwd = cwd
             s.note_offers(out.result, self.protocol)
