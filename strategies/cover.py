@@ -154,6 +154,7 @@ def cover_keys(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> list[
     keys += _surface_keys(caps)
     keys += [f"fault:{kind}" for kind in FAULTS]
     keys += [f"during:{what}" for what in _during(caps)] + ["cancel-request:new", "together"]
+    keys += [f"while:{op}" for op in _while_ops(caps)]
     keys += [f"cancel-request:{op}" for op in _reopens(caps)]
     keys += _payload_keys(caps, resend_on_lifecycle) + _pair_keys(caps, resend_on_lifecycle)
     variants = invalid_variants(override=caps.override)
@@ -266,6 +267,37 @@ def _fork_during(ex: _Example, a: str) -> None:
            {"op": "prompt", "session": b})
 
 
+def _while_ops(caps: Capabilities) -> list[str]:
+    """The reattaches this agent is sent while another session's turn runs."""
+    return [op for op, ok in (("load", caps.load or caps.replay), ("resume", caps.resume)) if ok]
+
+
+def _while_group(caps: Capabilities) -> _Group | None:
+    """``while:<op>``: ``new A (P)``, ``new B (Q)``, then for each reattach the agent has:
+    B closed (where it closes), B reattached (Q re-sent) while A's model request is held,
+    a turn of A and one of B. A prompt the reattach puts in a process-wide place shows in
+    A's turn (B's prompt there is a leak), a reattach the running turn spoiled in B's."""
+    ops = _while_ops(caps)
+    if not ops:
+        return None
+
+    def first(ex: _Example) -> str:
+        a = _new_session(ex)
+        b = ex.handle()
+        ex.add({"op": "new", "session": b, "cwd": "distinct", **ex.prompt(b, _Q)})
+        return a
+
+    def unit(op: str) -> Unit:
+        def add(ex: _Example, a: str) -> None:
+            b = HANDLES[HANDLES.index(a) + 1]  # the prefix's second session
+            if caps.close:
+                ex.add({"op": "close", "session": b})
+            ex.add({"op": op, "session": b, **ex.same(b), "while": a},
+                   {"op": "prompt", "session": a}, {"op": "prompt", "session": b})
+        return add
+    return _Group(first, tuple(unit(op) for op in ops))
+
+
 def _together_group() -> _Group:
     """``together``: ``new A (P)``, ``new B (Q)``, a turn of ``A`` with a turn of ``B`` sent
     while A's model request is held, then a turn of each (a prompt one turn left in a
@@ -309,6 +341,8 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         keys.append(f"cancel-request:{op}")
     if op == "prompt" and "with" in step:
         keys.append("together")
+    if op in ("load", "resume") and step.get("while"):
+        keys.append(f"while:{op}")
     if op in ("prompt", "list"):
         keys += _after_life(step, before)
     if op == "compact":
@@ -477,8 +511,10 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     during, *deleted = _during_groups(caps)
     groups += [during, _together_group()]
     payloads, changes, huge = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 3
-    # The delete during a turn last: the kept findings' examples (the pairs) come sooner.
+    # The delete during a turn and the reattach during another's turn last: the kept
+    # findings' examples (the pairs) come sooner.
     groups += [payloads, *_pair_groups(caps, resend), changes, huge, *deleted]
+    groups += [g for g in (_while_group(caps),) if g is not None]
     return groups
 
 

@@ -69,6 +69,9 @@ SET_MODE_DURING_EVERY = 3
 #: One fork in this many, and one delete of an open session, is sent while a turn of its
 #: session runs (``during: fork``, ``during: delete``), where the model is acp-fuzz's.
 FORK_DURING_EVERY = 4
+#: One load or resume in this many, where another session is open, is sent while a turn of
+#: that session runs (``while``), where the model is acp-fuzz's.
+WHILE_EVERY = 6
 #: One new session in this many names acp-fuzz's MCP server (``"mcp": true``).
 MCP_EVERY = 4
 #: One ``session/new``, load, resume or fork in this many goes out with its
@@ -338,8 +341,12 @@ class LifecycleMachine(RuleBasedStateMachine):
         dirs = self._draw_dirs(data)
         busy = self._draw_busy(data, handle)
         cancelled = {} if busy else self._draw_cancel_request(data)
-        self._send({"op": op, "session": handle, **sp, **dirs, **busy, **cancelled},
+        during = {} if busy or cancelled else self._draw_while(data, handle)
+        self._send({"op": op, "session": handle, **sp, **dirs, **busy, **cancelled, **during},
                    accepted=ok and not cancelled)
+        if during:
+            # What the reattach did to the running session shows in its next turn.
+            self._turn_after(during["while"])
         if cancelled and handle in self._loaded():
             self._turn_after(handle)  # a refused one changed nothing: its turn shows it
         if not ok or cancelled:
@@ -406,6 +413,16 @@ class LifecycleMachine(RuleBasedStateMachine):
         """A directory no other session has (the machine's name for it)."""
         self.model.moves += 1
         return f"moved-{self.model.moves}"
+
+    def _draw_while(self, data: st.DataObject, handle: str) -> dict[str, Any]:
+        """Where the model is acp-fuzz's and another session is open: one load or resume in
+        WHILE_EVERY goes out while a turn of that session runs (``while``), its model request
+        held: a prompt the reattach puts in a process-wide place lands in the running one."""
+        others = [h for h in self._loaded() if h != handle]
+        if not (self.model_faults and others) or data.draw(
+                st.integers(0, WHILE_EVERY - 1), label="during another's turn") != 0:
+            return {}
+        return {"while": data.draw(st.sampled_from(others), label="the running session")}
 
     def _draw_busy(self, data: st.DataObject, handle: str) -> dict[str, Any]:
         """In ACP v2 (where a turn runs on after its prompt is answered), half of the loads

@@ -152,6 +152,8 @@ class Lifecycle:
             return False  # the other turn needs its session open too
         if step.get("busy") and not self.is_open(h):
             return False  # a load or resume sent while a turn of the session runs
+        if step.get("while") is not None and not self.is_open(step.get("while")):
+            return False  # the turn it is sent during needs its session open
         if op == "compact" and not self.talked(h):
             return False  # nothing to compact, and nothing ties the summary to the session
         if op == "new":
@@ -198,6 +200,8 @@ class Lifecycle:
         elif op in ("load", "resume") and self.exists(h):
             self.sessions[h].generation = self.generation
             self.sessions[h].closed = False
+            if self.exists(step.get("while")):
+                self.sessions[step["while"]].talked = True
         elif op == "close" and self.exists(h):
             self.sessions[h].closed = True
         elif op == "delete" and self.sessions.pop(h, None) is not None:

@@ -285,6 +285,10 @@ def _not_busy(s: Mapping[str, Any]) -> dict[str, Any] | None:
     return {k: v for k, v in s.items() if k != "busy"} if s.get("busy") else None
 
 
+def _not_during_turn(s: Mapping[str, Any]) -> dict[str, Any] | None:
+    return {k: v for k, v in s.items() if k != "while"} if s.get("while") else None
+
+
 def _simpler_payloads_pass(sh: Shrinker) -> bool:
     changed = False
     for sp in _payloads(sh.best.steps):
@@ -330,6 +334,9 @@ PASSES: tuple[ShrinkPass, ...] = (
     ShrinkPass("not-busy", _each(_not_busy), False,
                "a load or resume sent beside a running turn is a plain one unless the "
                "failure needs the turn running"),
+    ShrinkPass("not-during-turn", _each(_not_during_turn), False,
+               "a load or resume sent while another session's turn runs is a plain one "
+               "unless the failure needs that turn running"),
     ShrinkPass("simpler-payloads", _simpler_payloads_pass, False,
                "each payload simplified everywhere it occurs (a re-sent prompt stays "
                "identical to the original), keeping the canary at the end of its text"),
@@ -363,7 +370,8 @@ def one_session(steps: Sequence[Mapping[str, Any]], sessions: Iterable[str | Non
 def _sessions_of(step: Mapping[str, Any]) -> set[str]:
     """Every session handle ``step`` names (its own, a fork's new one, the one it runs
     beside)."""
-    return {v for k in ("session", "new", "with") if isinstance(v := step.get(k), str)}
+    return {v for k in ("session", "new", "with", "while")
+            if isinstance(v := step.get(k), str)}
 
 
 def delete_step(steps: Sequence[Mapping[str, Any]], i: int) -> Steps:
@@ -584,8 +592,8 @@ def shape_of(steps: Sequence[Mapping[str, Any]]) -> Shape:
         if s.get("mcp"):
             cwd += "+mcp"  # naming acp-fuzz's MCP server: part of the bug when kept
         # Sent beside a running turn: another shape than the plain load or resume.
-        out.append((f"busy-{op}" if s.get("busy") else op, idx(session), idx(s.get("new")),
-                    kind, cwd))
+        shape = f"busy-{op}" if s.get("busy") else f"{op}-during-turn" if s.get("while") else op
+        out.append((shape, idx(session), idx(s.get("new")), kind, cwd))
         if op in ("new", "load", "resume", "fork") and kind not in ("omit", "null") \
                 and not kind.startswith("invalid"):
             prompts[str(s["new"] if op == "fork" else session)] = s["systemPrompt"]

@@ -126,8 +126,10 @@ _DIR_KEYS = frozenset({"cwd", "roots"})
 KEYS: dict[str, frozenset[str]] = {
     "new": frozenset({"session", "cwd", "cancel_request"}) | _PROMPT_KEYS,
     "prompt": frozenset({"session", "fault", "during", "with", "pick", "option", "new"}),
-    "load": frozenset({"session", "busy", "cancel_request"}) | _PROMPT_KEYS | _DIR_KEYS,
-    "resume": frozenset({"session", "busy", "cancel_request"}) | _PROMPT_KEYS | _DIR_KEYS,
+    "load": frozenset({"session", "busy", "while", "cancel_request"}) | _PROMPT_KEYS
+    | _DIR_KEYS,
+    "resume": frozenset({"session", "busy", "while", "cancel_request"}) | _PROMPT_KEYS
+    | _DIR_KEYS,
     "fork": frozenset({"session", "new", "cancel_request"}) | _PROMPT_KEYS | _DIR_KEYS,
     "close": frozenset({"session"}),
     "delete": frozenset({"session"}),
@@ -251,6 +253,11 @@ def validate_step(step: Any) -> dict[str, Any]:
         raise ValueError(f"step {op!r}: 'mcp' must be true or false")
     if op in ("load", "resume") and not isinstance(step.get("busy", False), bool):
         raise ValueError(f"step {op!r}: 'busy' must be true or false")
+    if "while" in step and (step["while"] not in _HANDLES or step["while"] == step.get("session")
+                            or step.get("busy") or step.get("cancel_request")):
+        raise ValueError(f"step {op!r}: 'while' names another session's handle, whose turn "
+                         f"runs meanwhile (and comes without 'busy' or 'cancel_request'), "
+                         f"got {_short(step['while'])}")
     if op == "set_title":
         _check_label(op, "title", step.get("title", ""))
     if op == "compact" and step.get("by") not in COMPACT_BY:
@@ -550,6 +557,8 @@ def _dirs_label(step: Mapping[str, Any]) -> str:
     out = " in a new directory" if step.get("cwd") == "moved" else ""
     roots = step.get("roots", 0)
     out += f" with {roots} additional root(s)" if roots else ""
+    if step.get("while"):
+        out += f" while a turn of {step['while']} runs (its model request held)"
     return out + (" while a turn of it runs" if step.get("busy") else "")
 
 

@@ -311,6 +311,13 @@ client prompt texts.
     session is never answered, nor made. 2 steps: new A; prompt A with a fork of A sent
     while its model request is held → no answer to the fork (``fork.unanswered``, MUST). The
     correct agent forks it after the turn.
+``reattach-swaps-running-prompt``
+    A ``session/load`` or ``session/resume`` of another session that arrives while the model
+    is answering a turn puts the loaded session's prompt in a process-wide slot, which the
+    running turn stores as its session's when it ends. 5 steps: new A (P); new B (Q); close
+    B; load B (Q) while A's turn runs; prompt A → A's model request carries Q, not P
+    (``prompt.leak``, MUST). The correct agent reads the load after the turn and keeps
+    each session's own prompt.
 ``set-config-during-turn-unanswered``
     A ``session/set_config_option`` that arrives while the model is answering a turn of its
     session is never answered (turns on ``--variant switches``). 2 steps: new A; prompt A

@@ -182,6 +182,9 @@ BUGS: dict[str, str] = {
     "pipe makes the copy (listed), then answers -32800",
     "fork-during-turn-unanswered": "a session/fork of a session that arrives while the model "
     "is answering a turn of that session is never answered (nor made)",
+    "reattach-swaps-running-prompt": "a session/load or session/resume of another session "
+    "that arrives while the model is answering a turn leaves the loaded session's prompt to "
+    "the running session from its next turn on",
     "set-config-during-turn-unanswered": "a session/set_config_option that arrives while the "
     "model is answering a turn of its session is never answered (turns on --variant switches)",
     "delete-drops-turn": "a session/delete that arrives while the model is answering a turn "
@@ -590,6 +593,7 @@ class Agent:
         reattaching: Callable[[str], bool] = lambda _session_id: False,
         closing: Callable[[str], bool] = lambda _session_id: False,
         prompted: Callable[[str], list[str]] = lambda _session_id: [],
+        reattached: Callable[[str], list[str]] = lambda _session_id: [],
         request_cancelled: Callable[[Any], bool] = lambda _request_id: False,
         requested: Callable[[str, str], bool] = lambda _method, _session_id: False,
         bugs: Iterable[str] = (),
@@ -612,6 +616,8 @@ class Agent:
         # The sessions other than one whose session/prompt is waiting in the pipe: their turns
         # started while this one's model was answering (the agent reads them after it).
         self.prompted = prompted
+        # The same for the sessions whose load or resume is waiting in the pipe.
+        self.reattached = reattached
         self.request_cancelled = request_cancelled
         # Whether a request of a method for a session is waiting in the pipe (only the planted
         # bugs of requests that arrive during a turn look), and the sessions whose next such
@@ -1591,6 +1597,8 @@ class Agent:
             return stopped
         if "shared-prompt-slot" in self.bugs:
             self._overwrite_slot(session)
+        if "reattach-swaps-running-prompt" in self.bugs:
+            self._reattach_slot(session)
         asked = {"role": "user", "content": user_text}
         answered = {"role": "assistant", "content": reply}
         reply_id = self._say(session, reply, message_id)
@@ -1616,6 +1624,17 @@ class Agent:
             started = self.live.get(other)
             if started is not None and started.system_prompt is not None:
                 session.system_prompt = started.system_prompt
+                self.store.save(session)
+
+    def _reattach_slot(self, session: Session) -> None:
+        """BUG(reattach-swaps-running-prompt): each session keeps its own prompt. Here a
+        load or resume of another session that arrived while this turn's model was answering
+        puts that session's stored prompt in the process-wide slot, and this turn stores the
+        slot's prompt as its session's when it ends."""
+        for other in self.reattached(session.session_id):
+            stored = self.live.get(other) or self.store.load(other)
+            if stored is not None and stored.system_prompt is not None:
+                session.system_prompt = stored.system_prompt
                 self.store.save(session)
 
     def _cancelled_new(self, cwd: str) -> None:
@@ -1888,6 +1907,14 @@ class LineReader:
                 if isinstance(params.get("sessionId"), str)
                 and params["sessionId"] != session_id]
 
+    def reattaches_waiting(self, session_id: str) -> list[str]:
+        """The sessions other than ``session_id`` whose ``session/load`` or
+        ``session/resume`` has arrived but is not processed yet, in arrival order."""
+        return [params["sessionId"] for method in ("session/load", "session/resume")
+                for params in self._queued(method, request=True)
+                if isinstance(params.get("sessionId"), str)
+                and params["sessionId"] != session_id]
+
     def request_waiting(self, method: str, session_id: str) -> bool:
         """Whether a ``method`` request for ``session_id`` has arrived but is not processed
         yet."""
@@ -2041,6 +2068,7 @@ def main(argv: list[str] | None = None) -> int:
         reattaching=reader.reattach_waiting,
         closing=reader.close_waiting,
         prompted=reader.prompts_waiting,
+        reattached=reader.reattaches_waiting,
         requested=reader.request_waiting,
         request_cancelled=reader.cancel_request_waiting,
         bugs=args.bug,

@@ -104,12 +104,14 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # of the copy are two more (361 before them), and a session/new with its
     # $/cancel_request one more (363 before it). A load, a resume and a fork with their
     # $/cancel_request, each with a turn after it, are six more (364 before them). 41 with
-    # a delete sent during a turn (an example of 4 steps, 370 before it).
-    assert len(covering_examples(REFERENCE)) == 41
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 374
+    # a delete sent during a turn (an example of 4 steps, 370 before it), 42 with a load and
+    # a resume sent during another session's turn (one example of 10 steps).
+    assert len(covering_examples(REFERENCE)) == 42
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 384
     assert {"during:cancel", "during:cancel-request", "during:close", "during:prompt",
             "during:fork", "during:delete", "cancel-request:new", "cancel-request:load",
-            "cancel-request:resume", "cancel-request:fork", "together"} <= set(keys)
+            "cancel-request:resume", "cancel-request:fork", "together", "while:load",
+            "while:resume"} <= set(keys)
     assert "during:set-mode" not in keys  # no modes to switch to
 
 

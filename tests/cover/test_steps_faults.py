@@ -53,6 +53,11 @@ def test_a_prompt_may_carry_one_of_the_faults() -> None:
     ({"op": "fork", "session": "A", "new": "B", "cancel_request": 1}, "must be true or false"),
     ({"op": "load", "session": "A", "cancel_request": True, "busy": True}, "without 'busy'"),
     ({"op": "prompt", "session": "A", "cancel_request": True}, "unknown key"),
+    ({"op": "load", "session": "A", "while": "A"}, "'while' names another session"),
+    ({"op": "resume", "session": "A", "while": "B", "busy": True}, "without 'busy'"),
+    ({"op": "load", "session": "A", "while": "../x"}, "'while' names another session"),
+    ({"op": "fork", "session": "A", "new": "B", "while": "C"}, "unknown key"),
+    ({"op": "prompt", "session": "A", "while": "B"}, "unknown key"),
 ])
 def test_a_cassette_cannot_ask_for_another_fault_or_one_elsewhere(step: dict[str, Any],
                                                                   match: str) -> None:
@@ -105,3 +110,9 @@ def test_a_mode_switch_during_a_turn_carries_its_choice_and_nothing_else_does() 
                 {"op": "prompt", "session": "A", "during": "set-mode", "pick": -1}):
         with pytest.raises(ValueError):
             validate_step(bad)
+
+
+def test_a_reattach_during_another_sessions_turn_is_described_and_keeps_its_handles() -> None:
+    step = {"op": "load", "session": "B", "while": "A"}
+    assert validate_step(step) == step
+    assert "while a turn of A runs" in describe(step)

@@ -44,6 +44,11 @@ process-wide slot that a turn stores as its session's when it ends; a turn of B 
 while A's model is answering leaves B's prompt to A. Found as ``prompt.leak`` (MUST) at seeds
 1-3 in v1 and v2, shrunk to the four steps it needs (new A (P); new B (Q); A's turn with B's
 at once; A's next turn), and replayed.
+
+A reattach during another session's turn: ``reattach-swaps-running-prompt`` puts the
+prompt of a session loaded (or resumed) while A's model is answering in that slot, and A's
+turn stores it. Found as ``prompt.leak`` (MUST) at seeds 1-3 in v1 and v2, shrunk to the
+reattach sent while A's turn ran and A's next turn, and replayed.
 """
 
 from __future__ import annotations
@@ -349,6 +354,58 @@ def test_a_prompt_slot_two_turns_at_once_swap_is_found_and_shrunk_to_those_turns
         again = replay_cassette(report.cassette, target=argv("shared-prompt-slot"), runs=2)
         assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
         assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_reattach_during_another_sessions_turn_that_swaps_its_prompt_is_found_and_shrunk(
+        seed: int, protocol: str, tmp_path: Path, no_orphans: object) -> None:
+    bug = "reattach-swaps-running-prompt"
+    result = run_campaign(reference(bug, protocol=protocol), CampaignSettings(
+        cassette_dir=tmp_path, max_failures=1, seed=seed))
+    assert result.reports, f"not found in {result.examples_run} examples"
+    report = result.reports[0]
+    assert report.status == "failed" and report.reproduced == report.runs == 3
+    assert "prompt.leak" in {f.oracle for f in report.findings if f.severity == "MUST"}
+    shape = [(s["op"], s["session"], s.get("while")) for s in report.steps]
+    # new A (P); new B (Q); B reattached while A's turn runs; A's next turn (a close of B
+    # before the reattach goes when the agent reattaches an open session too).
+    assert shape[:2] == [("new", "A", None), ("new", "B", None)], report.steps
+    assert shape[-2][0] in ("load", "resume") and shape[-2][1:] == ("B", "A"), report.steps
+    assert shape[-1] == ("prompt", "A", None) and len(shape) == 4, report.steps
+    assert report.cassette is not None
+    if seed == 1:
+        again = replay_cassette(report.cassette, target=argv(bug), runs=2)
+        assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
+        assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
+
+
+@pytest.mark.parametrize("protocol", ["1", "2"])
+def test_the_correct_reference_agent_is_clean_under_a_reattach_during_another_turn(
+        protocol: str, no_orphans: object) -> None:
+    """B closed, then loaded (v2: resumed from the start) and resumed, each while A's model
+    request is held: both answered after A's turn (one request at a time), and each
+    session's next turn carries its own prompt."""
+    spec = reference(protocol=protocol)
+    steps: list[dict[str, Any]] = [{"op": "new", "session": h, "systemPrompt": {
+        "mode": "append", "content": [{"type": "text", "text": f"Session {h}: review every "
+                                                                "change for injection flaws."}]}}
+        for h in "AB"]
+    for op in ("load", "resume"):
+        steps += [{"op": "close", "session": "B"},
+                  {"op": op, "session": "B", "while": "A",
+                   "systemPrompt": steps[1]["systemPrompt"]},
+                  {"op": "prompt", "session": "A"}, {"op": "prompt", "session": "B"}]
+    with Gateway(History()) as gateway:
+        _, _, baseline = calibrate(spec, gateway=gateway)
+        history, findings = run_steps(spec, steps, baseline=baseline, gateway=gateway)
+    assert [f for f in findings if f.severity != "info"] == []
+    verdicts = [e.data for e in history.events
+                if e.kind == "verdict" and e.data.get("what") == "while-turn"]
+    assert [(v["session"], v["held"], v["overlapped"], v["turn"]["stopReason"])
+            for v in verdicts] == [("A", True, False, "end_turn")] * 2
+    ties = [(x.session, x.turn) for _, x in history.model_exchanges()]
+    assert ties == [("A", 1), ("A", 2), ("B", 1), ("A", 3), ("A", 4), ("B", 2)]
 
 
 def test_the_correct_reference_agent_is_clean_with_two_turns_at_once(no_orphans: object) -> None:

@@ -89,7 +89,9 @@ def _answer(j: Judge, r: Reply) -> None:
         # cancel-request.lifecycle-unanswered (a load, resume or fork).
         return
     if outcome == "timeout":
-        beside = " (or to the turn running beside it)" if args.get("busy") else ""
+        beside = " (or to the turn running beside it)" if args.get("busy") else (
+            f" (or to the turn of {args['while']} it was sent during)" if args.get("while")
+            else "")
         what = said(proto, op)
         if args.get("during") in ("close", "delete"):
             # The step's answer is the close's or the delete's, sent while the turn ran.

@@ -585,10 +585,11 @@ class Run:
             annotations["second_turn"] = annotations["turn"] + 1
             annotations["second_nonce"] = nonce_for(step["session"], annotations["turn"] + 1,
                                                     self.salt)
-        if step.get("with") is not None:  # the other turn in flight at once
-            other = self.turns.get(step["with"], 0) + 1
+        beside = step.get("with", step.get("while"))
+        if beside is not None:  # the other turn in flight at once, or the one a load meets
+            other = self.turns.get(beside, 0) + 1
             annotations["with_turn"] = other
-            annotations["with_nonce"] = nonce_for(step["with"], other, self.salt)
+            annotations["with_nonce"] = nonce_for(beside, other, self.salt)
         self.history.append("step", {"index": index, "name": step["op"], "args": step,
                                      **annotations})
         if (self.dead and step["op"] != "restart") or not self._sendable(step):
@@ -630,7 +631,8 @@ class Run:
         is a turn of a deleted session (the runner keeps its id for that)."""
         if NEEDS[step["op"]] == "nothing":
             return True
-        if step.get("with") is not None and not self.life.exists(step["with"]):
+        beside = step.get("with", step.get("while"))
+        if beside is not None and not self.life.exists(beside):
             return False  # the other turn has no session to go to
         return self.life.exists(step["session"]) or (
             step["op"] == "prompt" and self.life.deleted(step["session"]))
@@ -773,6 +775,41 @@ class Run:
             return self._reply_outcome(ended)
         return self._reply_outcome(reply)
 
+    def _while_turn(self, method: str, params: dict[str, Any], other: str,
+                    ann: Mapping[str, Any]) -> StepOutcome:
+        """A load or resume sent while a turn of another session (``other``) runs: that turn
+        is sent and its first model request held; once it has arrived, the reattach is
+        written, and given up to :data:`SETTLE_S` (or until it is answered: an agent that
+        handles one request at a time answers it only after the turn). Then the hold is let
+        go and both are awaited. A prompt kept in one process-wide place that the reattach
+        fills shows in ``other``'s turns after it (the prompt oracles judge them); a
+        ``while-turn`` verdict records whether the turn was held, whether the reattach was
+        answered while it was (``overlapped``) and how the turn ended. The step's outcome is
+        the reattach's, unless the turn hung or the agent died."""
+        assert self.gateway is not None
+        hold = self.gateway.hold_next(session=other)
+        pending: Pending | None = None
+        overlapped = False
+        try:
+            turn = self._send_turn(other, {"turn": ann["with_turn"], "nonce": ann["with_nonce"]})
+            held = self._wait_held(hold, turn)
+            if held:
+                pending = self._send(method, params)
+                _settle(pending, SETTLE_S)
+                overlapped = pending.done
+        finally:
+            hold.release()
+            self.gateway.disarm(other)
+        ended = self._await(turn, "session/prompt", self.spec.request_timeout)
+        reply = self._await(pending, method, self.spec.request_timeout) \
+            if pending is not None else self._request(method, params)
+        self.history.append("verdict", {"step": self._step_index - 1, "what": "while-turn",
+                                        "session": other, "held": held,
+                                        "overlapped": overlapped, "turn": _ending(ended)})
+        if reply.outcome in ("ok", "error") and ended.outcome in ("timeout", "exited"):
+            return self._reply_outcome(ended)
+        return self._reply_outcome(reply)
+
     def _reattach(self, step: dict[str, Any], ann: Mapping[str, Any]) -> StepOutcome:
         s = self.sessions[step["session"]]
         cwd, roots = self._dirs(step, step["session"], s.cwd)
@@ -781,6 +818,8 @@ class Run:
                                            mcp_servers=mcp_servers(step))
         if step.get("busy"):
             out = self._busy(method, params, step["session"], ann)
+        elif step.get("while"):
+            out = self._while_turn(method, params, step["while"], ann)
         else:  # (with cancel_request, a refused one leaves the session as it was)
             out = self._reply_outcome(self._lifecycle_request(step, method, params))
         if out.outcome == "ok":
