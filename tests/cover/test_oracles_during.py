@@ -382,3 +382,56 @@ def test_a_cancelled_fork_refused_that_left_its_copy_is_a_should_finding() -> No
     assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD")
     assert f.evidence["unexpected"] == ["sess-copy"] and f.session == "C"
     assert "session/fork" in f.message
+
+
+def ending_turn(h: H, what: str, answer: dict[str, Any] | None, turn: dict[str, Any]) -> None:
+    """A turn of A with a ``session/close`` or ``session/delete`` (``what``) written while its
+    model request was held (``answer``: the request's record in the ``during`` verdict;
+    ``None``: never sent, the turn did not ask the model). The step's answer is the close's
+    or delete's when it was sent, else the turn's."""
+    step = {"index": h.index, "name": "prompt", "turn": 1, "nonce": nonce_for("A", 1),
+            "args": {"op": "prompt", "session": "A", "during": what}}
+    h.h.append("step", step)
+    record: dict[str, Any] = {"step": h.index, "what": "during", "during": what,
+                              "held": answer is not None, "pending": answer is not None,
+                              "turn": turn}
+    if answer is not None:
+        h.model("A", system=appended(P), user=nonce_for("A", 1))
+        record[what] = answer
+    h.h.append("verdict", record)
+    h.h.append("verdict", {"step": h.index, "what": "reply",
+                           **(answer if answer is not None else turn)})
+    h.index += 1
+
+
+@pytest.mark.parametrize("what", ["close", "delete"])
+@pytest.mark.parametrize("answer", [None, {"outcome": "error", "code": -32603}])
+def test_a_close_or_delete_during_a_turn_never_sent_or_refused_leaves_the_session(
+        what: str, answer: dict[str, Any] | None) -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    ending_turn(h, what, answer, {"outcome": "ok", "stopReason": "end_turn"})
+    t = Tracker()
+    for ev in h.h.snapshot():
+        t.apply(ev, t.plan(ev))
+    assert t.life.is_open("A") and "A" in t.sessions
+    assert not {f.oracle for f in h.findings(strict=True)} & {"delete.turn-unanswered",
+                                                               "delete.handling"}
+
+
+def test_a_delete_accepted_during_a_turn_ends_the_session_and_the_turn_is_judged() -> None:
+    h = H()
+    h.new("A", sp("append", P))
+    ending_turn(h, "delete", {"outcome": "ok"}, {"outcome": "timeout"})
+    t = Tracker()
+    for ev in h.h.snapshot():
+        t.apply(ev, t.plan(ev))
+    assert not t.life.exists("A") and t.life.deleted("A") and "A" not in t.sessions
+    f = only(h.findings(), "delete.turn-unanswered")
+    assert f.severity == "MUST" and f.rule == "SES-AGENT-BASELINE-MUST"
+    h2 = H()
+    h2.new("A", sp("append", P))
+    ending_turn(h2, "delete", {"outcome": "ok"}, {"outcome": "ok", "stopReason": "cancelled"})
+    info = only(h2.findings(), "delete.handling")
+    assert info.severity == "info" and "stopped (cancelled)" in info.message
+    assert "delete.turn-unanswered" not in {f.oracle for f in h2.findings()}
