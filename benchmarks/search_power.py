@@ -39,6 +39,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from acp_fuzz.core.findings import Finding
 from acp_fuzz.core.minimize import Failure, minimize
 from acp_fuzz.core.payloads import Capabilities, blocks_of, classify
+from acp_fuzz.engine.campaign.literals import no_source_literals
 from acp_fuzz.engine.campaign.search import CampaignSettings
 from acp_fuzz.strategies import LifecycleMachine, cover_keys, covering_examples, step_keys
 
@@ -140,6 +141,31 @@ class _Agent:
             self.stored[cwd] = prompt
 
     def step(self, step: dict[str, Any]) -> None:
+        if not self._composite(step):
+            self._step(step)
+
+    def _composite(self, step: dict[str, Any]) -> bool:
+        """A step that is two of the model's steps, or none: a request cancelled by its
+        ``$/cancel_request`` (the reference agent answers -32800 before anything changes), a
+        reattach sent during another session's turn (that turn, then the reattach: the
+        agent reads the reattach after the turn), a fork, delete or config switch sent
+        during a turn (the turn, then it)."""
+        if step.get("cancel_request"):
+            return True
+        if step.get("while"):
+            self._step({"op": "prompt", "session": step["while"]})
+            self._step({k: v for k, v in step.items() if k != "while"})
+            return True
+        after = {"fork": {"op": "fork", "new": step.get("new")},
+                 "delete": {"op": "delete"},
+                 "set-config": {"op": "set_config_option"}}.get(step.get("during", ""))
+        if step.get("op") != "prompt" or after is None:
+            return False
+        self._step({"op": "prompt", "session": step["session"]})
+        self._step({**after, "session": step["session"]})
+        return True
+
+    def _step(self, step: dict[str, Any]) -> None:
         op, bug = step["op"], self.bug
         payload = step.get("systemPrompt")
         cls = classify(payload, CAPS) if "systemPrompt" in step else None
@@ -369,7 +395,8 @@ def first_failure(bug: str, seed_: int, max_examples: int, max_steps: int, *,
                    verbosity=Verbosity.quiet, print_blob=False,
                    phases=[Phase.explicit, Phase.reuse, Phase.generate])
     try:
-        run_state_machine_as_test(seed(seed_)(Machine), settings=hyp)
+        with no_source_literals():  # as a campaign draws
+            run_state_machine_as_test(seed(seed_)(Machine), settings=hyp)
     except Found:
         return count["n"], list(steps)
     return None
@@ -423,7 +450,8 @@ def first_sent(caps: Capabilities, seed_: int, max_examples: int, max_steps: int
                    deadline=None, database=None, suppress_health_check=list(HealthCheck),
                    verbosity=Verbosity.quiet, print_blob=False,
                    phases=[Phase.explicit, Phase.generate])
-    run_state_machine_as_test(seed(seed_)(Machine), settings=hyp)
+    with no_source_literals():  # as a campaign draws
+        run_state_machine_as_test(seed(seed_)(Machine), settings=hyp)
     return first
 
 

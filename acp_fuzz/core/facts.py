@@ -24,12 +24,16 @@ Codes = dict[str, dict[int, int]]
 def refusal_codes(events: Iterable[Event]) -> Codes:
     """The error codes of a history's refused ``session/new``, load, resume and fork that
     carried a prompt, by the class the runner recorded for the step (``kind`` ``valid``, or
-    the invalid or probe ``reason``); steps with no prompt, and failures that are no
-    JSON-RPC error (a timeout, a dead process), are left out."""
+    the invalid or probe ``reason``); steps with no prompt, steps whose ``$/cancel_request``
+    went right behind them (refused for the cancel, not for the prompt), and failures that
+    are no JSON-RPC error (a timeout, a dead process), are left out."""
     out: Codes = {}
     classes: dict[int, str] = {}
     for ev in events:
         d = ev.data
+        args = d.get("args") if ev.kind == "step" else None
+        if isinstance(args, Mapping) and args.get("cancel_request"):
+            continue
         if ev.kind == "step" and isinstance(d.get("class"), Mapping) \
                 and isinstance(d.get("index"), int):
             c = d["class"]

@@ -259,6 +259,22 @@ def _as_turn(op: str) -> Callable[[Mapping[str, Any]], dict[str, Any] | None]:
     return make
 
 
+def _plain_turn(s: Mapping[str, Any]) -> dict[str, Any] | list[dict[str, Any]] | None:
+    """A turn with a request sent during it, or with another turn beside it: the plain turn;
+    a fork sent during it, first the fork alone (its copy's later steps still have it)."""
+    if s.get("op") != "prompt" or not (s.get("during") or s.get("with")):
+        return None
+    turn = {"op": "prompt", "session": s["session"]}
+    if s.get("during") == "fork":
+        return [{"op": "fork", "session": s["session"], "new": s["new"]}, turn]
+    return turn
+
+
+def _not_cancelled(s: Mapping[str, Any]) -> dict[str, Any] | None:
+    return {k: v for k, v in s.items() if k != "cancel_request"} \
+        if s.get("cancel_request") else None
+
+
 def _plain_request(s: Mapping[str, Any]) -> dict[str, Any] | None:
     """The request without its vendor fields and without naming acp-fuzz's MCP server."""
     if "extra" in s or "_meta" in s or "mcp" in s:
@@ -324,6 +340,12 @@ PASSES: tuple[ShrinkPass, ...] = (
                "a turn cancelled mid-flight is a plain turn, unless the cancel is the point"),
     ShrinkPass("compact-as-turn", _each(_as_turn("compact")), True,
                "a compaction the failure does not need is a plain turn"),
+    ShrinkPass("plain-turn", _each(_plain_turn), True,
+               "a turn with a request sent during it (a fork: first the fork alone), or "
+               "with another session's turn beside it, is a plain turn"),
+    ShrinkPass("not-cancelled", _each(_not_cancelled), False,
+               "a request with its $/cancel_request right behind it is a plain one, unless "
+               "the failure needs the cancel"),
     ShrinkPass("plain-request", _each(_plain_request), False,
                "without the extra params (a vendor _meta, an old draft's field)"),
     ShrinkPass("own-cwd", _each(_own_cwd), False,

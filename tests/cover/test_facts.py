@@ -30,6 +30,9 @@ def test_each_refused_prompt_is_counted_by_class_and_code() -> None:
     h.step("load", "E", outcome="error", error={"code": -32002, "message": "gone"})  # no prompt
     h.step("new", "F", outcome="timeout", systemPrompt=BAD)  # no code
     refused(h, "new", "G", "-32602")  # not an integer: not a code
+    # Refused for its $/cancel_request, not for its prompt: not a refusal code of the class.
+    refused(h, "load", "E", -32800, sp("append", P), cancel_request=True)
+    refused(h, "new", "H", -32800, BAD, cancel_request=True)
     codes = refusal_codes(h.h.snapshot())
     assert codes == {"mode-unknown": {-32602: 1, -32023: 1}, "content-empty": {-32602: 1},
                      "valid": {1001: 1}}

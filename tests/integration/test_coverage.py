@@ -27,7 +27,7 @@ from acp_fuzz.strategies import cover_keys
 pytestmark = pytest.mark.integration
 
 #: The covering examples of the reference agent (docs/performance.md states it as N) ...
-N = 40
+N = 42
 #: ... run in this many agent processes: one each, and one more for the restart in one.
 PROCESSES = N + 1
 OPS = {"session/new": "new", "session/load": "load", "session/resume": "resume",

@@ -1429,6 +1429,49 @@ def _fork_during_turn_unanswered(t: Trial) -> bool:
     return fork is None
 
 
+@reproduces("set-config-during-turn-unanswered")
+def _set_config_during_turn_unanswered(t: Trial) -> bool:
+    answers = during_turn(t, {"id": "switch", "method": "session/set_config_option"},
+                          configId="model", value="reference-model-mini")
+    assert _turn_answer(answers) is not None, answers
+    switch = next((a for a in answers if a["id"] == "switch"), None)
+    if switch is not None:  # the correct agent: switched, once the turn ended
+        assert "configOptions" in switch.get("result", {}), switch
+    return switch is None
+
+
+@reproduces("delete-drops-turn")
+def _delete_drops_turn(t: Trial) -> bool:
+    answers = during_turn(t, {"id": "delete", "method": "session/delete"})
+    assert next((a for a in answers if a["id"] == "delete"), {}).get("result") == {}, answers
+    turn = _turn_answer(answers)
+    if turn is not None:  # the correct agent: the turn ran on, then the session went
+        assert turn.get("result") == {"stopReason": "end_turn"}, turn
+    return turn is None
+
+
+@reproduces("reattach-swaps-running-prompt")
+def _reattach_swaps_running_prompt(t: Trial) -> bool:
+    a, b = t.agent.new(sp("append", P)), t.agent.new(sp("append", Q))
+    t.model.arrived.clear()
+    t.model.hold = release = threading.Event()
+    t.agent.send({"jsonrpc": "2.0", "id": "turn-a", "method": "session/prompt",
+                  "params": {"sessionId": a, "prompt": [text("x")]}})
+    assert t.model.arrived.wait(READ_TIMEOUT_S), "A's turn never asked the model"
+    # B is loaded while A's model is answering; A's next turn shows whose prompt it has.
+    t.agent.send({"jsonrpc": "2.0", "id": "load-b", "method": "session/load",
+                  "params": {"sessionId": b, "cwd": CWD, "mcpServers": []}})
+    release.set()
+    answered: set[Any] = set()
+    while answered != {"turn-a", "load-b"}:
+        message = t.agent.receive()
+        if message.get("id") in ("turn-a", "load-b"):
+            assert "result" in message, message
+            answered.add(message["id"])
+    answer_to_prompt(t.agent, a)
+    return Q in t.model.system() and P not in t.model.system()
+
+
 @reproduces("shared-prompt-slot")
 def _shared_prompt_slot(t: Trial) -> bool:
     a, b = t.agent.new(sp("append", P)), t.agent.new(sp("append", Q))

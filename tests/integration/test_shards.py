@@ -33,10 +33,11 @@ def test_three_shards_of_a_buggy_agent_merge_into_one_report(tmp_path: Path,
     Redis) each find the planted leak; the merged report has it once, the covering examples
     of the plan each ran in exactly one shard, and every format is written."""
     docs = []
-    # 15 examples a shard: the first shard's 14 of the plan's 40 covering examples, and two
-    # built for what the example the leak cut short left unsent.
+    # 17 examples a shard: its 14 of the plan's 42 covering examples, and those built for
+    # what the examples the leak cut short left unsent (the fork example and the reattaches
+    # during another session's turn, where a second session's prompt leaks).
     for k in (1, 2, 3):
-        proc = run_cli(tmp_path, "target", "--shard", f"{k}/3", "-n", "15", "--db",
+        proc = run_cli(tmp_path, "target", "--shard", f"{k}/3", "-n", "17", "--db",
                        str(tmp_path / "db"), "--cassette-dir", f"c{k}", "--report",
                        f"json:r{k}.json", "--", *AGENT, "--bug", "leak")
         assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
