@@ -1450,47 +1450,39 @@ def _delete_drops_turn(t: Trial) -> bool:
     return turn is None
 
 
-@reproduces("reattach-swaps-running-prompt")
-def _reattach_swaps_running_prompt(t: Trial) -> bool:
+def beside_held_turn(t: Trial, method: str, params: dict[str, Any]) -> bool:
+    """Sessions A (P) and B (Q); ``method`` of B (``params`` beside its session id) written
+    while A's model request is held, then A's next turn: whether that turn runs on B's
+    prompt instead of A's."""
     a, b = t.agent.new(sp("append", P)), t.agent.new(sp("append", Q))
     t.model.arrived.clear()
     t.model.hold = release = threading.Event()
     t.agent.send({"jsonrpc": "2.0", "id": "turn-a", "method": "session/prompt",
                   "params": {"sessionId": a, "prompt": [text("x")]}})
     assert t.model.arrived.wait(READ_TIMEOUT_S), "A's turn never asked the model"
-    # B is loaded while A's model is answering; A's next turn shows whose prompt it has.
-    t.agent.send({"jsonrpc": "2.0", "id": "load-b", "method": "session/load",
-                  "params": {"sessionId": b, "cwd": CWD, "mcpServers": []}})
+    t.agent.send({"jsonrpc": "2.0", "id": "of-b", "method": method,
+                  "params": {"sessionId": b, **params}})
     release.set()
     answered: set[Any] = set()
-    while answered != {"turn-a", "load-b"}:
+    while answered != {"turn-a", "of-b"}:
         message = t.agent.receive()
-        if message.get("id") in ("turn-a", "load-b"):
+        if message.get("id") in ("turn-a", "of-b"):
             assert "result" in message, message
             answered.add(message["id"])
     answer_to_prompt(t.agent, a)
     return Q in t.model.system() and P not in t.model.system()
 
 
+@reproduces("reattach-swaps-running-prompt")
+def _reattach_swaps_running_prompt(t: Trial) -> bool:
+    # B is loaded while A's model is answering; A's next turn shows whose prompt it has.
+    return beside_held_turn(t, "session/load", {"cwd": CWD, "mcpServers": []})
+
+
 @reproduces("shared-prompt-slot")
 def _shared_prompt_slot(t: Trial) -> bool:
-    a, b = t.agent.new(sp("append", P)), t.agent.new(sp("append", Q))
-    t.model.arrived.clear()
-    t.model.hold = release = threading.Event()
-    t.agent.send({"jsonrpc": "2.0", "id": "turn-a", "method": "session/prompt",
-                  "params": {"sessionId": a, "prompt": [text("x")]}})
-    assert t.model.arrived.wait(READ_TIMEOUT_S), "A's turn never asked the model"
     # B's turn starts while A's model is answering; A's next turn shows whose prompt it has.
-    t.agent.send({"jsonrpc": "2.0", "id": "turn-b", "method": "session/prompt",
-                  "params": {"sessionId": b, "prompt": [text("y")]}})
-    release.set()
-    answered: set[Any] = set()
-    while answered != {"turn-a", "turn-b"}:
-        message = t.agent.receive()
-        if message.get("id") in ("turn-a", "turn-b"):
-            answered.add(message["id"])
-    answer_to_prompt(t.agent, a)
-    return Q in t.model.system() and P not in t.model.system()
+    return beside_held_turn(t, "session/prompt", {"prompt": [text("y")]})
 
 
 @reproduces("turn-fails-on-64k")
