@@ -68,6 +68,11 @@ from acp_fuzz.engine.gateway import Gateway
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(1200)]
 
+#: The request timeout of the campaigns and of the replays that meet a planted hang: the
+#: reference agent answers within milliseconds, and each trial or replay that keeps the hang
+#: waits this long (at replay's default 30 s, two runs of a hang took a minute).
+TIMEOUT = 3.0
+
 #: bug -> (oracle, severity, what the shrunk turn sends during it).
 BUGS = {
     "cancel-ignored-mid-turn": ("cancel.turn-kept", "SHOULD", "cancel"),
@@ -100,7 +105,7 @@ def reference(*bugs: str, protocol: str = "1", variant: str | None = None) -> Ta
     # A short timeout: some of the bugs leave a request unanswered, and the shrinker meets
     # that hang again at every trial that keeps it.
     spec = TargetSpec.from_command(argv(*bugs, variant=variant), protocol=protocol)
-    return dataclasses.replace(spec, request_timeout=5.0)
+    return dataclasses.replace(spec, request_timeout=TIMEOUT)
 
 
 def found_and_confirmed(bug: str, oracle: str, severity: str, seed: int,
@@ -127,7 +132,7 @@ def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
         ("new", None), ("prompt", during)], report.steps
     assert report.cassette is not None
     if seed == 1:  # the cassette is the same at every seed: replay one
-        again = replay_cassette(report.cassette, target=argv(bug), runs=2)
+        again = replay_cassette(report.cassette, target=argv(bug), runs=2, timeout=TIMEOUT)
         assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
         fixed = replay_cassette(report.cassette, target=fixed_argv(bug))
         assert fixed.verdict == "FIXED", fixed.line()
@@ -156,7 +161,7 @@ def test_a_bug_of_a_cancelled_request_is_found_shrunk_and_replayed(
     assert len({s["session"] for s in report.steps}) == 1, report.steps
     assert report.cassette is not None
     if seed == 1:
-        again = replay_cassette(report.cassette, target=argv(bug), runs=2)
+        again = replay_cassette(report.cassette, target=argv(bug), runs=2, timeout=TIMEOUT)
         assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
         assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
 
@@ -351,7 +356,8 @@ def test_a_prompt_slot_two_turns_at_once_swap_is_found_and_shrunk_to_those_turns
         report.steps
     assert report.cassette is not None
     if seed == 1:
-        again = replay_cassette(report.cassette, target=argv("shared-prompt-slot"), runs=2)
+        again = replay_cassette(report.cassette, target=argv("shared-prompt-slot"), runs=2,
+                                timeout=TIMEOUT)
         assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
         assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
 
@@ -375,7 +381,7 @@ def test_a_reattach_during_another_sessions_turn_that_swaps_its_prompt_is_found_
     assert shape[-1] == ("prompt", "A", None) and len(shape) == 4, report.steps
     assert report.cassette is not None
     if seed == 1:
-        again = replay_cassette(report.cassette, target=argv(bug), runs=2)
+        again = replay_cassette(report.cassette, target=argv(bug), runs=2, timeout=TIMEOUT)
         assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
         assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
 
