@@ -97,8 +97,15 @@ def block_texts(*, long: bool = True, huge: bool = False) -> st.SearchStrategy[s
         # costs the agent, the pipes and the gateway megabytes; the covering examples send
         # every size at every seed), and drawn from the same bytes as before, so every seed
         # draws the examples it drew before huge texts existed, but for those texts.
-        choices.append(st.integers(64 * 1024, 96 * 1024).map(
-            _huge_or_long if huge else _long))
+        # One draw of this branch in LONG_ONE_IN is long, the others plain prose: a long text
+        # costs every request of its session 64 KiB, and one in seven blocks was too many
+        # (docs/performance.md: with the draws of source literals off, a default campaign
+        # drew three times the long texts it used to, at half its speed).
+        grow = _huge_or_long if huge else _long
+        choices.append(st.tuples(st.integers(0, LONG_ONE_IN - 1),
+                                 st.integers(64 * 1024, 96 * 1024),
+                                 st.sampled_from(_PROSE)).map(
+            lambda t: grow(t[1]) if t[0] == 0 else t[2]))
     # sampled_from first: Hypothesis shrinks one_of towards its first branch, plain prose.
     return st.one_of(*choices)
 
@@ -215,6 +222,8 @@ def vendor_carrier(meta: Any) -> str | None:
 #: ``huge-8m``, ``huge-limit``: a fill mark the runner expands).
 VALID_CLASSES = ("append", "override", "one-block", "blocks", "blank-block", "unicode",
                  "long", "annotations", "meta", "block-meta", "unknown-field", *SIZES)
+#: One draw in this many of :func:`block_texts`' long branch is a long text (64 KiB and more).
+LONG_ONE_IN = 3
 #: One long text in this many is a huge one, when :func:`block_texts` draws them.
 HUGE_ONE_IN = 20
 #: Where a text counts as long (the size class of :func:`block_texts`' long texts).
