@@ -24,9 +24,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from acp_fuzz.core.steps import OPS
+from acp_fuzz.core.steps import ENDING, OPS
 
-__all__ = ["HANDLES", "NEEDS", "Lifecycle", "SessionState", "allowed", "handle_name"]
+__all__ = ["HANDLES", "NEEDS", "Lifecycle", "SessionState", "allowed", "handle_name", "lived"]
 
 #: The letters of the logical session handles, in the order they are handed out.
 HANDLES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -206,6 +206,19 @@ class Lifecycle:
             self.sessions[h].closed = True
         elif op == "delete" and self.sessions.pop(h, None) is not None:
             self.gone.add(h)
+
+
+def lived(step: Mapping[str, Any], *, forked: bool, ended: bool) -> Mapping[str, Any]:
+    """``step`` as it left the sessions, for :meth:`Lifecycle.apply` (the runner's and the
+    tracker's, which must agree): a fork sent during a turn that the agent did not make
+    (``forked`` false: refused, never answered, or the turn never asked the model) leaves
+    its handle out, and a close or delete sent during a turn that was not accepted
+    (``ended`` false, or never sent) leaves the session as it was."""
+    if step.get("during") == "fork" and not forked:
+        return {k: v for k, v in step.items() if k != "new"}
+    if step.get("during") in ENDING and not ended:
+        return {k: v for k, v in step.items() if k != "during"}
+    return step
 
 
 def allowed(steps: Iterable[Mapping[str, Any]]) -> bool:

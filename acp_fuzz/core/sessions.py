@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_fuzz.core.history import Event, ModelExchange
-from acp_fuzz.core.lifecycle import Lifecycle
+from acp_fuzz.core.lifecycle import Lifecycle, lived
 from acp_fuzz.core.payloads import OMIT, Capabilities, Classification, blocks_of, classify
-from acp_fuzz.core.steps import advertises_compact, describe
+from acp_fuzz.core.steps import SWITCHING, advertises_compact, describe
 
 __all__ = ["MIN_SIGNIFICANT", "Candidate", "ModelRequest", "Prompt", "Reply", "SessionModel",
            "Tracker", "vendor_texts"]
@@ -217,8 +217,6 @@ class ModelRequest:
 Change = Reply | ModelRequest | None
 
 _LIFECYCLE_METHODS = ("session/new", "session/load", "session/resume", "session/fork")
-#: The ``during`` requests that may switch the session's mode or model mid-turn.
-SWITCHING = ("set-mode", "set-config")
 #: What a JSON-RPC id can be (a number or a string).
 IDS = (str, int, float)
 
@@ -395,7 +393,7 @@ class Tracker:
         if r.outcome != "ok":
             return
         cold = self.life.cold(handle)
-        args = self._lived(args)
+        args = lived(args, forked=self.forked, ended=self.ended)  # as the runner's
         self.life.apply(args)
         if blocks:
             self.accepted_blocks.update(b.strip() for b in blocks)
@@ -410,16 +408,6 @@ class Tracker:
             self._on_handed(r, handle, blocks, cold, line)
         else:
             self._on_used(op, handle, args, line, r.verdict.get("stopReason"))
-
-    def _lived(self, args: Mapping[str, Any]) -> Mapping[str, Any]:
-        """An accepted step as it left the sessions (as the runner's ``_lived``): a fork sent
-        during the turn and not made leaves no session, a close or delete sent during it and
-        not accepted (or never sent) leaves the session as it was."""
-        if args.get("during") == "fork" and not self.forked:
-            return {k: v for k, v in args.items() if k != "new"}
-        if args.get("during") in ("close", "delete") and not self.ended:
-            return {k: v for k, v in args.items() if k != "during"}
-        return args
 
     def _on_answer(self, r: Reply, handle: Any, blocks: tuple[str, ...]) -> None:
         """What any answer says, accepted or refused: a turn answered used what its session

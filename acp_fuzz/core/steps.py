@@ -39,9 +39,11 @@ __all__ = [
     "COMPACT_BY",
     "COMPACT_COMMAND",
     "DURING",
+    "ENDING",
     "FAULTS",
     "INVALID_METHODS",
     "OPS",
+    "SWITCHING",
     "advertises_compact",
     "describe",
     "elsewhere",
@@ -100,6 +102,10 @@ DURING = ("cancel", "close", "cancel-request", "set-mode", "prompt", "fork", "se
           "delete")
 #: The ``during`` requests that ask the agent to stop the turn.
 CANCELLING = ("cancel", "close", "cancel-request")
+#: The ``during`` requests that end the session once accepted (the step's answer is theirs).
+ENDING = ("close", "delete")
+#: The ``during`` requests that may switch the session's mode or model mid-turn.
+SWITCHING = ("set-mode", "set-config")
 #: The name of the compaction command a ``compact`` step sends (``/compact``) when the agent
 #: advertises it (claude-agent-acp, codex-acp and the reference agent name it so).
 COMPACT_COMMAND = "compact"

@@ -16,6 +16,7 @@ from acp_fuzz.core.builtin.evidence import clip, said
 from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.sessions import IDS, Reply
+from acp_fuzz.core.steps import ENDING
 
 __all__ = ["protocol"]
 
@@ -93,7 +94,7 @@ def _answer(j: Judge, r: Reply) -> None:
             f" (or to the turn of {args['while']} it was sent during)" if args.get("while")
             else "")
         what = said(proto, op)
-        if args.get("during") in ("close", "delete"):
+        if args.get("during") in ENDING:
             # The step's answer is the close's or the delete's, sent while the turn ran.
             what = f"the session/{args['during']} sent during a turn"
         j.report_as("agent.hang", f"no answer to {what}{beside} within the timeout",

@@ -36,7 +36,7 @@ from acp_fuzz.core.errors import HarnessError
 from acp_fuzz.core.fills import expand_value
 from acp_fuzz.core.findings import Finding, is_reported
 from acp_fuzz.core.history import History
-from acp_fuzz.core.lifecycle import NEEDS, Lifecycle
+from acp_fuzz.core.lifecycle import NEEDS, Lifecycle, lived
 from acp_fuzz.core.oracles import Baseline, Evaluator
 from acp_fuzz.core.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.core.protocol import NegotiationError, initialize_params, negotiate, offer_for
@@ -44,6 +44,7 @@ from acp_fuzz.core.scrub import env_secrets
 from acp_fuzz.core.steps import (
     CANCELLING,
     COMPACT_COMMAND,
+    ENDING,
     advertises_compact,
     lifecycle_request,
     mcp_tool_for,
@@ -596,7 +597,10 @@ class Run:
             out = StepOutcome("skipped")
         else:
             out = getattr(self, f"_do_{step['op']}")(step, annotations)
-        self.life.apply(self._lived(step), accepted=out.outcome == "ok")
+        # As the tracker's: a fork not made leaves no handle, so no later step is sent to a
+        # session the runner has no id for.
+        self.life.apply(lived(step, forked=self.forked == step.get("new"), ended=self.ended),
+                        accepted=out.outcome == "ok")
         verdict: dict[str, Any] = {"step": index, "what": "reply", "outcome": out.outcome}
         if out.outcome == "timeout":
             verdict["waited"] = dict(self.last_wait)  # the deadline, and if the full timeout
@@ -612,16 +616,6 @@ class Run:
         if step["op"] in ("new", "fork") and out.outcome == "error":
             self._probe_side_effect()
         return out
-
-    def _lived(self, step: dict[str, Any]) -> dict[str, Any]:
-        """``step`` as the lifecycle takes it: a fork sent during a turn that the agent did
-        not make (refused, never answered, or the turn never asked the model) leaves its
-        handle out, so no later step is sent to a session the runner has no id for."""
-        if step.get("during") == "fork" and self.forked != step.get("new"):
-            return {k: v for k, v in step.items() if k != "new"}
-        if step.get("during") in ENDING and not self.ended:
-            return {k: v for k, v in step.items() if k != "during"}
-        return step
 
     def _sendable(self, step: Mapping[str, Any]) -> bool:
         """Whether the runner can send ``step`` at all: a step on a session that does not
@@ -786,20 +780,9 @@ class Run:
         ``while-turn`` verdict records whether the turn was held, whether the reattach was
         answered while it was (``overlapped``) and how the turn ended. The step's outcome is
         the reattach's, unless the turn hung or the agent died."""
-        assert self.gateway is not None
-        hold = self.gateway.hold_next(session=other)
-        pending: Pending | None = None
-        overlapped = False
-        try:
-            turn = self._send_turn(other, {"turn": ann["with_turn"], "nonce": ann["with_nonce"]})
-            held = self._wait_held(hold, turn)
-            if held:
-                pending = self._send(method, params)
-                _settle(pending, SETTLE_S)
-                overlapped = pending.done
-        finally:
-            hold.release()
-            self.gateway.disarm(other)
+        turn, held, pending, overlapped = self._beside_held(
+            other, {"turn": ann["with_turn"], "nonce": ann["with_nonce"]},
+            lambda _: self._send(method, params))
         ended = self._await(turn, "session/prompt", self.spec.request_timeout)
         reply = self._await(pending, method, self.spec.request_timeout) \
             if pending is not None else self._request(method, params)
@@ -918,23 +901,18 @@ class Run:
         ``close``, else the turn's (a ``-32800`` answer to a cancelled request is a turn that
         stopped as ``cancelled``)."""
         handle, what = step["session"], step["during"]
-        assert self.gateway is not None
-        hold = self.gateway.hold_next(session=handle)
-        side: Pending | _TurnWait | None = None
         sent: dict[str, Any] = {}
-        try:
-            turn = self._send_turn(handle, ann)
+        pending = False
+
+        def during(turn: Pending | _TurnWait) -> Pending | _TurnWait | None:
+            nonlocal pending
             request = turn if isinstance(turn, Pending) else turn.request
-            held = self._wait_held(hold, turn)
-            pending = held and not request.done
-            if held:
-                side = self._send_during(step, ann, request.id, sent)
-                _settle(turn if side is None else side, SETTLE_S)
-                if what == "prompt" and side is not None:
-                    sent["overlapped"] = _turn_over(side)  # it ended while the first waited
-        finally:
-            hold.release()  # lets the held request go (once taken, the plan is no longer armed)
-            self.gateway.disarm(handle)  # or drops it, never taken
+            pending = not request.done
+            return self._send_during(step, ann, request.id, sent)
+
+        turn, held, side, overlapped = self._beside_held(handle, ann, during)
+        if what == "prompt" and side is not None:
+            sent["overlapped"] = overlapped  # it ended while the first waited
         ended = self._await(turn, "session/prompt", self.spec.request_timeout)
         record: dict[str, Any] = {"step": self._step_index - 1, "what": "during",
                                   "during": what, "held": held, "pending": pending,
@@ -1010,22 +988,9 @@ class Run:
         judged as any turn's; a ``together`` verdict records whether the first was held,
         whether the second ended while it was (``overlapped``: the agent runs turns at once)
         and how each turn ended. The step's outcome is the first turn's."""
-        first, second = step["session"], step["with"]
-        assert self.gateway is not None
-        hold = self.gateway.hold_next(session=first)
-        other: Pending | _TurnWait | None = None
-        overlapped = False
-        try:
-            turn = self._send_turn(first, ann)
-            held = self._wait_held(hold, turn)
-            if held:
-                other = self._send_turn(second, {"turn": ann["with_turn"],
-                                                 "nonce": ann["with_nonce"]})
-                _settle(other, SETTLE_S)
-                overlapped = _turn_over(other)  # it ran while the first one waited
-        finally:
-            hold.release()
-            self.gateway.disarm(first)
+        second = step["with"]
+        turn, held, other, overlapped = self._beside_held(step["session"], ann, lambda _: (
+            self._send_turn(second, {"turn": ann["with_turn"], "nonce": ann["with_nonce"]})))
         ended = self._await(turn, "session/prompt", self.spec.request_timeout)
         record: dict[str, Any] = {"step": self._step_index - 1, "what": "together",
                                   "held": held, "overlapped": overlapped,
@@ -1035,6 +1000,35 @@ class Run:
                                                  self.spec.request_timeout))
         self.history.append("verdict", record)
         return self._reply_outcome(ended)
+
+    def _beside_held(self, handle: str, ann: Mapping[str, Any],
+                     send: Callable[[Pending | _TurnWait], Pending | _TurnWait | None]
+                     ) -> tuple[Pending | _TurnWait, bool, Pending | _TurnWait | None, bool]:
+        """The turn of ``handle`` (``ann``: its turn and nonce) with its first model request
+        held; once it has arrived, ``send(turn)`` writes what goes during it (a turn of
+        another session, a reattach, a ``during`` request; ``None`` for a notification),
+        given up to :data:`SETTLE_S` or until it is over (an agent that answers one request
+        at a time does so only after the turn; after a notification, until the turn is
+        over). Then the hold is let go (:meth:`_held`, :meth:`_together`,
+        :meth:`_while_turn` share this). Returns the turn, whether it was held, the request
+        in flight beside it (``None``: a notification, or nothing sent: the turn never asked
+        the model) and whether that was over while the turn was held (``overlapped``: the
+        agent works on both at once)."""
+        assert self.gateway is not None
+        hold = self.gateway.hold_next(session=handle)
+        other: Pending | _TurnWait | None = None
+        overlapped = False
+        try:
+            turn = self._send_turn(handle, ann)
+            held = self._wait_held(hold, turn)
+            if held:
+                other = send(turn)
+                _settle(turn if other is None else other, SETTLE_S)
+                overlapped = other is not None and _turn_over(other)
+        finally:
+            hold.release()  # lets the held request go (once taken, the plan is no longer armed)
+            self.gateway.disarm(handle)  # or drops it, never taken
+        return turn, held, other, overlapped
 
     def _wait_held(self, hold: Hold, turn: Pending | _TurnWait) -> bool:
         """Whether the held model request arrived before the turn ended without it (a
@@ -1263,8 +1257,6 @@ def mcp_servers(step: Mapping[str, Any]) -> list[dict[str, Any]]:
 #: The key of a ``during`` verdict that says how the request written during the turn ended.
 SIDE_KEY = {"close": "close", "set-mode": "set_mode", "prompt": "second", "fork": "fork",
             "set-config": "set_config", "delete": "delete"}
-#: The ``during`` requests that end the session once accepted: the step's outcome is theirs.
-ENDING = ("close", "delete")
 #: JSON-RPC's Request Cancelled (v2: a prompt cancelled before its message was inserted).
 REQUEST_CANCELLED = -32800
 #: How long a held turn's request stays held after ``during`` was written, at most: an agent
