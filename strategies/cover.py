@@ -281,38 +281,40 @@ def _while_group(caps: Capabilities) -> _Group | None:
     if not ops:
         return None
 
-    def first(ex: _Example) -> str:
-        a = _new_session(ex)
-        b = ex.handle()
-        ex.add({"op": "new", "session": b, "cwd": "distinct", **ex.prompt(b, _Q)})
-        return a
-
     def unit(op: str) -> Unit:
         def add(ex: _Example, a: str) -> None:
-            b = HANDLES[HANDLES.index(a) + 1]  # the prefix's second session
+            b = _second_of(a)
             if caps.close:
                 ex.add({"op": "close", "session": b})
             ex.add({"op": op, "session": b, **ex.same(b), "while": a},
                    {"op": "prompt", "session": a}, {"op": "prompt", "session": b})
         return add
-    return _Group(first, tuple(unit(op) for op in ops))
+    return _Group(_two_prompted, tuple(unit(op) for op in ops))
 
 
 def _together_group() -> _Group:
     """``together``: ``new A (P)``, ``new B (Q)``, a turn of ``A`` with a turn of ``B`` sent
     while A's model request is held, then a turn of each (a prompt one turn left in a
     process-wide place shows in the other session's next turn)."""
-    def first(ex: _Example) -> str:
-        a = _new_session(ex)
-        b = ex.handle()
-        ex.add({"op": "new", "session": b, "cwd": "distinct", **ex.prompt(b, _Q)})
-        return a
-
     def together(ex: _Example, a: str) -> None:
-        b = HANDLES[HANDLES.index(a) + 1]  # the prefix's second session
+        b = _second_of(a)
         ex.add({"op": "prompt", "session": a, "with": b}, {"op": "prompt", "session": a},
                {"op": "prompt", "session": b})
-    return _Group(first, (together,))
+    return _Group(_two_prompted, (together,))
+
+
+def _two_prompted(ex: _Example) -> str:
+    """The prefix of the examples of two sessions at once: ``new A (P)``, ``new B (Q)`` in
+    a directory of its own; A."""
+    a = _new_session(ex)
+    b = ex.handle()
+    ex.add({"op": "new", "session": b, "cwd": "distinct", **ex.prompt(b, _Q)})
+    return a
+
+
+def _second_of(a: str) -> str:
+    """The second session :func:`_two_prompted` made, after ``a``."""
+    return HANDLES[HANDLES.index(a) + 1]
 
 
 def _deferral_before_compaction(caps: Capabilities, resend: bool) -> bool:
