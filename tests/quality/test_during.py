@@ -122,6 +122,16 @@ def found_and_confirmed(bug: str, oracle: str, severity: str, seed: int,
     return report
 
 
+def replays_failed_then_fixed(cassette: Path, bug: str, fixed: list[str] | None = None) -> None:
+    """``cassette`` replays FAILED twice out of two against the reference agent with
+    ``bug``, and FIXED against the correct one (``fixed``: its command, default the plain
+    reference agent)."""
+    again = replay_cassette(cassette, target=argv(bug), runs=2, timeout=TIMEOUT)
+    assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
+    result = replay_cassette(cassette, target=argv() if fixed is None else fixed)
+    assert result.verdict == "FIXED", result.line()
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("bug", sorted(BUGS))
 def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
@@ -132,10 +142,7 @@ def test_a_bug_of_a_request_during_a_turn_is_found_shrunk_and_replayed(
         ("new", None), ("prompt", during)], report.steps
     assert report.cassette is not None
     if seed == 1:  # the cassette is the same at every seed: replay one
-        again = replay_cassette(report.cassette, target=argv(bug), runs=2, timeout=TIMEOUT)
-        assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
-        fixed = replay_cassette(report.cassette, target=fixed_argv(bug))
-        assert fixed.verdict == "FIXED", fixed.line()
+        replays_failed_then_fixed(report.cassette, bug, fixed_argv(bug))
 
 
 #: bug -> (oracle, severity, the shapes it may shrink to) of a session/new, load, resume or
@@ -161,9 +168,7 @@ def test_a_bug_of_a_cancelled_request_is_found_shrunk_and_replayed(
     assert len({s["session"] for s in report.steps}) == 1, report.steps
     assert report.cassette is not None
     if seed == 1:
-        again = replay_cassette(report.cassette, target=argv(bug), runs=2, timeout=TIMEOUT)
-        assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
-        assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
+        replays_failed_then_fixed(report.cassette, bug)
 
 
 def clean_during(spec: TargetSpec, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -356,10 +361,7 @@ def test_a_prompt_slot_two_turns_at_once_swap_is_found_and_shrunk_to_those_turns
         report.steps
     assert report.cassette is not None
     if seed == 1:
-        again = replay_cassette(report.cassette, target=argv("shared-prompt-slot"), runs=2,
-                                timeout=TIMEOUT)
-        assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
-        assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
+        replays_failed_then_fixed(report.cassette, "shared-prompt-slot")
 
 
 @pytest.mark.parametrize("protocol", ["1", "2"])
@@ -381,9 +383,7 @@ def test_a_reattach_during_another_sessions_turn_that_swaps_its_prompt_is_found_
     assert shape[-1] == ("prompt", "A", None) and len(shape) == 4, report.steps
     assert report.cassette is not None
     if seed == 1:
-        again = replay_cassette(report.cassette, target=argv(bug), runs=2, timeout=TIMEOUT)
-        assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
-        assert replay_cassette(report.cassette, target=argv()).verdict == "FIXED"
+        replays_failed_then_fixed(report.cassette, bug)
 
 
 @pytest.mark.parametrize("protocol", ["1", "2"])
