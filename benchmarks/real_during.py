@@ -15,6 +15,7 @@ fake model (``unshare -rn`` or the campaign commands).
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
@@ -22,7 +23,7 @@ from acp_fuzz.cli.target import build_spec
 from acp_fuzz.core.history import History
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.engine.campaign.runner import run_steps
-from acp_fuzz.engine.campaign.search import calibrate
+from acp_fuzz.engine.campaign.search import learn
 from acp_fuzz.engine.gateway import Gateway
 
 
@@ -61,7 +62,11 @@ def steps_for(caps: Capabilities) -> list[dict[str, Any]]:
 def main(argv: list[str]) -> int:
     spec = build_spec([], argv[0], 60.0)
     with Gateway(History()) as gateway:
-        _, caps, baseline = calibrate(spec, gateway=gateway)
+        c = learn(spec, gateway=gateway)
+        caps, baseline = c.caps, c.baseline
+        print(c.learned.concurrency_text())
+        # As a campaign does: the runner steers its held turns by what calibration learned.
+        spec = dataclasses.replace(spec, learned=c.learned)
         history, findings = run_steps(spec, steps_for(caps), baseline=baseline,
                                       gateway=gateway)
     args: dict[int, Any] = {}
@@ -72,7 +77,8 @@ def main(argv: list[str]) -> int:
         elif ev.kind == "verdict" and d.get("what") in ("while-turn", "during", "reply"):
             a = args.get(d["step"], {})
             if d["what"] != "reply" or a.get("cancel_request"):
-                print(d["step"], a, "->", {k: v for k, v in d.items() if k != "step"})
+                print(f"{ev.t:7.2f}", d["step"], a, "->",
+                      {k: v for k, v in d.items() if k != "step"})
     for f in findings:
         print(f.severity, f.oracle, f.message)
     return 0

@@ -22,10 +22,20 @@ campaigns at the same seed drew different steps. So they are collected by a defi
    themselves count against it), for an ``available_commands_update``. The bound is
    recorded, and whether one came within it.
 
+Whether the agent **answers requests while a turn runs** is measured too: the second
+calibration turn's model request is held at the fake model, and the round trip's request
+written while it waits; answered within :data:`CONCURRENCY_PROBE_S`, the agent is
+``concurrent``. One that reads its input only between turns (the reference agent is
+single-threaded) answers it after the turn. A request sent beside a held turn (a close, a
+fork, a reattach of another session, a second turn) is then never a race with the clock: to
+an agent that answers one request at a time it is let go at once (waiting could not bring
+its answer), and at a concurrent one it is waited for until answered (up to
+``BESIDE_S`` in the runner), so that what it did beside the turn is done when the hold ends.
+
 :class:`Learned` holds what was learned and how; the campaign prints its :meth:`~Learned.line`,
 stores it in every cassette's header (``settings["calibration"]``), and the runner uses it
-(the compaction command; the restart grace), so a replay runs on the facts of the campaign
-that recorded it, never on a new calibration's.
+(the compaction command; the restart grace; the concurrency), so a replay runs on the facts
+of the campaign that recorded it, never on a new calibration's.
 
 The restart grace is measured (:func:`exit_path`, :func:`choose_restart_grace`): calibration
 ends by closing the agent's input and waiting up to the target's shutdown grace for it to
@@ -42,8 +52,8 @@ from typing import Any
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.steps import COMPACT_COMMAND
 
-__all__ = ["EXIT_PATHS", "GRACE_FLOOR", "GRACE_SOURCES", "ROUND_TRIP_METHOD", "SETTLE_SECONDS",
-           "Learned", "choose_restart_grace", "exit_path"]
+__all__ = ["CONCURRENCY_PROBE_S", "EXIT_PATHS", "GRACE_FLOOR", "GRACE_SOURCES",
+           "ROUND_TRIP_METHOD", "SETTLE_SECONDS", "Learned", "choose_restart_grace", "exit_path"]
 
 #: The round trip's request: an extension method no agent implements (ACP: "an agent should
 #: answer an unknown ``_`` request with -32601"). Whatever the answer (an error, ``null``),
@@ -54,6 +64,11 @@ ROUND_TRIP_METHOD = "_acp-fuzz/sync"
 #: covers a busy one, and it is paid only by an agent that advertises no commands at all
 #: (and only once per campaign, for the part the calibration turns did not already take).
 SETTLE_SECONDS = 0.5
+#: How long calibration's round trip, written while a turn's model request is held, may take
+#: to be answered for the agent to count as answering requests during a turn. An agent that
+#: reads its input concurrently answers an unknown method in milliseconds; the bound is paid
+#: once per campaign, only by an agent that answers one request at a time.
+CONCURRENCY_PROBE_S = 0.5
 #: How the calibration agent's exit came about: it exited on its own once its input ended,
 #: or ``SIGTERM`` or ``SIGKILL`` ended it, or it had exited before its input was closed, or
 #: the history does not say (no exit recorded).
@@ -144,7 +159,9 @@ class Learned:
     (``0``: not needed, a command list had come), ``commands_listed`` whether the agent
     listed any commands at all. How its process exited (``exit``, of :data:`EXIT_PATHS`,
     after ``exit_seconds``) and the restart grace chosen (``restart_grace``, from
-    ``grace_source``)."""
+    ``grace_source``). Whether it answers a request while one of its turns waits on the
+    model (``concurrent``, :data:`CONCURRENCY_PROBE_S`; ``None``: not measured, the turn
+    never asked the model, or an older cassette)."""
 
     compact_command: str | None = None
     modes: bool = False
@@ -156,6 +173,7 @@ class Learned:
     exit_seconds: float | None = None
     restart_grace: float | None = None
     grace_source: str = "default"
+    concurrent: bool | None = None
 
     def campaign_facts(self) -> dict[str, Any]:
         """The facts that decide what the campaign draws and sends (not the timings): two
@@ -167,7 +185,7 @@ class Learned:
         return {**self.campaign_facts(), "round_trip": self.round_trip, "waited": self.waited,
                 "commands_listed": self.commands_listed, "exit": self.exit,
                 "exit_seconds": self.exit_seconds, "restart_grace": self.restart_grace,
-                "grace_source": self.grace_source}
+                "grace_source": self.grace_source, "concurrent": self.concurrent}
 
     @classmethod
     def from_wire(cls, wire: Any) -> Learned:
@@ -187,7 +205,9 @@ class Learned:
                    exit=_choice(wire.get("exit"), EXIT_PATHS, "unknown"),
                    exit_seconds=_seconds(wire.get("exit_seconds")),
                    restart_grace=_seconds(wire.get("restart_grace")),
-                   grace_source=_choice(wire.get("grace_source"), GRACE_SOURCES, "default"))
+                   grace_source=_choice(wire.get("grace_source"), GRACE_SOURCES, "default"),
+                   concurrent=wire.get("concurrent") if isinstance(wire.get("concurrent"), bool)
+                   else None)
 
     def line(self) -> str:
         """The one line ``acp-fuzz target`` prints after calibrating (raw: from an agent's
@@ -200,7 +220,16 @@ class Learned:
             how += f" and a wait of up to {self.waited:g} s ({came})"
         return (f"calibration: compaction command {command}, modes {yes[self.modes]}, config "
                 f"options {yes[self.config_options]} (learned {how}); "
-                f"restart grace {self.grace_text()}")
+                f"restart grace {self.grace_text()}; {self.concurrency_text()}")
+
+    def concurrency_text(self) -> str:
+        """Whether the agent answers a request while a turn waits on the model, in words."""
+        if self.concurrent is None:
+            return "requests during a turn: not measured"
+        if self.concurrent:
+            return "answers requests during a turn (a request beside a held turn waits " \
+                   "for its answer)"
+        return "answers requests one at a time (nothing waits beside a held turn)"
 
     def grace_text(self) -> str:
         """The restart grace and why, in words."""

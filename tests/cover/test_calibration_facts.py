@@ -4,6 +4,7 @@ for, and the learned facts as a cassette carries them (a stranger's too)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -61,7 +62,7 @@ def test_the_grace_is_twice_the_exit_and_a_floor_capped_at_the_shutdown_grace() 
 def test_learned_facts_travel_whole() -> None:
     facts = Learned(compact_command="compact", modes=True, round_trip="ok", waited=0.5,
                     commands_listed=True, exit="end-of-input", exit_seconds=0.1,
-                    restart_grace=0.45, grace_source="measured")
+                    restart_grace=0.45, grace_source="measured", concurrent=False)
     assert Learned.from_wire(facts.to_wire()) == facts
     assert facts.campaign_facts() == {"compact_command": "compact", "modes": True,
                                       "config_options": False}
@@ -70,7 +71,7 @@ def test_learned_facts_travel_whole() -> None:
 @pytest.mark.parametrize("wire", [
     None, [], "x",
     {"compact_command": "rm -rf /", "modes": 1, "waited": -3, "exit": "boom",
-     "restart_grace": math.nan, "grace_source": 7, "round_trip": {"a": 1}},
+     "restart_grace": math.nan, "grace_source": 7, "round_trip": {"a": 1}, "concurrent": 1},
     {"exit_seconds": True, "restart_grace": "0.5", "waited": math.inf},
 ])
 def test_a_strangers_facts_read_as_absent(wire: Any) -> None:
@@ -79,6 +80,7 @@ def test_a_strangers_facts_read_as_absent(wire: Any) -> None:
     assert facts.restart_grace is None and facts.exit_seconds is None
     assert facts.exit == "unknown" and facts.grace_source == "default"
     assert facts.round_trip == "skipped" and facts.waited == 0.0
+    assert facts.concurrent is None  # not measured: held turns settle as before
 
 
 def test_a_huge_grace_from_a_cassette_is_bounded() -> None:
@@ -91,7 +93,12 @@ def test_the_line_says_what_was_learned_and_how() -> None:
     assert facts.line() == (
         "calibration: compaction command /compact, modes no, config options no (learned "
         "after a round trip (error)); restart grace 0.29 s (measured: the agent exited "
-        "0.02 s after its input ended; 2 × that + 0.25 s)")
+        "0.02 s after its input ended; 2 × that + 0.25 s); requests during a turn: not "
+        "measured")
+    assert replace(facts, concurrent=False).line().endswith(
+        "answers requests one at a time (nothing waits beside a held turn)")
+    assert replace(facts, concurrent=True).line().endswith(
+        "answers requests during a turn (a request beside a held turn waits for its answer)")
     waited = Learned(round_trip="ok", waited=0.5, exit="sigterm", restart_grace=0.0,
                      grace_source="measured")
     assert "and a wait of up to 0.5 s (no command list came)" in waited.line()

@@ -37,6 +37,7 @@ pytestmark = pytest.mark.integration
 AGENTS = Path(__file__).resolve().parents[1] / "hostile_agents"
 LATE = [sys.executable, str(AGENTS / "late_commands.py")]
 SLOW_EXIT = [sys.executable, str(AGENTS / "later.py"), "slow-exit"]
+CONCURRENT = [sys.executable, str(AGENTS / "concurrent.py")]
 COMPACTING = [sys.executable, "-m", "acp_fuzz.reference_agent", "--variant", "compacting"]
 TALK_THEN_COMPACT: list[dict[str, Any]] = [
     {"op": "new", "session": "A"}, {"op": "prompt", "session": "A"},
@@ -74,10 +75,23 @@ def test_without_a_command_list_the_bounded_wait_is_recorded(no_orphans: object)
                                              "acp_fuzz.reference_agent"])).learned
     assert learned.compact_command is None and not learned.commands_listed
     assert learned.waited == SETTLE_SECONDS
+    # Single-threaded: the round trip written while its turn's model request was held is
+    # answered only after the turn.
+    assert learned.concurrent is False
     # An agent that lists its commands in time makes no one wait.
     learned = learn(TargetSpec.from_command(COMPACTING)).learned
     assert learned.compact_command == "compact" and learned.commands_listed
     assert learned.waited == 0.0
+
+
+def test_an_agent_that_answers_requests_during_a_turn_is_learned_as_concurrent(
+        no_orphans: object) -> None:
+    # One thread per turn: the round trip is answered while the turn's model request is
+    # held. (tests/quality/test_during.py: what the runner does with it.)
+    learned = learn(TargetSpec.from_command(CONCURRENT)).learned
+    assert learned.concurrent is True
+    assert learned.line().endswith("answers requests during a turn (a request beside a held "
+                                   "turn waits for its answer)")
 
 
 def test_the_facts_go_into_the_cassette_and_replay_sends_what_they_say(

@@ -306,6 +306,24 @@ def test_caught_up_has_read_what_the_agent_wrote_before_it_signalled(
         agent.close(grace=0)
 
 
+def test_written_waits_until_the_line_is_in_the_agents_pipe(
+        sandbox: Sandbox, no_orphans: Callable[[int | None], None]) -> None:
+    """written: a line queued is in the agent's stdin pipe before it returns True (a request
+    beside a held turn must be there before the hold ends); a line the pipe cannot take, at
+    an agent that reads nothing, is not, and written says so instead of waiting on."""
+    agent = AgentProcess(["sh", "-c", "exec sleep 60"], history=History(),
+                         env=sandbox.build_env(), cwd=sandbox.root)
+    agent.start()
+    no_orphans(agent.pgid)
+    try:
+        agent.send_request("small/one", {})
+        assert agent.written(30.0)
+        agent.send_request("huge/one", {"text": "x" * (4 << 20)})  # past any pipe's buffer
+        assert not agent.written(0.2)
+    finally:
+        agent.close(grace=0)
+
+
 def test_exit_in_the_middle_of_a_request(spawn: Spawn) -> None:
     agent = spawn("exit_mid_request")
     assert agent.request("initialize", {"protocolVersion": 1}, timeout=ANSWER).outcome == "ok"

@@ -448,3 +448,37 @@ def test_a_turn_cancelled_during_it_is_not_owed_to_the_conversation(
         _, _, baseline = calibrate(spec, gateway=gateway)
         _, findings = run_steps(spec, steps, baseline=baseline, gateway=gateway)
     assert [f for f in findings if f.severity != "info"] == []
+
+
+#: A scripted agent that answers requests while its turns wait on the model (one thread per
+#: turn), as the real agents do; ``drop-on-load``: a load, slower than the old settle, drops
+#: every other session's running turn (pi-acp 0.0.34's ``closeAllExcept``).
+CONCURRENT = [sys.executable, str(Path(__file__).resolve().parents[1] / "hostile_agents"
+                                  / "concurrent.py")]
+
+
+def test_a_load_that_drops_a_running_turn_is_found_and_replays_the_same_every_time(
+        tmp_path: Path, no_orphans: object) -> None:
+    """Calibration learns that the agent answers requests during a turn, so a load sent while
+    another session's turn runs keeps that turn's model request held until the load is
+    answered: the load's drop of the turn is then the agent's doing at every run, not a race
+    with a quarter-second settle it lost two times in three (pi-acp, docs/findings.md
+    2026-12-06). Found as ``agent.hang`` (MUST), confirmed 3/3, shrunk to new A; new B; load
+    B while A's turn runs, and the cassette replays FAILED 2/2, FIXED against the agent
+    whose load drops nothing."""
+    spec = dataclasses.replace(TargetSpec.from_command([*CONCURRENT, "drop-on-load"]),
+                               request_timeout=TIMEOUT)
+    result = run_campaign(spec, CampaignSettings(cassette_dir=tmp_path, max_failures=1,
+                                                 seed=1))
+    assert result.learned is not None and result.learned.concurrent is True
+    assert result.reports, f"not found in {result.examples_run} examples"
+    report = result.reports[0]
+    assert report.status == "failed" and report.reproduced == report.runs == 3
+    assert [f.oracle for f in report.findings if f.severity == "MUST"] == ["agent.hang"]
+    assert [(s["op"], s.get("while")) for s in report.steps] == [
+        ("new", None), ("new", None), ("load", "A")], report.steps
+    assert report.cassette is not None
+    again = replay_cassette(report.cassette, target=[*CONCURRENT, "drop-on-load"], runs=2,
+                            timeout=TIMEOUT)
+    assert again.verdict == "FAILED" and again.reproduced == 2, again.line()
+    assert replay_cassette(report.cassette, target=CONCURRENT).verdict == "FIXED"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from acp_fuzz.core.calibration import Learned
+from acp_fuzz.core.calibration import CONCURRENCY_PROBE_S, ROUND_TRIP_METHOD, Learned
 from acp_fuzz.core.dialects import GOOSE_METHOD, capabilities, goose_params, resolve
 from acp_fuzz.core.errors import HarnessError
 from acp_fuzz.core.fills import expand_value
@@ -337,6 +337,8 @@ class Run:
         self.secrets: set[str] = set()
         #: How the last request was waited for (its deadline; whether the full timeout).
         self.last_wait: dict[str, Any] = {}
+        # Set by probe_concurrency for the one turn it runs (what the probe saw goes in it).
+        self._probing: dict[str, Any] | None = None
         #: Mixed into every turn's nonce, so that no other process can forge one. Random:
         #: comparisons between runs normalise nonces away, and nothing else depends on them.
         self.salt = secrets.token_hex(8)
@@ -617,6 +619,35 @@ class Run:
             self._probe_side_effect()
         return out
 
+    def probe_concurrency(self, step: Mapping[str, Any]) -> tuple[StepOutcome, bool | None]:
+        """Calibration's turn ``step`` (a prompt) with its model request held while the
+        round trip's request (:data:`~acp_fuzz.core.calibration.ROUND_TRIP_METHOD`) is
+        written, given up to :data:`~acp_fuzz.core.calibration.CONCURRENCY_PROBE_S`: the
+        turn's outcome, and whether the round trip was answered while the model request was
+        held (``None``: the turn never asked the model). A ``concurrency`` verdict records
+        it."""
+        self._probing = {}
+        try:
+            out = self.execute(step)
+            concurrent = self._probing.get("concurrent")
+        finally:
+            self._probing = None
+        return out, concurrent
+
+    def _probed_turn(self, step: Mapping[str, Any], ann: Mapping[str, Any]) -> StepOutcome:
+        """The turn of :meth:`probe_concurrency`."""
+        assert self._probing is not None
+        turn, held, trip, overlapped = self._beside_held(
+            step["session"], ann, lambda _: self._send(ROUND_TRIP_METHOD, {}),
+            settle=CONCURRENCY_PROBE_S)
+        ended = self._await(turn, "session/prompt", self.spec.request_timeout)
+        if trip is not None:  # answered or not, it is not this turn's business
+            _settle(trip, self.spec.request_timeout)
+        self._probing["concurrent"] = overlapped if held else None
+        self.history.append("verdict", {"step": self._step_index - 1, "what": "concurrency",
+                                        "held": held, "overlapped": overlapped})
+        return self._reply_outcome(ended)
+
     def _sendable(self, step: Mapping[str, Any]) -> bool:
         """Whether the runner can send ``step`` at all: a step on a session that does not
         exist (never made, its creation refused, or deleted) has no session id to send, and
@@ -771,15 +802,15 @@ class Run:
 
     def _while_turn(self, method: str, params: dict[str, Any], other: str,
                     ann: Mapping[str, Any]) -> StepOutcome:
-        """A load or resume sent while a turn of another session (``other``) runs: that turn
-        is sent and its first model request held; once it has arrived, the reattach is
-        written, and given up to :data:`SETTLE_S` (or until it is answered: an agent that
-        handles one request at a time answers it only after the turn). Then the hold is let
-        go and both are awaited. A prompt kept in one process-wide place that the reattach
-        fills shows in ``other``'s turns after it (the prompt oracles judge them); a
-        ``while-turn`` verdict records whether the turn was held, whether the reattach was
-        answered while it was (``overlapped``) and how the turn ended. The step's outcome is
-        the reattach's, unless the turn hung or the agent died."""
+        """A load or resume sent while a turn of another session (``other``) runs: that turn is sent
+        and its first model request held; once it has arrived, the reattach is written, and given
+        as :meth:`_beside_wait` says (an agent that handles one request at a time answers it only
+        after the turn; one that answers during a turn is waited for). Then the hold is let go
+        and both are awaited. A prompt kept in one process-wide place that the reattach fills
+        shows in ``other``'s turns after it (the prompt oracles judge them); a ``while-turn``
+        verdict records whether the turn was held, whether the reattach was answered while it was
+        (``overlapped``) and how the turn ended. The step's outcome is the reattach's, unless the
+        turn hung or the agent died."""
         turn, held, pending, overlapped = self._beside_held(
             other, {"turn": ann["with_turn"], "nonce": ann["with_nonce"]},
             lambda _: self._send(method, params))
@@ -864,6 +895,8 @@ class Run:
         fails the turn's first model request once (:meth:`Gateway.fail_next`: a retry gets
         the normal answer); a ``fault`` verdict
         says how many requests it failed (``faulted``: 0 when the turn never asked)."""
+        if self._probing is not None:
+            return self._probed_turn(step, ann)
         if "during" in step:
             return self._held(step, ann)
         if "with" in step:
@@ -886,20 +919,20 @@ class Run:
         return out
 
     def _held(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        """A turn with a request sent while the model is thinking: the gateway holds the
-        turn's first model request open (:meth:`Gateway.hold_next`); once it has arrived,
-        ``during`` (:data:`~acp_fuzz.core.steps.DURING`) is written, and after a short
-        settle (:data:`SETTLE_S`, for an agent that reacts at once, cut short by the answers
-        it waits for) the request is let go and the turn, and a close's, a set_mode's or a
-        second turn's answer, are awaited. A turn that never asked the model (refused, or
-        answered at once) gets nothing sent during it. A ``during`` verdict records what was
-        sent, whether the prompt was still unanswered then, and how the turn and the close
-        (``close``), the mode switch (``set_mode``, with its ``modeId``), the second turn
-        (``second``, with whether its prompt was ``answered`` and whether it ended while the
-        first was held, ``overlapped``) or the fork (``fork``, with its ``new`` handle and,
-        once made, its ``sessionId``) ended; the step's outcome is the close's for
-        ``close``, else the turn's (a ``-32800`` answer to a cancelled request is a turn that
-        stopped as ``cancelled``)."""
+        """A turn with a request sent while the model is thinking: the gateway holds the turn's
+        first model request open (:meth:`Gateway.hold_next`); once it has arrived, ``during``
+        (:data:`~acp_fuzz.core.steps.DURING`) is written, and after a settle
+        (:meth:`_beside_wait`: none at an agent that answers one request at a time, until
+        answered at one that answers during a turn) the request is let go and the turn, and a
+        close's, a set_mode's or a second turn's answer, are awaited. A turn that never asked the
+        model (refused, or answered at once) gets nothing sent during it. A ``during`` verdict
+        records what was sent, whether the prompt was still unanswered then, and how the turn and
+        the close (``close``), the mode switch (``set_mode``, with its ``modeId``), the second
+        turn (``second``, with whether its prompt was ``answered`` and whether it ended while the
+        first was held, ``overlapped``) or the fork (``fork``, with its ``new`` handle and, once
+        made, its ``sessionId``) ended; the step's outcome is the close's for ``close``, else the
+        turn's (a ``-32800`` answer to a cancelled request is a turn that stopped as
+        ``cancelled``)."""
         handle, what = step["session"], step["during"]
         sent: dict[str, Any] = {}
         pending = False
@@ -982,8 +1015,8 @@ class Run:
     def _together(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """Two turns at once: the turn of ``session`` is sent and its first model request
         held; once it has arrived, the turn of ``with`` is sent, and it runs while the first
-        waits (up to :data:`SETTLE_S`, or until it ends: an agent that runs one turn at a time
-        answers it only after the first). Then the hold is let go and both turns are
+        waits (as :meth:`_beside_wait` says: an agent that runs one turn at a time answers it
+        only after the first). Then the hold is let go and both turns are
         awaited. Every model request of either is tied to its own session by its nonce, and
         judged as any turn's; a ``together`` verdict records whether the first was held,
         whether the second ended while it was (``overlapped``: the agent runs turns at once)
@@ -1002,18 +1035,18 @@ class Run:
         return self._reply_outcome(ended)
 
     def _beside_held(self, handle: str, ann: Mapping[str, Any],
-                     send: Callable[[Pending | _TurnWait], Pending | _TurnWait | None]
+                     send: Callable[[Pending | _TurnWait], Pending | _TurnWait | None], *,
+                     settle: float | None = None
                      ) -> tuple[Pending | _TurnWait, bool, Pending | _TurnWait | None, bool]:
         """The turn of ``handle`` (``ann``: its turn and nonce) with its first model request
         held; once it has arrived, ``send(turn)`` writes what goes during it (a turn of
         another session, a reattach, a ``during`` request; ``None`` for a notification),
-        given up to :data:`SETTLE_S` or until it is over (an agent that answers one request
-        at a time does so only after the turn; after a notification, until the turn is
-        over). Then the hold is let go (:meth:`_held`, :meth:`_together`,
-        :meth:`_while_turn` share this). Returns the turn, whether it was held, the request
-        in flight beside it (``None``: a notification, or nothing sent: the turn never asked
-        the model) and whether that was over while the turn was held (``overlapped``: the
-        agent works on both at once)."""
+        given until it is over or ``settle`` seconds pass (by default as
+        :meth:`_beside_wait` says; after a notification, until the turn is over). Then the
+        hold is let go (:meth:`_held`, :meth:`_together`, :meth:`_while_turn` share this).
+        Returns the turn, whether it was held, the request in flight beside it (``None``: a
+        notification, or nothing sent: the turn never asked the model) and whether that was
+        over while the turn was held (``overlapped``: the agent works on both at once)."""
         assert self.gateway is not None
         hold = self.gateway.hold_next(session=handle)
         other: Pending | _TurnWait | None = None
@@ -1023,12 +1056,29 @@ class Run:
             held = self._wait_held(hold, turn)
             if held:
                 other = send(turn)
-                _settle(turn if other is None else other, SETTLE_S)
+                wait = self._beside_wait(other) if settle is None else settle
+                # In the pipe before the hold ends, however briefly it is kept.
+                self.agent.written(SETTLE_S)
+                _settle(turn if other is None else other, wait)
                 overlapped = other is not None and _turn_over(other)
         finally:
             hold.release()  # lets the held request go (once taken, the plan is no longer armed)
             self.gateway.disarm(handle)  # or drops it, never taken
         return turn, held, other, overlapped
+
+    def _beside_wait(self, other: Pending | _TurnWait | None) -> float:
+        """How long what was written beside a held turn is given before the hold ends
+        (:mod:`acp_fuzz.core.calibration`): a request, nothing at an agent that answers one
+        request at a time (its answer cannot come before the turn's), until it is answered
+        (up to :data:`BESIDE_S`) at one that answers during a turn, so that what it does
+        beside the turn is done when the hold ends, and :data:`SETTLE_S` where that was not
+        measured; a notification, :data:`SETTLE_S` (whether the agent reads one mid-turn is
+        not measured: one may read its cancels on a thread of their own)."""
+        learned = self.spec.learned
+        concurrent = learned.concurrent if learned is not None else None
+        if other is None or concurrent is None:
+            return SETTLE_S
+        return BESIDE_S if concurrent else 0.0
 
     def _wait_held(self, hold: Hold, turn: Pending | _TurnWait) -> bool:
         """Whether the held model request arrived before the turn ended without it (a
@@ -1264,6 +1314,11 @@ REQUEST_CANCELLED = -32800
 #: the close's answer ends the wait at once); one that reads it only after the model answered
 #: costs this much a held turn.
 SETTLE_S = 0.25
+#: How long a request written beside a held turn is waited for, at most, at an agent that
+#: answers requests during a turn (calibration's ``concurrent``): its answer ends the wait,
+#: so this is paid only where the agent keeps one request waiting for the turn (a second turn
+#: of the same session, a close that waits for the turn to stop).
+BESIDE_S = 5.0
 #: How often a held turn looks whether its prompt was answered before its model request came.
 HELD_POLL_S = 0.02
 #: How long a held turn waits, at most, for what the agent wrote before its model request to

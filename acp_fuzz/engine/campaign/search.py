@@ -529,13 +529,20 @@ def learn(spec: TargetSpec, *, gateway: Gateway | None = None) -> Calibration:
         listed = run.agent.expect(_lists_commands)
         texts: list[str] = []
         first: float | None = None
+        concurrent: bool | None = None
         for handle in ("baseline-1", "baseline-2"):
             out = run.execute({"op": "new", "session": handle, "cwd": "distinct"})
             if out.outcome != "ok":
                 raise HarnessError("calibration: session/new without a systemPrompt failed: "
                                    + _why(run, out))
             first = time.monotonic() if first is None else first
-            out = run.execute({"op": "prompt", "session": handle})
+            # The second turn is held at the fake model while a request is written: whether
+            # the agent answers it then (acp_fuzz.core.calibration).
+            step = {"op": "prompt", "session": handle}
+            if handle == "baseline-2":
+                out, concurrent = run.probe_concurrency(step)
+            else:
+                out = run.execute(step)
             if out.outcome != "ok":
                 # What the gateway saw of the turn, and what to do (acp-fuzz doctor's text).
                 raise CalibrationError("calibration: the first prompt turn failed: "
@@ -546,7 +553,7 @@ def learn(spec: TargetSpec, *, gateway: Gateway | None = None) -> Calibration:
                     texts.append("\n".join(instruction_texts(x.texts("system"),
                                                              run.sessions[handle].cwd)))
                     break
-        learned = _settle_facts(run, listed, first)
+        learned = replace(_settle_facts(run, listed, first), concurrent=concurrent)
         # Modes and config options are offered per session, not in initialize: the strategies
         # draw set_mode (set_config_option) only where the calibration sessions had some.
         # v2 has no session/set_mode: modes are config options there.

@@ -560,6 +560,10 @@ class AgentProcess:
         self._outq: queue.SimpleQueue[_Out | list[_Out] | None] = queue.SimpleQueue()
         # The lines of a one_write block being gathered, and the thread gathering them.
         self._batch: list[_Out] | None = None
+        # Queue items put and written (or given up on): written() waits for the count.
+        self._put = 0
+        self._done_writing = 0
+        self._wrote = threading.Condition()
         self._batch_owner: int | None = None
         # Each item: id, method, params, line size, whether the request was recorded. Bounded
         # by the backlog (see _admit).
@@ -942,13 +946,28 @@ class AgentProcess:
         finally:
             batch, self._batch, self._batch_owner = self._batch, None, None
             if batch:
-                self._outq.put(batch)
+                self._put_out(batch)
+
+    def _put_out(self, item: _Out | list[_Out]) -> None:
+        with self._wrote:
+            self._put += 1
+        self._outq.put(item)
+
+    def written(self, timeout: float) -> bool:
+        """Wait (up to ``timeout``) until every line queued before this call is written to
+        the agent's stdin (or its write failed): a request written beside a held turn is then
+        in the pipe before the hold ends, whatever the writer thread's scheduling. False
+        when the writer did not get there in time (an agent that reads nothing while it waits
+        on the model leaves a full pipe unread)."""
+        with self._wrote:
+            target = self._put
+            return self._wrote.wait_for(lambda: self._done_writing >= target, timeout)
 
     def _enqueue(self, item: _Out) -> None:
         if self._batch is not None and self._batch_owner == threading.get_ident():
             self._batch.append(item)
         else:
-            self._outq.put(item)
+            self._put_out(item)
 
     def _tell_handler(self, method: str, params: Any) -> None:
         sent = getattr(self.client_handler, "sent", None)
@@ -979,7 +998,7 @@ class AgentProcess:
             if isinstance(msg, dict) and "method" in msg and "id" in msg:
                 self._ids.sent_raw(msg["id"])
         event = {"dir": "send", "msg": msg, "raw": data.decode("utf-8", errors="replace")}
-        self._outq.put((data, event, None, 0))
+        self._put_out((data, event, None, 0))
 
     # -- internals: recording -----------------------------------------------------------------
 
@@ -1071,6 +1090,9 @@ class AgentProcess:
                     for _, _, rid, _ in items:
                         self._fail_one(rid)
             finally:
+                with self._wrote:
+                    self._done_writing += 1
+                    self._wrote.notify_all()
                 for _, _, _, answer in items:
                     if answer:
                         with self._lock:
@@ -1154,7 +1176,7 @@ class AgentProcess:
                     self._asks.size += len(line)
                 elif recorded:
                     self._asks.extra["answers"] += 1
-            self._outq.put((line, {"dir": "send"} if record else None, None, len(line)))
+            self._put_out((line, {"dir": "send"} if record else None, None, len(line)))
 
     def _stderr_loop(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
