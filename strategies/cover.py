@@ -525,10 +525,18 @@ def _step(op: str, **kw: Any) -> Unit:
     return lambda ex, a: ex.add({"op": op, "session": a, **kw})
 
 
-def _reattach(op: str, **kw: Any) -> Unit:
-    """``op`` (a load or resume) of the group's session, re-sending its prompt, and a turn."""
+def _reattach(op: str, *, cancel_request: bool = False, **kw: Any) -> Unit:
+    """``op`` (a load or resume) of the group's session, re-sending its prompt, and a turn
+    (``kw``: more of the step, ``busy``). With ``cancel_request``: with a changed prompt and
+    its ``$/cancel_request`` right behind it, so that the turn after shows whether a
+    cancelled request left its prompt in force."""
     def unit(ex: _Example, a: str) -> None:
-        ex.add({"op": op, "session": a, **ex.same(a), **kw}, {"op": "prompt", "session": a})
+        if cancel_request:
+            ex.add({"op": op, "session": a, **ex.prompt(a, _Q, lifecycle=True),
+                    "cancel_request": True, **kw}, {"op": "prompt", "session": a})
+        else:
+            ex.add({"op": op, "session": a, **ex.same(a), **kw},
+                   {"op": "prompt", "session": a})
     return unit
 
 
@@ -552,8 +560,9 @@ def _op_groups(caps: Capabilities, reopen: str | None) -> list[_Group]:
         turns.append(_step("close"))
     groups.append(_Group(_two_sessions, tuple(turns)))
     # load and resume of a session with a conversation, re-sending its prompt, and a turn;
-    # then the same with its $/cancel_request right behind it (cancel-request:<op>), and a
-    # turn: a refused one changed nothing, an accepted one is a reattach as any.
+    # then one with a changed prompt and its $/cancel_request right behind it
+    # (cancel-request:<op>), and a turn: a refused one changed nothing (its prompt is not in
+    # force), an accepted one is a reattach as any.
     for op, ok in (("load", caps.load or caps.replay), ("resume", caps.resume)):
         if ok:
             groups.append(_Group(_new_and_turn, (_reattach(op),

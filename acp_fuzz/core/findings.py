@@ -162,7 +162,8 @@ CATALOG: dict[str, OracleInfo] = {o.id: o for o in [
     OracleInfo("cancel-request.session-left", "SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD",
                "a session/new (or session/fork) cancelled by its $/cancel_request and "
                "answered with an error, after which session/list shows a session no "
-               "successful request created"),
+               "successful request created; or a load or resume so cancelled whose prompt "
+               "then reaches the model"),
     OracleInfo("cancel-request.lifecycle-unanswered", "MUST", "CANCELREQ-AGENT-ANSWER-MUST",
                "a session/load, session/resume or session/fork with its $/cancel_request "
                "right behind it never answered (neither a result nor -32800)"),

@@ -440,12 +440,17 @@ RULES: tuple[Rule, ...] = (
        "(-32800 Cancelled, or any other) after its $/cancel_request gave the client no "
        "session id, so a session it made anyway is one the client cannot know of, use or "
        "close; where the agent lists sessions, session/list after the answer shows no "
-       "session that no successful request created. The schema says only that the receiver "
-       "MAY cancel the request's activity and MUST answer it; nothing says a cancelled "
-       "request leaves nothing behind, so this is SHOULD at most, and acp-fuzz's level. A "
-       "result instead is a session (a copy) as any session/new (session/fork) makes",
+       "session that no successful request created. Likewise a session/load or "
+       "session/resume answered with an error after its $/cancel_request leaves the prompt "
+       "it carried out of force: the session's next turns do not carry it. The schema says "
+       "only that the receiver MAY cancel the request's activity and MUST answer it; nothing "
+       "says a cancelled request leaves nothing behind, so this is SHOULD at most, and "
+       "acp-fuzz's level (not SP-AGENT-ERROR-NOSIDEEFFECT-MUST: the refusal is the "
+       "cancel's, not the prompt's). A result instead is a session (a copy) as any "
+       "session/new (session/fork) makes, and a reattach as any",
        ("cancel-request.session-left", "bug:cancel-new-leaves-session"),
-       ("cancel-request.session-left", "bug:cancel-fork-leaves-session")),
+       ("cancel-request.session-left", "bug:cancel-fork-leaves-session"),
+       ("cancel-request.session-left", "bug:cancel-load-keeps-prompt")),
     _r("ACPFUZZ-SETMODE-ANYTIME-SHOULD", SCHEMA, "session/set_mode (ClientRequest)",
        "This method can be called at any time during a session, whether the Agent is\n"
        "idle or actively generating a response.",

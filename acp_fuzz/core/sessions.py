@@ -241,6 +241,10 @@ class Tracker:
     vendor_sent: dict[str, str] = field(default_factory=dict)
     #: The significant blocks of every refused request, with its step.
     rejected: list[tuple[int, tuple[str, ...]]] = field(default_factory=list)
+    #: The steps among those refused whose ``$/cancel_request`` came right behind them: the
+    #: refusal is the cancel's, not the prompt's (what it left is
+    #: ``cancel-request.session-left``'s SHOULD, never ``reject.side-effect``'s MUST).
+    cancelled: set[int] = field(default_factory=set)
     accepted_blocks: set[str] = field(default_factory=set)
     all_blocks: dict[str, set[str]] = field(default_factory=dict)  # handle -> every block sent
     short_blocks: dict[str, set[str]] = field(default_factory=dict)  # the same, too short
@@ -428,6 +432,8 @@ class Tracker:
         if op in ("load", "resume") and outcome == "error" and handle in self.sessions:
             self.sessions[handle].failed_reattach.append(self.line(r.args))
             self.sessions[handle].refused_with.append(tuple(self.sessions[handle].conversation))
+        if outcome == "error" and r.args.get("cancel_request"):
+            self.cancelled.add(idx)
         if outcome == "error" and blocks:
             self.rejected.append((idx, tuple(b.strip() for b in blocks
                                              if len(b.strip()) >= MIN_SIGNIFICANT)))

@@ -306,6 +306,12 @@ client prompt texts.
 ``cancel-fork-leaves-session``
     That ``session/fork`` makes the copy (``session/list`` shows it), then answers
     ``-32800`` (``cancel-request.session-left``, SHOULD).
+``cancel-load-keeps-prompt``
+    A ``session/load`` or ``session/resume`` whose ``$/cancel_request`` is already in the
+    pipe applies the prompt it carries to the open session, then answers ``-32800``. 3
+    steps: new A (P); load (or resume) A with Q and its ``$/cancel_request`` in the same
+    write; a turn of A → Q reaches the model (``cancel-request.session-left``, SHOULD: the
+    refusal was the cancel's, so not ``reject.side-effect``'s MUST).
 ``fork-during-turn-unanswered``
     A ``session/fork`` of a session that arrives while the model is answering a turn of that
     session is never answered, nor made. 2 steps: new A; prompt A with a fork of A sent

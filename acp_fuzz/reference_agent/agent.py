@@ -180,6 +180,8 @@ BUGS: dict[str, str] = {
     "$/cancel_request is already in the pipe is never answered (neither a result nor -32800)",
     "cancel-fork-leaves-session": "a session/fork whose $/cancel_request is already in the "
     "pipe makes the copy (listed), then answers -32800",
+    "cancel-load-keeps-prompt": "a session/load or session/resume whose $/cancel_request is "
+    "already in the pipe applies the prompt it carries, then answers -32800",
     "fork-during-turn-unanswered": "a session/fork of a session that arrives while the model "
     "is answering a turn of that session is never answered (nor made)",
     "reattach-swaps-running-prompt": "a session/load or session/resume of another session "
@@ -1281,7 +1283,7 @@ class Agent:
         check_mcp_servers(params, required=self.protocol == 1)
         self.check_roots(params)
         if self._cancel_waiting():
-            self._cancelled_lifecycle()
+            self._cancelled_reattach(session_id, params)
         prompt = self._reattach_prompt(session_id, params)
         self._check_stored(session_id, prompt)
         session = self._find(session_id)
@@ -1376,7 +1378,7 @@ class Agent:
         check_mcp_servers(params, required=False)
         self.check_roots(params)
         if self._cancel_waiting():
-            self._cancelled_lifecycle()
+            self._cancelled_reattach(session_id, params)
         prompt = self._reattach_prompt(session_id, params)
         self._check_stored(session_id, prompt)
         session = self._find(session_id)
@@ -1653,6 +1655,19 @@ class Agent:
         """Whether a ``$/cancel_request`` of the request being handled is already in the
         pipe (it was written right behind it)."""
         return self.request_id is not None and self.request_cancelled(self.request_id)
+
+    def _cancelled_reattach(self, session_id: str, params: dict[str, Any]) -> None:
+        """A ``session/load`` or ``session/resume`` whose ``$/cancel_request`` is already in
+        the pipe (:meth:`_cancelled_lifecycle`)."""
+        session = self.live.get(session_id)
+        if "cancel-load-keeps-prompt" in self.bugs and session is not None:
+            prompt = self.parse_system_prompt(params)  # a prompt it cannot apply: refused
+            if prompt is not None:
+                # BUG(cancel-load-keeps-prompt): answered -32800, and yet the prompt is in
+                # force; a cancelled request must leave nothing behind.
+                self._set_prompt(session, prompt)
+                self.store.save(session)
+        self._cancelled_lifecycle()
 
     def _cancelled_lifecycle(self) -> None:
         """A ``session/load``, ``session/resume`` or ``session/fork`` whose

@@ -345,6 +345,35 @@ def test_a_cancelled_reattach_refused_changes_nothing_and_owes_nothing(op: str) 
     assert h.findings(strict=True) == []
 
 
+@pytest.mark.parametrize("op", ["load", "resume"])
+def test_a_cancelled_reattach_refused_whose_prompt_still_reaches_the_model_is_a_should(
+        op: str) -> None:
+    """Answered -32800 after its $/cancel_request, yet the prompt it carried reaches the
+    model: the cancel left it in force. The refusal was the cancel's, not the prompt's, so
+    this is ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD, not reject.side-effect's MUST (as for a
+    cancelled session/new that left a session)."""
+    h = H()
+    h.new("A", sp("append", P))
+    first = _turn_text("A", 1)
+    h.prompt("A", system=appended(P), user=first)
+    h.step(op, "A", systemPrompt=sp("append", P, Q), outcome="error",
+           error={"code": -32800, "message": "Request cancelled"}, cancel_request=True)
+    h.prompt("A", system=appended(P, Q), history=[first], user=_turn_text("A", 2))
+    found = h.findings(strict=True)
+    assert "reject.side-effect" not in ids(found)
+    f = only(found, "cancel-request.session-left")
+    assert (f.severity, f.rule) == ("SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD")
+    assert "cancelled by its $/cancel_request" in f.message
+    # Refused without a cancel, the same text reaching the model is the MUST.
+    h = H()
+    h.new("A", sp("append", P))
+    h.prompt("A", system=appended(P), user=first)
+    h.step(op, "A", systemPrompt=sp("append", P, Q), outcome="error",
+           error={"code": -32602, "message": "no"})
+    h.prompt("A", system=appended(P, Q), history=[first], user=_turn_text("A", 2))
+    assert only(h.findings(strict=True), "reject.side-effect").severity == "MUST"
+
+
 @pytest.mark.parametrize("shown, found", [(Q, set()), (P, {"prompt.change-deferred"})])
 def test_a_cancelled_reattach_answered_with_a_result_is_judged_as_any(
         shown: str, found: set[str]) -> None:

@@ -27,6 +27,9 @@ which peeks at its input after the model answers, is clean under every kind, in 
   ``cancel-request.lifecycle-unanswered`` (MUST); ``cancel-fork-leaves-session``: that fork
   is answered ``-32800`` and the copy is made (listed): ``cancel-request.session-left``
   (SHOULD). Each shrinks to two steps: ``new A``, and that request.
+  ``cancel-load-keeps-prompt``: a load or resume answered ``-32800`` applies the prompt it
+  carried anyway: ``cancel-request.session-left`` (SHOULD), shrunk to ``new A``, that
+  request with a changed prompt, and a turn of A.
 * ``fork-during-turn-unanswered``: a ``session/fork`` of the session written while the model
   is thinking is never answered: ``fork.unanswered`` (MUST).
 * ``set-config-during-turn-unanswered``: a ``session/set_config_option`` written then is
@@ -155,6 +158,8 @@ CANCELLED = {
         [("new", None), (op, True)] for op in ("load", "resume", "fork")]),
     "cancel-fork-leaves-session": ("cancel-request.session-left", "SHOULD",
                                    [[("new", None), ("fork", True)]]),
+    "cancel-load-keeps-prompt": ("cancel-request.session-left", "SHOULD", [
+        [("new", None), (op, True), ("prompt", None)] for op in ("load", "resume")]),
 }
 
 

@@ -197,11 +197,28 @@ def _rejected_text(j: Judge, c: ModelRequest, seq: int) -> None:
             # Text an accepted payload also carries (the same block, or a piece of one: a
             # refused change may reuse the session's own text) proves nothing.
             if b in c.everything and not _accepted(b, t.accepted_blocks, mem.accepted):
-                j.report_as("reject.side-effect",
-                            f"text from the systemPrompt of rejected step {step_idx + 1} "
-                            "reached the model", step=step_idx, session=c.x.session,
-                            **where(c.x, b, seq))
+                _refused_text_reached(j, c, step_idx, where(c.x, b, seq))
                 break
+
+
+def _refused_text_reached(j: Judge, c: ModelRequest, step_idx: int,
+                          found: Mapping[str, Any]) -> None:
+    """The prompt text of refused step ``step_idx`` in a model request: ``reject.side-effect``
+    (MUST), or, for a request refused after its ``$/cancel_request`` (the refusal was the
+    cancel's, not the prompt's), ``cancel-request.session-left`` (SHOULD,
+    ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD): the cancelled load or resume left its prompt in
+    force."""
+    if step_idx in j.tracker.cancelled:
+        j.judge_as("cancel-request.session-left")
+        j.report_as("cancel-request.session-left",
+                    f"text from the systemPrompt of step {step_idx + 1}, cancelled by its "
+                    "$/cancel_request and answered with an error, reached the model: the "
+                    "cancelled request left its prompt in force", step=step_idx,
+                    session=c.x.session, **found)
+        return
+    j.report_as("reject.side-effect", f"text from the systemPrompt of rejected step "
+                f"{step_idx + 1} reached the model", step=step_idx, session=c.x.session,
+                **found)
 
 
 def _accepted(text: str, accepted: set[str], known: set[str]) -> bool:
