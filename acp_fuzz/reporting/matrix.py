@@ -247,8 +247,11 @@ def column_from_report(doc: Mapping[str, Any], *, profile: str,
 
     rows = [r for r, _ in ROWS]
     extra = set(failed) | set(infos) | set(seen.errors) - set(rows)
+    cov = doc.get("coverage")
+    first = cov.get("first_example") if isinstance(cov, Mapping) else None
+    sent = [str(k) for k in first] if isinstance(first, Mapping) else []
     cells = {rule: _cell(rule, failed, seen, infos, checks.get(rule, 0), caps, too_small,
-                         examples) for rule in rows + sorted(extra)}
+                         examples, sent) for rule in rows + sorted(extra)}
     note = f"{examples} examples, {int(doc.get('steps_run') or 0)} steps, seed {doc.get('seed')}"
     if doc.get("out_of_time"):
         note += ", stopped at the time budget"
@@ -287,10 +290,11 @@ def _read(reader: Callable[[Mapping[str, Any]], _T], wire: object) -> _T | None:
 
 def _cell(rule: str, failed: Mapping[str, Sequence[_Hit]], seen: _Seen,
           infos: Mapping[str, Sequence[str]], checks: int, caps: Mapping[str, Any],
-          too_small: bool, examples: int) -> Cell:
-    """One rule's cell: a failure wins (campaign or corpus); then a corpus cassette that
-    could not be replayed (the table cannot say pass without its evidence); then a rule
-    that does not bind the agent; then info, pass, and not tested, with why."""
+          too_small: bool, examples: int, sent: Sequence[str] = ()) -> Cell:
+    """One rule's cell (``sent``: the campaign's coverage keys): a failure wins (campaign or
+    corpus); then a corpus cassette that could not be replayed (the table cannot say pass
+    without its evidence); then a rule that does not bind the agent; then info, pass, and
+    not tested, with why."""
     if rule in failed:
         return _fail_cell(failed[rule])
     if rule in seen.errors:
@@ -309,7 +313,7 @@ def _cell(rule: str, failed: Mapping[str, Sequence[_Hit]], seen: _Seen,
             text += ("; a clock-dependent corpus cassette replayed FIXED ("
                      + "; ".join(dict.fromkeys(seen.clocked[rule])) + ")")
         return Cell("pass", text)
-    return Cell("untested", _why_untested(rule, caps, too_small, examples))
+    return Cell("untested", _why_untested(rule, caps, too_small, examples, sent))
 
 
 def column_not_run(profile: str, why: str, corpus: Mapping[str, Any] | None = None) -> Column:
@@ -539,19 +543,34 @@ def _not_applicable(rule: str, caps: Mapping[str, Any]) -> str | None:
         return "session/delete not advertised"
     if rule == "SES-AGENT-CLOSE-CANCELS-MUST" and not caps.get("close"):
         return "session/close not advertised"
-    if rule == "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD" and not caps.get("list"):
-        return "session/list not advertised"
+    if rule == "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD" and not any(
+            caps.get(k) for k in ("list", "load", "resume", "replay")):
+        return "neither session/list nor a load or resume advertised"
     if rule == "ACPFUZZ-SETMODE-ANYTIME-SHOULD" and not caps.get("set_mode"):
         return "no session modes offered"
     return None
 
 
-def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples: int) -> str:
+#: Rules judged only when the agent answers a request one way: where the campaign sent the
+#: request (a coverage key with this prefix) and the rule was never judged, the agent
+#: answered the other way, and the cell says so instead of "no case drawn".
+_SENT_UNJUDGED = {
+    "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD": (
+        "cancel-request:", "cancelled requests sent; each answered with a result, so nothing "
+        "a refusal could have left to judge"),
+}
+
+
+def _why_untested(rule: str, caps: Mapping[str, Any], too_small: bool, examples: int,
+                  sent: Sequence[str] = ()) -> str:
     if rule.startswith("ACPFUZZ-COMPACTION") and not any(
             caps.get(k) for k in ("compact_command", "compact_usage", "compact_overflow")):
         return "cannot be made to compact: no compact command, no [compaction] in its profile"
     if rule in _DEFAULTS_RULES and too_small:
         return "default instructions too small to judge"
+    prefix, why = _SENT_UNJUDGED.get(rule, (None, ""))
+    if prefix is not None and any(k.startswith(prefix) for k in sent):
+        return why
     return f"no case drawn in {examples} examples"
 
 

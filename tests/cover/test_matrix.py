@@ -145,6 +145,23 @@ def test_not_tested_says_why() -> None:
     assert gone.note.startswith("not run: not installed")
 
 
+def test_a_rule_judged_only_on_one_kind_of_answer_says_it_was_sent() -> None:
+    """Cancelled requests answered with a result leave ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD
+    nothing to judge: the cell says they were sent, not that no case was drawn."""
+    rule = "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD"
+    sent = column_from_report(doc(capabilities={"load": True}, coverage={"first_example": {
+        "cancel-request:new": 3, "cancel-request:load": 4}}), profile="s")
+    assert sent.cells[rule].status == "untested"
+    assert sent.cells[rule].text.startswith("cancelled requests sent; each answered with a "
+                                            "result")
+    unsent = column_from_report(doc(capabilities={"load": True}), profile="u")
+    assert unsent.cells[rule].text == "no case drawn in 7 examples"
+    # A load judges it too (its prompt after a cancelled refusal), without session/list.
+    assert unsent.cells[rule].status == "untested"
+    neither = column_from_report(doc(capabilities={"system_prompt": True}), profile="n")
+    assert neither.cells[rule].status == "na"
+
+
 def test_the_compaction_rows_say_when_the_agent_cannot_be_made_to_compact() -> None:
     keeps, applies = "ACPFUZZ-COMPACTION-KEEPS-MUST", "ACPFUZZ-COMPACTION-APPLIES-SHOULD"
     never = column_from_report(doc(capabilities={**ALL, "compact_command": False,

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from test_oracles import DEFAULTS, H, P, Q, R, _turn_text, appended, ids, only, sp
+from test_oracles import BASE, DEFAULTS, H, P, Q, R, _turn_text, appended, ids, only, sp
 
+from acp_fuzz.core.oracles import Evaluator
 from acp_fuzz.core.sessions import Tracker
 from acp_fuzz.core.steps import nonce_for
 
@@ -343,6 +344,11 @@ def test_a_cancelled_reattach_refused_changes_nothing_and_owes_nothing(op: str) 
            error={"code": -32800, "message": "Request cancelled"}, cancel_request=True)
     h.prompt("A", system=appended(P), user=_turn_text("A", 2))
     assert h.findings(strict=True) == []
+    # Judged and held (a pass), under the cancel's rule, not reject.side-effect's.
+    judge = Evaluator(baseline=BASE, strict=True)
+    judge.feed(h.h.snapshot())
+    judged = {oracle for oracle, _ in judge.judged()}
+    assert "cancel-request.session-left" in judged and "reject.side-effect" not in judged
 
 
 @pytest.mark.parametrize("op", ["load", "resume"])

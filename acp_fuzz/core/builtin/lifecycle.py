@@ -74,7 +74,8 @@ def _turn_answered(j: Judge, r: Reply) -> None:
 
     ``reject.side-effect`` (MUST, the same rule): a load or resume refused on a session this
     process had open changes nothing, so the session's next turn, after turns of its own
-    that completed, must not fail either.
+    that completed, must not fail either (refused after its ``$/cancel_request``, the
+    refusal is the cancel's: ``cancel-request.session-left``, SHOULD).
 
     Neither is judged for a session that is not open in this agent process (after a restart
     with no load or resume it accepted since, or after a close): there an error is the right
@@ -102,10 +103,14 @@ def _turn_answered(j: Judge, r: Reply) -> None:
                         error=clip(err), stopReason=r.verdict.get("stopReason"),
                         steps=list(m.trail))
     if rejected is not None and m.turned and not blamed:
-        j.judge_as("reject.side-effect")
+        # A refusal after the request's $/cancel_request is the cancel's (its rule's SHOULD).
+        cancelled = int(rejected.split(":", 1)[0]) - 1 in t.cancelled
+        oracle = "cancel-request.session-left" if cancelled else "reject.side-effect"
+        j.judge_as(oracle)
         if failed:
-            j.report_as("reject.side-effect",
-                        f"session {handle}: its turn fails after the refused request of step "
+            j.report_as(oracle,
+                        f"session {handle}: its turn fails after the "
+                        f"{'cancelled' if cancelled else 'refused'} request of step "
                         f"{rejected.split(':', 1)[0]}, though its turns before it completed",
                         session=handle, rejected_by=rejected, error=clip(err),
                         steps=list(m.trail))
@@ -172,9 +177,13 @@ class _Refused:
     where: dict[str, list[int]] = field(default_factory=dict)
     #: refused texts found inside an accepted block (which stay accepted: it only grows)
     accepted: set[str] = field(default_factory=set)
+    #: how many of those read were refused after their $/cancel_request (Tracker.cancelled)
+    cancelled: int = 0
 
-    def catch_up(self, rejected: list[tuple[int, tuple[str, ...]]]) -> None:
+    def catch_up(self, rejected: list[tuple[int, tuple[str, ...]]],
+                 cancelled: set[int]) -> None:
         for i in range(self.read, len(rejected)):
+            self.cancelled += rejected[i][0] in cancelled
             blocks = rejected[i][1]
             self.texts.add(blocks)
             for b in blocks:
@@ -186,10 +195,15 @@ def _rejected_text(j: Judge, c: ModelRequest, seq: int) -> None:
     """``reject.side-effect``: a rejected request's text never reaches the model afterwards."""
     t = j.tracker
     mem = j.memo(_Refused)
-    mem.catch_up(t.rejected)
+    mem.catch_up(t.rejected, t.cancelled)
     if not len(mem.texts):
         return
-    j.judge_as("reject.side-effect")
+    # Each refusal judged under its own rule: the cancel's refusals under
+    # cancel-request.session-left, the others under reject.side-effect.
+    if mem.cancelled < len(t.rejected):
+        j.judge_as("reject.side-effect")
+    if mem.cancelled:
+        j.judge_as("cancel-request.session-left")
     held = mem.texts.found_in(c.everything)
     for i in sorted({i for b in held for i in mem.where[b]}):
         step_idx, blocks = t.rejected[i]
@@ -209,7 +223,6 @@ def _refused_text_reached(j: Judge, c: ModelRequest, step_idx: int,
     ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD): the cancelled load or resume left its prompt in
     force."""
     if step_idx in j.tracker.cancelled:
-        j.judge_as("cancel-request.session-left")
         j.report_as("cancel-request.session-left",
                     f"text from the systemPrompt of step {step_idx + 1}, cancelled by its "
                     "$/cancel_request and answered with an error, reached the model: the "
