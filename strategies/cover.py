@@ -455,6 +455,9 @@ class _Group:
     prefix: Callable[[_Example], str | None]
     units: tuple[Unit, ...]
     suffix: Unit | None = None
+    #: Only the keys ending so are what the units are taken for, and take (``None``: all):
+    #: an early group that must leave the rest of what its units send to a later one.
+    claims: str | None = None
 
 
 def _new_session(ex: _Example) -> str:
@@ -501,21 +504,26 @@ def _turn(ex: _Example, a: str) -> None:
 
 def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     """The covering groups of an agent, in the order they run: the ops, each in the
-    shortest sequence that shows its effect on the prompt, then the invalid payloads."""
+    shortest sequence that shows its effect on the prompt, the shapes of the reviewed real
+    findings, then the rest (the invalid payloads first)."""
     reopen = "load" if caps.load or caps.replay else "resume" if caps.resume else None
-    groups = [*_op_groups(caps, reopen), _restart_group(caps, reopen),
-              _invalid_method_group(caps), *_scope_groups(caps),
-              *_switch_groups(caps, reopen), *_compaction_groups(caps, resend, reopen)]
+    groups = [*_op_groups(caps, reopen), _restart_group(caps, reopen)]
+    payloads, changes, huge = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 3
+    # The shapes of the reviewed real findings right after the ops (issue #36: one run at the
+    # defaults meets the bugs we know of early, and -x stops there): the valid payloads with
+    # the vendor carriers (claude-agent-acp 5), the model faults (pi-acp 8), a bare reattach
+    # after a close or a restart (codex-acp 2). A few cheap requests each.
+    groups += [payloads, _fault_group(), *_omit_groups(caps, resend)]
+    groups += [_invalid_method_group(caps), *_scope_groups(caps),
+               *_switch_groups(caps, reopen), *_compaction_groups(caps, resend, reopen)]
     # The invalid payloads first among the rest: each one request, so a bug one of them shows
     # is found (and, with -x, the run ends) within the first examples of every seed.
     groups += _invalid_groups(caps, resend)
-    groups.append(_fault_group())
     during, *deleted = _during_groups(caps)
     groups += [during, _together_group()]
-    payloads, changes, huge = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 3
     # The delete during a turn and the reattach during another's turn last: the kept
     # findings' examples (the pairs) come sooner.
-    groups += [payloads, *_pair_groups(caps, resend), changes, huge, *deleted]
+    groups += [*_pair_groups(caps, resend), changes, huge, *deleted]
     groups += [g for g in (_while_group(caps),) if g is not None]
     return groups
 
@@ -920,6 +928,14 @@ def _pair_groups(caps: Capabilities, resend: bool) -> list[_Group]:
     return [_Group(_nothing, tuple(units))] if units else []
 
 
+def _omit_groups(caps: Capabilities, resend: bool) -> list[_Group]:
+    """The pairs of :func:`_omits` (a bare reattach after a close or a restart), early: they
+    claim only their ``:omitted`` keys, so the same pairs re-sending the prompt still go out
+    with the other pairs."""
+    units = [_pair_unit(caps, x, y, omit=True) for x, y in _omits(caps, resend)]
+    return [_Group(_nothing, tuple(units), claims=":omitted")] if units else []
+
+
 def _pair_unit(caps: Capabilities, x: str, y: str, *, omit: bool = False) -> Unit:
     reopen = "load" if caps.load or caps.replay else "resume"
 
@@ -1049,7 +1065,8 @@ def covering_examples(caps: Capabilities, *, resend_on_lifecycle: bool = True,
         # Each unit (with the group's first session) that still covers something wanted.
         units = []
         for unit in group.units:
-            covers = set(_unit_keys(group, unit, caps, resend_on_lifecycle))
+            covers = {k for k in _unit_keys(group, unit, caps, resend_on_lifecycle)
+                      if group.claims is None or k.endswith(group.claims)}
             if covers & remaining:
                 units.append(unit)
                 remaining -= covers

@@ -33,7 +33,7 @@ def test_three_shards_of_a_buggy_agent_merge_into_one_report(tmp_path: Path,
     Redis) each find the planted leak; the merged report has it once, the covering examples
     of the plan each ran in exactly one shard, and every format is written."""
     docs = []
-    # 20 examples a shard: its 14 of the plan's 42 covering examples, and those built for
+    # 20 examples a shard: its 14 or 15 of the plan's 43 covering examples, and those built for
     # what the examples the leak cut short left unsent (the fork example and the reattaches
     # during another session's turn, where a second session's prompt leaks).
     for k in (1, 2, 3):
