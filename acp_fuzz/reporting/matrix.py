@@ -118,7 +118,7 @@ ROWS: tuple[tuple[str, str], ...] = (
     ("CANCELREQ-AGENT-ANSWER-MUST", "a $/cancel_request of a prompt still answers it"),
     ("ACPFUZZ-SETMODE-ANYTIME-SHOULD", "a mode switch while the model thinks is taken"),
     ("ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD",
-     "a session/new or fork cancelled by $/cancel_request leaves no session"),
+     "a request cancelled by $/cancel_request and refused leaves nothing (no session, no prompt)"),
     ("ACPFUZZ-SECOND-PROMPT-MAY", "what a second prompt during a turn meets (info)"),
     ("ACPFUZZ-FAILURE-VISIBLE-SHOULD", "a failed model call does not end the turn silently"),
     ("SES-AGENT-BASELINE-MUST", "the agent answers, and does not crash or hang"),

@@ -1061,6 +1061,12 @@ class Run:
                 self.agent.written(SETTLE_S)
                 _settle(turn if other is None else other, wait)
                 overlapped = other is not None and _turn_over(other)
+                if overlapped and settle is None and self._concurrent():
+                    # What the answer set going lands before the model answers: pi-acp
+                    # signals another session's process to exit just before it answers a
+                    # load, and the process takes a moment to go (up to SETTLE_S, or
+                    # until the turn is over).
+                    _settle(turn, SETTLE_S)
         finally:
             hold.release()  # lets the held request go (once taken, the plan is no longer armed)
             self.gateway.disarm(handle)  # or drops it, never taken
@@ -1071,14 +1077,20 @@ class Run:
         (:mod:`acp_fuzz.core.calibration`): a request, nothing at an agent that answers one
         request at a time (its answer cannot come before the turn's), until it is answered
         (up to :data:`BESIDE_S`) at one that answers during a turn, so that what it does
-        beside the turn is done when the hold ends, and :data:`SETTLE_S` where that was not
-        measured; a notification, :data:`SETTLE_S` (whether the agent reads one mid-turn is
+        beside the turn is done when the hold ends (and then :data:`SETTLE_S` more, or until
+        the turn is over, for what the answer set going), and :data:`SETTLE_S` where that was
+        not measured; a notification, :data:`SETTLE_S` (whether the agent reads one mid-turn is
         not measured: one may read its cancels on a thread of their own)."""
-        learned = self.spec.learned
-        concurrent = learned.concurrent if learned is not None else None
+        concurrent = self._concurrent()
         if other is None or concurrent is None:
             return SETTLE_S
         return BESIDE_S if concurrent else 0.0
+
+    def _concurrent(self) -> bool | None:
+        """Whether calibration found the agent answering requests during a turn (``None``:
+        not measured)."""
+        learned = self.spec.learned
+        return learned.concurrent if learned is not None else None
 
     def _wait_held(self, hold: Hold, turn: Pending | _TurnWait) -> bool:
         """Whether the held model request arrived before the turn ended without it (a
