@@ -455,9 +455,9 @@ class _Group:
     prefix: Callable[[_Example], str | None]
     units: tuple[Unit, ...]
     suffix: Unit | None = None
-    #: Only the keys ending so are what the units are taken for, and take (``None``: all):
-    #: an early group that must leave the rest of what its units send to a later one.
-    claims: str | None = None
+    #: Only these keys are what the units are taken for, and take (``None``: all): an early
+    #: group that must leave the rest of what its units send to the groups made for it.
+    claims: frozenset[str] | None = None
 
 
 def _new_session(ex: _Example) -> str:
@@ -511,9 +511,9 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     payloads, changes, huge = _payload_groups(caps, resend) or [_Group(_nothing, ())] * 3
     # The shapes of the reviewed real findings right after the ops (issue #36: one run at the
     # defaults meets the bugs we know of early, and -x stops there): the valid payloads with
-    # the vendor carriers (claude-agent-acp 5), the model faults (pi-acp 8), a bare reattach
-    # after a close or a restart (codex-acp 2). A few cheap requests each.
-    groups += [payloads, _fault_group(), *_omit_groups(caps, resend)]
+    # the vendor carriers (claude-agent-acp 5), the model faults (pi-acp 8), a reattach after
+    # a close or a restart, re-sending the prompt and bare (codex-acp 1 and 2).
+    groups += [payloads, _fault_group(), *_reattach_pair_groups(caps, resend)]
     groups += [_invalid_method_group(caps), *_scope_groups(caps),
                *_switch_groups(caps, reopen), *_compaction_groups(caps, resend, reopen)]
     # The invalid payloads first among the rest: each one request, so a bug one of them shows
@@ -928,12 +928,16 @@ def _pair_groups(caps: Capabilities, resend: bool) -> list[_Group]:
     return [_Group(_nothing, tuple(units))] if units else []
 
 
-def _omit_groups(caps: Capabilities, resend: bool) -> list[_Group]:
-    """The pairs of :func:`_omits` (a bare reattach after a close or a restart), early: they
-    claim only their ``:omitted`` keys, so the same pairs re-sending the prompt still go out
-    with the other pairs."""
-    units = [_pair_unit(caps, x, y, omit=True) for x, y in _omits(caps, resend)]
-    return [_Group(_nothing, tuple(units), claims=":omitted")] if units else []
+def _reattach_pair_groups(caps: Capabilities, resend: bool) -> list[_Group]:
+    """The pairs of :func:`_omits` (a reattach after a close or a restart), early, each
+    re-sending the prompt and then bare: where the new process (or the closed session) must
+    rebuild the prompt from what it stored, and where the real agents failed (codex-acp 1
+    refuses the re-sent prompt, 2 hangs on the bare one). They claim only those pairs'
+    keys: what else their steps cover still goes out in its own examples."""
+    pairs = _omits(caps, resend)
+    units = [_pair_unit(caps, x, y, omit=omit) for x, y in pairs for omit in (False, True)]
+    keys = frozenset(k for x, y in pairs for k in (f"pair:{x}+{y}", f"pair:{x}+{y}:omitted"))
+    return [_Group(_nothing, tuple(units), claims=keys)] if units else []
 
 
 def _pair_unit(caps: Capabilities, x: str, y: str, *, omit: bool = False) -> Unit:
@@ -1066,7 +1070,7 @@ def covering_examples(caps: Capabilities, *, resend_on_lifecycle: bool = True,
         units = []
         for unit in group.units:
             covers = {k for k in _unit_keys(group, unit, caps, resend_on_lifecycle)
-                      if group.claims is None or k.endswith(group.claims)}
+                      if group.claims is None or k in group.claims}
             if covers & remaining:
                 units.append(unit)
                 remaining -= covers

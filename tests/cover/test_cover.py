@@ -105,11 +105,11 @@ def test_every_invalid_variant_on_every_request_and_every_op_for_the_reference_a
     # $/cancel_request one more (363 before it). A load, a resume and a fork with their
     # $/cancel_request, each with a turn after it, are six more (364 before them). 41 with
     # a delete sent during a turn (an example of 4 steps, 370 before it), 42 with a load and
-    # a resume sent during another session's turn (one example of 10 steps). 43 since the
-    # bare reattaches after a close or a restart go out early (issue #36), in two examples
-    # of their own instead of at the end of the pairs' last one: the same 384 steps.
+    # a resume sent during another session's turn (one example of 10 steps). 43 and 388
+    # since the reattaches after a close or a restart (re-sending the prompt, then bare) go
+    # out early (issue #36), in three examples of their own.
     assert len(covering_examples(REFERENCE)) == 43
-    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 384
+    assert sum(len(ex.steps) for ex in covering_examples(REFERENCE)) == 388
     assert {"during:cancel", "during:cancel-request", "during:close", "during:prompt",
             "during:fork", "during:delete", "cancel-request:new", "cancel-request:load",
             "cancel-request:resume", "cancel-request:fork", "together", "while:load",
@@ -143,14 +143,14 @@ def test_a_fork_during_a_turn_is_covered_only_where_the_agent_forks() -> None:
 def test_the_ops_come_first_each_in_the_shortest_sequence_that_shows_its_effect() -> None:
     examples = covering_examples(REFERENCE)
     # Then the shapes of the reviewed real findings (issue #36): the valid payloads and
-    # vendor carriers, the model faults, the bare reattaches after a close or a restart;
-    # then the rest, the invalid methods first.
+    # vendor carriers, the model faults, the reattaches after a close or a restart
+    # (re-sending the prompt, then bare); then the rest, the invalid methods first.
     assert any(k.startswith("vendor:") for k in examples[6].keys)
     assert any(k.startswith("fault:") for k in examples[8].keys)
-    assert {k for ex in examples[9:11] for k in ex.keys if k.endswith(":omitted")} == {
+    assert {k for ex in examples[9:12] for k in ex.keys if k.endswith(":omitted")} == {
         k for k in cover_keys(REFERENCE) if k.endswith(":omitted")}
     shapes = [[(s["op"], s.get("session"), "systemPrompt" in s) for s in ex.steps]
-              for ex in [*examples[:6], examples[11]]]
+              for ex in [*examples[:6], examples[12]]]
     cancelled = [(s["op"], s.get("new")) for ex in covering_examples(REFERENCE)[1:4]
                  for s in ex.steps if s.get("cancel_request")]
     assert cancelled == [("load", None), ("resume", None), ("fork", "C")]
