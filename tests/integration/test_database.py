@@ -58,6 +58,8 @@ def test_a_folder_database_is_shared_between_campaigns(tmp_path: Path,
     _shares(tmp_path, str(tmp_path / "db"), str(tmp_path / "empty-db"))
 
 
+@pytest.mark.slow  # a real redis server and two campaigns: the long tier (the folder
+# database's sharing, the same code path above it, stays in the quick loop)
 def test_a_redis_database_is_shared_between_campaigns(tmp_path: Path, redis_url: str,
                                                       no_orphans: object) -> None:
     import redis

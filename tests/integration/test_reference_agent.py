@@ -1419,6 +1419,19 @@ def _cancel_fork_leaves_session(t: Trial) -> bool:
     return left != []
 
 
+@reproduces("cancel-load-keeps-prompt")
+def _cancel_load_keeps_prompt(t: Trial) -> bool:
+    kept = False
+    for method in ("session/load", "session/resume"):
+        session = t.agent.new(sp("append", P))
+        answer, _ = cancelled(t, method, {"sessionId": session, "cwd": CWD, "mcpServers": [],
+                                          "systemPrompt": sp("append", Q)})
+        assert answer is not None and answer.get("error", {}).get("code") == -32800, answer
+        t.agent.prompt(session)
+        kept = kept or Q in t.model.system()  # the correct agent: P, the cancelled Q not
+    return kept
+
+
 @reproduces("fork-during-turn-unanswered")
 def _fork_during_turn_unanswered(t: Trial) -> bool:
     answers = during_turn(t, {"id": "fork", "method": "session/fork"}, cwd=CWD, mcpServers=[])
