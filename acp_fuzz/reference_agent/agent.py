@@ -1277,8 +1277,10 @@ class Agent:
         this same code (``mcpServers`` optional there)."""
         session_id = require_session_id(params)
         busy = self._took_busy(session_id)
-        if "refused-reattach-unloads" in self.bugs:
-            self.live.pop(session_id, None)  # BUG(refused-reattach-unloads): validate first
+        if "refused-reattach-unloads" in self.bugs and not self._cancel_waiting():
+            # BUG(refused-reattach-unloads): validate first. (A cancelled one is answered
+            # -32800 before anything: what it would leave is cancel-load-keeps-prompt's.)
+            self.live.pop(session_id, None)
         cwd = require_cwd(params)
         check_mcp_servers(params, required=self.protocol == 1)
         self.check_roots(params)
@@ -1372,8 +1374,10 @@ class Agent:
                 return self.session_load(params)
         session_id = require_session_id(params)
         busy = self._took_busy(session_id)
-        if "refused-reattach-unloads" in self.bugs:
-            self.live.pop(session_id, None)  # BUG(refused-reattach-unloads): validate first
+        if "refused-reattach-unloads" in self.bugs and not self._cancel_waiting():
+            # BUG(refused-reattach-unloads): validate first. (A cancelled one is answered
+            # -32800 before anything: what it would leave is cancel-load-keeps-prompt's.)
+            self.live.pop(session_id, None)
         cwd = require_cwd(params)
         check_mcp_servers(params, required=False)
         self.check_roots(params)
