@@ -146,6 +146,7 @@ def test_two_workers_share_the_covering_examples(tmp_path: Path, no_orphans: obj
         set(_received(requests))
 
 
+@pytest.mark.slow  # the whole plan against a crashing agent (about 20 s): the long tier
 def test_a_covering_example_cut_short_by_a_crash_leaves_the_rest_to_the_next(
         tmp_path: Path, no_orphans: object) -> None:
     # The image block kills the agent in the second example of rejected session/new requests:
