@@ -523,7 +523,7 @@ def _groups(caps: Capabilities, resend: bool) -> list[_Group]:
     groups += [during, _together_group()]
     # The delete during a turn and the reattach during another's turn last: the kept
     # findings' examples (the pairs) come sooner.
-    groups += [*_pair_groups(caps, resend), changes, huge, *deleted]
+    groups += [*_pair_groups(caps), changes, huge, *deleted]
     groups += [g for g in (_while_group(caps),) if g is not None]
     return groups
 
@@ -918,13 +918,13 @@ def _payload_groups(caps: Capabilities, resend: bool) -> list[_Group]:
             _Group(_nothing, tuple(sent(c) for c in SIZES))]
 
 
-def _pair_groups(caps: Capabilities, resend: bool) -> list[_Group]:
+def _pair_groups(caps: Capabilities) -> list[_Group]:
     """Every pair of :func:`_pairs`, each on a session of its own: ``new A (P)``, the two
     ops (a turn first where a compaction needs one, a reopen where the second needs the
     session open), then a turn on each session they left open (after a restart, a reopen
-    and a turn), where the prompt after them shows."""
+    and a turn), where the prompt after them shows. (The reattaches after a close or a
+    restart, re-sent and bare, go out early: :func:`_reattach_pair_groups`.)"""
     units = [_pair_unit(caps, x, y) for x, y in _pairs(caps)]
-    units += [_pair_unit(caps, x, y, omit=True) for x, y in _omits(caps, resend)]
     return [_Group(_nothing, tuple(units))] if units else []
 
 

@@ -104,14 +104,15 @@ def _turn_answered(j: Judge, r: Reply) -> None:
                         steps=list(m.trail))
     if rejected is not None and m.turned and not blamed:
         # A refusal after the request's $/cancel_request is the cancel's (its rule's SHOULD).
-        cancelled = int(rejected.split(":", 1)[0]) - 1 in t.cancelled
+        number = rejected.split(":", 1)[0]  # the trail line's step number (Tracker.line)
+        cancelled = int(number) - 1 in t.cancelled
         oracle = "cancel-request.session-left" if cancelled else "reject.side-effect"
         j.judge_as(oracle)
         if failed:
             j.report_as(oracle,
                         f"session {handle}: its turn fails after the "
                         f"{'cancelled' if cancelled else 'refused'} request of step "
-                        f"{rejected.split(':', 1)[0]}, though its turns before it completed",
+                        f"{number}, though its turns before it completed",
                         session=handle, rejected_by=rejected, error=clip(err),
                         steps=list(m.trail))
 
