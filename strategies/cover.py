@@ -53,8 +53,9 @@ from typing import Any
 
 from acp_fuzz.core.fills import SIZES
 from acp_fuzz.core.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
+from acp_fuzz.core.ops import CARRIES_PROMPT, CREATES, MOVES, REATTACHES
 from acp_fuzz.core.payloads import Capabilities
-from acp_fuzz.core.steps import DURING, FAULTS, invalid_params
+from acp_fuzz.core.steps import DURING, ENDING, FAULTS, invalid_params
 
 from .lifecycle import TITLES
 from .payloads import (
@@ -73,7 +74,7 @@ __all__ = ["Cover", "cover_keys", "cover_share", "covering_examples", "example_d
            "prompt_requests", "step_keys"]
 
 #: The requests that carry a ``systemPrompt``.
-PROMPT_REQUESTS = ("new", "load", "resume", "fork")
+PROMPT_REQUESTS = CARRIES_PROMPT
 #: The texts of the covering examples' valid prompts (a session's own, and a fork's).
 _P = "You are a code review specialist. Focus on security vulnerabilities."
 _Q = "Answer in the voice of a patient teacher, and cite file paths."
@@ -254,7 +255,7 @@ def _during_groups(caps: Capabilities) -> list[_Group]:
         b = ex.handle()
         ex.add({"op": "new", "session": b, "cwd": "shared"}, {"op": "prompt", "session": b})
     takes = _during(caps)
-    group = _Group(_new_session, (*(unit(w) for w in takes if w not in ("close", "delete")),
+    group = _Group(_new_session, (*(unit(w) for w in takes if w not in ENDING),
                                   cancelled_new), suffix)
     return [group, _Group(_nothing, (deleted,))] if "delete" in takes else [group]
 
@@ -343,7 +344,7 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         keys.append(f"cancel-request:{op}")
     if op == "prompt" and "with" in step:
         keys.append("together")
-    if op in ("load", "resume") and step.get("while"):
+    if op in REATTACHES and step.get("while"):
         keys.append(f"while:{op}")
     if op in ("prompt", "list"):
         keys += _after_life(step, before)
@@ -351,7 +352,7 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
         keys.append(f"compact:{step.get('by')}")
         if _changed_live(step.get("session"), before):
             keys.append("compact:after-change")
-    if op in ("load", "resume", "fork"):
+    if op in MOVES:
         if step.get("cwd") == "moved":
             keys.append("dirs:moved")
         if step.get("roots"):
@@ -367,10 +368,10 @@ def step_keys(step: Mapping[str, Any], caps: Capabilities,
             carrier = vendor_carrier(step.get("_meta"))
             if carrier is not None:
                 keys.append(f"vendor:{carrier}")
-            if op in ("load", "resume") and _last_prompt(step.get("session"), before) \
+            if op in REATTACHES and _last_prompt(step.get("session"), before) \
                     not in (None, step["systemPrompt"]):
                 keys.append(f"change:{op}")
-            if op in ("load", "resume") and _cold_change(step, before):
+            if op in REATTACHES and _cold_change(step, before):
                 keys.append(f"change:cold-{op}")
     if caps.system_prompt:
         keys += _surfaces_of(step, caps, before)
@@ -786,7 +787,7 @@ def _pairs(caps: Capabilities) -> list[tuple[str, str]]:
     ops = _pair_ops(caps)
     reopen = caps.load or caps.replay or caps.resume
     out: list[tuple[str, str]] = []
-    for x in (op for op in ops if op not in ("load", "resume")):
+    for x in (op for op in ops if op not in REATTACHES):
         out += [(x, y) for y in ops if y != x and (x != "delete" or y == "restart") and (
             reopen or x not in _CLOSING or NEEDS[y] != "open")]
         if x == "delete" and caps.list:
@@ -799,7 +800,7 @@ def _omits(caps: Capabilities, resend: bool) -> list[tuple[str, str]]:
     close or a restart, where the agent must rebuild the session from what it stored."""
     if not (caps.system_prompt and resend):
         return []
-    return [(x, y) for x, y in _pairs(caps) if x in _CLOSING and y in ("load", "resume")]
+    return [(x, y) for x, y in _pairs(caps) if x in _CLOSING and y in REATTACHES]
 
 
 def _pair_keys(caps: Capabilities, resend: bool) -> list[str]:
@@ -823,17 +824,17 @@ def _pairs_of(step: Mapping[str, Any], before: Sequence[Mapping[str, Any]]) -> l
     h, seen = step.get("session"), []
     for s in before:
         o = s.get("op")
-        if o in ("new", "fork") and (s.get("new") if o == "fork" else s.get("session")) == h:
+        if o in CREATES and (s.get("new") if o == "fork" else s.get("session")) == h:
             seen = ["fork"] if o == "fork" else []
         elif o == "restart" or (o in PAIR_OPS and s.get("session") == h):
             seen.append(o)
     if not seen:
         return []
     out = [f"pair:{seen[-1]}+{op}"]
-    if len(seen) > 1 and seen[-1] in ("load", "resume") and seen[-2] in _CLOSING \
+    if len(seen) > 1 and seen[-1] in REATTACHES and seen[-2] in _CLOSING \
             and NEEDS[op] == "open":
         out.append(f"pair:{seen[-2]}+{op}")
-    if op in ("load", "resume") and seen[-1] in _CLOSING and step.get("systemPrompt") is None:
+    if op in REATTACHES and seen[-1] in _CLOSING and step.get("systemPrompt") is None:
         out.append(f"pair:{seen[-1]}+{op}:omitted")
     return out
 
@@ -967,7 +968,7 @@ def _pair_unit(caps: Capabilities, x: str, y: str, *, omit: bool = False) -> Uni
             b = ex.handle()
             ex.add({"op": "fork", "session": a, "new": b, **ex.prompt(b, _Q, lifecycle=True)})
             touched.append(b)
-        elif op in ("load", "resume"):
+        elif op in REATTACHES:
             ex.add({"op": op, "session": a, **({} if omit and op == y else ex.same(a))})
         else:
             ex.add({"op": op, "session": a,
@@ -993,7 +994,7 @@ def _after_life(step: Mapping[str, Any], before: Sequence[Mapping[str, Any]]) ->
     life, cold = Lifecycle(), set()
     for s in before:
         h = s.get("session")
-        if s.get("op") in ("load", "resume") and life.cold(h):
+        if s.get("op") in REATTACHES and life.cold(h):
             cold.add(h)
         elif s.get("op") in ("new", "delete"):
             cold.discard(h)
@@ -1015,7 +1016,7 @@ def _cold_change(step: Mapping[str, Any], before: Sequence[Mapping[str, Any]]) -
         mine = s.get("new") == handle if op == "fork" else s.get("session") == handle
         if not mine or op not in PROMPT_REQUESTS:
             continue
-        if op in ("new", "fork"):
+        if op in CREATES:
             prompt = s.get("systemPrompt")
         else:
             cold = False
@@ -1038,9 +1039,9 @@ def _changed_live(handle: Any, before: Sequence[Mapping[str, Any]]) -> bool:
             continue
         if op == "compact":
             changed = False
-        elif op in ("new", "fork") and "systemPrompt" in s:
+        elif op in CREATES and "systemPrompt" in s:
             prompt = s["systemPrompt"]
-        elif op in ("load", "resume"):
+        elif op in REATTACHES:
             if s.get("systemPrompt") is not None:
                 changed = changed or (s["systemPrompt"] != prompt and not cold)
                 prompt = s["systemPrompt"]

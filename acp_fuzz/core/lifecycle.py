@@ -4,8 +4,9 @@ Which logical sessions exist, which are open in the agent process that runs now,
 restart or a ``session/close`` left closed, are facts that four parts of acp-fuzz need: the
 strategies (what a step may name), the minimizer (whether a trial still makes sense), the
 runner (whether a step can be sent at all) and the oracles (what a correct agent owes). They
-all read them from :class:`Lifecycle`, so a new lifecycle method is one entry in
-:data:`NEEDS` and one branch in :meth:`Lifecycle.apply`.
+all read them from :class:`Lifecycle`, which reads what each op needs and does from the one
+table of ops (:data:`acp_fuzz.core.ops.TABLE`): a new op whose effect is one of
+:class:`~acp_fuzz.core.ops.Effect`'s needs nothing here.
 
 A session *exists* from the ``session/new`` or ``session/fork`` that made it until a
 ``session/delete`` of it. It is *open* when it exists, was made or last loaded or resumed in
@@ -22,33 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from acp_fuzz.core.steps import ENDING, OPS
+from acp_fuzz.core.ops import NEEDS, Effect, spec_of
+from acp_fuzz.core.steps import ENDING
 
 __all__ = ["HANDLES", "NEEDS", "Lifecycle", "SessionState", "allowed", "handle_name", "lived"]
 
 #: The letters of the logical session handles, in the order they are handed out.
 HANDLES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
-Need = Literal["nothing", "exists", "open"]
-
-#: What each step op needs of the session it names (``session``): nothing, a session that
-#: exists (a load, resume, delete or retitle may name a closed one, or one a restart unloaded:
-#: ``session/set_title`` works on any session ``session/list`` would show), or one
-#: open in the current process (a turn, a cancel, a close, a fork's source, a mode or option
-#: switch: each asks a correct agent for an error otherwise). A ``busy`` load or resume (sent
-#: while a turn of the session runs) needs the session open, since it starts that turn. A
-#: ``compact`` needs an open session with a conversation too (:meth:`Lifecycle.allows`):
-#: there is nothing to compact before a turn, and the harness ties the agent's summary
-#: request to its session by the nonces of the turns it summarises.
-NEEDS: dict[str, Need] = {
-    "new": "nothing", "list": "nothing", "restart": "nothing", "invalid": "nothing",
-    "load": "exists", "resume": "exists", "delete": "exists", "set_title": "exists",
-    "prompt": "open", "cancel": "open", "close": "open", "fork": "open",
-    "set_mode": "open", "set_config_option": "open", "compact": "open",
-}
-assert set(NEEDS) == set(OPS), "every step op says what it needs of its session"
 
 
 def handle_name(index: int) -> str:
@@ -136,9 +120,10 @@ class Lifecycle:
         """Whether ``step`` names a session in the state its op needs (:data:`NEEDS`), and a
         new session or a fork's copy takes a handle that is free."""
         op = step.get("op")
-        need = NEEDS.get(op) if isinstance(op, str) else None
-        if need is None:
+        spec = spec_of(op)
+        if spec is None:
             return False
+        need = spec.needs
         h = step.get("session")
         if op == "prompt" and self.deleted(h):
             # A plain turn of a deleted session: sent to see it refused.
@@ -165,46 +150,54 @@ class Lifecycle:
         """The state after ``step``. ``accepted``: whether the agent answered it with a
         success (a rejected new, fork, load, resume, close or delete changes nothing). A
         restart always counts: the old process is gone whatever the new one does."""
-        op = step.get("op")
+        spec = spec_of(step.get("op"))
         h = step.get("session")
-        if op == "restart":
+        if spec is not None and spec.effect is Effect.RESTARTS:
             self.generation += 1
             return
-        if not accepted or not isinstance(h, str):
+        if spec is None or not accepted or not isinstance(h, str):
             return
-        if op == "new":
+        effect = spec.effect
+        if effect is Effect.CREATES:
             self.sessions[h] = SessionState(self.generation)
             self.gone.discard(h)
-        elif op == "fork" and isinstance(step.get("new"), str) and self.exists(h):
-            self.sessions[step["new"]] = SessionState(self.generation, source=h,
-                                                      talked=self.sessions[h].talked)
-            self.gone.discard(step["new"])
-        elif op == "prompt" and self.exists(h):
-            if step.get("during") == "fork" and isinstance(step.get("new"), str):
-                # A fork sent during the turn (the runner leaves ``new`` out where the agent
-                # refused it): whether it holds the running turn is the agent's choice.
-                self.sessions[step["new"]] = SessionState(self.generation, source=h,
-                                                          talked=self.sessions[h].talked)
-                self.gone.discard(step["new"])
-            self.sessions[h].talked = True
-            # A close sent during the turn (the runner leaves ``during`` out where the agent
-            # refused it, or it was never sent): the step's answer is the close's.
-            self.sessions[h].closed = self.sessions[h].closed or step.get("during") == "close"
-            if self.exists(step.get("with")):
-                self.sessions[step["with"]].talked = True
-            if step.get("during") == "delete":  # accepted: the step's answer is the delete's
-                del self.sessions[h]
-                self.gone.add(h)
-        elif op == "compact" and self.exists(h):
+        elif effect is Effect.COPIES:
+            self._copy(h, step.get("new"))
+        elif effect is Effect.TALKS and self.exists(h):
+            self._talk(h, step)
+        elif effect is Effect.COMPACTS and self.exists(h):
             self.sessions[h].talked = step.get("by") != "command"
-        elif op in ("load", "resume") and self.exists(h):
+        elif effect is Effect.REATTACHES and self.exists(h):
             self.sessions[h].generation = self.generation
             self.sessions[h].closed = False
             if self.exists(step.get("while")):
                 self.sessions[step["while"]].talked = True
-        elif op == "close" and self.exists(h):
+        elif effect is Effect.CLOSES and self.exists(h):
             self.sessions[h].closed = True
-        elif op == "delete" and self.sessions.pop(h, None) is not None:
+        elif effect is Effect.DELETES and self.sessions.pop(h, None) is not None:
+            self.gone.add(h)
+
+    def _copy(self, h: str, new: Any) -> None:
+        """``new`` is made, a fork of ``h``, which holds what ``h`` held."""
+        if isinstance(new, str) and self.exists(h):
+            self.sessions[new] = SessionState(self.generation, source=h,
+                                              talked=self.sessions[h].talked)
+            self.gone.discard(new)
+
+    def _talk(self, h: str, step: Mapping[str, Any]) -> None:
+        """A turn of ``h`` ran, with whatever was sent during it or beside it."""
+        if step.get("during") == "fork":
+            # A fork sent during the turn (the runner leaves ``new`` out where the agent
+            # refused it): whether it holds the running turn is the agent's choice.
+            self._copy(h, step.get("new"))
+        self.sessions[h].talked = True
+        # A close sent during the turn (the runner leaves ``during`` out where the agent
+        # refused it, or it was never sent): the step's answer is the close's.
+        self.sessions[h].closed = self.sessions[h].closed or step.get("during") == "close"
+        if self.exists(step.get("with")):
+            self.sessions[step["with"]].talked = True
+        if step.get("during") == "delete":  # accepted: the step's answer is the delete's
+            del self.sessions[h]
             self.gone.add(h)
 
 

@@ -48,6 +48,7 @@ from acp_fuzz.core.fills import expanded_length, marks_in
 from acp_fuzz.core.findings import Finding, is_reported
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.lifecycle import allowed, handle_name
+from acp_fuzz.core.ops import CARRIES_PROMPT, MOVES, REATTACHES, RESENDS
 from acp_fuzz.core.payloads import Capabilities, blocks_of, classify
 
 __all__ = [
@@ -289,7 +290,7 @@ def _own_cwd(s: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _home_directory(s: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    if s.get("op") not in ("load", "resume", "fork"):
+    if s.get("op") not in MOVES:
         return None
     moved = [k for k, on in (("roots", bool(s.get("roots"))),
                              ("cwd", s.get("cwd") == "moved")) if on]
@@ -421,7 +422,7 @@ def hoist(steps: Sequence[Mapping[str, Any]], i: int) -> Steps | None:
     a store shared by directory, is ``new A (P); fork A→B (Q); prompt A``). None when step
     ``i`` is not such a reattach or its session's creation is not among the steps."""
     step = steps[i]
-    if step.get("op") not in ("load", "resume") or step.get("systemPrompt") is None:
+    if step.get("op") not in REATTACHES or step.get("systemPrompt") is None:
         return None
     handle = step["session"]
     for j in range(i - 1, -1, -1):
@@ -516,7 +517,7 @@ def short_forms(steps: Sequence[Mapping[str, Any]]) -> list[Steps]:
         forms += [[new], [new, turn],
                   # the shape of a leak: the prompt given to one session, a turn in another
                   [new, {"op": "new", "session": "B"}, {"op": "prompt", "session": "B"}]]
-        for op in ("load", "resume"):
+        for op in REATTACHES:
             if op in ops:
                 again = {"op": op, "session": "A", "systemPrompt": sp}
                 forms.append([new, again, turn])
@@ -564,7 +565,7 @@ def payload_kind(step: Mapping[str, Any], current: Any = None) -> str:
     if c.kind != "valid":
         return f"invalid:{c.reason}"
     kind = str(sp["mode"])
-    if step["op"] in ("load", "resume", "fork") and sp == current:
+    if step["op"] in RESENDS and sp == current:
         kind += "+same"
     texts = blocks_of(sp)
     if len(texts) > 1:
@@ -603,11 +604,11 @@ def shape_of(steps: Sequence[Mapping[str, Any]]) -> Shape:
         op = s["op"]
         session = s.get("session")
         current = prompts.get(str(session))
-        kind = payload_kind(s, current) if op in ("new", "load", "resume", "fork") else ""
+        kind = payload_kind(s, current) if op in CARRIES_PROMPT else ""
         if op == "invalid":
             kind = str(s.get("method"))
         cwd = "shared" if op == "new" and s.get("cwd") == "shared" else ""
-        if op in ("load", "resume", "fork"):
+        if op in MOVES:
             # Another directory, extra roots: part of the bug when minimizing kept them.
             cwd = "+".join(k for k in ("moved", "roots")
                            if (s.get("cwd") == "moved" if k == "moved" else s.get("roots")))
@@ -616,7 +617,7 @@ def shape_of(steps: Sequence[Mapping[str, Any]]) -> Shape:
         # Sent beside a running turn: another shape than the plain load or resume.
         shape = f"busy-{op}" if s.get("busy") else f"{op}-during-turn" if s.get("while") else op
         out.append((shape, idx(session), idx(s.get("new")), kind, cwd))
-        if op in ("new", "load", "resume", "fork") and kind not in ("omit", "null") \
+        if op in CARRIES_PROMPT and kind not in ("omit", "null") \
                 and not kind.startswith("invalid"):
             prompts[str(s["new"] if op == "fork" else session)] = s["systemPrompt"]
         elif op == "fork" and session is not None:

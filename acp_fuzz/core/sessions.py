@@ -24,6 +24,7 @@ from typing import Any
 
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.lifecycle import Lifecycle, lived
+from acp_fuzz.core.ops import CARRIES_PROMPT, REATTACHES, TURNS
 from acp_fuzz.core.payloads import OMIT, Capabilities, Classification, blocks_of, classify
 from acp_fuzz.core.steps import SWITCHING, advertises_compact, describe
 
@@ -371,7 +372,7 @@ class Tracker:
         old cassette with today's classifier. A legacy dialect's invalid payload is a probe
         (no RFD rule governs a vendor extension); a cassette from before the dialect was
         recorded says so through the rule of its recorded class."""
-        if op not in ("new", "load", "resume", "fork"):
+        if op not in CARRIES_PROMPT:
             return {}
         caps = Capabilities(**{k: v is True for k, v in self.caps.items()
                                if k in Capabilities.__slots__})
@@ -408,7 +409,7 @@ class Tracker:
         if isinstance(handle, str) and handle in self.sessions and op not in ("prompt", "cancel"):
             # Anything else done to the session since makes a failing turn less its prompt's.
             self.sessions[handle].fresh_prompt = None
-        if op in ("new", "load", "resume", "fork"):
+        if op in CARRIES_PROMPT:
             self._on_handed(r, handle, blocks, cold, line)
         else:
             self._on_used(op, handle, args, line, r.verdict.get("stopReason"))
@@ -425,11 +426,11 @@ class Tracker:
             if not r.turn_failed:
                 self.turns_ok += 1
                 m.turned = True
-        if op in ("load", "resume") and outcome == "error" and handle in self.sessions \
+        if op in REATTACHES and outcome == "error" and handle in self.sessions \
                 and r.live and not self.life.cold(handle):
             # Refused on a session this process has open: nothing may change.
             self.sessions[handle].rejected_change = self.line(r.args)
-        if op in ("load", "resume") and outcome == "error" and handle in self.sessions:
+        if op in REATTACHES and outcome == "error" and handle in self.sessions:
             self.sessions[handle].failed_reattach.append(self.line(r.args))
             self.sessions[handle].refused_with.append(tuple(self.sessions[handle].conversation))
         if outcome == "error" and r.args.get("cancel_request"):
@@ -462,7 +463,7 @@ class Tracker:
                 m.own.update(prompt.significant)
             m.note(line)
             self.sessions[handle] = m
-        elif op in ("load", "resume") and handle in self.sessions:
+        elif op in REATTACHES and handle in self.sessions:
             m = self.sessions[handle]
             m.note(line)
             if m.conversation:
@@ -699,7 +700,7 @@ class Tracker:
             # what it asks the model is its summary.
             return ModelRequest(x, everything, "command", m)
         step_nonce = self.step.get("nonce")
-        nonce = step_nonce if (args.get("op") in ("prompt", "cancel", "compact")
+        nonce = step_nonce if (args.get("op") in TURNS
                                and x.turn is not None and isinstance(step_nonce, str)
                                and step_nonce in everything) else None
         judged = not (m.tainted or not m.candidates) and not (

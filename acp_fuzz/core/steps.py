@@ -30,6 +30,16 @@ from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.dialects import DIALECTS, encode_meta
 from acp_fuzz.core.fills import MAX_EXPANDED, marks_in, prompt_length
+from acp_fuzz.core.ops import (
+    CARRIES_PROMPT,
+    ENDS,
+    KEYS,
+    MOVES,
+    OPS,
+    REATTACHES,
+    SENDS_STEP,
+    SESSIONLESS,
+)
 
 if TYPE_CHECKING:
     from acp_fuzz.core.history import Event
@@ -62,8 +72,6 @@ __all__ = [
 #: The most ``additionalDirectories`` a load, resume or fork step asks for.
 MAX_ROOTS = 4
 
-OPS = ("new", "prompt", "load", "resume", "fork", "close", "delete", "set_mode",
-       "set_config_option", "set_title", "list", "cancel", "restart", "invalid", "compact")
 
 #: How a ``compact`` step makes the agent compact session ``H``: ``command`` sends the
 #: compaction command the agent advertised (``/compact``) as a turn; ``usage`` has the fake
@@ -125,29 +133,6 @@ def advertises_compact(update: Any) -> bool:
         isinstance(c, Mapping) and isinstance(c.get("name"), str)
         and c["name"].lstrip("/") == COMPACT_COMMAND for c in commands)
 
-#: The keys each op's step may have, besides ``op`` (what the strategies draw, and what the
-#: minimizer's short forms use). Anything else in a cassette's step is refused.
-_PROMPT_KEYS = frozenset({"systemPrompt", "_meta", "extra", "mcp"})
-_DIR_KEYS = frozenset({"cwd", "roots"})
-KEYS: dict[str, frozenset[str]] = {
-    "new": frozenset({"session", "cwd", "cancel_request"}) | _PROMPT_KEYS,
-    "prompt": frozenset({"session", "fault", "during", "with", "pick", "option", "new"}),
-    "load": frozenset({"session", "busy", "while", "cancel_request"}) | _PROMPT_KEYS
-    | _DIR_KEYS,
-    "resume": frozenset({"session", "busy", "while", "cancel_request"}) | _PROMPT_KEYS
-    | _DIR_KEYS,
-    "fork": frozenset({"session", "new", "cancel_request"}) | _PROMPT_KEYS | _DIR_KEYS,
-    "close": frozenset({"session"}),
-    "delete": frozenset({"session"}),
-    "set_mode": frozenset({"session", "pick"}),
-    "set_config_option": frozenset({"session", "option", "pick"}),
-    "set_title": frozenset({"session", "title"}),
-    "list": frozenset(),
-    "cancel": frozenset({"session"}),
-    "restart": frozenset(),
-    "invalid": frozenset({"method", "params", "why"}),
-    "compact": frozenset({"session", "by"}),
-}
 #: The logical session handles (``acp_fuzz.core.lifecycle.HANDLES``): one capital letter, and the
 #: two sessions of the campaign's calibration. The runner names directories after them, so
 #: nothing else may pass (no ``..``, no ``/``).
@@ -223,7 +208,7 @@ def validate_step(step: Any) -> dict[str, Any]:
     unknown = sorted(map(_short, set(step) - KEYS[op] - {"op"}))
     if unknown:
         raise ValueError(f"step {op!r}: unknown key(s) {', '.join(unknown)}")
-    needs_session = op not in ("list", "restart", "invalid")
+    needs_session = op not in SESSIONLESS
     if needs_session:
         _check_handle(op, "session", step.get("session"))
     if op == "fork":
@@ -249,7 +234,7 @@ def validate_step(step: Any) -> dict[str, Any]:
         raise ValueError(f"step {op!r}: 'cancel_request' comes without 'busy'")
     if op == "new" and step.get("cwd", "distinct") not in ("distinct", "shared"):
         raise ValueError("step 'new': 'cwd' must be 'distinct' or 'shared'")
-    if op in ("load", "resume", "fork"):
+    if op in MOVES:
         if step.get("cwd", "same") not in ("same", "moved"):
             raise ValueError(f"step {op!r}: 'cwd' must be 'same' or 'moved'")
         roots = step.get("roots", 0)
@@ -257,7 +242,7 @@ def validate_step(step: Any) -> dict[str, Any]:
             raise ValueError(f"step {op!r}: 'roots' must be an integer from 0 to {MAX_ROOTS}")
     if not isinstance(step.get("mcp", False), bool):
         raise ValueError(f"step {op!r}: 'mcp' must be true or false")
-    if op in ("load", "resume") and not isinstance(step.get("busy", False), bool):
+    if op in REATTACHES and not isinstance(step.get("busy", False), bool):
         raise ValueError(f"step {op!r}: 'busy' must be true or false")
     if "while" in step and (step["while"] not in _HANDLES or step["while"] == step.get("session")
                             or step.get("busy") or step.get("cancel_request")):
@@ -336,7 +321,7 @@ def _check_prompt(op: str, value: object, depth: int) -> None:
 def _check_vendor_meta(op: str, meta: object) -> None:
     """A step's ``_meta``: exactly one of the vendor carriers of a legacy prompt
     (``strategies.payloads.VENDOR_CARRIERS``), with a string text and nothing else."""
-    if op not in ("new", "load", "resume", "fork"):
+    if op not in CARRIES_PROMPT:
         raise ValueError(f"step {op!r} cannot carry '_meta'")
     ok = False
     if isinstance(meta, Mapping) and len(meta) == 1:
@@ -414,7 +399,7 @@ def lifecycle_request(step: Mapping[str, Any], *, protocol: int = 1,
         return "session/fork", {**base, **sp}
     if op == "load" and protocol >= 2:
         return "session/resume", {**base, "replayFrom": {"type": "start"}, **sp}
-    if op in ("load", "resume"):
+    if op in REATTACHES:
         return f"session/{op}", {**base, **sp}
     raise ValueError(f"step {op!r} is not a lifecycle request")
 
@@ -425,7 +410,7 @@ def preview(step: Mapping[str, Any], protocol: int = 1, dialect: str = "standard
     (``<id of A>``, ``<cwd of A>``): ``show --full`` and ``report`` print it. ``None`` for
     the steps whose request carries nothing of the cassette's (a turn, a close...)."""
     op = step.get("op")
-    if op not in ("new", "load", "resume", "fork", "invalid"):
+    if op not in SENDS_STEP:
         return None
     handle = str(step.get("new" if op == "fork" else "session", ""))
     moved = step.get("cwd") == "moved"
@@ -500,7 +485,7 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
         return f"session/new {step['session']}{sp}"
     if op == "fork":
         return f"session/fork {step['session']} -> {step['new']}{sp}"
-    if op in ("load", "resume"):
+    if op in REATTACHES:
         return f"session/{op} {step['session']}{sp}"
     if op == "prompt" and "fault" in step:
         return (f"session/prompt {step['session']} (its first model request fails once: "
@@ -523,7 +508,7 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
         return f"session/prompt {step['session']} (and {sent} while its model request is held)"
     if op == "prompt":
         return f"session/prompt {step['session']}"
-    if op in ("close", "delete"):
+    if op in ENDS:
         return f"session/{op} {step['session']}"
     if op == "set_mode":
         return (f"session/set_mode {step['session']} (another of its modes, "
@@ -553,12 +538,12 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
 def elsewhere(step: Mapping[str, Any]) -> bool:
     """Whether a load, resume or fork step runs its session in a new directory or with
     additional roots (``"cwd": "moved"``, ``"roots"``)."""
-    return step.get("op") in ("load", "resume", "fork") and (
+    return step.get("op") in MOVES and (
         step.get("cwd") == "moved" or bool(step.get("roots")))
 
 
 def _dirs_label(step: Mapping[str, Any]) -> str:
-    if step.get("op") not in ("load", "resume", "fork"):
+    if step.get("op") not in MOVES:
         return ""
     out = " in a new directory" if step.get("cwd") == "moved" else ""
     roots = step.get("roots", 0)

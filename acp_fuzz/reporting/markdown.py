@@ -35,6 +35,7 @@ from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.facts import refusal_codes
 from acp_fuzz.core.findings import CATALOG, Finding, Status, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
+from acp_fuzz.core.ops import CARRIES_PROMPT
 from acp_fuzz.core.payloads import Capabilities, blocks_of
 from acp_fuzz.core.protocol import agent_info, answered
 from acp_fuzz.core.scenarios import ClientRunSettings, Step
@@ -423,7 +424,7 @@ def prompt_given(args: Any) -> tuple[Any, str, tuple[str, ...]] | None:
     op = args.get("op")
     owner = args.get("new") if op == "fork" else args.get("session")
     sp = args.get("systemPrompt")
-    if op in ("new", "load", "resume", "fork") and isinstance(sp, Mapping) and blocks_of(sp):
+    if op in CARRIES_PROMPT and isinstance(sp, Mapping) and blocks_of(sp):
         return (owner, str(sp.get("mode")), blocks_of(sp))
     return None
 

@@ -84,6 +84,7 @@ from typing import Any
 
 from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
+from acp_fuzz.core.ops import CREATES
 from acp_fuzz.core.sessions import Reply
 
 __all__ = ["cancelled_request", "during"]
@@ -291,7 +292,7 @@ def cancelled_request(j: Judge, ev: Event) -> None:
         return
     listed = ev.data.get("sessions") if ev.kind == "verdict" \
         and ev.data.get("what") == "probe-list" else None
-    if not isinstance(listed, list) or t.outcome != "error" or op not in ("new", "fork"):
+    if not isinstance(listed, list) or t.outcome != "error" or op not in CREATES:
         return
     j.judge_as("cancel-request.session-left")
     extra = sorted(set(listed) - t.known_ids)

@@ -17,6 +17,7 @@ from acp_fuzz.core.builtin.evidence import clip, said, where
 from acp_fuzz.core.builtin.needles import Needles
 from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
+from acp_fuzz.core.ops import CREATES, REATTACHES
 from acp_fuzz.core.sessions import ModelRequest, Reply
 from acp_fuzz.core.steps import elsewhere
 
@@ -33,7 +34,7 @@ def lifecycle(j: Judge, ev: Event) -> None:
             return
         if c.op == "prompt":
             _turn_answered(j, c)
-        if c.op in ("load", "resume"):
+        if c.op in REATTACHES:
             _reattach_answered(j, c)
     elif isinstance(c, ModelRequest):
         _rejected_text(j, c, ev.seq)
@@ -48,7 +49,7 @@ def _probe_list(j: Judge, d: Mapping[str, Any]) -> None:
     that no successful request created."""
     t = j.tracker
     listed = d.get("sessions")
-    if isinstance(listed, list) and t.args.get("op") in ("new", "fork") \
+    if isinstance(listed, list) and t.args.get("op") in CREATES \
             and t.outcome == "error" and not t.args.get("cancel_request"):
         # (A cancelled new's or fork's probe is cancel-request.session-left's: the request
         # was not refused for its prompt.)

@@ -23,6 +23,7 @@ from typing import Any
 
 from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
+from acp_fuzz.core.ops import CREATES, REATTACHES
 from acp_fuzz.core.sessions import IDS, Reply
 
 __all__ = ["listing"]
@@ -72,14 +73,14 @@ def _reply(j: Judge, seen: _Seen, r: Reply) -> None:
         return
     if r.outcome != "ok":
         return
-    if r.op in ("load", "resume") and t.life.cold(handle) and handle in t.sessions:
+    if r.op in REATTACHES and t.life.cold(handle) and handle in t.sessions:
         sid = t.sessions[handle].agent_id
         if isinstance(sid, str):
             seen.cold[handle] = (sid, t.line(r.args))
     elif r.op == "delete":
         seen.cold.pop(handle, None)
         seen.deleted[handle] = t.line(r.args)
-    elif r.op in ("new", "fork"):
+    elif r.op in CREATES:
         made = r.target
         if made is not None:  # a handle taken again: another session
             seen.cold.pop(made, None)

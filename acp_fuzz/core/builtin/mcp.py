@@ -18,6 +18,7 @@ from acp_fuzz.core.builtin.evidence import clip
 from acp_fuzz.core.builtin.scope import LEVELS, prompt_mode
 from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
+from acp_fuzz.core.ops import CARRIES_PROMPT
 from acp_fuzz.core.sessions import ModelRequest, Reply
 from acp_fuzz.core.tools import tool_names
 
@@ -55,8 +56,7 @@ def mcp(j: Judge, ev: Event) -> None:
             handle = args.get("new", args.get("session"))
             if isinstance(handle, str):
                 seen.named[handle] = seen.step_tool
-    elif isinstance(c, Reply) and c.outcome == "ok" and c.op in ("new", "load", "resume",
-                                                                 "fork"):
+    elif isinstance(c, Reply) and c.outcome == "ok" and c.op in CARRIES_PROMPT:
         _accepted(seen, c)
     elif isinstance(c, ModelRequest) and c.session is not None and c.route != "untied":
         _judge(j, seen, c, ev.seq)

@@ -21,6 +21,7 @@ from acp_fuzz.core.builtin.capabilities import without_meta
 from acp_fuzz.core.builtin.evidence import clip
 from acp_fuzz.core.checks import Judge, builtin
 from acp_fuzz.core.history import Event
+from acp_fuzz.core.ops import CARRIES_PROMPT
 from acp_fuzz.core.sessions import IDS, ModelRequest, Reply, SessionModel
 from acp_fuzz.core.tools import tool_names
 
@@ -55,8 +56,7 @@ def scope(j: Judge, ev: Event) -> None:
     c = j.change
     if isinstance(c, ModelRequest) and c.route == "turn" and c.session is not None:
         _tools(j, c, ev.seq)
-    elif isinstance(c, Reply) and c.outcome == "ok" and c.op in ("new", "load", "resume",
-                                                                 "fork"):
+    elif isinstance(c, Reply) and c.outcome == "ok" and c.op in CARRIES_PROMPT:
         _mcp(j.memo(_Seen), c)
         if c.op == "new":
             _config(j, c)

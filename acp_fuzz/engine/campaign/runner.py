@@ -37,6 +37,7 @@ from acp_fuzz.core.fills import expand_value
 from acp_fuzz.core.findings import Finding, is_reported
 from acp_fuzz.core.history import History
 from acp_fuzz.core.lifecycle import NEEDS, Lifecycle, lived
+from acp_fuzz.core.ops import CARRIES_PROMPT, CREATES, RESENDS, TABLE, TURNS, Op
 from acp_fuzz.core.oracles import Baseline, Evaluator
 from acp_fuzz.core.payloads import OMIT, Capabilities, Classification, classify
 from acp_fuzz.core.protocol import NegotiationError, initialize_params, negotiate, offer_for
@@ -560,7 +561,7 @@ class Run:
         """Run one step and record it. Returns the outcome of its main request."""
         interrupt.check()  # a stop the user asked for, if its KeyboardInterrupt was lost
         step = validate_step(step)
-        if self.dialect != "standard" and step["op"] in ("load", "resume", "fork"):
+        if self.dialect != "standard" and step["op"] in RESENDS:
             # Legacy dialects carry a prompt on session/new only: never claim to re-send one.
             step.pop("systemPrompt", None)
         index = self._step_index
@@ -569,7 +570,7 @@ class Run:
         self.ended = False
         annotations: dict[str, Any] = {}
         sp = step.get("systemPrompt", OMIT)
-        if step["op"] in ("new", "load", "resume", "fork"):
+        if step["op"] in CARRIES_PROMPT:
             c = classify(sp, self.caps, extra_params=step.get("extra"))
             if self.dialect != "standard" and c.kind == "invalid":
                 # No RFD rule governs a vendor extension's odd values: a robustness probe.
@@ -598,7 +599,7 @@ class Run:
         if (self.dead and step["op"] != "restart") or not self._sendable(step):
             out = StepOutcome("skipped")
         else:
-            out = getattr(self, f"_do_{step['op']}")(step, annotations)
+            out = self._doer(step["op"])(step, annotations)
         # As the tracker's: a fork not made leaves no handle, so no later step is sent to a
         # session the runner has no id for.
         self.life.apply(lived(step, forked=self.forked == step.get("new"), ended=self.ended),
@@ -608,16 +609,26 @@ class Run:
             verdict["waited"] = dict(self.last_wait)  # the deadline, and if the full timeout
         if out.error is not None:
             verdict["error"] = out.error
-        if step["op"] in ("prompt", "cancel", "compact") and out.outcome == "ok" \
+        if step["op"] in TURNS and out.outcome == "ok" \
                 and isinstance(out.result, Mapping) and "stopReason" in out.result:
             # How the turn ended (in v2 from its idle state_update, not from the answer).
             verdict["stopReason"] = out.result["stopReason"]
-        if step["op"] in ("new", "fork") and out.outcome == "ok":
+        if step["op"] in CREATES and out.outcome == "ok":
             verdict["sessionId"] = self.sessions[step.get("new", step["session"])].agent_id
         self.history.append("verdict", verdict)
-        if step["op"] in ("new", "fork") and out.outcome == "error":
+        if step["op"] in CREATES and out.outcome == "error":
             self._probe_side_effect()
         return out
+
+    def _doer(self, op: str) -> Callable[[dict[str, Any], dict[str, Any]], StepOutcome]:
+        """What sends an ``op`` step: the runner's ``_do_<op>``, or for a plain op (its method
+        and the session's id) :meth:`_do_plain`."""
+        do: Callable[[dict[str, Any], dict[str, Any]], StepOutcome] | None = getattr(
+            self, f"_do_{op}", None)
+        if do is None and TABLE[Op(op)].plain:
+            return self._do_plain
+        assert do is not None, f"the runner cannot send a {op!r} step"
+        return do
 
     def probe_concurrency(self, step: Mapping[str, Any]) -> tuple[StepOutcome, bool | None]:
         """Calibration's turn ``step`` (a prompt) with its model request held while the
@@ -1218,15 +1229,14 @@ class Run:
                           id=reply.id)
         return self._reply_outcome(reply)
 
-    def _do_close(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+    def _do_plain(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
+        """An op whose request is its method and the session's id (:attr:`OpSpec.plain
+        <acp_fuzz.core.ops.OpSpec.plain>`: a close, a delete). A deleted session's id is kept:
+        a later turn of it is sent to see it refused; any other step on it is skipped (it no
+        longer exists, see _sendable)."""
         s = self.sessions[step["session"]]
-        return self._reply_outcome(self._request("session/close", {"sessionId": s.agent_id}))
-
-    def _do_delete(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
-        s = self.sessions[step["session"]]
-        # Its id is kept: a later turn of it is sent to see it refused; any other step on it
-        # is skipped (it no longer exists, see _sendable).
-        return self._reply_outcome(self._request("session/delete", {"sessionId": s.agent_id}))
+        method = TABLE[Op(step["op"])].method
+        return self._reply_outcome(self._request(method, {"sessionId": s.agent_id}))
 
     def _do_set_mode(self, step: dict[str, Any], ann: dict[str, Any]) -> StepOutcome:
         """``session/set_mode`` to another of the modes the agent offered for the session:
