@@ -53,7 +53,7 @@ from typing import Any
 
 from acp_fuzz.core.fills import SIZES
 from acp_fuzz.core.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
-from acp_fuzz.core.ops import CARRIES_PROMPT, CREATES, MOVES, REATTACHES
+from acp_fuzz.core.ops import CARRIES_PROMPT, CREATES, MOVES, REATTACHES, TABLE
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.steps import DURING, ENDING, FAULTS, invalid_params
 
@@ -118,12 +118,7 @@ def prompt_requests(caps: Capabilities, *, resend_on_lifecycle: bool = True) -> 
 
 def _ops(caps: Capabilities) -> list[str]:
     """The lifecycle ops the machine draws for this agent (its rules' preconditions)."""
-    gated = (("list", caps.list), ("close", caps.close), ("load", caps.load or caps.replay),
-             ("resume", caps.resume), ("fork", caps.fork), ("delete", caps.delete),
-             ("set_mode", caps.set_mode), ("set_config_option", caps.set_config_option),
-             ("set_title", caps.title))
-    return ["new", "prompt", "cancel", *(op for op, ok in gated if ok), "restart", "invalid",
-            *(["compact"] if caps.compactions() else [])]
+    return [str(op) for op, spec in TABLE.items() if spec.offered(caps)]
 
 
 def _reopens(caps: Capabilities) -> list[str]:

@@ -123,37 +123,49 @@ class OpSpec:
     #: Its request is ``method`` with the session's id and nothing else: the runner sends it
     #: as it is, with no ``_do_<op>`` of its own.
     plain: bool = False
+    #: The :class:`~acp_fuzz.core.payloads.Capabilities` flags of which one must be set for
+    #: the op to be sent (empty: every agent takes it): what the agent advertised.
+    gate: tuple[str, ...] = ()
+
+    def offered(self, caps: object) -> bool:
+        """Whether an agent with these capabilities takes this op."""
+        return not self.gate or any(getattr(caps, flag, False) for flag in self.gate)
 
 
+# In the order the covering examples send the ops (strategies.cover), which is the order
+# of every family below.
 TABLE: dict[Op, OpSpec] = {spec.op: spec for spec in (
     OpSpec(Op.NEW, "nothing", frozenset({"session", "cwd", "cancel_request"}) | _PROMPT_KEYS,
            Effect.CREATES, "session/new", carries_prompt=True),
     OpSpec(Op.PROMPT, "open",
            frozenset({"session", "fault", "during", "with", "pick", "option", "new"}),
            Effect.TALKS, "session/prompt", turn=True),
-    OpSpec(Op.LOAD, "exists", frozenset({"session", "busy", "while", "cancel_request"})
-           | _PROMPT_KEYS | _DIR_KEYS, Effect.REATTACHES, "session/load",
-           carries_prompt=True, moves=True),
-    OpSpec(Op.RESUME, "exists", frozenset({"session", "busy", "while", "cancel_request"})
-           | _PROMPT_KEYS | _DIR_KEYS, Effect.REATTACHES, "session/resume",
-           carries_prompt=True, moves=True),
-    OpSpec(Op.FORK, "open", frozenset({"session", "new", "cancel_request"}) | _PROMPT_KEYS
-           | _DIR_KEYS, Effect.COPIES, "session/fork", carries_prompt=True, moves=True),
-    OpSpec(Op.CLOSE, "open", frozenset({"session"}), Effect.CLOSES, "session/close",
-           plain=True),
-    OpSpec(Op.DELETE, "exists", frozenset({"session"}), Effect.DELETES, "session/delete",
-           plain=True),
-    OpSpec(Op.SET_MODE, "open", frozenset({"session", "pick"}), method="session/set_mode"),
-    OpSpec(Op.SET_CONFIG_OPTION, "open", frozenset({"session", "option", "pick"}),
-           method="session/set_config_option"),
-    OpSpec(Op.SET_TITLE, "exists", frozenset({"session", "title"}),
-           method="session/set_title"),
-    OpSpec(Op.LIST, "nothing", frozenset(), method="session/list"),
     # A turn and its cancel: whether the conversation holds the cancelled turn is the agent's.
     OpSpec(Op.CANCEL, "open", frozenset({"session"}), method="session/prompt", turn=True),
+    OpSpec(Op.LIST, "nothing", frozenset(), method="session/list", gate=("list",)),
+    OpSpec(Op.CLOSE, "open", frozenset({"session"}), Effect.CLOSES, "session/close",
+           plain=True, gate=("close",)),
+    OpSpec(Op.LOAD, "exists", frozenset({"session", "busy", "while", "cancel_request"})
+           | _PROMPT_KEYS | _DIR_KEYS, Effect.REATTACHES, "session/load",
+           carries_prompt=True, moves=True, gate=("load", "replay")),
+    OpSpec(Op.RESUME, "exists", frozenset({"session", "busy", "while", "cancel_request"})
+           | _PROMPT_KEYS | _DIR_KEYS, Effect.REATTACHES, "session/resume",
+           carries_prompt=True, moves=True, gate=("resume",)),
+    OpSpec(Op.FORK, "open", frozenset({"session", "new", "cancel_request"}) | _PROMPT_KEYS
+           | _DIR_KEYS, Effect.COPIES, "session/fork", carries_prompt=True, moves=True,
+           gate=("fork",)),
+    OpSpec(Op.DELETE, "exists", frozenset({"session"}), Effect.DELETES, "session/delete",
+           plain=True, gate=("delete",)),
+    OpSpec(Op.SET_MODE, "open", frozenset({"session", "pick"}), method="session/set_mode",
+           gate=("set_mode",)),
+    OpSpec(Op.SET_CONFIG_OPTION, "open", frozenset({"session", "option", "pick"}),
+           method="session/set_config_option", gate=("set_config_option",)),
+    OpSpec(Op.SET_TITLE, "exists", frozenset({"session", "title"}),
+           method="session/set_title", gate=("title",)),
     OpSpec(Op.RESTART, "nothing", frozenset(), Effect.RESTARTS),
     OpSpec(Op.INVALID, "nothing", frozenset({"method", "params", "why"})),
-    OpSpec(Op.COMPACT, "open", frozenset({"session", "by"}), Effect.COMPACTS, turn=True),
+    OpSpec(Op.COMPACT, "open", frozenset({"session", "by"}), Effect.COMPACTS, turn=True,
+           gate=("compact_command", "compact_usage", "compact_overflow")),
 )}
 
 
