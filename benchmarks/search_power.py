@@ -92,6 +92,9 @@ CAPS_SWITCHES = replace(CAPS, set_mode=True, set_config_option=True)
 #: Bugs of an agent that advertises client-set titles (the reference agent's --variant titles).
 TITLES = ("title-drops-prompt",)
 CAPS_TITLES = replace(CAPS, title=True)
+#: Bugs of an agent that answers session/status (the reference agent's --variant status).
+STATUS = ("status-drops-prompt",)
+CAPS_STATUS = replace(CAPS, status=True)
 #: Bugs of an agent that takes additionalDirectories (the reference agent's --variant
 #: directories), which draws loads, resumes and forks in other directories.
 DIRECTORIES = ("moved-cwd-drops-prompt",)
@@ -265,6 +268,10 @@ class _Agent:
                     (bug, op) in (("mode-drops-prompt", "set_mode"),
                                   ("model-switch-drops-prompt", "set_config_option"))):
                 s.actual = None
+        elif op == "status" and bug == "status-drops-prompt":
+            s = self.sessions.get(step["session"])
+            if s is not None:
+                s.actual = None  # the query reloaded the session from its listing entry
         elif op == "set_title" and bug == "title-drops-prompt":
             s = self.sessions.get(step["session"])
             if s is not None:
@@ -341,7 +348,7 @@ def first_hit(bug: str, seed_: int, max_examples: int, max_steps: int, *,
 def caps_of(bug: str) -> Capabilities:
     """What the reference agent with ``bug`` advertises (and offers at calibration)."""
     return CAPS_SWITCHES if bug in SWITCHES else CAPS_TITLES if bug in TITLES \
-        else CAPS_DIRECTORIES if bug in DIRECTORIES else CAPS
+        else CAPS_STATUS if bug in STATUS else CAPS_DIRECTORIES if bug in DIRECTORIES else CAPS
 
 
 def run_model(bug: str, steps: list[dict[str, Any]]) -> tuple[list[Any], list[Finding]]:
@@ -490,7 +497,8 @@ def _coverage(seeds: list[int], max_examples: int, max_steps: int) -> int:
         print(f"{name:24} {len(group):>3} {every:>10} {missed:>8}/{len(group) * len(seeds):<5} "
               f"{median:>6} {cover_n:>10}")
     for name, caps in (("reference agent", CAPS), ("+ switches", CAPS_SWITCHES),
-                       ("+ titles", CAPS_TITLES), ("+ directories", CAPS_DIRECTORIES),
+                       ("+ titles", CAPS_TITLES), ("+ status", CAPS_STATUS),
+                       ("+ directories", CAPS_DIRECTORIES),
                        ("v2 (replay)", replace(CAPS, load=False, replay=True))):
         print(f"covering examples, {name}: {len(covering_examples(caps, max_steps=max_steps))}")
     return 0

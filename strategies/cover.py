@@ -53,7 +53,7 @@ from typing import Any
 
 from acp_fuzz.core.fills import SIZES
 from acp_fuzz.core.lifecycle import HANDLES, NEEDS, Lifecycle, allowed, handle_name
-from acp_fuzz.core.ops import CARRIES_PROMPT, CREATES, MOVES, REATTACHES, TABLE
+from acp_fuzz.core.ops import CARRIES_PROMPT, CREATES, MOVES, QUERIES, REATTACHES, TABLE, Op
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.steps import DURING, ENDING, FAULTS, invalid_params
 
@@ -529,6 +529,14 @@ def _step(op: str, **kw: Any) -> Unit:
     return lambda ex, a: ex.add({"op": op, "session": a, **kw})
 
 
+def _then_turn(unit: Unit) -> Unit:
+    """``unit``, then a turn of the group's session."""
+    def then(ex: _Example, a: str) -> None:
+        unit(ex, a)
+        ex.add({"op": "prompt", "session": a})
+    return then
+
+
 def _reattach(op: str, *, cancel_request: bool = False, **kw: Any) -> Unit:
     """``op`` (a load or resume) of the group's session, re-sending its prompt, and a turn
     (``kw``: more of the step, ``busy``). With ``cancel_request``: with a changed prompt and
@@ -560,6 +568,9 @@ def _op_groups(caps: Capabilities, reopen: str | None) -> list[_Group]:
         turns.append(refused)
     if caps.list:
         turns.append(lambda ex, a: ex.add({"op": "list"}))
+    # The queries the agent answers (session/status), each with a turn after it: a query
+    # changes nothing, and the turn shows whether the prompt is still the one in force.
+    turns += [_then_turn(_step(op)) for op in QUERIES if TABLE[Op(op)].offered(caps)]
     if caps.close:
         turns.append(_step("close"))
     groups.append(_Group(_two_sessions, tuple(turns)))

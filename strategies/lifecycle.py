@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from acp_fuzz.core.lifecycle import Lifecycle, handle_name
+from acp_fuzz.core.ops import QUERIES, TABLE, Op
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.steps import CANCELLING, FAULTS, invalid_params
 
@@ -209,10 +210,12 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def _switches(self) -> list[str]:
         """The changes of an open session's settings the agent offers: its mode, a config
-        option (a model), its title. None of them may touch the session's prompt."""
+        option (a model), its title; and the queries it answers (``session/status``,
+        :data:`~acp_fuzz.core.ops.QUERIES`). None of them may touch the session's prompt."""
         return (["set_mode"] if self.caps.set_mode else []) \
             + (["set_config_option"] if self.caps.set_config_option else []) \
-            + (["set_title"] if self.caps.title else [])
+            + (["set_title"] if self.caps.title else []) \
+            + [op for op in QUERIES if TABLE[Op(op)].offered(self.caps)]
 
     def _switch(self, data: st.DataObject, handle: str) -> None:
         """A mode or model switch, or a retitle, of ``handle`` (the runner picks the mode or
@@ -221,7 +224,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         session runs, its model request held (``during: set-mode``, ``set-config``): the
         schema says session/set_mode may come while the agent is generating a response."""
         what = data.draw(st.sampled_from(self._switches()), label="switch")
-        if what != "set_title" and self.model_faults and data.draw(
+        if what in ("set_mode", "set_config_option") and self.model_faults and data.draw(
                 st.integers(0, SET_MODE_DURING_EVERY - 1), label="mode during a turn") == 0:
             held: dict[str, Any] = {"op": "prompt", "session": handle}
             if what == "set_config_option":
@@ -232,6 +235,9 @@ class LifecycleMachine(RuleBasedStateMachine):
             self._send({**held, "pick": data.draw(st.integers(0, 3), label="value")})
             return
         switch: dict[str, Any] = {"op": what, "session": handle}
+        if what in QUERIES:  # a query (session/status): nothing to choose
+            self._send(switch)
+            return
         if what == "set_title":
             switch["title"] = data.draw(st.sampled_from(TITLES), label="title")
             self._send(switch)

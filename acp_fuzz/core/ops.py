@@ -28,6 +28,7 @@ __all__ = [
     "MOVES",
     "NEEDS",
     "OPS",
+    "QUERIES",
     "REATTACHES",
     "RESENDS",
     "SENDS_STEP",
@@ -55,6 +56,7 @@ class Op(StrEnum):
     SET_MODE = "set_mode"
     SET_CONFIG_OPTION = "set_config_option"
     SET_TITLE = "set_title"
+    STATUS = "status"
     LIST = "list"
     CANCEL = "cancel"
     RESTART = "restart"
@@ -162,6 +164,10 @@ TABLE: dict[Op, OpSpec] = {spec.op: spec for spec in (
            method="session/set_config_option", gate=("set_config_option",)),
     OpSpec(Op.SET_TITLE, "exists", frozenset({"session", "title"}),
            method="session/set_title", gate=("title",)),
+    # UNSTABLE in the schema: "session/status MUST NOT have side effects" (any turn after it
+    # shows one on the prompt). docs/extending.md shows how this row was added.
+    OpSpec(Op.STATUS, "exists", frozenset({"session"}), method="session/status", plain=True,
+           gate=("status",)),
     OpSpec(Op.RESTART, "nothing", frozenset(), Effect.RESTARTS),
     OpSpec(Op.INVALID, "nothing", frozenset({"method", "params", "why"})),
     OpSpec(Op.COMPACT, "open", frozenset({"session", "by"}), Effect.COMPACTS, turn=True,
@@ -206,6 +212,10 @@ ENDS = _ops(lambda s: s.effect in (Effect.CLOSES, Effect.DELETES))
 SESSIONLESS = _ops(lambda s: "session" not in s.keys)
 #: The ops that run a turn: ``prompt``, ``cancel`` (a turn and its cancel), ``compact``.
 TURNS = _ops(lambda s: s.turn)
+#: The plain ops that change nothing (a query such as ``session/status``): the lifecycle
+#: machine draws them as it draws a switch, a turn after each, and the covering examples send
+#: each once, so that a row is all a new one needs.
+QUERIES = _ops(lambda s: s.plain and s.effect is Effect.NONE)
 #: The ops whose request is built from what the step itself carries (a prompt, a probed
 #: method): what ``show --full`` previews.
 SENDS_STEP = (*CARRIES_PROMPT, str(Op.INVALID))

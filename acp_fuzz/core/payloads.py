@@ -65,6 +65,9 @@ class Capabilities:
     delete: bool = False
     #: ``sessionCapabilities.title``: the client may retitle a session (``session/set_title``).
     title: bool = False
+    #: ``sessionCapabilities.status`` (UNSTABLE): the client may ask whether the agent has a
+    #: session in memory (``session/status``), which must change nothing.
+    status: bool = False
     #: ``sessionCapabilities.additionalDirectories``: new, load, resume and fork may carry
     #: ``additionalDirectories`` (extra workspace roots).
     additional_directories: bool = False
@@ -122,6 +125,7 @@ class Capabilities:
             list=marker(sess, "list"),
             delete=marker(sess, "delete"),
             title=marker(sess, "title"),
+            status=marker(sess, "status"),
             additional_directories=marker(sess, "additionalDirectories"),
         )
 
@@ -144,7 +148,7 @@ class Capabilities:
                    override=isinstance(mode, Mapping) and isinstance(mode.get("override"),
                                                                      Mapping),
                    resume=True, close=True, list=True, replay=True, fork=marker("fork"),
-                   delete=marker("delete"), title=marker("title"),
+                   delete=marker("delete"), title=marker("title"), status=marker("status"),
                    additional_directories=marker("additionalDirectories"))
 
     def to_wire(self) -> dict[str, bool]:

@@ -32,13 +32,13 @@ from acp_fuzz.core.dialects import DIALECTS, encode_meta
 from acp_fuzz.core.fills import MAX_EXPANDED, marks_in, prompt_length
 from acp_fuzz.core.ops import (
     CARRIES_PROMPT,
-    ENDS,
     KEYS,
     MOVES,
     OPS,
     REATTACHES,
     SENDS_STEP,
     SESSIONLESS,
+    spec_of,
 )
 
 if TYPE_CHECKING:
@@ -508,8 +508,6 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
         return f"session/prompt {step['session']} (and {sent} while its model request is held)"
     if op == "prompt":
         return f"session/prompt {step['session']}"
-    if op in ENDS:
-        return f"session/{op} {step['session']}"
     if op == "set_mode":
         return (f"session/set_mode {step['session']} (another of its modes, "
                 f"choice {step.get('pick', 0)})")
@@ -532,6 +530,9 @@ def describe(step: Mapping[str, Any], protocol: int = 1) -> str:
         return "restart the agent process"
     if op == "invalid":
         return f"{step.get('method')} (invalid request: unknown session id)"
+    spec = spec_of(op)
+    if spec is not None and spec.plain:  # a close, a delete, a query: its method, its session
+        return f"{spec.method} {step['session']}"
     return str(op)
 
 

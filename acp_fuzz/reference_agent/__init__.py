@@ -219,6 +219,10 @@ client prompt texts.
     ``session/set_title`` rewrites the stored session from its listing entry, which has no
     client prompt. 3 steps: new A (append P); set_title A; prompt A → P missing
     (``prompt.lost``, MUST).
+``status-drops-prompt``
+    ``session/status`` (``--variant status``) reloads the session from its listing entry,
+    which has no client prompt: a query with a side effect, which the schema forbids. 3 steps:
+    new A (append P); status A; prompt A → P missing (``prompt.lost``, MUST).
 ``moved-cwd-drops-prompt``
     A session loaded or resumed in another directory starts over there: the prompt the
     request re-sent is accepted but not used. 3 steps: new A (append P); load A (P again,
@@ -457,6 +461,10 @@ Behaviours the RFD allows, which a harness must not call bugs.
     The client may retitle sessions (see above). Off by default, like ``switches``.
 ``directories``
     Sessions take extra workspace roots (see above). Off by default, like ``switches``.
+``status``
+    The client may ask whether a session is in memory (``sessionCapabilities.status``,
+    ``session/status``: ``open`` or ``saved``, ``-32002`` for an unknown one; UNSTABLE in the
+    schema). Off by default, like ``switches``.
 ``defer-until-restart``
     A changed prompt on a live session is stored, but the old one is sent until the session
     is loaded or resumed in a new process; a change carried by such a cold load applies at once.

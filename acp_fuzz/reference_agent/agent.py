@@ -136,6 +136,8 @@ BUGS: dict[str, str] = {
     "over on the new model, without the client prompt",
     "title-drops-prompt": "session/set_title rewrites the stored session from its listing "
     "entry, which has no client prompt",
+    "status-drops-prompt": "session/status reloads the session from its listing entry, which "
+    "has no client prompt (a query with a side effect)",
     "moved-cwd-drops-prompt": "a session loaded or resumed in another directory starts over "
     "there: the prompt the request re-sent is accepted but not used",
     "version-above-offer": "initialize answers protocolVersion one above the version the "
@@ -275,6 +277,8 @@ VARIANTS: dict[str, str] = {
     "(session/set_config_option); implied by the switch bugs",
     "titles": "the client may retitle sessions (sessionCapabilities.title, session/set_title); "
     "implied by the title bug",
+    "status": "the client may ask whether a session is in memory (sessionCapabilities.status, "
+    "session/status, UNSTABLE); implied by the status bug",
     "directories": "new, load, resume and fork take additionalDirectories "
     "(sessionCapabilities.additionalDirectories); implied by the directory bug",
     "v1-only": "the agent speaks ACP v1 only: initialize answers protocolVersion 1 to any "
@@ -312,6 +316,8 @@ MID_TURN_BUGS = {
 }
 #: The planted bugs that need ``--variant titles`` (they plant it themselves).
 TITLE_BUGS = frozenset({"title-drops-prompt"})
+#: The planted bugs that need ``--variant status`` (they plant it themselves).
+STATUS_BUGS = frozenset({"status-drops-prompt"})
 #: The planted bugs that need ``--variant directories`` (they plant it themselves).
 DIRECTORY_BUGS = frozenset({"moved-cwd-drops-prompt"})
 #: Longer titles are cut to this many characters (the schema lets an agent normalize).
@@ -663,6 +669,8 @@ class Agent:
             self.variants |= {"switches"}
         if self.bugs & TITLE_BUGS:
             self.variants |= {"titles"}
+        if self.bugs & STATUS_BUGS:
+            self.variants |= {"status"}
         if self.bugs & DIRECTORY_BUGS:
             self.variants |= {"directories"}
         if self.bugs & COMPACTION_BUGS or "defer-until-compaction" in self.variants:
@@ -676,6 +684,8 @@ class Agent:
         # Client-set titles, offered only with --variant titles (so by default the agent
         # draws the harness's sequences exactly as before titles existed).
         self.titles = "titles" in self.variants and dialect == "standard"
+        # session/status, offered only with --variant status (the same reason).
+        self.status = "status" in self.variants and dialect == "standard"
         # Modes and a model option, offered only with --variant switches: by default the
         # agent draws the harness's sequences exactly as before they existed.
         self.switches = "switches" in self.variants
@@ -700,6 +710,8 @@ class Agent:
             methods["session/set_config_option"] = self.session_set_config_option
         if self.titles:
             methods["session/set_title"] = self.session_set_title
+        if self.status:
+            methods["session/status"] = self.session_status
         return methods
 
     # -- framing ---------------------------------------------------------------------------------
@@ -1157,6 +1169,8 @@ class Agent:
         }
         if self.titles:
             caps["sessionCapabilities"]["title"] = {}
+        if self.status:
+            caps["sessionCapabilities"]["status"] = {}
         if self._drifting():
             del caps["sessionCapabilities"]["fork"]  # BUG(capabilities-drift-after-restart)
         if self.directories:
@@ -1190,6 +1204,8 @@ class Agent:
         }
         if self.titles:
             session["title"] = {}
+        if self.status:
+            session["status"] = {}
         if self.directories:
             session["additionalDirectories"] = {}
         if self._drifting():
@@ -1516,6 +1532,19 @@ class Agent:
             session.system_prompt = None  # BUG(title-drops-prompt): rebuilt from the listing
         self.store.save(session)
         return {"title": title}
+
+    def session_status(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Whether a session is loaded in this process (``open``) or only stored (``saved``);
+        ``-32002`` for one that is neither (``--variant status``). The schema: "session/status
+        MUST NOT have side effects"; this one has none."""
+        session_id = require_session_id(params)
+        session = self._find(session_id)
+        live = session_id in self.live
+        if "status-drops-prompt" in self.bugs:
+            # BUG(status-drops-prompt): the session is reloaded from its listing entry.
+            session.system_prompt = None
+            self.store.save(session)
+        return {"status": "open" if live else "saved"}
 
     def session_list(self, params: dict[str, Any]) -> dict[str, Any]:
         cwd = params.get("cwd")

@@ -149,7 +149,7 @@ class _Recorder(LifecycleMachine):
 
     caps: ClassVar[Capabilities] = Capabilities(
         system_prompt=True, override=True, load=True, resume=True, fork=True, close=True,
-        list=True, delete=True, set_mode=True, set_config_option=True, title=True,
+        list=True, delete=True, set_mode=True, set_config_option=True, title=True, status=True,
         additional_directories=True, compact_command=True, compact_usage=True,
         compact_overflow=True)
     long_texts: ClassVar[bool] = False

@@ -29,6 +29,7 @@ from acp_fuzz.reference_agent.agent import (
     COMPACTION_BUGS,
     DIRECTORY_BUGS,
     PLAN_INSTRUCTION,
+    STATUS_BUGS,
     SWITCH_BUGS,
     TITLE_BUGS,
 )
@@ -929,7 +930,8 @@ def correct_variant(name: str) -> str | None:
     # The switch bugs plant modes and models themselves; the correct agent offers them with
     # --variant switches (and so for titles and directories).
     return "switches" if name in SWITCH_BUGS else "titles" if name in TITLE_BUGS \
-        else "directories" if name in DIRECTORY_BUGS else None
+        else "status" if name in STATUS_BUGS else "directories" if name in DIRECTORY_BUGS \
+        else None
 
 
 def reproduce(spawn: Spawner, model: ModelServer, name: str, planted: bool) -> bool:
@@ -1170,6 +1172,11 @@ def _moved_cwd_drops_prompt(t: Trial) -> bool:
 @reproduces("title-drops-prompt")
 def _title_drops_prompt(t: Trial) -> bool:
     return drops_prompt(t, "session/set_title", title="Renamed")
+
+
+@reproduces("status-drops-prompt")
+def _status_drops_prompt(t: Trial) -> bool:
+    return drops_prompt(t, "session/status")
 
 
 @reproduces("busy-resume-drops-prompt")

@@ -170,10 +170,10 @@ def test_every_request_in_a_committed_cassette_follows_the_schema(path: Path) ->
 CAPS = {
     1: Capabilities(system_prompt=True, override=True, load=True, resume=True, fork=True,
                     close=True, list=True, delete=True, set_mode=True, set_config_option=True,
-                    title=True, additional_directories=True),
+                    title=True, status=True, additional_directories=True),
     2: Capabilities(system_prompt=True, override=True, resume=True, replay=True, fork=True,
                     close=True, list=True, delete=True, set_config_option=True, title=True,
-                    additional_directories=True),
+                    status=True, additional_directories=True),
 }
 
 
@@ -195,13 +195,14 @@ def _covering_events(protocol: int, gateway: Any) -> list[Event]:
 def _everything(protocol: int) -> TargetSpec:
     return TargetSpec.from_command([sys.executable, "-m", "acp_fuzz.reference_agent",
                                     "--variant", "switches", "--variant", "titles",
-                                    "--variant", "directories"], protocol=str(protocol))
+                                    "--variant", "status", "--variant", "directories"],
+                                   protocol=str(protocol))
 
 
 V1_METHODS = {"initialize", "session/new", "session/prompt", "session/load", "session/resume",
               "session/fork", "session/close", "session/delete", "session/list",
               "session/set_mode", "session/set_config_option", "session/set_title",
-              "session/cancel"}
+              "session/status", "session/cancel"}
 V2_METHODS = V1_METHODS - {"session/load", "session/set_mode"}
 
 

@@ -69,6 +69,8 @@ MINIMUM: dict[str, tuple[str, int]] = {
     "moved-cwd-drops-prompt": ("prompt.lost", 3),
     # new A (P); set_title A; prompt A  -> P is gone after the retitle
     "title-drops-prompt": ("prompt.lost", 3),
+    # new A (P); status A; prompt A  -> P is gone after a query that must change nothing
+    "status-drops-prompt": ("prompt.lost", 3),
     # new A (P); resume A (P) while a turn of A runs; prompt A  -> P is gone (v2 only)
     "busy-resume-drops-prompt": ("prompt.lost", 3),
     # new A (P); resume A (P); prompt A  -> P twice
@@ -229,12 +231,12 @@ def test_correct_agent_has_no_must_or_should_findings(tmp_path: Path,
 def test_correct_agent_with_every_optional_method_has_no_must_or_should_findings(
         tmp_path: Path, no_orphans: Track) -> None:
     """Mode and model switches (and a plan mode whose instruction joins the defaults),
-    retitles, and sessions moved to other directories or given extra roots give a correct
-    agent no finding."""
-    result = campaign(reference(None, "switches", "titles", "directories"), tmp_path, seed=0,
-                      max_examples=60)
+    retitles, session/status queries, and sessions moved to other directories or given
+    extra roots give a correct agent no finding."""
+    result = campaign(reference(None, "switches", "titles", "status", "directories"), tmp_path,
+                      seed=0, max_examples=60)
     assert result.caps.set_mode and result.caps.set_config_option and result.caps.title
-    assert result.caps.additional_directories
+    assert result.caps.additional_directories and result.caps.status
     judged = {o for o, _ in result.judged}
     assert "prompt.lost" in judged
     assert result.reports == [], [f for r in result.reports for f in r.findings]
@@ -245,10 +247,10 @@ def test_correct_agent_under_v2_has_no_must_or_should_findings(tmp_path: Path,
     """ACP v2 with every optional method the reference agent offers there: no false alarm
     from the v2 turn (a prompt answered at once, its end an idle state_update), resume with
     replayFrom, or the v2 capability placement."""
-    result = campaign(reference(None, "switches", "titles", "directories", protocol="2"),
+    result = campaign(reference(None, "switches", "titles", "status", "directories", protocol="2"),
                       tmp_path, seed=0, max_examples=60)
     assert result.caps.replay and not result.caps.load and not result.caps.set_mode
-    assert result.caps.set_config_option and result.caps.title
+    assert result.caps.set_config_option and result.caps.title and result.caps.status
     judged = {o for o, _ in result.judged}
     assert {"prompt.lost", "session.history-lost"} <= judged, judged
     assert result.reports == [], [f for r in result.reports for f in r.findings]

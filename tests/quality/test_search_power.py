@@ -34,7 +34,8 @@ MAX_MISSES = 1
 
 
 @pytest.mark.parametrize("bug", [*search_power.BUGS, *search_power.SWITCHES,
-                                 *search_power.TITLES, *search_power.DIRECTORIES])
+                                 *search_power.TITLES, *search_power.STATUS,
+                                 *search_power.DIRECTORIES])
 def test_bug_shape_drawn_at_nearly_every_seed(bug: str) -> None:
     defaults = CampaignSettings()
     misses = [s for s in SEEDS
