@@ -1,10 +1,14 @@
 """The stdio transport: one ACP agent process, spoken to in NDJSON JSON-RPC 2.0.
 
 :class:`AgentProcess` spawns an agent in its own process group, writes requests to its stdin
-and reads its stdout and stderr on background threads. Two parts are its own classes, so
-``tests/cover`` reaches them without a process: the line framing
-(:class:`acp_fuzz.core.lines.LineAssembler`, pure) and the request correlation
-(:class:`Correlation`). Everything that crosses the pipes is
+and reads its stdout and stderr on background threads. It composes one collaborator a
+concern, each in its module of this package: the request correlation (``correlation``:
+:class:`Correlation`, :class:`Reply`, :class:`Pending`, :class:`Expectation`), the recording
+budgets (``budget``), the writer thread (``writer``), the reader of stdout (``reader``; the
+line framing is :class:`acp_fuzz.core.lines.LineAssembler`, pure), the reader of stderr
+(``stderr``), the backlog of the agent's requests and the client handler's thread
+(``backlog``) and the process groups (``group``: :func:`kill_all_agents`); every name other
+modules use is importable from here too. Everything that crosses the pipes is
 appended to a :class:`~acp_fuzz.core.history.History`:
 
 * every line in either direction is one ``acp`` event (``{"dir": "send"|"recv", "msg": ...}``).
@@ -64,30 +68,56 @@ Typical use::
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import errno
-import fcntl
 import json
 import os
-import queue
-import select
 import shutil
 import signal
-import struct
 import subprocess
-import termios
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any
 
 from acp_fuzz.core.errors import AgentStartError, RpcError
-from acp_fuzz.core.fills import compact_value, may_hold_fill
 from acp_fuzz.core.history import History
-from acp_fuzz.core.lines import BAD_LINE_MAX, DECODER, LineAssembler, parse_line
+from acp_fuzz.core.lines import DECODER
+from acp_fuzz.engine.process.backlog import (
+    MAX_CLIENT_BACKLOG,
+    MAX_CLIENT_BACKLOG_BYTES,
+    MAX_UNSENT_ANSWER_BYTES,
+    Backlog,
+    ClientHandler,
+)
+from acp_fuzz.engine.process.budget import (
+    MAX_RECORDED_BAD_BYTES,
+    MAX_RECORDED_BAD_LINES,
+    MAX_RECORDED_CLIENT_REQUEST_BYTES,
+    MAX_RECORDED_CLIENT_REQUESTS,
+    MAX_RECORDED_STRAY_BYTES,
+    MAX_RECORDED_STRAY_RESPONSES,
+    Budgets,
+    _Budget,
+    line_weight,
+)
+from acp_fuzz.engine.process.correlation import (
+    _EXITED,
+    Correlation,
+    Expectation,
+    Pending,
+    Reply,
+    _Slot,
+)
+from acp_fuzz.engine.process.correlation import Outcome as Outcome
+from acp_fuzz.engine.process.group import _LIVE_GROUPS as _LIVE_GROUPS
+from acp_fuzz.engine.process.group import _LIVE_LOCK as _LIVE_LOCK
+from acp_fuzz.engine.process.group import group_left, kill_all_agents
+from acp_fuzz.engine.process.pipes import Broadcast
+from acp_fuzz.engine.process.reader import StdoutReader
+from acp_fuzz.engine.process.stderr import StderrReader
+from acp_fuzz.engine.process.writer import Writer, _encode
 
 __all__ = [
     "AgentProcess",
@@ -101,323 +131,13 @@ __all__ = [
     "line_weight",
 ]
 
-#: Process groups of agents started and not yet closed, for a forced exit (a second Ctrl-C)
-#: that must still leave no orphan behind.
-_LIVE_GROUPS: set[int] = set()
-_LIVE_LOCK = threading.Lock()
-
-
-def kill_all_agents() -> int:
-    """SIGKILL the process group of every agent that is still open; return how many.
-
-    For emergencies only (a forced exit): it skips the orderly shutdown of :meth:`close`."""
-    with _LIVE_LOCK:
-        groups = list(_LIVE_GROUPS)
-        _LIVE_GROUPS.clear()
-    for pgid in groups:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, signal.SIGKILL)
-    return len(groups)
-
-def _group_has_live_member(pgid: int) -> bool:
-    """Does process group ``pgid`` hold a process that is not a zombie? Read from /proc
-    (``killpg(pgid, 0)`` also counts zombies); without /proc, whatever ``killpg`` says."""
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return True
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue  # gone meanwhile
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) > 2 and int(fields[2]) == pgid and fields[0] != b"Z":
-            return True
-    return False
-
-
-#: A handler for requests the agent sends to the client: ``handler(method, params)`` returns
-#: the JSON-serialisable result, or raises :class:`RpcError` to answer with an error.
-ClientHandler = Callable[[str, Any], Any]
-
-Outcome = Literal["ok", "error", "timeout", "exited"]
-#: A line for the writer thread: the line, its event (None: not recorded), the id of the
-#: harness's request it carries, and for an answer to the agent its size (else 0).
-_Out = tuple[bytes, dict[str, Any] | None, int | None, int]
-
-_READ_CHUNK = 64 * 1024
-#: How much of an undecodable / unparsable line is kept in its event.
-_BAD_LINE_MAX = BAD_LINE_MAX
-#: What is recorded of the agent's own requests and of their answers, per process (see the
-#: module docs). Generous for real agents: a turn asks for a permission or a file or two.
-MAX_RECORDED_CLIENT_REQUESTS = 2_000
-MAX_RECORDED_CLIENT_REQUEST_BYTES = 8 * 1024 * 1024
-#: What is recorded of answers to no request in flight, per process: evidence of a bug after
-#: the first one, never a conversation to judge.
-MAX_RECORDED_STRAY_RESPONSES = 1_000
-MAX_RECORDED_STRAY_BYTES = 4 * 1024 * 1024
-#: What is recorded of lines that are not (well-formed) JSON-RPC messages, per process.
-MAX_RECORDED_BAD_LINES = 1_000
-MAX_RECORDED_BAD_BYTES = 4 * 1024 * 1024
-#: The agent's requests that may wait for an answer at once (queued for the client handler,
-#: being handled, or answered but not yet written), and the weight (:func:`line_weight`) of
-#: those not yet handled; past either, stdout is read again only once there is room. Real
-#: agents have a handful in flight; the count is high so that an agent that fires many small
-#: requests at once is not slowed down (its next answer to the harness is read behind them);
-#: a request line is at most ``max_line_bytes``, so one always fits.
-MAX_CLIENT_BACKLOG = 4096
-MAX_CLIENT_BACKLOG_BYTES = 8 * 1024 * 1024
-#: Bytes of answers to the agent's requests waiting for the writer (an agent that does not
-#: read its stdin); past it the client handler waits. One answer is at most about 6 MiB (a
-#: 1 MiB file read, every character escaped), so one always fits.
-MAX_UNSENT_ANSWER_BYTES = 8 * 1024 * 1024
 #: Bounded waits inside close(): these only matter if something is badly wrong (a process in
 #: uninterruptible sleep, a thread stuck on a pipe held by an escaped grandchild).
 _TERM_WAIT = 1.0
 _KILL_WAIT = 5.0
 _JOIN_WAIT = 5.0
-#: How long a sandboxed agent's PID namespace may take to empty after the agent exited.
-_TEARDOWN_WAIT = 0.5
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """How a request ended.
-
-    ``outcome`` is ``"ok"`` (``result`` holds the result), ``"error"`` (``error`` holds the
-    JSON-RPC error object; a non-object ``error`` value is wrapped as ``{"data": value}``),
-    ``"timeout"`` (no answer in time; a later answer is recorded with ``error: "late"``) or
-    ``"exited"`` (the process exited, closed stdout or stdin, or was closed, before answering).
-    ``id`` is the request id, or ``None`` if the request was never sent."""
-
-    outcome: Outcome
-    result: Any = None
-    error: dict[str, Any] | None = None
-    id: int | None = None
-
-
-_EXITED = Reply("exited")
-
-
-class _Slot:
-    """One request in flight: the waiter blocks on ``event``; the reader fills ``reply``."""
-
-    __slots__ = ("event", "id", "reply")
-
-    def __init__(self, rid: int) -> None:
-        self.id = rid
-        self.event = threading.Event()
-        self.reply: Reply = _EXITED
-
-    def resolve(self, reply: Reply) -> None:
-        self.reply = reply
-        self.event.set()
-
-
-class Correlation:
-    """Which answer belongs to which request: the ids acp-fuzz gave, the requests still in
-    flight, the ones given up on (their answer comes *late*), and the ids of requests sent
-    raw (answered without a :class:`Reply`). Not locked itself: :class:`AgentProcess` holds
-    its lock around every call.
-
-    :meth:`answer` classifies an answer's id: the waiting slot, or a marker for the
-    history (``late``, ``duplicate-id``, ``unknown-id``), or a stray error (JSON-RPC's
-    answer, with id ``null``, to a line it could not parse)."""
-
-    def __init__(self) -> None:
-        self.next_id = 1
-        self.pending: dict[int, _Slot] = {}
-        self.timed_out: set[int] = set()
-        self.raw_ids: dict[str, bool] = {}  # id key -> answered, for requests sent raw
-
-    def open(self) -> tuple[int, _Slot]:
-        """A new request id and the slot its answer will fill."""
-        rid = self.next_id
-        self.next_id += 1
-        slot = self.pending[rid] = _Slot(rid)
-        return rid, slot
-
-    def forget(self, rid: int) -> None:
-        """A request that was never sent (it could not be encoded)."""
-        self.pending.pop(rid, None)
-
-    def give_up(self, rid: int, slot: _Slot) -> bool:
-        """The waiter timed out: stop waiting for ``rid`` (an answer after this is ``late``).
-        False when the answer came first (read it from the slot)."""
-        if self.pending.get(rid) is not slot:
-            return False
-        del self.pending[rid]
-        self.timed_out.add(rid)
-        return True
-
-    def sent_raw(self, rid: Any) -> None:
-        self.raw_ids.setdefault(_id_key(rid), False)
-
-    def answer(self, rid: Any, is_error: bool) -> tuple[_Slot | None, str | None, bool]:
-        """(the slot to resolve, the marker to record, whether it is a stray error)."""
-        if type(rid) is int and rid in self.pending:
-            return self.pending.pop(rid), None, False
-        key = _id_key(rid)
-        answered = self.raw_ids.get(key)
-        if answered is not None:
-            self.raw_ids[key] = True
-            return None, "duplicate-id" if answered else None, False
-        if type(rid) is int and rid in self.timed_out:
-            self.timed_out.discard(rid)
-            return None, "late", False
-        if type(rid) is int and 1 <= rid < self.next_id:
-            return None, "duplicate-id", False
-        if rid is None and is_error:
-            return None, None, True
-        return None, "unknown-id", False
-
-    def take_one(self, rid: int) -> _Slot | None:
-        return self.pending.pop(rid, None)
-
-    def take_all(self) -> dict[int, _Slot]:
-        pending, self.pending = self.pending, {}
-        return pending
-
-
-def line_weight(line: bytes) -> int:
-    """About how many bytes ``line`` (one JSON text) takes once parsed: its length, plus 64 a
-    container and 24 a separator (a dict or list costs 56-64 bytes in CPython, a pointer to
-    each item 8, a float 24, a short string about 50). Within about 2x of what ``json.loads``
-    allocates, whatever the shape (short strings, empty dicts, numbers); text with characters
-    past U+FFFF can take up to 4x its length. Counted in C, at the speed of a copy."""
-    return len(line) + 64 * (line.count(b"{") + line.count(b"[")) + 24 * (
-        line.count(b",") + line.count(b":"))
-
-
-class _Budget:
-    """What is recorded of one kind of line from the agent: the first ``limit`` lines and
-    ``limit_bytes`` bytes of them (``None``: no bound). Past either, every later line of the
-    kind is counted, not recorded (``dropped``), so the history says where recording stopped."""
-
-    __slots__ = ("dropped", "extra", "kind", "limit", "limit_bytes", "lines", "size")
-
-    def __init__(self, kind: str, limit: int | None, limit_bytes: int | None) -> None:
-        self.kind = kind
-        self.limit = limit
-        self.limit_bytes = limit_bytes
-        self.lines = 0  # recorded
-        self.size = 0  # bytes recorded
-        self.dropped = 0
-        #: Further counts for the ``-dropped`` event (``client-requests``: answers, unanswered).
-        self.extra: dict[str, int] = {}
-
-    def fits(self, size: int) -> bool:
-        return self.limit_bytes is None or self.size + size <= self.limit_bytes
-
-    def take(self, size: int) -> bool:
-        """Record one more line of ``size`` bytes? Counted either way."""
-        if not self.dropped and (self.limit is None or self.lines < self.limit) \
-                and self.fits(size):
-            self.lines += 1
-            self.size += size
-            return True
-        self.dropped += 1
-        return False
-
-    def limits(self) -> dict[str, int | None]:
-        return {"limit": self.limit, "limit_bytes": self.limit_bytes}
-
 
 _DECODER = DECODER
-
-
-def _encode(msg: Any) -> bytes:
-    try:
-        text = json.dumps(msg, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        return text.encode("utf-8") + b"\n"
-    except UnicodeEncodeError:
-        # Lone surrogates cannot be UTF-8 encoded; \u escapes are still valid JSON.
-        text = json.dumps(msg, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-        return text.encode("ascii") + b"\n"
-
-
-def _id_key(rid: Any) -> str:
-    # JSON ids compare by type and value ("1" is not 1, true is not 1).
-    return json.dumps(rid, sort_keys=True)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
-
-
-def _bytes_available(fd: int) -> int:
-    buf = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
-    return int(struct.unpack("@i", buf)[0])
-
-
-class Pending:
-    """A request in flight (from :meth:`AgentProcess.send_request`)."""
-
-    def __init__(self, agent: AgentProcess, rid: int | None, slot: _Slot | None) -> None:
-        self._agent = agent
-        self.id = rid
-        self._slot = slot
-
-    @property
-    def done(self) -> bool:
-        """Whether the answer has arrived (or the request can no longer get one)."""
-        return self._slot is None or self._slot.event.is_set()
-
-    def wait(self, timeout: float, *, give_up: bool = True) -> Reply:
-        """Wait up to ``timeout`` seconds for the answer (see :meth:`AgentProcess.request`).
-
-        With ``give_up=False`` a request not answered in time stays in flight: the reply is
-        ``"timeout"`` but a later :meth:`wait` can still get its answer."""
-        if self.id is None or self._slot is None:
-            return _EXITED
-        if not give_up:
-            if self._slot.event.wait(timeout):
-                return self._slot.reply
-            return Reply("timeout", id=self.id)
-        return self._agent._wait(self.id, self._slot, timeout)
-
-
-class Expectation:
-    """A notification awaited from the agent (from :meth:`AgentProcess.expect`).
-
-    ACP v2 ends a turn with a ``state_update`` notification rather than with the answer to
-    ``session/prompt``, so the runner waits for a notification as it waits for a reply."""
-
-    def __init__(self, agent: AgentProcess, match: Callable[[str, Any], bool]) -> None:
-        self._agent = agent
-        self.match = match
-        self.event = threading.Event()
-        self.reply: Reply = _EXITED
-
-    def resolve(self, reply: Reply) -> None:
-        self.reply = reply
-        self.event.set()
-
-    def wait(self, timeout: float, *, give_up: bool = True) -> Reply:
-        """Wait up to ``timeout`` seconds: ``"ok"`` with the notification's ``params`` as
-        ``result``, ``"exited"``, or ``"timeout"``. With ``give_up`` (the default) a timeout
-        stops watching; otherwise a later :meth:`wait` may still see the notification."""
-        if self.event.wait(timeout):
-            return self.reply
-        if give_up:
-            self.cancel()
-        return Reply("timeout")
-
-    def cancel(self) -> None:
-        """Stop watching (idempotent)."""
-        self._agent._unwatch(self)
 
 
 class AgentProcess:
@@ -506,21 +226,16 @@ class AgentProcess:
         self.stderr_record_limit = stderr_record_limit
         self.max_recorded_notifications = max_recorded_notifications
         self.max_recorded_notification_bytes = max_recorded_notification_bytes
-        # Recording budgets. The reader thread alone uses all but the client requests' one,
-        # which the client handler shares (under self._lock) for the answers.
-        self._notes = _Budget("notifications", max_recorded_notifications,
-                              max_recorded_notification_bytes)
-        self._asks = _Budget("client-requests", max_recorded_client_requests,
-                             max_recorded_client_request_bytes)
-        self._asks.extra.update(answers=0, unanswered=0)
-        self._strays = _Budget("stray-responses", max_recorded_stray_responses,
-                               max_recorded_stray_bytes)
-        self._bad = _Budget("bad-lines", max_recorded_bad_lines, max_recorded_bad_bytes)
-        self._budgets = (self._notes, self._asks, self._strays, self._bad)
-        self._dropped_reported = False
         self.max_client_backlog = max_client_backlog
         self.max_client_backlog_bytes = max_client_backlog_bytes
         self.max_unsent_answer_bytes = max_unsent_answer_bytes
+        # Recording budgets (see Budgets: the client handler shares one under self._lock).
+        self._budgets = Budgets(
+            notes=(max_recorded_notifications, max_recorded_notification_bytes),
+            asks=(max_recorded_client_requests, max_recorded_client_request_bytes),
+            strays=(max_recorded_stray_responses, max_recorded_stray_bytes),
+            bad=(max_recorded_bad_lines, max_recorded_bad_bytes),
+            capped=self._record_capped)
         self._init_state()
 
     def _init_state(self) -> None:
@@ -540,56 +255,29 @@ class AgentProcess:
         self._write_broken = False
         self._exit_recorded = False
         self._exited_evt = threading.Event()
-        # The agent's requests waiting for an answer (see MAX_CLIENT_BACKLOG): admitted and
-        # not yet written, the bytes of those not yet handled, the bytes of answers not yet
-        # written. The reader and the client handler wait on this condition for room.
-        self._room = threading.Condition(self._lock)
-        self._backlog = 0
-        self._queued_bytes = 0
-        self._unsent_bytes = 0
-        self._backlog_noted = False
+        # The agent's requests waiting for an answer (see MAX_CLIENT_BACKLOG); its condition
+        # shares self._lock.
+        self._backlog = Backlog(
+            self._lock, limit=self.max_client_backlog,
+            limit_bytes=self.max_client_backlog_bytes,
+            unsent_limit=self.max_unsent_answer_bytes,
+            stopped=lambda: self._closing or self._write_broken,
+            cannot_answer=self._cannot_answer, noted=self._record_backlog)
 
         self._close_lock = threading.Lock()
         self._closed = False
 
-        # Outgoing lines go through one writer thread, so a request's timeout holds even when
-        # the agent stops reading stdin and the pipe is full.
-        # Each item: the line, its event (None: not recorded), the id of the harness's request
-        # it carries, and for an answer to the agent its size (0 for the harness's own lines);
-        # or a list of such items, written in one write (see one_write).
-        self._outq: queue.SimpleQueue[_Out | list[_Out] | None] = queue.SimpleQueue()
-        # The lines of a one_write block being gathered, and the thread gathering them.
-        self._batch: list[_Out] | None = None
-        # Queue items put and written (or given up on): written() waits for the count.
-        self._put = 0
-        self._done_writing = 0
-        self._wrote = threading.Condition()
-        self._batch_owner: int | None = None
-        # Each item: id, method, params, line size, whether the request was recorded. Bounded
-        # by the backlog (see _admit).
-        self._handlerq: queue.SimpleQueue[tuple[Any, str, Any, int, bool] | None] = (
-            queue.SimpleQueue())
+        self._writer = Writer(history=lambda: self.history, broken=self._on_write_broken,
+                              fail_one=self._fail_one, answered=self._backlog.answered)
         self._threads: list[threading.Thread] = []
 
-        # Self-pipes used as level-triggered broadcasts: closing the write end makes the read
-        # end permanently readable for every poller.
-        self._stop_r = self._stop_w = -1
-        self._exit_r = self._exit_w = -1
+        # Broadcasts to the threads: close() says stop, the watcher says the process exited.
+        self._stop = Broadcast()
+        self._exit = Broadcast()
 
-        # stdout line assembly state (reader thread only).
-        self._lines = LineAssembler(self.max_line_bytes, self._handle_line,
-                                    self._record_oversize)
-        self._stdout_eof = False
-        # Bytes of stdout read (under _read_lock, with the read) and handled (under _fed):
-        # what caught_up compares.
-        self._read_lock = threading.Lock()
-        self._read_bytes = 0
-        self._fed = threading.Condition()
-        self._fed_bytes = 0
-
-        # stderr state.
-        self._tail = bytearray()
-        self._tail_lock = threading.Lock()
+        self._stdout = StdoutReader(self.max_line_bytes, dispatch=self._dispatch,
+                                    budgets=self._budgets, record=self._record)
+        self._stderr = StderrReader(self.stderr_tail_bytes, self.stderr_record_limit)
 
     # -- properties ---------------------------------------------------------------------------
 
@@ -616,7 +304,7 @@ class AgentProcess:
     @property
     def dropped_notifications(self) -> int:
         """How many notifications arrived past ``max_recorded_notifications`` (not recorded)."""
-        return self._notes.dropped
+        return self._budgets.notes.dropped
 
     @property
     def dropped(self) -> dict[str, int]:
@@ -625,16 +313,12 @@ class AgentProcess:
         recorded requests were left out (``answers``) and how many requests got no answer
         because none could be sent any more (``unanswered``)."""
         with self._lock:
-            out = {b.kind: b.dropped for b in self._budgets}
-            out.update(self._asks.extra)
-        return out
+            return self._budgets.dropped()
 
     @property
     def stderr_tail(self) -> str:
         """The last ``stderr_tail_bytes`` of stderr, decoded with replacement characters."""
-        with self._tail_lock:
-            data = bytes(self._tail)
-        return data.decode("utf-8", errors="replace")
+        return self._stderr.tail
 
     def settle_stderr(self, timeout: float = 0.5, *, exiting: bool = False) -> None:
         """Once the agent has exited, wait (up to ``timeout``) for its stderr to be read to
@@ -707,8 +391,8 @@ class AgentProcess:
             self._pgid = proc.pid  # start_new_session makes it the group leader
         with _LIVE_LOCK:
             _LIVE_GROUPS.add(self._pgid)
-        self._stop_r, self._stop_w = os.pipe()
-        self._exit_r, self._exit_w = os.pipe()
+        self._stop.open()
+        self._exit.open()
         spawn: dict[str, Any] = {"what": "spawn", "pid": proc.pid, "argv": list(self.argv),
                                  "generation": self.generation}
         if self.sandbox != "none":
@@ -767,8 +451,8 @@ class AgentProcess:
             self._closed = True
             with self._lock:
                 self._closing = True
-                self._room.notify_all()  # nothing waits for room once closing
-            self._outq.put(None)
+                self._backlog.room.notify_all()  # nothing waits for room once closing
+            self._writer.stop()
             if not self._exited_evt.wait(max(grace, 0.0)):
                 self._kill(signal.SIGTERM, "grace-expired" if grace > 0 else "stop")
                 if not self._exited_evt.wait(_TERM_WAIT):
@@ -776,8 +460,8 @@ class AgentProcess:
                     self._exited_evt.wait(_KILL_WAIT)
             # Always: the leader may be gone while its children still hold the pipes.
             self._kill(signal.SIGKILL, "group-cleanup", only_if_present=True)
-            os.close(self._stop_w)
-            self._handlerq.put(None)
+            self._stop.fire()
+            self._backlog.stop()
             stuck = []
             for t in self._threads:
                 if t is threading.current_thread():
@@ -848,7 +532,7 @@ class AgentProcess:
             # What went on the wire, each filler as its mark (a lossless exchange): parsed
             # back as the writer parses a line, so that it reads back from a cassette equal.
             event["msg"] = json.loads(_encode({**msg, "params": recorded}))
-        self._enqueue((line, event, rid, 0))
+        self._writer.enqueue((line, event, rid, 0))
         return Pending(self, rid, slot)
 
     def expect(self, match: Callable[[str, Any], bool]) -> Expectation:
@@ -905,7 +589,7 @@ class AgentProcess:
             if self._dead or self._closing or self._write_broken:
                 return
         self._tell_handler(method, params)
-        self._enqueue((line, {"dir": "send"}, None, 0))
+        self._writer.enqueue((line, {"dir": "send"}, None, 0))
 
     def caught_up(self, timeout: float) -> bool:
         """Wait (up to ``timeout``) until every byte the agent had written to stdout when this
@@ -918,18 +602,9 @@ class AgentProcess:
         were not handled in time (or the agent's output ended)."""
         if self._proc is None or self._proc.stdout is None:
             return False
-        fd = self._proc.stdout.fileno()
-        try:
-            with self._read_lock:
-                target = self._read_bytes + _bytes_available(fd)
-        except OSError:
-            return False
-        with self._fed:
-            return self._fed.wait_for(lambda: self._fed_bytes >= target or self._stdout_eof,
-                                      timeout) and self._fed_bytes >= target
+        return self._stdout.caught_up(self._proc.stdout.fileno(), timeout)
 
-    @contextlib.contextmanager
-    def one_write(self) -> Iterator[None]:
+    def one_write(self) -> contextlib.AbstractContextManager[None]:
         """The requests and notifications this thread sends inside the block go to the agent
         in one write, in order (each recorded as its own event), when the block ends.
 
@@ -938,20 +613,7 @@ class AgentProcess:
         the machine's load. Written one by one, the writer thread could be put to sleep
         between them, and whether the agent saw the cancel before its model call turned on
         the scheduler (the same seed gave another campaign on a busy machine)."""
-        if self._batch_owner is not None:
-            raise RuntimeError("one_write blocks do not nest")
-        self._batch, self._batch_owner = [], threading.get_ident()
-        try:
-            yield
-        finally:
-            batch, self._batch, self._batch_owner = self._batch, None, None
-            if batch:
-                self._put_out(batch)
-
-    def _put_out(self, item: _Out | list[_Out]) -> None:
-        with self._wrote:
-            self._put += 1
-        self._outq.put(item)
+        return self._writer.one_write()
 
     def written(self, timeout: float) -> bool:
         """Wait (up to ``timeout``) until every line queued before this call is written to
@@ -959,15 +621,7 @@ class AgentProcess:
         in the pipe before the hold ends, whatever the writer thread's scheduling. False
         when the writer did not get there in time (an agent that reads nothing while it waits
         on the model leaves a full pipe unread)."""
-        with self._wrote:
-            target = self._put
-            return self._wrote.wait_for(lambda: self._done_writing >= target, timeout)
-
-    def _enqueue(self, item: _Out) -> None:
-        if self._batch is not None and self._batch_owner == threading.get_ident():
-            self._batch.append(item)
-        else:
-            self._put_out(item)
+        return self._writer.written(timeout)
 
     def _tell_handler(self, method: str, params: Any) -> None:
         sent = getattr(self.client_handler, "sent", None)
@@ -998,7 +652,7 @@ class AgentProcess:
             if isinstance(msg, dict) and "method" in msg and "id" in msg:
                 self._ids.sent_raw(msg["id"])
         event = {"dir": "send", "msg": msg, "raw": data.decode("utf-8", errors="replace")}
-        self._put_out((data, event, None, 0))
+        self._writer.put((data, event, None, 0))
 
     # -- internals: recording -----------------------------------------------------------------
 
@@ -1013,30 +667,18 @@ class AgentProcess:
             return
         data = {"what": "kill", "pid": self._pid, "pgid": pgid, "signal": int(sig),
                 "reason": reason, "generation": self.generation}
-        if only_if_present and not self._group_left(pgid):
+        if only_if_present and not group_left(pgid, sandboxed=self.sandbox != "none"):
             # Record the clean-up kill only when something was left in the group.
             return
         self._record("process", data)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, sig)
 
-    def _group_left(self, pgid: int) -> bool:
-        """Is anything left in the group? In a PID namespace the sandbox's init may still be
-        tearing it down for a moment after the agent's exit was reported, and then lingers as
-        a zombie until the system reaps it: wait up to :data:`_TEARDOWN_WAIT` for the group to
-        hold nothing but zombies (the namespace kills everything in it when its init ends)."""
-        if self.sandbox == "none":
-            try:
-                os.killpg(pgid, 0)
-            except (ProcessLookupError, PermissionError):
-                return False
-            return True
-        deadline = time.monotonic() + _TEARDOWN_WAIT
-        while _group_has_live_member(pgid):
-            if time.monotonic() >= deadline:
-                return True
-            time.sleep(0.005)  # polled: a process that is not our child cannot be waited for
-        return False
+    def _record_backlog(self, waiting: int) -> None:
+        self._record("process", {"what": "client-requests-backlog", "pid": self._pid,
+                                 "waiting": waiting, "limit": self.max_client_backlog,
+                                 "limit_bytes": self.max_client_backlog_bytes,
+                                 "generation": self.generation})
 
     # -- internals: threads -------------------------------------------------------------------
 
@@ -1054,275 +696,35 @@ class AgentProcess:
         rc = self._proc.wait()
         self._returncode = rc
         with self._lock:
-            self._room.notify_all()  # a dead agent reads no answer: stop waiting for room
-        os.close(self._exit_w)  # tells the reader: drain what the process wrote, then report
+            self._backlog.room.notify_all()  # a dead agent reads no answer: stop waiting
+        self._exit.fire()  # tells the reader: drain what the process wrote, then report
 
     def _writer_loop(self) -> None:
         assert self._proc is not None and self._proc.stdin is not None
-        stdin = self._proc.stdin
-        fd = stdin.fileno()
-        broken = False
-        while True:
-            item = self._outq.get()
-            if item is None:
-                break
-            items = item if isinstance(item, list) else [item]
-            try:
-                if broken:
-                    for _, _, rid, _ in items:
-                        self._fail_one(rid)
-                    continue
-                history = self.history
-                for line, event, _, _ in items:
-                    if history is not None and event is not None:
-                        if "raw" not in event and "msg" not in event:
-                            # Record what went on the wire (tuples become lists, ...), so the
-                            # history is equal to itself read back from a cassette.
-                            event["msg"] = json.loads(line)
-                        history.append("acp", event)
-                try:
-                    _write_all(fd, b"".join(line for line, _, _, _ in items))
-                except (OSError, ValueError):
-                    broken = True
-                    with self._lock:
-                        self._write_broken = True
-                        self._room.notify_all()  # no answer can be delivered any more
-                    for _, _, rid, _ in items:
-                        self._fail_one(rid)
-            finally:
-                with self._wrote:
-                    self._done_writing += 1
-                    self._wrote.notify_all()
-                for _, _, _, answer in items:
-                    if answer:
-                        with self._lock:
-                            self._backlog -= 1
-                            self._unsent_bytes -= answer
-                            self._room.notify_all()
-        with contextlib.suppress(OSError):
-            stdin.close()
+        self._writer.run(self._proc.stdin)
+
+    def _on_write_broken(self) -> None:
+        with self._lock:
+            self._write_broken = True
+            self._backlog.room.notify_all()  # no answer can be delivered any more
 
     def _cannot_answer(self) -> bool:
         # Under self._lock: waiting for the backlog to drain is pointless, the agent is gone
         # or going (or no answer can be written any more).
         return self._closing or self._write_broken or self._dead or self._returncode is not None
 
-    def _admit(self, size: int) -> bool:
-        """Make room in the backlog for an agent request of ``size`` bytes, waiting (and so
-        leaving stdout unread) while it is full; False when it is full and will not drain, or
-        when no answer is sent any more. Reader thread only."""
-        while True:
-            with self._room:
-                if self._closing or self._write_broken:
-                    return False
-                if self._backlog < self.max_client_backlog and (
-                        self._queued_bytes < self.max_client_backlog_bytes):
-                    self._backlog += 1
-                    self._queued_bytes += size
-                    return True
-                if self._cannot_answer():
-                    return False
-                if self._backlog_noted:
-                    self._room.wait()
-                    continue
-                self._backlog_noted = True
-                waiting = self._backlog
-            self._record("process", {"what": "client-requests-backlog", "pid": self._pid,
-                                     "waiting": waiting, "limit": self.max_client_backlog,
-                                     "limit_bytes": self.max_client_backlog_bytes,
-                                     "generation": self.generation})
-
     def _handler_loop(self) -> None:
-        while True:
-            item = self._handlerq.get()
-            if item is None:
-                return
-            rid, method, params, size, recorded = item
-            with self._room:
-                self._queued_bytes -= size
-                self._room.notify_all()
-                # Answers the agent has not read yet: wait for the writer before making more.
-                while self._unsent_bytes >= self.max_unsent_answer_bytes \
-                        and not self._cannot_answer():
-                    self._room.wait()
-                if self._closing or self._write_broken:
-                    self._backlog -= 1
-                    self._room.notify_all()
-                    continue
-            response: dict[str, Any] = {"jsonrpc": "2.0", "id": rid}
-            try:
-                if self.client_handler is None:
-                    raise RpcError(-32601, "Method not found", {"method": method})
-                response["result"] = self.client_handler(method, params)
-                line = _encode(response)
-            except RpcError as exc:
-                response.pop("result", None)
-                response["error"] = exc.to_error()
-                line = _encode(response)
-            except Exception as exc:  # a handler bug must not kill the conversation
-                response.pop("result", None)
-                response["error"] = {"code": -32603, "message": "Internal error",
-                                     "data": f"{type(exc).__name__}: {exc}"[:1000]}
-                line = _encode(response)
-            with self._room:
-                if self._closing or self._write_broken:
-                    self._backlog -= 1
-                    self._room.notify_all()
-                    continue
-                self._unsent_bytes += len(line)
-                # Recorded only with its request, and within the same byte budget.
-                record = recorded and self._asks.fits(len(line))
-                if record:
-                    self._asks.size += len(line)
-                elif recorded:
-                    self._asks.extra["answers"] += 1
-            self._put_out((line, {"dir": "send"} if record else None, None, len(line)))
+        self._backlog.serve(lambda: self.client_handler, self._budgets.asks, self._writer.put)
 
     def _stderr_loop(self) -> None:
         assert self._proc is not None and self._proc.stderr is not None
-        fd = self._proc.stderr.fileno()
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        recorded = 0
-        truncated = False
-        limit = self.stderr_record_limit
-
-        def handle(data: bytes) -> None:
-            nonlocal recorded, truncated
-            with self._tail_lock:
-                self._tail += data
-                if len(self._tail) > self.stderr_tail_bytes:
-                    del self._tail[: len(self._tail) - self.stderr_tail_bytes]
-            if truncated:
-                return
-            room = limit - recorded
-            piece = data[:room]
-            recorded += len(piece)
-            text = decoder.decode(piece)
-            if text:
-                self._record("stderr", {"text": text, "generation": self.generation})
-            if len(piece) < len(data) or recorded >= limit:
-                truncated = True
-                self._record("stderr", {"text": "", "generation": self.generation,
-                                        "truncated": True, "limit": limit})
-
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.register(self._stop_r, select.POLLIN)
-        while True:
-            ready = dict(poller.poll())
-            if fd in ready:
-                data = os.read(fd, _READ_CHUNK)
-                if not data:
-                    break
-                handle(data)
-            if self._stop_r in ready:
-                n = _bytes_available(fd)
-                while n > 0:
-                    data = os.read(fd, min(n, _READ_CHUNK))
-                    if not data:
-                        break
-                    handle(data)
-                    n -= len(data)
-                break
-        if not truncated:
-            text = decoder.decode(b"", final=True)
-            if text:
-                self._record("stderr", {"text": text, "generation": self.generation})
+        self._stderr.run(self._proc.stderr.fileno(), self._stop.r, self._record,
+                         self.generation)
 
     def _reader_loop(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
-        fd = self._proc.stdout.fileno()
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        poller.register(self._exit_r, select.POLLIN)
-        poller.register(self._stop_r, select.POLLIN)
-        exit_seen = False
-        while True:
-            ready = dict(poller.poll())
-            if fd in ready and not self._stdout_eof:
-                data = self._read(fd, _READ_CHUNK)
-                if data:
-                    self._feed(data)
-                else:
-                    poller.unregister(fd)
-                    self._on_stdout_eof()
-            if self._exit_r in ready and not exit_seen:
-                exit_seen = True
-                poller.unregister(self._exit_r)
-                # Everything the dead process wrote is already in the pipe (a grandchild may
-                # keep it open, so EOF may never come): consume exactly that much first, so
-                # its last answers count and the exit event follows its last line.
-                self._drain(fd)
-                self._on_exited()
-            if self._stop_r in ready:
-                self._drain(fd)
-                self._flush_partial()
-                return
-            if self._stdout_eof and exit_seen:
-                return
-
-    def _drain(self, fd: int) -> None:
-        if self._stdout_eof:
-            return
-        n = _bytes_available(fd)
-        while n > 0:
-            data = self._read(fd, min(n, _READ_CHUNK))
-            if not data:
-                self._on_stdout_eof()
-                return
-            self._feed(data)
-            n -= len(data)
-
-    # -- internals: stdout lines (framing in acp_fuzz.core.lines) -----------------------------
-
-    def _read(self, fd: int, size: int) -> bytes:
-        """Read stdout, counting what was read with the read (see :meth:`caught_up`)."""
-        with self._read_lock:
-            data = os.read(fd, size)
-            self._read_bytes += len(data)
-        return data
-
-    def _feed(self, data: bytes) -> None:
-        self._lines.feed(data)
-        with self._fed:
-            self._fed_bytes += len(data)
-            self._fed.notify_all()
-
-    def _flush_partial(self) -> None:
-        cut = self._lines.finish()
-        if cut is None:
-            return
-        head, size = cut
-        self._record("acp", {"dir": "recv", "msg": None,
-                             "raw": head.decode("utf-8", errors="replace"),
-                             "error": "partial-line", "size": size})
-
-    def _record_oversize(self, head: bytes, size: int) -> None:
-        if self._take(self._bad, len(head)):
-            self._record("acp", {"dir": "recv", "msg": None,
-                                 "raw": head.decode("utf-8", errors="replace"),
-                                 "error": "oversize", "size": size})
-
-    def _record_bad(self, line: bytes, error: str) -> None:
-        kept = line[:_BAD_LINE_MAX]
-        if not self._take(self._bad, len(kept)):
-            return
-        data: dict[str, Any] = {"dir": "recv", "msg": None,
-                                "raw": kept.decode("utf-8", errors="replace"), "error": error}
-        if len(line) > _BAD_LINE_MAX:
-            data["size"] = len(line)
-        self._record("acp", data)
-
-    def _handle_line(self, line: bytes) -> None:
-        obj, problem = parse_line(line)
-        if obj is None:
-            self._record_bad(line, problem or "invalid-json")
-            return
-        if may_hold_fill(line):
-            # A prompt's filler echoed back is recorded as its mark (acp_fuzz.core.fills),
-            # as the request that carried it was; a mark-like text of the agent's is not one.
-            obj = compact_value(obj)
-        self._dispatch(obj, line_weight(line))
+        self._stdout.run(self._proc.stdout.fileno(), self._exit.r, self._stop.r,
+                         on_eof=self._on_stdout_eof, on_exited=self._on_exited)
 
     # -- internals: JSON-RPC dispatch ---------------------------------------------------------
 
@@ -1332,33 +734,34 @@ class AgentProcess:
         if "method" in obj and "id" not in obj:
             if isinstance(method, str):
                 self._notice(method, obj.get("params"))
-            if self._take(self._notes, weight):
+            if self._budgets.take(self._budgets.notes, weight):
                 self._record("acp", {"dir": "recv", "msg": obj})
             return
         if isinstance(method, str):
             # A request from the agent: answered whether recorded or not (the client policy
             # is cheap); recorded while the budget lasts, its answer along with it.
+            asks = self._budgets.asks
             with self._lock:
-                recorded = self._take(self._asks, weight)
+                recorded = self._budgets.take(asks, weight)
             if recorded:
                 self._record("acp", {"dir": "recv", "msg": obj})
-            elif self._asks.dropped == 1:
-                self._record_capped(self._asks)
-            if self._admit(weight):
-                self._handlerq.put((obj["id"], method, obj.get("params"), weight,
-                                    recorded))
+            elif asks.dropped == 1:
+                self._record_capped(asks)
+            if self._backlog.admit(weight):
+                self._backlog.put(obj["id"], method, obj.get("params"), weight, recorded)
             else:
                 with self._lock:
-                    self._asks.extra["unanswered"] += 1
+                    asks.extra["unanswered"] += 1
             return
         if "method" in obj or "id" not in obj or ("result" not in obj and "error" not in obj):
-            if self._take(self._bad, weight):  # malformed; oracles judge it
+            if self._budgets.take(self._budgets.bad, weight):  # malformed; oracles judge it
                 self._record("acp", {"dir": "recv", "msg": obj})
             return
         rid = obj["id"]
         with self._lock:
             slot, marker, stray = self._ids.answer(rid, "error" in obj)
-        if (marker is not None or stray) and not self._take(self._strays, weight):
+        if (marker is not None or stray) and not self._budgets.take(self._budgets.strays,
+                                                                    weight):
             return
         event: dict[str, Any] = {"dir": "recv", "msg": obj}
         if marker is not None:
@@ -1371,16 +774,6 @@ class AgentProcess:
                                    {"data": err}, id=rid))
             else:
                 slot.resolve(Reply("ok", result=obj.get("result"), id=rid))
-
-    def _take(self, budget: _Budget, size: int) -> bool:
-        """Record one more line of ``budget``'s kind? The first one past it is marked in the
-        history (for the client requests' budget, shared with the handler: the caller holds
-        self._lock and marks it)."""
-        if budget.take(size):
-            return True
-        if budget.dropped == 1 and budget is not self._asks:
-            self._record_capped(budget)
-        return False
 
     def _record_capped(self, budget: _Budget) -> None:
         self._record("process", {"what": f"{budget.kind}-capped", "pid": self._pid,
@@ -1397,7 +790,7 @@ class AgentProcess:
     def _fail_all_pending(self) -> None:
         with self._lock:
             self._dead = True
-            self._room.notify_all()
+            self._backlog.room.notify_all()
             pending = self._ids.take_all()
             watches, self._watches = self._watches, []
         for rid, slot in pending.items():
@@ -1406,10 +799,7 @@ class AgentProcess:
             watch.resolve(_EXITED)
 
     def _on_stdout_eof(self) -> None:
-        self._stdout_eof = True
-        with self._fed:
-            self._fed.notify_all()  # a caught_up waiting for more learns there is no more
-        self._flush_partial()
+        self._stdout.end()
         self._fail_all_pending()
 
     def _on_exited(self) -> None:
@@ -1428,10 +818,7 @@ class AgentProcess:
 
     def _report_dropped(self) -> None:
         with self._lock:
-            if self._dropped_reported:
-                return
-            self._dropped_reported = True
-            counts = [(b, b.dropped, dict(b.extra)) for b in self._budgets]
+            counts = self._budgets.report_once()
         for budget, dropped, extra in counts:
             if dropped or any(extra.values()):
                 self._record("process", {"what": f"{budget.kind}-dropped", "pid": self._pid,
@@ -1447,7 +834,7 @@ class AgentProcess:
         if "stderr" not in stuck_names and self._proc.stderr is not None:
             self._proc.stderr.close()
         if "stdout" not in stuck_names and "stderr" not in stuck_names:
-            for fd in (self._stop_r, self._exit_r):
+            for fd in (self._stop.r, self._exit.r):
                 try:
                     os.close(fd)
                 except OSError as exc:
