@@ -59,7 +59,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -78,6 +78,7 @@ from acp_fuzz.core.findings import (
     is_reported,
 )
 from acp_fuzz.core.history import Event, History
+from acp_fuzz.core.reports import Report
 from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
 from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
 from acp_fuzz.engine.campaign import interrupt
@@ -557,22 +558,30 @@ class ClientSettings:
     portable: bool = False
 
 
-@dataclass
-class ClientReport:
-    """One distinct failure: its oracles, the findings of its minimal example, the smallest
-    capability set that showed it, how often it reproduced and its cassette."""
+@dataclass(kw_only=True)
+class ClientReport(Report):
+    """One distinct failure of a client: the :class:`~acp_fuzz.core.reports.Report` of both
+    directions, with the smallest capability set that showed it."""
 
-    oracles: tuple[str, ...]
-    findings: list[Finding]
     caps: CapabilitySet
-    status: Status  # unconfirmed: interrupted before confirmation
-    runs: int
-    reproduced: int
-    cassette: Path | None = None
 
     @property
-    def rate(self) -> str:
-        return f"{self.reproduced}/{self.runs}"
+    def oracles(self) -> tuple[str, ...]:
+        """The failing oracles, MUST ones first, as the search found them (the first names
+        the cassette)."""
+        return _failing_oracles(self.findings)
+
+
+def _failing_oracles(findings: Sequence[Finding], skip: Collection[str] = ()
+                     ) -> tuple[str, ...]:
+    """The oracles that ``findings`` fail (MUST, SHOULD), but for ``skip``: MUST ones first,
+    then by name."""
+    worst: dict[str, int] = {}
+    for f in findings:
+        if is_reported(f.severity) and f.oracle not in skip:
+            rank = 0 if f.severity == Severity.MUST else 1
+            worst[f.oracle] = min(rank, worst.get(f.oracle, rank))
+    return tuple(sorted(worst, key=lambda o: (worst[o], o)))
 
 
 @dataclass
@@ -628,13 +637,7 @@ class _Search:
 
     def failing(self, run: ClientRun) -> tuple[str, ...]:
         """The oracles not yet reported that fail ``run`` (MUST, SHOULD), MUST ones first."""
-        skip = {*self.known, *self.cfg.exclude_oracles}
-        worst: dict[str, int] = {}
-        for f in run.findings:
-            if is_reported(f.severity) and f.oracle not in skip:
-                rank = 0 if f.severity == Severity.MUST else 1
-                worst[f.oracle] = min(rank, worst.get(f.oracle, rank))
-        return tuple(sorted(worst, key=lambda o: (worst[o], o)))
+        return _failing_oracles(run.findings, {*self.known, *self.cfg.exclude_oracles})
 
     def run(self, caps: CapabilitySet) -> ClientRun:
         cached = self.cache.get(caps)
@@ -770,8 +773,8 @@ def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
         result.interrupted = True
         if search.failure is not None:
             caps, run, oracles = search.failure
-            report = ClientReport(oracles, _findings_of(run, oracles), caps, Status.UNCONFIRMED,
-                                  0, 0)
+            report = ClientReport(status=Status.UNCONFIRMED, runs=0, reproduced=0,
+                                  findings=_findings_of(run, oracles), caps=caps)
             report.cassette = _write(search, report, run)
             result.reports.append(report)
     return result
@@ -793,8 +796,8 @@ def _confirm(search: _Search, caps: CapabilitySet, run: ClientRun,
         if set(oracles) <= {f.oracle for f in again.findings}:
             reproduced += 1
     status = Status.of(reproduced, cfg.confirm_runs)
-    report = ClientReport(oracles, _findings_of(run, oracles), caps, status,
-                          cfg.confirm_runs, reproduced)
+    report = ClientReport(status=status, runs=cfg.confirm_runs, reproduced=reproduced,
+                          findings=_findings_of(run, oracles), caps=caps)
     report.cassette = _write(search, report, run)
     return report
 
