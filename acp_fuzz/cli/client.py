@@ -262,10 +262,9 @@ def _again_options(sc: Scenario, scenario_file: Path | None, *, sandbox_fs: bool
 
 def _print(result: ClientCampaignResult, elapsed: float) -> None:
     from acp_fuzz.engine.client.campaign import replay_command
-    from acp_fuzz.reporting.client import client_lines
+    from acp_fuzz.reporting.client import client_lines, client_summary
 
-    out.print(f"ran {result.examples_run} capability set(s), {result.runs} client run(s) in "
-              f"{elapsed:.1f}s (seed {result.settings.seed})", markup=False)
+    out.print(client_summary(result, elapsed), markup=False)
     info = result.client_info
     if isinstance(info, dict):
         out.print(terminal(f"client info: {info.get('name', '?')} {info.get('version', '?')}"),

@@ -22,7 +22,7 @@ from acp_fuzz.reporting.junit import Case
 if TYPE_CHECKING:
     from acp_fuzz.engine.client.campaign import ClientCampaignResult
 
-__all__ = ["client_cases", "client_lines", "client_result_to_json"]
+__all__ = ["client_cases", "client_lines", "client_result_to_json", "client_summary"]
 
 
 def client_result_to_json(result: ClientCampaignResult,
@@ -61,6 +61,16 @@ def client_cases(result: ClientCampaignResult, secrets: Sequence[str] = ()) -> l
                               outcome="failure" if failing else "pass",
                               message=f.oracle, type=f.severity, text=body))
     return cases or [Case(name="client", classname="acp-fuzz.client")]
+
+
+def client_summary(result: ClientCampaignResult, elapsed: float) -> str:
+    """The line ``acp-fuzz client`` prints first after the search: what ran, for how long,
+    at which seed, and whether ``--time-budget`` stopped it (as ``target``'s summary says)."""
+    budget = result.settings.time_budget
+    return (f"ran {result.examples_run} capability set(s), {result.runs} client run(s) in "
+            f"{elapsed:.1f}s (seed {result.settings.seed})"
+            + (f", stopped at --time-budget {budget:g} s"
+               if result.out_of_time and budget is not None else ""))
 
 
 def client_lines(result: ClientCampaignResult,
