@@ -28,13 +28,27 @@ from acp_fuzz.cli.app import (
     out,
 )
 from acp_fuzz.cli.options import (
+    EXCLUDE_ORACLE_OPTION,
+    EXITFIRST_OPTION,
+    MAX_FAILURES_OPTION,
+    ORACLE_OPTION,
+    PASS_ENV_OPTION,
     PLUGIN_OPTION,
+    PORTABLE_OPTION,
+    REPORT_OPTION,
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
     SCENARIO_OPTION,
+    SEED_OPTION,
     STEP_OPTION,
+    STRICT_OPTION,
+    TRUST_RECORDED_COMMAND_OPTION,
+    cassette_dir_option,
     enter_sandbox_net,
+    max_examples_option,
     require_bwrap,
+    time_budget_option,
+    timeout_option,
 )
 from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.cli.target import parse_reports, passed_secrets, write_reports
@@ -78,75 +92,46 @@ def _scenario(command: Sequence[str], steps: Sequence[str], scenario_file: Path 
 
 
 # The arguments and options of ``client`` (declared here, not in its signature, so that the
-# command reads as what it does; typer reads them the same either way).
+# command reads as what it does; typer reads them the same either way). Those other commands
+# take too are in acp_fuzz/cli/options.py.
 _COMMAND: Any = typer.Argument(None, metavar="[-- CLIENT-CMD ARGS...]",
                                help="The client, after --. An argument that is "
                                     "exactly {agent} becomes the agent's command "
                                     "line; the client also finds it in "
                                     "$ACP_FUZZ_AGENT.")
-_MAX_EXAMPLES: Any = typer.Option(50, "--max-examples", "-n", min=1,
-                                  help="How many capability sets to try.")
-_SEED: Any = typer.Option(0, "--seed", help="Seed: the same seed and client give the "
-                                            "same run.")
-_STRICT: Any = typer.Option(False, "--strict", metavar="", help="Fail on SHOULD findings too.")
-_TIMEOUT: Any = typer.Option(None, "--timeout", min=0.1,
-                             help=f"Seconds each step may run (default: the "
-                                  f"scenario's, else {DEFAULT_TIMEOUT:g}).")
+_MAX_EXAMPLES: Any = max_examples_option(50)
+_TIME_BUDGET: Any = time_budget_option(None)
+_TIMEOUT: Any = timeout_option(None, f"the scenario's, else {DEFAULT_TIMEOUT:g}")
 # Not target's ./cassettes: a folder of agent cassettes replays against an agent, and a
 # client cassette there would be one that cannot.
-_CASSETTE_DIR: Any = typer.Option(Path("client-cassettes"), "--cassette-dir",
-                                  help="Where finding cassettes are written.")
-_REPORT: Any = typer.Option([], "--report", metavar="KIND:PATH",
-                            help="json:PATH, junit:PATH, or a format a --plugin registers "
-                                 "(repeatable).")
+_CASSETTE_DIR: Any = cassette_dir_option(Path("client-cassettes"))
 _REPLAY: Any = typer.Option(None, "--replay", metavar="CASSETTE",
                             help="The same as `acp-fuzz replay --client "
                                  "CASSETTE`: FIXED, FAILED or FLAKY.")
-_TRUST_RECORDED_COMMAND: Any = typer.Option(
-    False, "--trust-recorded-command", metavar="",
-    help="With --replay: run the client command and steps the cassette recorded (only "
-         "for cassettes you trust).")
-_PORTABLE: Any = typer.Option(
-    False, "--portable", metavar="",
-    help="Write cassettes without this machine's paths (the Python interpreter becomes "
-         "'python', the run's sandbox '<sandbox>'), to attach to a bug report.")
-_PASS_ENV: Any = typer.Option(
-    [], "--pass-env", metavar="NAME",
-    help="Pass this variable from your environment to the client (repeatable); its "
-         "value is scrubbed from cassettes and reports.")
-_MAX_FAILURES: Any = typer.Option(10, "--max-failures", min=1, metavar="N",
-                                  help="Stop after N distinct failures.")
-_EXITFIRST: Any = typer.Option(False, "--exitfirst", "-x", metavar="",
-                               help="Stop at the first failure.")
-_EXCLUDE_ORACLE: Any = typer.Option(
-    [], "--exclude-oracle", metavar="ID",
-    help="Skip this client oracle's findings (repeatable).")
-_ORACLE: Any = typer.Option(
-    [], "--oracle", metavar="ID",
-    help="Report only this client oracle's findings (repeatable).")
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
 def client(
     command: list[str] = _COMMAND,
     max_examples: int = _MAX_EXAMPLES,
-    seed: int = _SEED,
-    strict: bool = _STRICT,
+    seed: int = SEED_OPTION,
+    strict: bool = STRICT_OPTION,
+    time_budget: float | None = _TIME_BUDGET,
     step: list[str] = STEP_OPTION,
     scenario_file: Path | None = SCENARIO_OPTION,
     timeout: float | None = _TIMEOUT,
     cassette_dir: Path = _CASSETTE_DIR,
-    report: list[str] = _REPORT,
+    report: list[str] = REPORT_OPTION,
     replay: Path | None = _REPLAY,
-    trust_recorded_command: bool = _TRUST_RECORDED_COMMAND,
+    trust_recorded_command: bool = TRUST_RECORDED_COMMAND_OPTION,
     sandbox_net: bool = SANDBOX_NET_OPTION,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
-    portable: bool = _PORTABLE,
-    pass_env: list[str] = _PASS_ENV,
-    max_failures: int = _MAX_FAILURES,
-    exitfirst: bool = _EXITFIRST,
-    exclude_oracle: list[str] = _EXCLUDE_ORACLE,
-    oracle: list[str] = _ORACLE,
+    portable: bool = PORTABLE_OPTION,
+    pass_env: list[str] = PASS_ENV_OPTION,
+    max_failures: int = MAX_FAILURES_OPTION,
+    exitfirst: bool = EXITFIRST_OPTION,
+    exclude_oracle: list[str] = EXCLUDE_ORACLE_OPTION,
+    oracle: list[str] = ORACLE_OPTION,
     plugin: list[str] = PLUGIN_OPTION,
 ) -> None:
     """Test an ACP client: acp-fuzz plays the agent with drawn capability sets and judges
@@ -190,7 +175,7 @@ def client(
                          cassette_dir=cassette_dir, max_failures=1 if exitfirst else
                          max_failures, pass_env=tuple(pass_env),
                          exclude_oracles=excluded, replay_hint=hint,
-                         sandbox_fs=sandbox_fs, portable=portable)
+                         sandbox_fs=sandbox_fs, portable=portable, time_budget=time_budget)
     out.print(terminal(f"client: {shlex.join(sc.command) or '(each step is a command line)'}"
                        f"  scenario: {len(sc.steps)} step(s)"), markup=False)
     t0 = time.monotonic()
@@ -262,10 +247,9 @@ def _again_options(sc: Scenario, scenario_file: Path | None, *, sandbox_fs: bool
 
 def _print(result: ClientCampaignResult, elapsed: float) -> None:
     from acp_fuzz.engine.client.campaign import replay_command
-    from acp_fuzz.reporting.client import client_lines
+    from acp_fuzz.reporting.client import client_lines, client_summary
 
-    out.print(f"ran {result.examples_run} capability set(s), {result.runs} client run(s) in "
-              f"{elapsed:.1f}s (seed {result.settings.seed})", markup=False)
+    out.print(client_summary(result, elapsed), markup=False)
     info = result.client_info
     if isinstance(info, dict):
         out.print(terminal(f"client info: {info.get('name', '?')} {info.get('version', '?')}"),

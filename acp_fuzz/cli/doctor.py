@@ -27,15 +27,19 @@ from acp_fuzz.cli.app import (
     out,
 )
 from acp_fuzz.cli.options import (
+    AGENT_ARGUMENT,
+    DIALECT_OPTION,
     PASS_ENV_OPTION,
+    PROFILE_OPTION,
+    PROTOCOL_OPTION,
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
+    TIMEOUT_OPTION,
+    cassette_dir_option,
     enter_sandbox_net,
     require_bwrap,
 )
 from acp_fuzz.cli.target import (
-    AGENT_ARGUMENT,
-    PROFILE_OPTION,
     build_spec,
     passed_secrets,
     print_agent,
@@ -62,23 +66,21 @@ __all__ = ["doctor"]
 MAX_LISTED = 20
 
 
+# As target's (doctor writes the cassette of the untied requests it found).
+_CASSETTE_DIR: Any = cassette_dir_option(Path("cassettes"))
+
+
 @app.command(context_settings={"allow_interspersed_args": False})
 def doctor(
     command: list[str] = AGENT_ARGUMENT,
     profile: str | None = PROFILE_OPTION,
-    timeout: float = typer.Option(30.0, "--timeout", min=0.1,
-                                  help="Seconds to wait for each agent answer."),
-    protocol: str | None = typer.Option(
-        None, "--protocol", metavar="1|2|auto",
-        help="ACP version to offer in initialize (default: the profile's, else 1)."),
-    dialect: str = typer.Option(
-        "auto", "--dialect",
-        help="How a system prompt is sent, as in `acp-fuzz target --dialect`."),
+    timeout: float = TIMEOUT_OPTION,
+    protocol: str | None = PROTOCOL_OPTION,
+    dialect: str = DIALECT_OPTION,
     sandbox_net: bool = SANDBOX_NET_OPTION,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
     pass_env: list[str] = PASS_ENV_OPTION,
-    cassette_dir: Path = typer.Option(Path("cassettes"), "--cassette-dir",
-                                      help="Where the cassette of untied requests is written."),
+    cassette_dir: Path = _CASSETTE_DIR,
 ) -> None:
     """Run one turn and say whether the agent reaches the fake model; fuzzes nothing.
 

@@ -37,11 +37,18 @@ from acp_fuzz.cli.app import (
     read_json,
 )
 from acp_fuzz.cli.options import (
+    PLUGIN_OPTION,
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
+    SEED_OPTION,
     TIMEOUT_OPTION,
+    WORKERS_OPTION,
+    cassette_dir_option,
     enter_sandbox_net,
+    max_examples_option,
+    protocol_option,
     require_bwrap,
+    time_budget_option,
 )
 from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.escaping import terminal
@@ -54,24 +61,17 @@ __all__ = ["matrix"]
 
 
 # The options of ``matrix`` (declared here, not in its signature, so that the command reads
-# as what it does; typer reads them the same either way).
+# as what it does; typer reads them the same either way). Those other commands take too are
+# in acp_fuzz/cli/options.py, with the defaults of a table here: a bounded campaign per agent,
+# all offered the one version 1.
+# Not PROFILE_OPTION: the agents of the table, several, every profile by default.
 _PROFILE: Any = typer.Option(
     [], "--profile", "-p",
     help="An agent to test (repeatable; default: every profile, see `acp-fuzz profiles`).")
-_MAX_EXAMPLES: Any = typer.Option(25, "--max-examples", "-n", min=1,
-                                  help="Examples per agent.")
-_TIME_BUDGET: Any = typer.Option(
-    600.0, "--time-budget", min=1.0, metavar="SECONDS",
-    help="Per agent: no new example after this long (a failure found is still shrunk "
-         "and confirmed).")
-_SEED: Any = typer.Option(0, "--seed", help="Seed of every campaign.")
-_PROTOCOL: Any = typer.Option(
-    "1", "--protocol", metavar="1|2|auto",
-    help="ACP version every campaign offers (an agent that does not speak it is not "
-         "tested, with why).")
-_WORKERS: Any = typer.Option(1, "--workers", "-j", min=1, help="Parallel workers per agent.")
-_CASSETTE_DIR: Any = typer.Option(Path("cassettes/matrix"), "--cassette-dir",
-                                  help="Where failure cassettes go (one folder per agent).")
+_MAX_EXAMPLES: Any = max_examples_option(25)
+_TIME_BUDGET: Any = time_budget_option(600.0)
+_PROTOCOL: Any = protocol_option("1")
+_CASSETTE_DIR: Any = cassette_dir_option(Path("cassettes/matrix"))
 _MARKDOWN: Any = typer.Option(Path("matrix.md"), "--markdown", help="The Markdown table.")
 _HTML: Any = typer.Option(Path("matrix.html"), "--html", help="The self-contained HTML page.")
 _JSON: Any = typer.Option(
@@ -81,10 +81,6 @@ _JSON: Any = typer.Option(
 _FROM_JSON: Any = typer.Option(
     None, "--from-json", metavar="PATH",
     help="Run nothing: write the table again from what an earlier --json saved.")
-_PLUGIN: Any = typer.Option(
-    [], "--plugin", metavar="MODULE|PATH",
-    help="Load your checks from this module or .py file (repeatable; see "
-         "docs/extending.md): their rules get rows of their own.")
 _CORPUS: Any = typer.Option(
     None, "--corpus", metavar="DIR",
     help="Where the reviewed corpus of each agent is: DIR/<profile name>/*.cassette "
@@ -103,10 +99,10 @@ def matrix(
     profile: list[str] = _PROFILE,
     max_examples: int = _MAX_EXAMPLES,
     time_budget: float = _TIME_BUDGET,
-    seed: int = _SEED,
+    seed: int = SEED_OPTION,
     protocol: str = _PROTOCOL,
     timeout: float = TIMEOUT_OPTION,
-    workers: int = _WORKERS,
+    workers: int = WORKERS_OPTION,
     sandbox_net: bool = SANDBOX_NET_OPTION,
     cassette_dir: Path = _CASSETTE_DIR,
     markdown: Path = _MARKDOWN,
@@ -114,7 +110,7 @@ def matrix(
     json_out: Path | None = _JSON,
     from_json: Path | None = _FROM_JSON,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
-    plugin: list[str] = _PLUGIN,
+    plugin: list[str] = PLUGIN_OPTION,
     corpus: Path | None = _CORPUS,
     no_corpus: bool = _NO_CORPUS,
     corpus_runs: int = _CORPUS_RUNS,
@@ -129,7 +125,10 @@ def matrix(
     the agent reports; others are skipped, and the table says so) is replayed against the
     profile's agent, never the command it records: FAILED or FLAKY makes its rule FAIL or
     flaky, linked to the cassette, whether the campaign drew that failure or not; FIXED (or
-    PASSED) fails nothing and is listed under the agent."""
+    PASSED) fails nothing and is listed under the agent.
+
+    The rules of a --plugin's checks get rows of their own. An agent that does not speak the
+    --protocol offered is not tested, with why."""
     load_plugins(plugin)
     for path in (markdown, html_out, json_out):
         if path is not None and not path.parent.exists():

@@ -42,13 +42,17 @@ import typer
 
 from acp_fuzz.cli.app import app, fail
 from acp_fuzz.cli.options import (
+    PASS_ENV_OPTION,
     PLUGIN_OPTION,
+    PROFILE_OPTION,
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
     SCENARIO_OPTION,
     STEP_OPTION,
+    TRUST_RECORDED_COMMAND_OPTION,
     enter_sandbox_net,
     require_bwrap,
+    timeout_option,
 )
 from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.cassette import CassetteError, read_cassette
@@ -68,7 +72,8 @@ __all__ = ["replay_cmd"]
 
 
 # The arguments and options of ``replay`` (declared here, not in its signature, so that the
-# command reads as what it does; typer reads them the same either way).
+# command reads as what it does; typer reads them the same either way). Those other commands
+# take too are in acp_fuzz/cli/options.py.
 _CASSETTE: Any = typer.Argument(
     ..., help="A cassette file, or a folder: every *.cassette under it is replayed.",
     show_default=False)
@@ -76,15 +81,6 @@ _COMMAND: Any = typer.Argument(
     None, metavar="[-- AGENT COMMAND...]", show_default=False,
     help="The agent to replay against (your build). Required unless --profile, --offline "
          "or --trust-recorded-command is given.")
-_PROFILE: Any = typer.Option(
-    None, "--profile", "-p",
-    help="Replay against a known agent (see `acp-fuzz profiles`) or a profile file; with "
-         "a command after --, that command run the way the profile runs its agent.")
-_TRUST_RECORDED_COMMAND: Any = typer.Option(
-    False, "--trust-recorded-command",
-    metavar="",
-    help="Run the agent command (or profile) recorded in each cassette. A cassette can "
-         "name any command: use this only for cassettes you made or trust.")
 _RECORDED_MODEL_REPLIES: Any = typer.Option(
     False, "--recorded-model-replies",
     metavar="",
@@ -112,29 +108,26 @@ _RUNS: Any = typer.Option(
 _JUNIT: Any = typer.Option(
     None, "--junit", metavar="PATH", help="Also write a JUnit XML file (one test case "
                                           "per cassette): --report junit:PATH.")
+# Not the campaigns' REPORT_OPTION: a replay reports each cassette's verdict, in kinds of
+# its own.
 _REPORT: Any = typer.Option(
     [], "--report", metavar="KIND:PATH",
     help="json:PATH (each cassette's verdict, runs, divergence and findings) or "
          "junit:PATH (one test case per cassette); repeatable.")
-_TIMEOUT: Any = typer.Option(
-    None, "--timeout", min=0.1, show_default=False,
-    help=f"Seconds to wait for each agent answer (default {DEFAULT_TIMEOUT:g}); with "
-         "--client, seconds each step may run (default: the recorded scenario's).")
+_TIMEOUT: Any = timeout_option(None, f"{DEFAULT_TIMEOUT:g}; with --client, the recorded "
+                                     "scenario's")
 _CLIENT: Any = typer.Option(
     False, "--client", metavar="",
     help="The cassette is a client's (`acp-fuzz client`): replay it against the client "
          "after -- (docs/clients.md). One cassette, not a folder.")
-_PASS_ENV: Any = typer.Option(
-    [], "--pass-env", metavar="NAME",
-    help="With --client: pass this variable to the client (repeatable; scrubbed).")
 
 
 @app.command("replay", context_settings={"allow_interspersed_args": False})
 def replay_cmd(
     cassette: Path = _CASSETTE,
     command: list[str] | None = _COMMAND,
-    profile: str | None = _PROFILE,
-    trust_recorded_command: bool = _TRUST_RECORDED_COMMAND,
+    profile: str | None = PROFILE_OPTION,
+    trust_recorded_command: bool = TRUST_RECORDED_COMMAND_OPTION,
     sandbox_net: bool = SANDBOX_NET_OPTION,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
     recorded_model_replies: bool = _RECORDED_MODEL_REPLIES,
@@ -148,7 +141,7 @@ def replay_cmd(
     client: bool = _CLIENT,
     step: list[str] = STEP_OPTION,
     scenario_file: Path | None = SCENARIO_OPTION,
-    pass_env: list[str] = _PASS_ENV,
+    pass_env: list[str] = PASS_ENV_OPTION,
     plugin: list[str] = PLUGIN_OPTION,
 ) -> None:
     """Replay recorded cassettes against your agent and say whether each bug is still there.

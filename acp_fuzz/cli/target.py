@@ -31,12 +31,29 @@ from acp_fuzz.cli.app import (
     out,
 )
 from acp_fuzz.cli.options import (
+    AGENT_ARGUMENT,
+    DIALECT_OPTION,
+    EXCLUDE_ORACLE_OPTION,
+    EXITFIRST_OPTION,
+    MAX_FAILURES_OPTION,
+    ORACLE_OPTION,
+    PASS_ENV_OPTION,
     PLUGIN_OPTION,
+    PORTABLE_OPTION,
+    PROFILE_OPTION,
+    PROTOCOL_OPTION,
+    REPORT_OPTION,
     SANDBOX_FS_OPTION,
     SANDBOX_NET_OPTION,
+    SEED_OPTION,
+    STRICT_OPTION,
     TIMEOUT_OPTION,
+    WORKERS_OPTION,
+    cassette_dir_option,
     enter_sandbox_net,
+    max_examples_option,
     require_bwrap,
+    time_budget_option,
 )
 from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.dialects import CHOICES as DIALECT_CHOICES
@@ -51,16 +68,8 @@ if TYPE_CHECKING:
     from acp_fuzz.engine.campaign.search import CampaignEvent, CampaignResult, CampaignSettings
     from acp_fuzz.reporting.formats import ReportSet
 
-__all__ = ["AGENT_ARGUMENT", "PROFILE_OPTION", "build_spec", "parse_reports", "passed_secrets",
+__all__ = ["build_spec", "parse_reports", "passed_secrets",
            "print_agent", "target"]
-
-
-#: The agent, as ``target`` and ``doctor`` take it (declared once: typer shares the objects).
-AGENT_ARGUMENT: Any = typer.Argument(None, metavar="[AGENT | -- CMD ARGS...]",
-                                     help="The agent: a path, or a command after --.")
-PROFILE_OPTION: Any = typer.Option(None, "--profile", "-p",
-                                   help="A known agent (see `acp-fuzz profiles`) or a profile "
-                                        "file (./my-agent.toml; docs/profiles.md).")
 
 
 def build_spec(command: Sequence[str], profile: str | None, timeout: float) -> TargetSpec:
@@ -107,47 +116,16 @@ def parse_reports(values: Sequence[str], kinds: Sequence[str] = ("json", "junit"
 
 
 # The options of ``target`` (declared here, not in its signature, so that the command reads
-# as what it does; typer reads them the same either way).
-_MAX_EXAMPLES: Any = typer.Option(100, "--max-examples", "-n", min=1,
-                                  help="How many lifecycle sequences to try.")
-_SEED: Any = typer.Option(0, "--seed", help="Seed: the same seed and agent give the same run.")
-_STRICT: Any = typer.Option(False, "--strict",
-                            metavar="",
-                            help="Fail on SHOULD findings too, and on deferred changes.")
+# as what it does; typer reads them the same either way). Those other commands take too are
+# in acp_fuzz/cli/options.py.
+_MAX_EXAMPLES: Any = max_examples_option(100)
 _MAX_STEPS: Any = typer.Option(12, "--max-steps", min=1, help="Most steps per sequence.")
-_TIME_BUDGET: Any = typer.Option(
-    None, "--time-budget", min=1.0, metavar="SECONDS",
-    help="Draw no new example after this long (a failure found by then is still shrunk "
-         "and confirmed); the summary says when it stopped the search.")
-_CASSETTE_DIR: Any = typer.Option(Path("cassettes"), "--cassette-dir",
-                                  help="Where finding cassettes are written.")
-_REPORT: Any = typer.Option(
-    [], "--report", metavar="KIND:PATH",
-    help="json:PATH, junit:PATH (one test case per rule checked) or html:PATH (one "
-         "self-contained page: the findings, their steps and what reached the model), or a "
-         "format a --plugin registers; repeatable.")
-_DIALECT: Any = typer.Option(
-    "auto", "--dialect",
-    help="How the prompt is sent: auto (from initialize: the standard field wherever it "
-         "is advertised), standard, claude-meta, pi-meta or goose.")
-_PROTOCOL: Any = typer.Option(
-    None, "--protocol", metavar="1|2|auto",
-    help="ACP version to offer in initialize: 1 (the current one), 2 (the draft), or "
-         "auto (offer 2, speak whichever of 1 and 2 the agent answers). Default: the "
-         "profile's, else 1.")
+_TIME_BUDGET: Any = time_budget_option(None)
+_CASSETTE_DIR: Any = cassette_dir_option(Path("cassettes"))
 _DATABASE: Any = typer.Option(
     None, "--db", metavar="FOLDER|redis://HOST:PORT/N",
     help="Hypothesis example database: a folder, or a Redis URL for many machines "
          "(shared by workers; off by default for determinism).")
-_PASS_ENV: Any = typer.Option(
-    [], "--pass-env", metavar="NAME",
-    help="Pass this variable from your environment to the agent (repeatable; e.g. a real "
-         "key for --model-upstream). Its value, whatever the name, is a secret: it is "
-         "scrubbed from cassettes and from the JSON and JUnit reports (values shorter "
-         "than 6 characters excepted).")
-_WORKERS: Any = typer.Option(1, "--workers", "-j", min=1,
-                             help="Parallel workers, each with its own agents and gateway, "
-                                  "sharing one example database.")
 _SHARD: Any = typer.Option(
     None, "--shard", metavar="K/N",
     help="Run shard K of N (1-based), one per CI job or machine: the shards split the "
@@ -157,19 +135,6 @@ _SHARD: Any = typer.Option(
 _MODEL_UPSTREAM: Any = typer.Option(
     None, "--model-upstream", metavar="URL",
     help="Forward model requests to a real provider; recorded with vcrpy into cassettes.")
-_MAX_FAILURES: Any = typer.Option(
-    10, "--max-failures", min=1, metavar="N",
-    help="Stop after N distinct failures (each is shrunk, confirmed and recorded).")
-_EXITFIRST: Any = typer.Option(False, "--exitfirst", "-x",
-                               metavar="",
-                               help="Stop at the first failure (--max-failures 1).")
-_EXCLUDE_ORACLE: Any = typer.Option(
-    [], "--exclude-oracle", metavar="ID",
-    help="Skip this oracle's findings, e.g. a known bug (repeatable).")
-_ORACLE: Any = typer.Option(
-    [], "--oracle", metavar="ID",
-    help="Report only this oracle's findings (repeatable; the others are skipped as "
-         "with --exclude-oracle).")
 _NO_COVER: Any = typer.Option(False, "--no-cover", metavar="",
                               help="Skip the covering examples: the search alone.")
 _COVER_ONLY: Any = typer.Option(False, "--cover-only", metavar="",
@@ -178,13 +143,6 @@ _COVER_ONLY: Any = typer.Option(False, "--cover-only", metavar="",
 _KEEP_INFO: Any = typer.Option(False, "--keep-info",
                                metavar="",
                                help="Write a cassette for each info observation too.")
-_PORTABLE: Any = typer.Option(
-    False, "--portable",
-    metavar="",
-    help="Write cassettes without this machine's paths (the Python interpreter becomes "
-    "'python', the agents cache '<agents>/', the run's sandbox '<sandbox>'), to attach "
-    "to a bug report.")
-_PLUGIN: Any = PLUGIN_OPTION
 
 
 @app.command(context_settings={"allow_interspersed_args": False})
@@ -192,31 +150,31 @@ def target(
     command: list[str] = AGENT_ARGUMENT,
     profile: str | None = PROFILE_OPTION,
     max_examples: int = _MAX_EXAMPLES,
-    seed: int = _SEED,
-    strict: bool = _STRICT,
+    seed: int = SEED_OPTION,
+    strict: bool = STRICT_OPTION,
     timeout: float = TIMEOUT_OPTION,
     max_steps: int = _MAX_STEPS,
     time_budget: float | None = _TIME_BUDGET,
     cassette_dir: Path = _CASSETTE_DIR,
-    report: list[str] = _REPORT,
-    dialect: str = _DIALECT,
-    protocol: str | None = _PROTOCOL,
+    report: list[str] = REPORT_OPTION,
+    dialect: str = DIALECT_OPTION,
+    protocol: str | None = PROTOCOL_OPTION,
     sandbox_net: bool = SANDBOX_NET_OPTION,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
     database: str | None = _DATABASE,
-    pass_env: list[str] = _PASS_ENV,
-    workers: int = _WORKERS,
+    pass_env: list[str] = PASS_ENV_OPTION,
+    workers: int = WORKERS_OPTION,
     shard: str | None = _SHARD,
     model_upstream: str | None = _MODEL_UPSTREAM,
-    max_failures: int = _MAX_FAILURES,
-    exitfirst: bool = _EXITFIRST,
-    exclude_oracle: list[str] = _EXCLUDE_ORACLE,
-    oracle: list[str] = _ORACLE,
+    max_failures: int = MAX_FAILURES_OPTION,
+    exitfirst: bool = EXITFIRST_OPTION,
+    exclude_oracle: list[str] = EXCLUDE_ORACLE_OPTION,
+    oracle: list[str] = ORACLE_OPTION,
     no_cover: bool = _NO_COVER,
     cover_only: bool = _COVER_ONLY,
     keep_info: bool = _KEEP_INFO,
-    portable: bool = _PORTABLE,
-    plugin: list[str] = _PLUGIN,
+    portable: bool = PORTABLE_OPTION,
+    plugin: list[str] = PLUGIN_OPTION,
 ) -> None:
     """Fuzz an agent's systemPrompt handling; shrink each distinct failure to a minimal
     reproduction."""

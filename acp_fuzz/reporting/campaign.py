@@ -30,12 +30,8 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
                    seconds: float | None = None) -> dict[str, Any]:
     """The ``--report json:PATH`` document, with every value in ``secrets`` redacted;
     ``seconds``: how long the run took, when known."""
-    findings = []
-    for rep in result.reports:
-        for f in rep.findings:
-            findings.append({**f.to_wire(), "status": rep.status,
-                             "rate": rep.rate, "steps": rep.steps, "shrink": rep.shrink,
-                             "cassette": str(rep.cassette) if rep.cassette else None})
+    findings = [row for rep in result.reports
+                for row in rep.finding_rows(steps=rep.steps, shrink=rep.shrink)]
     doc = {"acp_fuzz_version": __version__, "agent": result.initialize,
            "examples_run": result.examples_run, "steps_run": result.steps_run,
            # The examples apart (drawn + shrinking + discarded = examples_run), and the runs
@@ -104,9 +100,7 @@ def campaign_cases(result: CampaignResult, secrets: Sequence[str] = ()) -> list[
             if not is_reported(f.severity):
                 continue
             key = (f.oracle, f.rule)
-            found.setdefault(key, []).append(
-                f"{f.severity}: {f.message}\nstatus: {rep.status} ({rep.rate})\n"
-                f"cassette: {rep.cassette or 'not written'}")
+            found.setdefault(key, []).append(rep.case_text(f"{f.severity}: {f.message}"))
             if is_failure(f, strict=strict):
                 failing.setdefault(key, []).append(f.severity)
     for f in result.absorbed():

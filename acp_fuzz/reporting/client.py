@@ -22,20 +22,16 @@ from acp_fuzz.reporting.junit import Case
 if TYPE_CHECKING:
     from acp_fuzz.engine.client.campaign import ClientCampaignResult
 
-__all__ = ["client_cases", "client_lines", "client_result_to_json"]
+__all__ = ["client_cases", "client_lines", "client_result_to_json", "client_summary"]
 
 
 def client_result_to_json(result: ClientCampaignResult,
                           secrets: Sequence[str] = ()) -> dict[str, Any]:
     """The ``--report json:PATH`` document, with every value in ``secrets`` redacted."""
-    findings = []
-    for rep in result.reports:
-        for f in rep.findings:
-            findings.append({**f.to_wire(), "status": rep.status, "rate": rep.rate,
-                             "steps": len(result.scenario.steps),
-                             "capabilities": rep.caps.to_wire(),
-                             "capability_set": rep.caps.describe(),
-                             "cassette": str(rep.cassette) if rep.cassette else None})
+    findings = [row for rep in result.reports
+                for row in rep.finding_rows(steps=len(result.scenario.steps),
+                                            capabilities=rep.caps.to_wire(),
+                                            capability_set=rep.caps.describe())]
     doc = {"acp_fuzz_version": __version__, "role": "client",
            "client": list(result.scenario.command), "client_info": result.client_info,
            "scenario": result.scenario.to_wire(), "stand_in": result.initialize,
@@ -59,13 +55,22 @@ def client_cases(result: ClientCampaignResult, secrets: Sequence[str] = ()) -> l
             if not is_reported(f.severity):
                 continue
             failing = is_failure(f, strict=result.settings.strict)
-            body = scrub(f"{f.message}\nrule: {f.rule}\nstatus: {rep.status} ({rep.rate})\n"
-                         f"capabilities: {rep.caps.describe()}\n"
-                         f"cassette: {rep.cassette or 'not written'}")
+            body = scrub(rep.case_text(f"{f.message}\nrule: {f.rule}",
+                                       f"capabilities: {rep.caps.describe()}"))
             cases.append(Case(name=f.oracle, classname="acp-fuzz.client",
                               outcome="failure" if failing else "pass",
                               message=f.oracle, type=f.severity, text=body))
     return cases or [Case(name="client", classname="acp-fuzz.client")]
+
+
+def client_summary(result: ClientCampaignResult, elapsed: float) -> str:
+    """The line ``acp-fuzz client`` prints first after the search: what ran, for how long,
+    at which seed, and whether ``--time-budget`` stopped it (as ``target``'s summary says)."""
+    budget = result.settings.time_budget
+    return (f"ran {result.examples_run} capability set(s), {result.runs} client run(s) in "
+            f"{elapsed:.1f}s (seed {result.settings.seed})"
+            + (f", stopped at --time-budget {budget:g} s"
+               if result.out_of_time and budget is not None else ""))
 
 
 def client_lines(result: ClientCampaignResult,

@@ -29,7 +29,8 @@ file itself. A format in one file, loaded with ``--plugin`` like a check::
 campaigns it can report: ``"agent"`` (``target``: ``done.result`` is a
 :class:`~acp_fuzz.engine.campaign.search.CampaignResult`) and ``"client"`` (``client``: a
 :class:`~acp_fuzz.engine.client.campaign.ClientCampaignResult`); both have ``reports`` (each
-with ``oracles``, ``findings``, ``status`` and ``cassette``) and ``exit_code``. A format must
+a :class:`~acp_fuzz.core.reports.Report`: ``oracles``, ``findings``, ``status``, ``rate`` and
+``cassette``) and ``exit_code``. A format must
 leave out ``done.secrets`` (the built-in ones pass them to their builders, which scrub).
 
 The built-in ``json``, ``junit`` and ``html`` are registered here the same way. A format that

@@ -102,8 +102,8 @@ DUP_F = Finding("prompt.duplicated", "SHOULD", "ACPFUZZ-PROMPT-ONCE-SHOULD", "tw
 
 
 def _report(*findings: Finding, cassette: Path | None = None) -> FindingReport:
-    return FindingReport("failed", 3, 3, list(findings), [{"op": "new", "session": "A"}], [],
-                         cassette)
+    return FindingReport(status="failed", runs=3, reproduced=3, findings=list(findings),
+                         steps=[{"op": "new", "session": "A"}], requests=[], cassette=cassette)
 
 
 def test_junit_has_one_case_per_rule_checked() -> None:

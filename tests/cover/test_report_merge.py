@@ -52,8 +52,9 @@ def _result(shard: tuple[int, int] = (0, 1), reports: list[FindingReport] | None
 
 def _report(oracle: str, steps: list[dict[str, Any]], cassette: str | None = None,
             extra: list[Finding] = ()) -> FindingReport:  # type: ignore[assignment]
-    return FindingReport("failed", 3, 3, [_finding(oracle), *extra], steps, [],
-                         Path(cassette) if cassette else None)
+    return FindingReport(status="failed", runs=3, reproduced=3, findings=[_finding(oracle), *extra],
+                         steps=steps, requests=[],
+                         cassette=Path(cassette) if cassette else None)
 
 
 def _write(tmp_path: Path, name: str, result: CampaignResult) -> str:

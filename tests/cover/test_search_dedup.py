@@ -70,7 +70,8 @@ def test_the_same_specific_refusal_in_another_shape_is_the_same_bug() -> None:
     resume = [{"op": "new", "session": "A"},
               {"op": "resume", "session": "A", "systemPrompt": {"mode": "append",
                                                                 "content": []}}]
-    report = FindingReport("failed", 3, 3, [_refused(PERSISTED)], load, [], None)
+    report = FindingReport(status="failed", runs=3, reproduced=3, findings=[_refused(PERSISTED)],
+                           steps=load, requests=[])
     s = search({})
     s.known = [_Known(shape_of(load), frozenset({"payload.valid-rejected"}), report)]
     assert s.explained(resume, {"payload.valid-rejected"}, [_refused(PERSISTED)])
@@ -137,7 +138,8 @@ CASES: dict[str, tuple[list[Any], list[dict[str, Any]], list[Any], list[dict[str
 def _report(findings: list[Any], steps: list[dict[str, Any]]) -> Any:
     from acp_fuzz.engine.campaign.search import FindingReport
 
-    return FindingReport("failed", 3, 3, findings, steps, [], None)
+    return FindingReport(status="failed", runs=3, reproduced=3, findings=findings, steps=steps,
+                         requests=[])
 
 
 def _state(known_findings: list[Any], known_steps: list[dict[str, Any]],

@@ -184,7 +184,8 @@ def test_merge_sums_keeps_the_deadlines_and_reports_each_bug_once() -> None:
         return CampaignResult(
             agent={}, initialize={}, caps=Capabilities(), settings=CampaignSettings(),
             examples_run=10, steps_run=40, explained=1, model_requests={"turn": 3},
-            reports=[FindingReport("failed", 3, 3, [leak], list(steps), [], None)],
+            reports=[FindingReport(status="failed", runs=3, reproduced=3, findings=[leak],
+                                   steps=list(steps), requests=[])],
             deadlines=deadlines.to_wire(), judged={("prompt.leak", leak.rule): 2},
             cover_keys=["op:new"], coverage={"op:new": coverage}, covering_examples=2,
             covering_seconds=seconds, error_codes={"mode-unknown": {-32602: 2}},

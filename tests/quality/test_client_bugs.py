@@ -29,6 +29,7 @@ from acp_fuzz.engine.client.campaign import (
     run_scenario,
 )
 from acp_fuzz.reference_client import BUGS
+from acp_fuzz.reporting.client import client_summary
 
 pytestmark = [pytest.mark.quality, pytest.mark.timeout(900)]
 
@@ -178,6 +179,18 @@ def test_the_correct_client_gives_nothing_in_a_campaign(tmp_path: Path,
     assert result.examples_run == 15
     assert result.judged[("client.prompt-unadvertised", "SP-CLIENT-GATE-MUSTNOT")] > 0
     assert not (tmp_path / "cassettes").exists() or not any((tmp_path / "cassettes").iterdir())
+
+
+def test_a_time_budget_stops_the_search_early(tmp_path: Path, no_orphans: Track) -> None:
+    """``client --time-budget``: no new capability set once the budget is spent. A budget of
+    a nanosecond is spent before the first set has run its client (or, on a clock too coarse
+    to see it, the second): not the 15 a campaign without one runs (the test above)."""
+    result = run_client_campaign(Scenario(CLIENT), ClientSettings(
+        max_examples=15, cassette_dir=tmp_path / "c", time_budget=1e-9))
+    assert result.out_of_time
+    assert result.examples_run <= 1
+    assert (result.reports, result.exit_code) == ([], 0)
+    assert client_summary(result, 0.0).endswith(", stopped at --time-budget 1e-09 s")
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

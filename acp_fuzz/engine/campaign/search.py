@@ -74,6 +74,7 @@ from acp_fuzz.core.minimize import (
 from acp_fuzz.core.oracles import Baseline, Evaluator, learn_baseline
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.protocol import agent_info
+from acp_fuzz.core.reports import Report
 from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.core.side_requests import SideLog, beside_turns
 from acp_fuzz.core.steps import advertises_compact, steps_of
@@ -211,37 +212,23 @@ class CampaignSettings:
                 "long_texts": self.long_texts}
 
 
-@dataclass
-class FindingReport:
-    """A confirmed (or flaky) failure with its minimal reproduction."""
+@dataclass(kw_only=True)
+class FindingReport(Report):
+    """A confirmed (or flaky) failure of an agent with its minimal reproduction: the
+    :class:`~acp_fuzz.core.reports.Report` of both directions, with the steps of that
+    reproduction and the requests they sent."""
 
-    status: Status  # unconfirmed: interrupted before the confirm runs
-    runs: int
-    reproduced: int
-    findings: list[Finding]
     steps: list[dict[str, Any]]
     requests: list[dict[str, Any]]
-    cassette: Path | None
     #: What shrinking did (:meth:`~acp_fuzz.core.minimize.Shrinker.summary`): steps before
     #: and after, trials, and each pass's trials and successes; empty when not shrunk here.
     shrink: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def rate(self) -> str:
-        return f"{self.reproduced}/{self.runs}"
-
-    @property
-    def oracles(self) -> list[str]:
-        """The failing oracles (the observed ones for an info report)."""
-        failing = {f.oracle for f in self.findings if is_reported(f.severity)}
-        return sorted(failing or {f.oracle for f in self.findings})
-
     def to_wire(self) -> dict[str, Any]:
-        return {"status": self.status, "runs": self.runs, "reproduced": self.reproduced,
-                "findings": [f.to_wire() for f in self.findings], "steps": self.steps,
-                "requests": self.requests,
-                "cassette": str(self.cassette) if self.cassette else None,
-                "shrink": self.shrink}
+        shared = super().to_wire()
+        cassette = shared.pop("cassette")  # after the steps and requests, as it always was
+        return {**shared, "steps": self.steps, "requests": self.requests,
+                "cassette": cassette, "shrink": self.shrink}
 
 
 @dataclass

@@ -20,7 +20,8 @@ the smallest capability set that still shows it, re-run ``confirm_runs`` times o
 sandboxes (``failed`` when it reproduced each time, else ``flaky``: a
 :class:`~acp_fuzz.core.findings.Status`, as an agent campaign's), and written as a
 cassette; then a new round looks for the next oracle, until ``max_examples`` capability sets
-were tried, ``max_failures`` failures were reported or nothing new fails. Runs are cached by
+were tried, ``max_failures`` failures were reported, nothing new fails or ``time_budget``
+seconds have passed (a failure found by then is still shrunk and confirmed). Runs are cached by
 capability set within a campaign (a later round, or the shrinker, asking for a set that ran
 already reuses its run), so confirmation is what sees flakiness.
 
@@ -58,8 +59,9 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -78,6 +80,7 @@ from acp_fuzz.core.findings import (
     is_reported,
 )
 from acp_fuzz.core.history import Event, History
+from acp_fuzz.core.reports import Report
 from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
 from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
 from acp_fuzz.engine.campaign import interrupt
@@ -555,24 +558,40 @@ class ClientSettings:
     #: Write cassettes without this machine's paths (``--portable``, as ``target``'s:
     #: :func:`acp_fuzz.core.scrub.portable`), the recorded scenario's commands included.
     portable: bool = False
+    #: Try no new capability set after this many seconds (``--time-budget``, as
+    #: :attr:`acp_fuzz.engine.campaign.search.CampaignSettings.time_budget`): a failure found
+    #: by then is still shrunk, confirmed and recorded. ``None``: no limit.
+    time_budget: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.time_budget is not None and not self.time_budget > 0:
+            raise ValueError(f"time_budget={self.time_budget} must be positive")
 
 
-@dataclass
-class ClientReport:
-    """One distinct failure: its oracles, the findings of its minimal example, the smallest
-    capability set that showed it, how often it reproduced and its cassette."""
+@dataclass(kw_only=True)
+class ClientReport(Report):
+    """One distinct failure of a client: the :class:`~acp_fuzz.core.reports.Report` of both
+    directions, with the smallest capability set that showed it."""
 
-    oracles: tuple[str, ...]
-    findings: list[Finding]
     caps: CapabilitySet
-    status: Status  # unconfirmed: interrupted before confirmation
-    runs: int
-    reproduced: int
-    cassette: Path | None = None
 
     @property
-    def rate(self) -> str:
-        return f"{self.reproduced}/{self.runs}"
+    def oracles(self) -> tuple[str, ...]:
+        """The failing oracles, MUST ones first, as the search found them (the first names
+        the cassette)."""
+        return _failing_oracles(self.findings)
+
+
+def _failing_oracles(findings: Sequence[Finding], skip: Collection[str] = ()
+                     ) -> tuple[str, ...]:
+    """The oracles that ``findings`` fail (MUST, SHOULD), but for ``skip``: MUST ones first,
+    then by name."""
+    worst: dict[str, int] = {}
+    for f in findings:
+        if is_reported(f.severity) and f.oracle not in skip:
+            rank = 0 if f.severity == Severity.MUST else 1
+            worst[f.oracle] = min(rank, worst.get(f.oracle, rank))
+    return tuple(sorted(worst, key=lambda o: (worst[o], o)))
 
 
 @dataclass
@@ -586,6 +605,8 @@ class ClientCampaignResult:
     judged: Counter[tuple[str, str]] = field(default_factory=Counter)
     timeouts: int = 0
     interrupted: bool = False
+    #: The search stopped trying new capability sets at ``settings.time_budget``.
+    out_of_time: bool = False
     #: The stand-in's first ``initialize`` answer, and the client's ``clientInfo`` (v2:
     #: ``info``) from its first ``initialize`` request.
     initialize: Any = None
@@ -625,16 +646,20 @@ class _Search:
     failure: tuple[CapabilitySet, ClientRun, tuple[str, ...]] | None = None
     generated: int = 0
     budget: int = 0
+    #: When the search started (``time.monotonic``), for ``cfg.time_budget``.
+    started: float = field(default_factory=time.monotonic)
+
+    def out_of_time(self) -> bool:
+        """Whether ``cfg.time_budget`` is spent (then said in the result): no new example
+        runs after it, and a failure found by then is still shrunk and confirmed."""
+        budget = self.cfg.time_budget
+        if budget is not None and time.monotonic() - self.started >= budget:
+            self.result.out_of_time = True
+        return self.result.out_of_time
 
     def failing(self, run: ClientRun) -> tuple[str, ...]:
         """The oracles not yet reported that fail ``run`` (MUST, SHOULD), MUST ones first."""
-        skip = {*self.known, *self.cfg.exclude_oracles}
-        worst: dict[str, int] = {}
-        for f in run.findings:
-            if is_reported(f.severity) and f.oracle not in skip:
-                rank = 0 if f.severity == Severity.MUST else 1
-                worst[f.oracle] = min(rank, worst.get(f.oracle, rank))
-        return tuple(sorted(worst, key=lambda o: (worst[o], o)))
+        return _failing_oracles(run.findings, {*self.known, *self.cfg.exclude_oracles})
 
     def run(self, caps: CapabilitySet) -> ClientRun:
         cached = self.cache.get(caps)
@@ -671,6 +696,8 @@ class _Search:
             from hypothesis import reject
 
             reject()  # this round's budget of new sets is spent
+        if fresh and self.failure is None and self.out_of_time():
+            return  # passes at once, so Hypothesis runs out of examples quickly
         try:
             run = self.run(caps)
         except HarnessError as e:
@@ -746,14 +773,15 @@ def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
     budget, n = cfg.max_examples, 0
     try:
         for caps in CapabilitySet.covering()[:budget]:
-            if len(result.reports) >= cfg.max_failures:
+            if len(result.reports) >= cfg.max_failures or search.out_of_time():
                 break
             budget -= 1
             failure = search.cover(caps)
             if failure is not None:
                 search.known.update(failure[2])
                 result.reports.append(_confirm(search, *failure))
-        while budget > 0 and len(result.reports) < cfg.max_failures:
+        while budget > 0 and len(result.reports) < cfg.max_failures \
+                and not search.out_of_time():
             with contextlib.suppress(_ClientBug):
                 search.round(cfg.seed + n, budget)
             budget -= search.generated
@@ -770,8 +798,8 @@ def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
         result.interrupted = True
         if search.failure is not None:
             caps, run, oracles = search.failure
-            report = ClientReport(oracles, _findings_of(run, oracles), caps, Status.UNCONFIRMED,
-                                  0, 0)
+            report = ClientReport(status=Status.UNCONFIRMED, runs=0, reproduced=0,
+                                  findings=_findings_of(run, oracles), caps=caps)
             report.cassette = _write(search, report, run)
             result.reports.append(report)
     return result
@@ -793,8 +821,8 @@ def _confirm(search: _Search, caps: CapabilitySet, run: ClientRun,
         if set(oracles) <= {f.oracle for f in again.findings}:
             reproduced += 1
     status = Status.of(reproduced, cfg.confirm_runs)
-    report = ClientReport(oracles, _findings_of(run, oracles), caps, status,
-                          cfg.confirm_runs, reproduced)
+    report = ClientReport(status=status, runs=cfg.confirm_runs, reproduced=reproduced,
+                          findings=_findings_of(run, oracles), caps=caps)
     report.cassette = _write(search, report, run)
     return report
 
