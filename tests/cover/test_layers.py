@@ -1,5 +1,5 @@
 """The layers of ARCHITECTURE.md, checked on the source, by folder: ``acp_fuzz.core`` imports
-only ``acp_fuzz.core``; ``acp_fuzz.engine`` imports the core and itself, never the interfaces
+only ``acp_fuzz.core``; the strategies (``acp_fuzz.strategies``) only the core and themselves; ``acp_fuzz.engine`` imports the core and itself, never the interfaces
 (``cli``, ``reporting``, the pytest plugin); nothing below the interface layer imports it; no
 import cycle anywhere in the package. Imports inside functions count (a lazy import is still a
 dependency); ``if TYPE_CHECKING:`` blocks do not (nothing runs)."""
@@ -10,6 +10,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "acp_fuzz"
+#: The Hypothesis strategies, a top-level folder installed as ``acp_fuzz.strategies``.
+STRATEGIES = PACKAGE.parent / "strategies"
 
 #: The interface layer: what prints, writes reports and maps results to exit codes.
 INTERFACE = ("acp_fuzz.cli", "acp_fuzz.pytest_plugin", "acp_fuzz.__main__", "acp_fuzz.timeline",
@@ -17,11 +19,15 @@ INTERFACE = ("acp_fuzz.cli", "acp_fuzz.pytest_plugin", "acp_fuzz.__main__", "acp
 
 
 def _modules() -> dict[str, Path]:
+    """Every module of the package, and of ``strategies/`` (installed as
+    ``acp_fuzz.strategies``), by its import name."""
     mods = {}
-    for path in PACKAGE.rglob("*.py"):
-        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        mods[name] = path
+    for root, prefix in ((PACKAGE, ()), (STRATEGIES, ("acp_fuzz", "strategies"))):
+        for path in root.rglob("*.py"):
+            parts = prefix + path.relative_to(root.parent if not prefix else root
+                                              ).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            mods[name] = path
     return mods
 
 
@@ -110,6 +116,19 @@ def test_the_core_imports_only_the_core() -> None:
     core = [m for m in graph if _in(m, "acp_fuzz.core")]
     assert len(core) >= 16, core
     wrong = {m: sorted(d for d in graph[m] if not _in(d, "acp_fuzz.core")) for m in core}
+    assert {m: d for m, d in wrong.items() if d} == {}
+
+
+def test_the_strategies_stand_on_the_core_alone() -> None:
+    """The strategies draw steps and payloads: pure data from the core's tables (the ops,
+    the payload defects, the lifecycle model), never a process, a server or a report."""
+    graph = _graph()
+    strategies = [m for m in graph if _in(m, "acp_fuzz.strategies")]
+    assert {"acp_fuzz.strategies.cover", "acp_fuzz.strategies.lifecycle"} <= set(strategies)
+    assert "acp_fuzz.core.ops" in graph["acp_fuzz.strategies.cover"]
+    wrong = {m: sorted(d for d in graph[m] if not (_in(d, "acp_fuzz.strategies")
+                                                   or _in(d, "acp_fuzz.core")))
+             for m in strategies}
     assert {m: d for m, d in wrong.items() if d} == {}
 
 
