@@ -138,6 +138,13 @@ class BaseContext:
         """The index of the step being run (-1 before the first): a finding's step."""
         raise NotImplementedError
 
+    @property
+    def index(self) -> int:
+        """The index of the step being run (-1 before the first), on either side: the step a
+        finding reported now is at. (An agent check's :attr:`CheckContext.step` is the step
+        itself; a client check's ``step`` is this index, kept for the checks written so.)"""
+        return self._index()
+
     def judge(self, rule: str | None = None) -> None:
         """Count one case this check judged (found or not): what ``acp-fuzz matrix`` counts
         as tested, under ``rule`` (by default the check's own)."""

@@ -25,6 +25,7 @@ def registered() -> Iterator[None]:
     def user_turn(ctx: CheckContext, event: Event) -> None:
         if event.kind != "model":
             return
+        assert ctx.index == ctx.step["index"]  # the step's index, as a client check's
         x = ctx.exchange(event)
         if x.session is None:
             return

@@ -42,7 +42,8 @@ def seen() -> Iterator[list[tuple[Any, ...]]]:
             return
         sid = msg["params"]["sessionId"]
         init = ctx.initialize(event)
-        log.append((ctx.step, ctx.connection(event), ctx.protocol(event),
+        assert ctx.index == ctx.step  # the shared spelling, and the one client checks used
+        log.append((ctx.index, ctx.connection(event), ctx.protocol(event),
                     ctx.capabilities(event).system_prompt, init is not None,
                     ctx.session_prompt(sid), ctx.sessions()))
         ctx.judge()
