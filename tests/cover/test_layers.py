@@ -166,3 +166,17 @@ def test_the_mcp_server_stands_on_the_standard_library_alone() -> None:
     session that names it: it imports nothing of acp-fuzz."""
     graph = _graph()
     assert {d for d in graph["acp_fuzz.mcp_server"] if _in(d, "acp_fuzz")} == set()
+
+
+def test_starting_the_command_line_loads_no_recorder_and_no_schema_library() -> None:
+    """``acp-fuzz`` starts in about 0.3 s: vcrpy (model-upstream recording) and jsonschema
+    (the oracles' frame checks) are imported where they are used, not by every command
+    (they were half of the start-up)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import acp_fuzz.cli.app, acp_fuzz.cli.doctor; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('vcr', 'jsonschema')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -8,9 +8,8 @@ prompt a ``session/cancel`` cut short.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
-
-from jsonschema import Draft202012Validator
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.builtin.evidence import clip, said
 from acp_fuzz.core.checks import Judge, builtin
@@ -18,47 +17,60 @@ from acp_fuzz.core.history import Event
 from acp_fuzz.core.sessions import IDS, Reply
 from acp_fuzz.core.steps import ENDING
 
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
 __all__ = ["protocol"]
 
-_MESSAGE = Draft202012Validator({
-    "type": "object",
-    "required": ["jsonrpc"],
-    "properties": {"jsonrpc": {"const": "2.0"}},
-    "oneOf": [
-        {"required": ["method"], "properties": {"method": {"type": "string"}}},
-        {"required": ["id", "result"], "not": {"required": ["error"]}},
-        {"required": ["id", "error"], "not": {"required": ["result"]},
-         "properties": {"error": {"type": "object", "required": ["code", "message"],
-                                  "properties": {"code": {"type": "integer"},
-                                                 "message": {"type": "string"}}}}},
-    ],
-})
-_UPDATE = Draft202012Validator({
-    "type": "object", "required": ["sessionId", "update"],
-    "properties": {"sessionId": {"type": "string"},
-                   "update": {"type": "object", "required": ["sessionUpdate"],
-                              "properties": {"sessionUpdate": {"type": "string"}}}},
-})
-_RESULTS = {
-    "session/new": Draft202012Validator({"type": "object", "required": ["sessionId"],
-                                         "properties": {"sessionId": {"type": "string"}}}),
-    "session/fork": Draft202012Validator({"type": "object", "required": ["sessionId"],
-                                          "properties": {"sessionId": {"type": "string"}}}),
-    "session/prompt": Draft202012Validator({
-        "type": "object", "required": ["stopReason"],
-        "properties": {"stopReason": {"enum": ["end_turn", "max_tokens", "max_turn_requests",
-                                               "refusal", "cancelled"]}}}),
-    "session/load": Draft202012Validator({"type": "object"}),
-    "session/resume": Draft202012Validator({"type": "object"}),
-    "initialize": Draft202012Validator({"type": "object", "required": ["protocolVersion"],
-                                        "properties": {"protocolVersion": {"type": "integer"}}}),
-}
-#: v2 answers a prompt once its message is inserted, with the message's id; the stop reason
-#: comes later, in the idle ``state_update`` (docs/rules.md).
-_RESULTS_V2 = {**_RESULTS, "session/prompt": Draft202012Validator({
-    "type": "object", "required": ["messageId"],
-    "properties": {"messageId": {"type": "string"}}})}
 
+@cache
+def _schemas() -> dict[str, Any]:
+    """The validators of a JSON-RPC message, a ``session/update``'s params and each method's
+    result (v1 and v2), built once, when the first frame is judged: jsonschema costs about
+    0.1 s to import, which a command that judges nothing (``--help``, an error) need not pay."""
+    from jsonschema import Draft202012Validator
+
+    _MESSAGE = Draft202012Validator({
+        "type": "object",
+        "required": ["jsonrpc"],
+        "properties": {"jsonrpc": {"const": "2.0"}},
+        "oneOf": [
+            {"required": ["method"], "properties": {"method": {"type": "string"}}},
+            {"required": ["id", "result"], "not": {"required": ["error"]}},
+            {"required": ["id", "error"], "not": {"required": ["result"]},
+             "properties": {"error": {"type": "object", "required": ["code", "message"],
+                                      "properties": {"code": {"type": "integer"},
+                                                     "message": {"type": "string"}}}}},
+        ],
+    })
+    _UPDATE = Draft202012Validator({
+        "type": "object", "required": ["sessionId", "update"],
+        "properties": {"sessionId": {"type": "string"},
+                       "update": {"type": "object", "required": ["sessionUpdate"],
+                                  "properties": {"sessionUpdate": {"type": "string"}}}},
+    })
+    _RESULTS = {
+        "session/new": Draft202012Validator({"type": "object", "required": ["sessionId"],
+                                             "properties": {"sessionId": {"type": "string"}}}),
+        "session/fork": Draft202012Validator({"type": "object", "required": ["sessionId"],
+                                              "properties": {"sessionId": {"type": "string"}}}),
+        "session/prompt": Draft202012Validator({
+            "type": "object", "required": ["stopReason"],
+            "properties": {"stopReason": {"enum": ["end_turn", "max_tokens", "max_turn_requests",
+                                                   "refusal", "cancelled"]}}}),
+        "session/load": Draft202012Validator({"type": "object"}),
+        "session/resume": Draft202012Validator({"type": "object"}),
+        "initialize": Draft202012Validator({
+            "type": "object", "required": ["protocolVersion"],
+            "properties": {"protocolVersion": {"type": "integer"}}}),
+    }
+    #: v2 answers a prompt once its message is inserted, with the message's id; the stop reason
+    #: comes later, in the idle ``state_update`` (docs/rules.md).
+    _RESULTS_V2 = {**_RESULTS, "session/prompt": Draft202012Validator({
+        "type": "object", "required": ["messageId"],
+        "properties": {"messageId": {"type": "string"}}})}
+    return {"message": _MESSAGE, "update": _UPDATE, "results": _RESULTS,
+            "results_v2": _RESULTS_V2}
 
 
 #: The history's mark on an answer that came after the harness gave up waiting for it
@@ -153,13 +165,14 @@ def _frame(j: Judge, ev: Event) -> None:
         return
     if not isinstance(msg, Mapping):
         return
-    problem = _first_error(_MESSAGE, msg)
+    problem = _first_error(_schemas()["message"], msg)
     if problem is None and msg.get("method") == "session/update":
-        problem = _first_error(_UPDATE, msg.get("params"))
+        problem = _first_error(_schemas()["update"], msg.get("params"))
     if problem is None and "result" in msg:
         rid = msg.get("id")
         method = j.tracker.requests.get(rid) if isinstance(rid, IDS) else None
-        validator = (_RESULTS_V2 if j.tracker.protocol >= 2 else _RESULTS).get(method or "")
+        validator = _schemas()["results_v2" if j.tracker.protocol >= 2 else "results"].get(
+            method or "")
         if validator is not None:
             problem = _first_error(validator, msg["result"])
     if problem is not None:

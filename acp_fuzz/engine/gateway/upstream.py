@@ -30,20 +30,23 @@ import threading
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from http.client import HTTPResponse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import msgpack
-import vcr
-from vcr.cassette import Cassette
-from vcr.errors import CannotOverwriteExistingCassetteException, UnhandledHTTPRequestError
-from vcr.persisters.filesystem import CassetteNotFoundError
-from vcr.stubs import VCRHTTPConnection, VCRHTTPSConnection
 
 from acp_fuzz.core.errors import RecordingError, UpstreamError
 from acp_fuzz.core.scrub import REDACTED, SECRET_HEADERS, is_secret_header, redact_url
+
+if TYPE_CHECKING:
+    import vcr
+
+# vcrpy is imported where a recorder is built, not here: it costs about 0.15 s, and every
+# process that starts a gateway (every acp-fuzz command, most of them never recording) would
+# pay it.
 
 __all__ = [
     "RECORDING_LIMITS",
@@ -250,6 +253,9 @@ class MsgpackPersister:
     @classmethod
     def load_cassette(cls, cassette_path: str | os.PathLike[str],
                       serializer: Any) -> Any:
+        import vcr.serialize
+        from vcr.persisters.filesystem import CassetteNotFoundError
+
         path = Path(cassette_path)
         if not path.is_file():
             raise CassetteNotFoundError()
@@ -261,6 +267,8 @@ class MsgpackPersister:
     @classmethod
     def save_cassette(cls, cassette_path: str | os.PathLike[str],
                       cassette_dict: dict[str, Any], serializer: Any) -> None:
+        import vcr.serialize
+
         path = Path(cassette_path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
@@ -296,6 +304,8 @@ def _tie_matcher(r1: Any, r2: Any) -> None:
 
 
 def _make_vcr() -> vcr.VCR:
+    import vcr
+
     config = vcr.VCR(
         serializer="msgpack",
         filter_headers=[(h, REDACTED) for h in SECRET_HEADERS],
@@ -310,21 +320,29 @@ def _make_vcr() -> vcr.VCR:
     return config
 
 
-class _LockedCassette(Cassette):  # type: ignore[misc]
-    # The gateway calls upstream from many threads; a Cassette is plain lists and counters.
-    _lock = threading.RLock()
+@cache
+def _locked_cassette() -> type[Any]:
+    """vcrpy's Cassette behind a lock (made once, when the first recorder is built)."""
+    from vcr.cassette import Cassette
 
-    def append(self, request: Any, response: Any) -> None:
-        with self._lock:
-            super().append(request, response)
+    class _LockedCassette(Cassette):  # type: ignore[misc]
+        # The gateway calls upstream from many threads; a Cassette is plain lists and
+        # counters.
+        _lock = threading.RLock()
 
-    def play_response(self, request: Any) -> Any:
-        with self._lock:
-            return super().play_response(request)
+        def append(self, request: Any, response: Any) -> None:
+            with self._lock:
+                super().append(request, response)
 
-    def can_play_response_for(self, request: Any) -> Any:
-        with self._lock:
-            return super().can_play_response_for(request)
+        def play_response(self, request: Any) -> Any:
+            with self._lock:
+                return super().play_response(request)
+
+        def can_play_response_for(self, request: Any) -> Any:
+            with self._lock:
+                return super().can_play_response_for(request)
+
+    return _LockedCassette
 
 
 class _TieMixin:
@@ -388,7 +406,9 @@ class UpstreamRecorder:
         config = _make_vcr().get_merged_config(path=str(path), record_mode=record_mode)
         for key in ("path_transformer", "func_path_generator", "record_on_exception"):
             config.pop(key, None)
-        self._cassette: Any = _LockedCassette.load(**config)
+        from vcr.stubs import VCRHTTPConnection, VCRHTTPSConnection
+
+        self._cassette: Any = _locked_cassette().load(**config)
         self.record_mode = record_mode
         self._http = _opener(_Handler(type("VCRConn", (_TieMixin, VCRHTTPConnection),
                                            {"cassette": self._cassette})))
@@ -448,6 +468,8 @@ class UpstreamRecorder:
             scheme, _, rest = request.full_url.partition("://")
             self._upstream = f"{scheme}://{rest.split('/', 1)[0]}"
         opener = self._https if request.type == "https" else self._http
+        from vcr.errors import CannotOverwriteExistingCassetteException, UnhandledHTTPRequestError
+
         try:
             response: HTTPResponse = opener.open(request, timeout=timeout)
         except (CannotOverwriteExistingCassetteException, UnhandledHTTPRequestError) as exc:
