@@ -1,7 +1,8 @@
 """The layers of ARCHITECTURE.md, checked on the source, by folder: ``acp_fuzz.core`` imports
-only ``acp_fuzz.core``; the strategies (``acp_fuzz.strategies``) only the core and themselves; ``acp_fuzz.engine`` imports the core and itself, never the interfaces
-(``cli``, ``reporting``, the pytest plugin); nothing below the interface layer imports it; no
-import cycle anywhere in the package. Imports inside functions count (a lazy import is still a
+only ``acp_fuzz.core``; the strategies (``acp_fuzz.strategies``) only the core and
+themselves; ``acp_fuzz.engine`` imports the core and itself, never the interfaces (``cli``,
+``reporting``, the pytest plugin); nothing below the interface layer imports it; no import
+cycle anywhere in the package. Imports inside functions count (a lazy import is still a
 dependency); ``if TYPE_CHECKING:`` blocks do not (nothing runs)."""
 
 from __future__ import annotations
