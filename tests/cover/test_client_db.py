@@ -1,14 +1,17 @@
 """``acp-fuzz client --db``: one example database may serve agent campaigns and client
 campaigns alike, each keeping its examples to itself. A client's scope is its scenario (every
 step's command line and stdin) and the ACP versions its capability sets are drawn from; an
-agent's is its identity."""
+agent's is its identity. ``--db`` is the one option of ``target``, with its help."""
 
 from __future__ import annotations
 
 import sys
 
+import typer.main
 from hypothesis.database import InMemoryExampleDatabase
 
+import acp_fuzz.cli  # noqa: F401  (registers every command on the app)
+from acp_fuzz.cli.app import app
 from acp_fuzz.core.scenarios import Scenario, Step
 from acp_fuzz.engine.campaign.database import AgentScoped
 from acp_fuzz.engine.campaign.runner import TargetSpec
@@ -56,3 +59,11 @@ def test_a_client_and_an_agent_keep_their_examples_apart() -> None:
 def test_the_database_is_off_by_default() -> None:
     assert ClientSettings().db is None
 
+
+def test_client_takes_the_db_option_of_target() -> None:
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    db = {name: next(p for p in commands[name].params if "--db" in p.opts)
+          for name in ("target", "client")}
+    assert db["target"].help == db["client"].help
+    assert db["client"].default is None
+    assert "client scenario" in (db["client"].help or "")
