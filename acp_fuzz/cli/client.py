@@ -28,6 +28,7 @@ from acp_fuzz.cli.app import (
     out,
 )
 from acp_fuzz.cli.options import (
+    DATABASE_OPTION,
     EXCLUDE_ORACLE_OPTION,
     EXITFIRST_OPTION,
     MAX_FAILURES_OPTION,
@@ -47,6 +48,7 @@ from acp_fuzz.cli.options import (
     enter_sandbox_net,
     max_examples_option,
     require_bwrap,
+    require_database,
     time_budget_option,
     timeout_option,
 )
@@ -127,6 +129,7 @@ def client(
     sandbox_net: bool = SANDBOX_NET_OPTION,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
     portable: bool = PORTABLE_OPTION,
+    database: str | None = DATABASE_OPTION,
     pass_env: list[str] = PASS_ENV_OPTION,
     max_failures: int = MAX_FAILURES_OPTION,
     exitfirst: bool = EXITFIRST_OPTION,
@@ -147,11 +150,7 @@ def client(
     secrets = sorted(passed_secrets(pass_env))
     hide(secrets)
     if replay is not None:
-        if reports.reports:
-            fail("--report is for a search; --replay prints its verdict and sets the exit "
-                 "code")
-        if portable:
-            fail("--portable is for a search: --replay writes no cassette")
+        _search_only(reports, portable=portable, database=database)
         replay_client_cassette(replay, command or [], step, scenario_file, timeout,
                                trust_recorded_command, tuple(pass_env), sandbox_fs=sandbox_fs,
                                sandbox_net=sandbox_net)
@@ -167,6 +166,7 @@ def client(
     if sandbox_fs:
         require_bwrap()
     enter_sandbox_net(sandbox_net)
+    require_database(database)  # inside the network namespace: what the campaign reaches
 
     from acp_fuzz.engine.client.campaign import ClientSettings
 
@@ -175,7 +175,8 @@ def client(
                          cassette_dir=cassette_dir, max_failures=1 if exitfirst else
                          max_failures, pass_env=tuple(pass_env),
                          exclude_oracles=excluded, replay_hint=hint,
-                         sandbox_fs=sandbox_fs, portable=portable, time_budget=time_budget)
+                         sandbox_fs=sandbox_fs, portable=portable, time_budget=time_budget,
+                         db=database)
     out.print(terminal(f"client: {shlex.join(sc.command) or '(each step is a command line)'}"
                        f"  scenario: {len(sc.steps)} step(s)"), markup=False)
     t0 = time.monotonic()
@@ -187,6 +188,16 @@ def client(
     if write_reports(reports, Finished("client", result, elapsed, tuple(secrets))):
         raise typer.Exit(2)
     raise typer.Exit(result.exit_code)
+
+
+def _search_only(reports: ReportSet, *, portable: bool, database: str | None) -> None:
+    """``--replay`` was given: exit 2 for an option only a search takes."""
+    if reports.reports:
+        fail("--report is for a search; --replay prints its verdict and sets the exit code")
+    if portable:
+        fail("--portable is for a search: --replay writes no cassette")
+    if database is not None:
+        fail("--db is for a search: --replay runs the cassette's capability set")
 
 
 def _excluded_oracles(exclude_oracle: list[str], oracle: list[str]) -> tuple[str, ...]:

@@ -18,13 +18,14 @@ import typer
 
 from acp_fuzz.cli.app import fail
 
-__all__ = ["AGENT_ARGUMENT", "DIALECT_OPTION", "EXCLUDE_ORACLE_OPTION", "EXITFIRST_OPTION",
-           "MAX_FAILURES_OPTION", "ORACLE_OPTION", "PASS_ENV_OPTION", "PLUGIN_OPTION",
-           "PORTABLE_OPTION", "PROFILE_OPTION", "PROTOCOL_OPTION", "REPORT_OPTION",
+__all__ = ["AGENT_ARGUMENT", "DATABASE_OPTION", "DIALECT_OPTION", "EXCLUDE_ORACLE_OPTION",
+           "EXITFIRST_OPTION", "MAX_FAILURES_OPTION", "ORACLE_OPTION", "PASS_ENV_OPTION",
+           "PLUGIN_OPTION", "PORTABLE_OPTION", "PROFILE_OPTION", "PROTOCOL_OPTION", "REPORT_OPTION",
            "SANDBOX_FS_OPTION", "SANDBOX_NET_OPTION", "SCENARIO_OPTION", "SEED_OPTION",
            "STEP_OPTION", "STRICT_OPTION", "TIMEOUT_OPTION", "TRUST_RECORDED_COMMAND_OPTION",
            "WORKERS_OPTION", "cassette_dir_option", "enter_sandbox_net", "max_examples_option",
-           "protocol_option", "require_bwrap", "time_budget_option", "timeout_option"]
+           "protocol_option", "require_bwrap", "require_database", "time_budget_option",
+           "timeout_option"]
 
 SANDBOX_NET_OPTION: Any = typer.Option(
     False, "--sandbox-net", metavar="",
@@ -160,6 +161,15 @@ WORKERS_OPTION: Any = typer.Option(
     1, "--workers", "-j", min=1,
     help="Parallel workers, each with its own agents and gateway, sharing one example "
          "database (matrix: per agent).")
+#: ``--db`` of the commands that search (``target``, ``client``): one database may serve
+#: both, each agent and each client scenario keeping its examples to itself
+#: (acp_fuzz/engine/campaign/database.py).
+DATABASE_OPTION: Any = typer.Option(
+    None, "--db", metavar="FOLDER|redis://HOST:PORT/N",
+    help="Hypothesis example database, a folder or a Redis URL (for many machines): what "
+         "failed in earlier runs against the same agent (or client scenario) is tried "
+         "first, and what this run finds is kept there. Off by default, so that a run is a "
+         "function of its seed.")
 #: ``replay`` and ``client --replay``: what a cassette recorded is run only when asked.
 TRUST_RECORDED_COMMAND_OPTION: Any = typer.Option(
     False, "--trust-recorded-command", metavar="",
@@ -184,6 +194,19 @@ def require_bwrap() -> None:
     if bwrap_works() is None:
         fail("--sandbox-fs needs bubblewrap (`bwrap`, Debian package `bubblewrap`) able "
              "to create namespaces here")
+
+
+def require_database(database: str | None) -> None:
+    """``--db``: exit 2 (one line) unless the example database can be used; without one,
+    nothing."""
+    from acp_fuzz.engine.campaign.database import DatabaseError, check_database
+
+    if database is None:
+        return
+    try:
+        check_database(database)
+    except DatabaseError as e:
+        fail(str(e))
 
 
 def enter_sandbox_net(sandbox_net: bool) -> None:

@@ -32,6 +32,7 @@ from acp_fuzz.cli.app import (
 )
 from acp_fuzz.cli.options import (
     AGENT_ARGUMENT,
+    DATABASE_OPTION,
     DIALECT_OPTION,
     EXCLUDE_ORACLE_OPTION,
     EXITFIRST_OPTION,
@@ -53,6 +54,7 @@ from acp_fuzz.cli.options import (
     enter_sandbox_net,
     max_examples_option,
     require_bwrap,
+    require_database,
     time_budget_option,
 )
 from acp_fuzz.cli.plugins import load_plugins
@@ -122,10 +124,6 @@ _MAX_EXAMPLES: Any = max_examples_option(100)
 _MAX_STEPS: Any = typer.Option(12, "--max-steps", min=1, help="Most steps per sequence.")
 _TIME_BUDGET: Any = time_budget_option(None)
 _CASSETTE_DIR: Any = cassette_dir_option(Path("cassettes"))
-_DATABASE: Any = typer.Option(
-    None, "--db", metavar="FOLDER|redis://HOST:PORT/N",
-    help="Hypothesis example database: a folder, or a Redis URL for many machines "
-         "(shared by workers; off by default for determinism).")
 _SHARD: Any = typer.Option(
     None, "--shard", metavar="K/N",
     help="Run shard K of N (1-based), one per CI job or machine: the shards split the "
@@ -161,7 +159,7 @@ def target(
     protocol: str | None = PROTOCOL_OPTION,
     sandbox_net: bool = SANDBOX_NET_OPTION,
     sandbox_fs: bool = SANDBOX_FS_OPTION,
-    database: str | None = _DATABASE,
+    database: str | None = DATABASE_OPTION,
     pass_env: list[str] = PASS_ENV_OPTION,
     workers: int = WORKERS_OPTION,
     shard: str | None = _SHARD,
@@ -196,8 +194,7 @@ def target(
     secrets = sorted(passed_secrets(spec.passthrough_env))
     hide(secrets)  # from here on, no line the CLI prints holds one of them
     check_writable_dir(cassette_dir, "--cassette-dir")
-    if database is not None:
-        _check_database(database)
+    require_database(database)
     cfg = CampaignSettings(max_examples=max_examples, seed=seed, strict=strict,
                            max_steps=max_steps, cassette_dir=cassette_dir, database=database,
                            model_upstream=check_url(model_upstream),
@@ -293,16 +290,6 @@ def _agent_spec(command: Sequence[str], profile: str | None, timeout: float, *,
     if protocol is not None:
         spec = dataclasses.replace(spec, protocol=protocol)
     return spec
-
-
-def _check_database(database: str) -> None:
-    """``--db``: exit 2 unless the example database can be used."""
-    from acp_fuzz.engine.campaign.database import DatabaseError, check_database
-
-    try:
-        check_database(database)
-    except DatabaseError as e:
-        fail(str(e))
 
 
 def _run(spec: TargetSpec, cfg: CampaignSettings, workers: int, view: _Progress,

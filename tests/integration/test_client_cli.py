@@ -205,6 +205,9 @@ def test_an_interrupt_exits_130(tmp_path: Path) -> None:
     (["--", "/nonexistent/client"], ["cannot start the client"]),
     (["-n", "2", "--", "true"], ["never started the agent", "{agent}"]),
     (["--replay", "missing.cassette", "--", *CLIENT], ["missing.cassette"]),
+    # target's error for a database that cannot be used, and exit code
+    (["--db", str(ROOT / "pyproject.toml"), "--", *CLIENT], ["exists and is not a folder"]),
+    (["--db", "db", "--replay", "c.cassette", "--", *CLIENT], ["--db is for a search"]),
 ])
 def test_bad_arguments_are_one_line_errors(tmp_path: Path, args: list[str],
                                            needles: list[str]) -> None:
@@ -332,3 +335,13 @@ def test_portable_cassettes_name_no_path_of_this_machine(tmp_path: Path) -> None
     assert paths == {"plain": (True, True), "portable": (False, False)}
     _one_line_error(run_cli(tmp_path, "client", "--portable", "--replay", "x.cassette", "--",
                             *CLIENT), "--portable is for a search")
+
+
+def test_db_keeps_a_drawn_failure_in_a_folder(tmp_path: Path) -> None:
+    """``--db``, as ``target`` takes it: a failure the search drew is stored in the folder
+    (tests/quality/test_client_bugs.py: the next run tries it first)."""
+    assert "--db" in run_cli(tmp_path, "client", "--help").stdout
+    proc = run_cli(tmp_path, "client", "-x", "--db", "db", "--", *CLIENT, "--mode", "override",
+                   "--bug", "null-is-advertised")
+    assert proc.returncode == 1, proc.stderr
+    assert any(p.is_file() for p in (tmp_path / "db").rglob("*"))

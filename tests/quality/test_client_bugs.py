@@ -20,9 +20,11 @@ import pytest
 from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.cassette import read_cassette
 from acp_fuzz.core.client_oracles import judge_client
+from acp_fuzz.core.events import ExampleDone
 from acp_fuzz.core.scenarios import Scenario
 from acp_fuzz.engine.client.campaign import (
     CASSETTE_KIND,
+    ClientCampaignEvent,
     ClientCampaignResult,
     ClientSettings,
     run_client_campaign,
@@ -218,3 +220,60 @@ def test_a_covering_set_s_failure_is_shrunk_flag_by_flag(tmp_path: Path,
     assert rep.oracles == ("client.prompt-not-resent",)
     assert rep.caps.size() == 2, rep.caps.describe()
     assert (rep.status, rep.rate) == ("failed", "3/3")
+
+
+#: A planted bug no covering set shows: the client reads a null prompt capability as
+#: advertised, and no covering set spells one null (only a drawn set's ``shape`` does).
+DRAWN_ONLY = Scenario((*CLIENT, "--mode", "override", "--bug", "null-is-advertised"))
+
+
+def _first_failure(tmp_path: Path, name: str, db: Path | None
+                   ) -> tuple[ClientCampaignResult, list[CapabilitySet]]:
+    """A campaign that stops at its first failure, and the sets it ran until then."""
+    tried: list[CapabilitySet] = []
+
+    def on_event(ev: ClientCampaignEvent) -> None:
+        if isinstance(ev, ExampleDone) and ev.capability_set is not None:
+            tried.append(ev.capability_set)
+
+    result = run_client_campaign(DRAWN_ONLY, ClientSettings(
+        max_examples=40, max_failures=1, cassette_dir=tmp_path / name,
+        db=None if db is None else str(db)), on_event)
+    return result, tried
+
+
+def test_a_database_gives_the_next_run_a_drawn_failure_first(tmp_path: Path,
+                                                             no_orphans: Track) -> None:
+    """``client --db FOLDER``: the failing capability set that the search drew (after the
+    covering sets, which did not fail) is stored, and the next run with the folder tries
+    it first, before the covering sets: the same failure, in no more examples."""
+    db = tmp_path / "db"
+    first, tried = _first_failure(tmp_path, "first", db)
+    (rep,) = first.reports
+    assert set(rep.oracles) & {"client.prompt-unadvertised", "client.override-unadvertised"}
+    assert tried[:3] == list(CapabilitySet.covering())
+    assert tried[-1] not in CapabilitySet.covering() and rep.caps.shape, rep.caps.describe()
+    assert any(p.is_file() for p in db.rglob("*"))
+
+    again, tried_again = _first_failure(tmp_path, "again", db)
+    (rep_again,) = again.reports
+    assert (rep_again.oracles, rep_again.caps, rep_again.status) == (
+        rep.oracles, rep.caps, "failed")
+    assert tried_again[0] == rep.caps
+    assert again.examples_run <= first.examples_run
+
+
+def test_without_a_database_a_campaign_writes_nothing_but_its_cassettes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, no_orphans: Track) -> None:
+    """No ``--db``: no database is opened, nor Hypothesis' own default one (a
+    ``.hypothesis`` folder where the campaign runs)."""
+    from acp_fuzz.engine.campaign import database
+
+    def no_database(spec: str) -> None:
+        raise AssertionError(f"a database was opened: {spec}")
+
+    monkeypatch.setattr(database, "open_database", no_database)
+    monkeypatch.chdir(tmp_path)
+    result, _ = _first_failure(tmp_path, "cassettes", None)
+    assert len(result.reports) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cassettes"]

@@ -139,7 +139,10 @@ class FolderDatabase(DirectoryBasedExampleDatabase):
 
 
 class AgentScoped(ExampleDatabase):
-    """An example database view whose keys are prefixed with an agent identity."""
+    """An example database view whose keys are prefixed with a scope: an agent's identity
+    (:func:`acp_fuzz.engine.campaign.search.agent_scope`), or a client's scenario
+    (:func:`acp_fuzz.engine.client.campaign.client_scope`), so that one database serves
+    many campaigns without one replaying another's examples."""
 
     def __init__(self, inner: ExampleDatabase, scope: str) -> None:
         super().__init__()

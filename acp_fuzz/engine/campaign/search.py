@@ -116,6 +116,7 @@ __all__ = [
     "ShrankToKnown",
     "Shrinking",
     "Started",
+    "agent_scope",
     "calibrate",
     "learn",
     "run_campaign",
@@ -1027,11 +1028,16 @@ def _database(database: ExampleDatabase | None, cfg: CampaignSettings,
     if db is None and cfg.database:
         db = open_database(cfg.database)
     if db is not None:
-        # One database may serve many campaigns (workers, machines, agents): keep each
-        # agent's examples to itself, keyed by what it is, not by where it runs.
-        db = AgentScoped(db, f"{agent.get('name')}@{agent.get('version')}"
-                              f"|{spec.profile or spec.argv[-1]}")
+        db = AgentScoped(db, agent_scope(agent, spec))
     return db
+
+
+def agent_scope(agent: Mapping[str, Any], spec: TargetSpec) -> str:
+    """What keeps an agent campaign's examples apart in a shared database: the agent's
+    ``agentInfo`` name and version, and its profile (else the last word of its command)."""
+    # One database may serve many campaigns (workers, machines, agents, clients): keep each
+    # agent's examples to itself, keyed by what it is, not by where it runs.
+    return f"{agent.get('name')}@{agent.get('version')}|{spec.profile or spec.argv[-1]}"
 
 
 class _Rounds:

@@ -25,6 +25,13 @@ seconds have passed (a failure found by then is still shrunk and confirmed). Run
 capability set within a campaign (a later round, or the shrinker, asking for a set that ran
 already reuses its run), so confirmation is what sees flakiness.
 
+With :attr:`ClientSettings.db` (``--db``, as an agent campaign's,
+:mod:`acp_fuzz.engine.campaign.database`) the search's failing sets are stored in that
+example database, under the scenario's scope (:func:`client_scope`), and the next campaign
+replays them first, before the covering sets (Hypothesis' reuse phase: a stored set that no
+longer fails is dropped). Without one, nothing is stored and a campaign is a function of its
+seed and client.
+
 :func:`replay_client` runs a cassette's capability set and scenario again (``acp-fuzz replay
 --client``): ``FIXED`` when no recorded oracle fails any more.
 
@@ -60,11 +67,12 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from acp_fuzz.core.capability_sets import CapabilitySet
 from acp_fuzz.core.cassette import Cassette, Header, write_cassette_bounded
@@ -81,7 +89,7 @@ from acp_fuzz.core.findings import (
 )
 from acp_fuzz.core.history import Event, History
 from acp_fuzz.core.reports import Report
-from acp_fuzz.core.scenarios import ClientRunSettings, Scenario, Step
+from acp_fuzz.core.scenarios import AGENT_PLACEHOLDER, ClientRunSettings, Scenario, Step
 from acp_fuzz.core.scrub import Scrubber, env_secrets, portable, portable_command
 from acp_fuzz.engine.campaign import interrupt
 from acp_fuzz.engine.campaign.literals import no_source_literals
@@ -90,10 +98,13 @@ from acp_fuzz.engine.process.sandbox import Sandbox
 from acp_fuzz.engine.process.sandbox import agent_command as confined
 from acp_fuzz.engine.process.transport import _LIVE_GROUPS, _LIVE_LOCK, line_weight
 
+if TYPE_CHECKING:
+    from hypothesis.database import ExampleDatabase
+
 __all__ = ["CASSETTE_KIND", "ClientCampaignEvent", "ClientCampaignResult", "ClientReplayResult",
            "ClientReport", "ClientRun", "ClientSettings", "agent_command", "capability_sets",
-           "client_info", "replay_client", "replay_command", "run_client_campaign",
-           "run_scenario"]
+           "client_info", "client_scope", "replay_client", "replay_command",
+           "run_client_campaign", "run_scenario"]
 
 #: ``Header.kind`` of a client finding cassette.
 CASSETTE_KIND = "client-finding"
@@ -113,6 +124,8 @@ RUN_VARIABLE = "ACP_FUZZ_CLIENT_RUN"
 MAX_RECORDED_TIMEOUT = 600.0
 #: How much of the client's stdout and stderr each step keeps.
 OUTPUT_TAIL = 8 * 1024
+#: The ACP versions a drawn capability set may speak (:func:`capability_sets`).
+PROTOCOLS = (1, 2)
 
 
 def agent_command(run_dir: str) -> list[str]:
@@ -519,7 +532,7 @@ def capability_sets() -> Any:
 
     @st.composite
     def draw(d: Callable[[Any], Any]) -> CapabilitySet:
-        protocol = d(st.sampled_from((1, 2)))
+        protocol = d(st.sampled_from(PROTOCOLS))
         system_prompt = d(st.booleans())
         override = d(st.booleans()) if system_prompt else False
         fork = d(st.booleans())
@@ -562,6 +575,11 @@ class ClientSettings:
     #: :attr:`acp_fuzz.engine.campaign.search.CampaignSettings.time_budget`): a failure found
     #: by then is still shrunk, confirmed and recorded. ``None``: no limit.
     time_budget: float | None = None
+    #: A Hypothesis example database (``--db``: a folder or a Redis URL, as an agent
+    #: campaign's :attr:`~acp_fuzz.engine.campaign.search.CampaignSettings.database`): the
+    #: failing capability sets of earlier runs of the same scenario are tried first, and
+    #: this run's are stored there. ``None``: the run is a function of its seed.
+    db: str | None = None
 
     def __post_init__(self) -> None:
         if self.time_budget is not None and not self.time_budget > 0:
@@ -648,6 +666,8 @@ class _Search:
     budget: int = 0
     #: When the search started (``time.monotonic``), for ``cfg.time_budget``.
     started: float = field(default_factory=time.monotonic)
+    #: ``cfg.db`` opened and scoped to the scenario (:func:`client_scope`); ``None``: none.
+    database: ExampleDatabase | None = None
 
     def out_of_time(self) -> bool:
         """Whether ``cfg.time_budget`` is spent (then said in the result): no new example
@@ -741,38 +761,57 @@ class _Search:
                     break
         return caps, run, oracles
 
-    def round(self, seed: int, budget: int) -> None:
+    def round(self, seed: int, budget: int, *, replay: bool = False) -> None:
+        """One Hypothesis round, until its first new failure or ``budget`` new sets:
+        drawn ones, or with ``replay`` those the database holds (Hypothesis' reuse phase),
+        which a failure of an earlier run comes back from."""
         from hypothesis import HealthCheck, Phase, Verbosity, given, settings
         from hypothesis import seed as hypothesis_seed
+        from hypothesis.errors import Unsatisfiable
+
+        phases = (Phase.reuse if replay else Phase.generate, Phase.shrink)
 
         # Sets an earlier round ran come back from the cache and count as Hypothesis
         # examples: allow for them, and count the budget in new sets (``self.generated``).
-        @hypothesis_seed(seed)
-        @settings(max_examples=budget + len(self.cache), database=None, deadline=None,
-                  derandomize=False, phases=(Phase.generate, Phase.shrink),
+        # One function for every round, so one database key (Hypothesis derives it from
+        # the function): what a search round stores, the next run's replay fetches. The
+        # settings go above the seed: @seed turns the database off under it.
+        @settings(max_examples=budget + len(self.cache), database=self.database,
+                  deadline=None, derandomize=False, phases=phases,
                   report_multiple_bugs=False,
                   suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
                   print_blob=False)
+        @hypothesis_seed(seed)
         @given(capability_sets())
         def example(caps: CapabilitySet) -> None:
             self.example(caps)
 
         self.failure, self.generated, self.seen, self.budget = None, 0, set(), budget
-        with no_source_literals():  # the seed's draws, whatever modules are loaded
-            example()
+        # A replay with nothing to replay (SkipTest), or whose stored examples no longer
+        # fit the search (Unsatisfiable): nothing new ran.
+        with no_source_literals(), contextlib.suppress(unittest.SkipTest, Unsatisfiable):
+            example()  # the seed's draws, whatever modules are loaded
 
 
 def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
                         on_event: Callable[[ClientCampaignEvent], None] | None = None
                         ) -> ClientCampaignResult:
     """Search, shrink, confirm and record every distinct client failure (see the module
-    docstring). Raises :class:`HarnessError` when the client cannot be run at all."""
+    docstring). Raises :class:`HarnessError` when the client cannot be run at all, and
+    :class:`~acp_fuzz.core.errors.DatabaseError` when ``cfg.db`` cannot be opened."""
     scenario.check()
     result = ClientCampaignResult(cfg, scenario)
-    search = _Search(scenario, cfg, result, on_event or (lambda ev: None))
+    search = _Search(scenario, cfg, result, on_event or (lambda ev: None),
+                     database=_database(cfg, scenario))
     budget, n = cfg.max_examples, 0
     try:
-        for caps in CapabilitySet.covering()[:budget]:
+        if search.database is not None and not search.out_of_time():
+            # What the database holds first: the failures earlier runs found. Only here:
+            # later rounds know those oracles, and a stored set that no longer fails a
+            # new oracle would be deleted from the database by a replay.
+            _round(search, cfg.seed, budget, replay=True)
+            budget -= search.generated
+        for caps in CapabilitySet.covering()[:max(0, budget)]:
             if len(result.reports) >= cfg.max_failures or search.out_of_time():
                 break
             budget -= 1
@@ -782,18 +821,11 @@ def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
                 result.reports.append(_confirm(search, *failure))
         while budget > 0 and len(result.reports) < cfg.max_failures \
                 and not search.out_of_time():
-            with contextlib.suppress(_ClientBug):
-                search.round(cfg.seed + n, budget)
+            more = _round(search, cfg.seed + n, budget)
             budget -= search.generated
             n += 1
-            if search.failure is None:
-                if search.generated == 0:
-                    break  # nothing new to try: every set ran already
-                continue  # a round that met sets of earlier rounds: on with what is left
-            caps, run, oracles = search.failure
-            search.known.update(oracles)
-            search.failure = None
-            result.reports.append(_confirm(search, caps, run, oracles))
+            if not more:
+                break  # nothing new to try: every set ran already
     except KeyboardInterrupt:
         result.interrupted = True
         if search.failure is not None:
@@ -803,6 +835,44 @@ def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
             report.cassette = _write(search, report, run)
             result.reports.append(report)
     return result
+
+
+def _round(search: _Search, seed: int, budget: int, *, replay: bool = False) -> bool:
+    """One round of the search (:meth:`_Search.round`), its failure confirmed and
+    reported; whether the search may go on: it found a failure or ran a new set (one that
+    met only sets earlier rounds ran had nothing new left to try)."""
+    with contextlib.suppress(_ClientBug):
+        search.round(seed, budget, replay=replay)
+    if search.failure is None:
+        return search.generated > 0
+    caps, run, oracles = search.failure
+    search.known.update(oracles)
+    search.failure = None
+    search.result.reports.append(_confirm(search, caps, run, oracles))
+    return True
+
+
+def client_scope(scenario: Scenario) -> str:
+    """What keeps a client campaign's examples apart in a shared database (``--db``), as
+    an agent's identity keeps an agent campaign's
+    (:class:`~acp_fuzz.engine.campaign.database.AgentScoped`)."""
+    # Made of: "client" (an agent's scope is NAME@VERSION|PROGRAM, and its Hypothesis key
+    # another test's); the ACP versions a capability set is drawn from (what a stored
+    # choice sequence means); and the scenario, step by step: the command line, with the
+    # agent's left as {agent} (its folder changes with every example), and what goes on
+    # stdin. Two clients, or two scenarios of one client, are two scopes.
+    steps = [[scenario.argv(i, AGENT_PLACEHOLDER), step.stdin]
+             for i, step in enumerate(scenario.steps)]
+    return "client|" + json.dumps({"protocols": PROTOCOLS, "steps": steps})
+
+
+def _database(cfg: ClientSettings, scenario: Scenario) -> ExampleDatabase | None:
+    """``cfg.db`` opened and scoped to the scenario; ``None`` without one."""
+    if cfg.db is None:
+        return None
+    from acp_fuzz.engine.campaign.database import AgentScoped, open_database
+
+    return AgentScoped(open_database(cfg.db), client_scope(scenario))
 
 
 def _findings_of(run: ClientRun, oracles: Sequence[str]) -> list[Finding]:
