@@ -251,6 +251,8 @@ def test_no_such_note_when_the_agent_runs(tmp_path: Path) -> None:
     assert "came after '--'" not in proc.stderr + proc.stdout
 
 
+# Campaign-sized (four campaigns, 15 s): the long tier, which CI runs.
+@pytest.mark.slow
 def test_oracle_selects_and_color_is_chosen(tmp_path: Path) -> None:
     agent = ["--", sys.executable, "-m", "acp_fuzz.reference_agent", "--bug", "leak"]
     # --oracle keeps only the named oracle's findings: the leak is no duplicate.

@@ -124,6 +124,8 @@ def test_the_time_budget_stops_generating_examples(tmp_path: Path) -> None:
     assert result.reports == []
 
 
+# Campaign-sized (a matrix of two agents with a corpus, 11 s): the long tier, which CI runs.
+@pytest.mark.slow
 def test_the_corpus_fails_its_rule_is_fixed_against_a_correct_agent_and_skips_other_versions(
         tmp_path: Path, no_orphans: object) -> None:
     # A profile file: the reference agent with a planted leak, its column named by its name.

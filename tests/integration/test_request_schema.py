@@ -258,6 +258,9 @@ def test_every_request_shape_the_strategies_draw_follows_the_schema(protocol: in
     assert problems(seen) == []
 
 
+# Campaign-sized (every covering example on a fresh agent, 13-15 s a version): the long
+# tier, which CI runs.
+@pytest.mark.slow
 @pytest.mark.parametrize("protocol", [1, 2])
 def test_every_request_of_the_covering_examples_follows_the_schema(protocol: int) -> None:
     """The covering examples a campaign opens with (every op, every invalid payload on every
