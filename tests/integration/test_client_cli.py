@@ -120,6 +120,7 @@ def test_a_should_finding_fails_only_under_strict(tmp_path: Path) -> None:
     assert strict.returncode == 1, strict.stderr
 
 
+@pytest.mark.slow  # campaign-sized (a client campaign, 9 s): the long tier, which CI runs
 def test_steps_share_the_sessions_across_command_lines(tmp_path: Path) -> None:
     report = tmp_path / "r.json"
     proc = run_cli(tmp_path, "client", "-n", "5", "--strict", "--step", "new", "--step",
@@ -142,6 +143,7 @@ def test_steps_share_the_sessions_across_command_lines(tmp_path: Path) -> None:
     assert again.returncode == 1 and again.stdout.startswith("FAILED"), again.stderr
 
 
+@pytest.mark.slow  # campaign-sized (a client campaign, 8 s): the long tier, which CI runs
 def test_a_scenario_file_with_a_whole_command_line_per_step(tmp_path: Path) -> None:
     client = " ".join(CLIENT)
     (tmp_path / "s.toml").write_text(

@@ -37,6 +37,7 @@ def test_the_worked_example_is_a_valid_profile_file(tmp_path: Path) -> None:
     assert "files: ${home}/.config/acp-reference/model.json" in proc.stdout
 
 
+@pytest.mark.slow  # campaign-sized (a campaign, 12 s): the long tier, which CI runs
 def test_an_agent_that_reads_its_endpoint_from_home_is_fuzzed_through_its_file(
         tmp_path: Path, no_orphans: object) -> None:
     profile = _with_bug(tmp_path, "leak")

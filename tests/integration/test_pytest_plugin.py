@@ -31,6 +31,7 @@ def test_campaign_item_fails_on_a_planted_bug(tmp_path: Path) -> None:
     assert list((tmp_path / "found").glob("*.cassette")), "the finding cassette is written"
 
 
+@pytest.mark.slow  # campaign-sized (a whole campaign, 7 s): the long tier, which CI runs
 def test_campaign_item_passes_on_the_correct_agent(tmp_path: Path) -> None:
     proc = _pytest(tmp_path, f"{sys.executable} -m acp_fuzz.reference_agent")
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -32,6 +32,7 @@ def _tmpdir(tmp_path: Path) -> Path:
     return tmp
 
 
+@pytest.mark.slow  # campaign-sized (two workers, 7 s): the long tier, which CI runs
 def test_two_workers_share_the_examples_and_leave_nothing_behind(tmp_path: Path,
                                                                  no_orphans: object) -> None:
     proc, report = _target(tmp_path, "--max-examples", "12")

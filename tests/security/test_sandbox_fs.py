@@ -84,6 +84,7 @@ def test_reference_agent_turn_under_the_fs_sandbox(no_orphans: object) -> None:
         assert spawn["sandbox"] == "bwrap pid+fs"
 
 
+@pytest.mark.slow  # campaign-sized (a campaign under bubblewrap, 9 s): the long tier, which CI runs
 def test_target_sandbox_fs_finds_the_planted_bug(tmp_path: Path) -> None:
     """The CLI flag, end to end: a campaign under the sandbox still finds prompt.leak."""
     _require_bwrap()
