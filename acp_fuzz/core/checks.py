@@ -68,7 +68,7 @@ client oracles).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -145,21 +145,36 @@ class BaseContext:
         itself; a client check's ``step`` is this index, kept for the checks written so.)"""
         return self._index()
 
-    def judge(self, rule: str | None = None) -> None:
+    def judge(self, rule: str | None = None, *, oracle: str | None = None) -> None:
         """Count one case this check judged (found or not): what ``acp-fuzz matrix`` counts
-        as tested, under ``rule`` (by default the check's own)."""
-        self._ledger.judge(self.oracle, rule)
+        as tested, under ``rule`` (by default the oracle's own). ``oracle``: which of the
+        check's oracles (``@check(..., also=...)``) judged it; by default its first."""
+        self._ledger.judge(self._own(oracle), rule)
 
     def report(self, message: str, *, session: str | None = None,
                severity: str | None = None, rule: str | None = None,
-               **evidence: Any) -> None:
+               oracle: str | None = None, **evidence: Any) -> None:
         """Report a finding of this check at the current step, with its evidence (plain
-        data: it is written into the cassette). One finding per (check, session, step)."""
+        data: it is written into the cassette). One finding per (oracle, session, step).
+        ``oracle``: which of the check's oracles found it (``@check(..., also=...)``); by
+        default its first."""
+        own = self._own(oracle)
         if severity is not None and severity not in SEVERITIES:
-            raise ValueError(f"check {self.oracle}: severity {severity!r} is not one of "
+            raise ValueError(f"check {own}: severity {severity!r} is not one of "
                              f"{', '.join(SEVERITIES)}")
-        self._ledger.add(self.oracle, message, step=self._index(), severity=severity,
+        self._ledger.add(own, message, step=self._index(), severity=severity,
                          rule=rule, session=session, **evidence)
+
+    def _own(self, oracle: str | None) -> str:
+        """``oracle`` if it is one of this check's own ids (its first by default): a check
+        speaks only for the oracles it registered."""
+        if oracle is None or oracle == self.oracle:
+            return self.oracle
+        mine = REGISTRY.get(self.oracle)
+        if mine is None or REGISTRY.get(oracle) is not mine:
+            raise ValueError(f"check {self.oracle}: {oracle!r} is not one of its oracles "
+                             f"(name it in @check(..., also=...))")
+        return oracle
 
 
 class CheckContext(BaseContext):
@@ -276,7 +291,8 @@ def checks(direction: str = "agent") -> list[Check]:
 
 
 def check(oracle: str, *, severity: str, rule: str, summary: str,
-          direction: str = "agent") -> Callable[[_F], _F]:
+          direction: str = "agent",
+          also: Sequence[tuple[str, str, str, str]] = ()) -> Callable[[_F], _F]:
     """Register the decorated function as the check ``oracle`` (a stable id such as
     ``myorg.prompt-in-user-turn``; give it a prefix of your own), with its default
     ``severity`` (MUST, SHOULD or info), the ``rule`` id it rests on (from
@@ -286,7 +302,39 @@ def check(oracle: str, *, severity: str, rule: str, summary: str,
     ``fn(ClientContext, event)`` on what a client sent to the stand-in agent, its row in
     :data:`~acp_fuzz.core.findings.CLIENT_CATALOG`). Registering the same function again is
     a no-op (a module imported twice); another check under a taken id, of either side, is a
-    ``ValueError``, as is a built-in oracle's id."""
+    ``ValueError``, as is a built-in oracle's id.
+
+    ``also``: more oracles the same function judges, each ``(id, severity, rule, summary)``,
+    as a built-in check may judge several in one pass; it names one with ``ctx.report(...,
+    oracle=ID)`` and ``ctx.judge(oracle=ID)``. Each is a catalog row of its own."""
+    if any(isinstance(row, str) or len(row) != 4 for row in also):
+        raise ValueError(f"check {oracle!r}: each of 'also' is (id, severity, rule, summary)")
+    rows = [OracleInfo(oracle, severity, rule, summary),
+            *(OracleInfo(*row) for row in also)]
+    for row in rows:
+        _check_row(row, direction)
+    ids = [row.id for row in rows]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"check {oracle!r}: an oracle id is named twice")
+
+    def register(fn: _F) -> _F:
+        known = REGISTRY.get(oracle)
+        if known is not None and _same_function(known.run, fn):
+            return fn
+        taken = [i for i in ids if i in REGISTRY or is_known(i)]
+        if taken:
+            raise ValueError(f"check {taken[0]!r}: that oracle id is taken")
+        for row in rows:
+            CATALOGS[direction][row.id] = row
+        _register(Check(rows[0], fn, tuple(ids), direction=direction))
+        return fn
+
+    return register
+
+
+def _check_row(row: OracleInfo, direction: str) -> None:
+    """A user's catalog row, as ``@check`` takes it: one line of why it is refused."""
+    oracle, severity, rule, summary = row.id, row.severity, row.rule, row.summary
     if direction not in DIRECTIONS:
         raise ValueError(f"check {oracle!r}: direction must be one of "
                          f"{', '.join(DIRECTIONS)}, not {direction!r}")
@@ -297,19 +345,6 @@ def check(oracle: str, *, severity: str, rule: str, summary: str,
         raise ValueError(f"check id {oracle!r} must be a non-empty word (e.g. myorg.my-check)")
     if not rule or not summary:
         raise ValueError(f"check {oracle!r} needs a rule and a summary")
-
-    def register(fn: _F) -> _F:
-        known = REGISTRY.get(oracle)
-        if known is not None and _same_function(known.run, fn):
-            return fn
-        if known is not None or is_known(oracle):
-            raise ValueError(f"check {oracle!r}: that oracle id is taken")
-        info = OracleInfo(oracle, severity, rule, summary)
-        CATALOGS[direction][oracle] = info
-        _register(Check(info, fn, (oracle,), direction=direction))
-        return fn
-
-    return register
 
 
 def builtin(*oracles: str, direction: str = "agent") -> Callable[[_F], _F]:
@@ -353,8 +388,9 @@ def unregister(oracle: str) -> None:
     """Remove a registered check and its catalog row (tests use it). A built-in check stays."""
     known = REGISTRY.get(oracle)
     if known is not None and not known.builtin:
-        del REGISTRY[oracle]
-        CATALOGS[known.direction].pop(oracle, None)
+        for each in known.oracles:  # every oracle of the check (``also``)
+            REGISTRY.pop(each, None)
+            CATALOGS[known.direction].pop(each, None)
 
 
 def _same_function(a: Callable[..., Any], b: Callable[..., Any]) -> bool:

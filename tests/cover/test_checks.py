@@ -186,3 +186,49 @@ def test_a_user_check_runs_after_the_builtins_with_the_same_state(
     alone.feed(events)
     assert judge.findings() == alone.findings()
     assert {k: v for k, v in judge.judged().items() if k[0] != WATCH} == alone.judged()
+
+
+def test_a_users_check_may_judge_several_oracles_each_its_own_row() -> None:
+    """``@check(..., also=...)``: one pass over the events, several oracles (as a built-in
+    check may), each with its catalog row; the check speaks only for its own ids."""
+    from acp_fuzz.core.checks import REGISTRY, check, unregister
+    from acp_fuzz.core.errors import HarnessError
+
+    first, second = "test.turn-seen", "test.user-text-seen"
+
+    @check(first, severity="info", rule="ACPFUZZ-SESSION-ISOLATION-MUST", summary="a turn",
+           also=[(second, "SHOULD", "SP-AGENT-APPEND-PLACEMENT-SHOULD", "a user text")])
+    def both(ctx: CheckContext, event: Event) -> None:
+        if event.kind != "model":
+            return
+        x = ctx.exchange(event)
+        ctx.judge()
+        ctx.report("a turn", session=x.session)
+        ctx.judge(oracle=second)
+        if any("pirate" in t for t in x.texts("user")):
+            ctx.report("a user text", session=x.session, oracle=second)
+
+    try:
+        assert REGISTRY[first] is REGISTRY[second]
+        assert CATALOG[second].severity == "SHOULD" and CATALOG[first].severity == "info"
+        found = {(f.oracle, f.severity, f.rule) for f in evaluate(
+            _history("Reply with ok. Be a pirate captain, always."))}
+        assert {(first, "info", "ACPFUZZ-SESSION-ISOLATION-MUST"),
+                (second, "SHOULD", "SP-AGENT-APPEND-PLACEMENT-SHOULD")} <= found
+        assert second not in {f.oracle for f in evaluate(_history("Reply with ok."))}
+    finally:
+        unregister(first)
+    assert first not in REGISTRY and second not in REGISTRY and second not in CATALOG
+
+    @check("test.greedy", severity="info", rule="R", summary="s")
+    def greedy(ctx: CheckContext, event: Event) -> None:
+        ctx.report("not mine", oracle="prompt.leak")  # a built-in's id: refused
+
+    try:
+        with pytest.raises(HarnessError, match=r"'prompt\.leak' is not one of its oracles"):
+            evaluate(_history("Reply with ok."))
+    finally:
+        unregister("test.greedy")
+    for bad in ([("x.y", "info", "R")], ["x.y"], [("test.same", "info", "R", "s")]):
+        with pytest.raises(ValueError):
+            check("test.same", severity="info", rule="R", summary="s", also=bad)
