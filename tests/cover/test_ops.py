@@ -72,3 +72,20 @@ def test_the_lifecycle_follows_each_effect() -> None:
     assert life.exists("B")  # a refused delete changes nothing
     life.apply({"op": "delete", "session": "B"})
     assert not life.exists("B") and life.deleted("B")
+
+
+def test_every_advertised_gate_is_one_capability_refused_judges() -> None:
+    """An op the agent advertises in ``initialize`` (not one learned at calibration: modes,
+    config options, compaction) must not be answered "Method not found": its method and
+    flags are in ``capability.refused``'s table, which a new row must join."""
+    from acp_fuzz.core.builtin.capabilities import GATED
+
+    learned = {"set_mode", "set_config_option", "compact_command", "compact_usage",
+               "compact_overflow"}
+    derived: dict[str, set[str]] = {}
+    for spec in TABLE.values():
+        for flag in spec.gate:
+            if flag not in learned and spec.method:
+                method = "session/resume" if flag == "replay" else spec.method
+                derived.setdefault(method, set()).add(flag)
+    assert {m: set(f) for m, f in GATED.items()} == derived

@@ -24,6 +24,7 @@ GATED: dict[str, tuple[str, ...]] = {
     "session/load": ("load",), "session/resume": ("resume", "replay"),
     "session/fork": ("fork",), "session/close": ("close",), "session/list": ("list",),
     "session/delete": ("delete",), "session/set_title": ("title",),
+    "session/status": ("status",),
 }
 METHOD_NOT_FOUND = -32601
 
