@@ -86,6 +86,7 @@ from acp_fuzz.engine.campaign.database import AgentScoped, open_database
 from acp_fuzz.engine.campaign.deadlines import Deadlines
 from acp_fuzz.engine.campaign.diagnosis import CalibrationError, diagnose_run
 from acp_fuzz.engine.campaign.literals import no_source_literals
+from acp_fuzz.engine.campaign.merging import COMMON, merge_fields
 from acp_fuzz.engine.campaign.recording import scrubber_for, target_settings, write_scrubbed
 from acp_fuzz.engine.campaign.runner import HarnessError, Run, StepOutcome, TargetSpec, run_steps
 from acp_fuzz.engine.gateway import Gateway, UpstreamRecorder
@@ -378,11 +379,7 @@ class CampaignResult:
         first = results[0]
         out = cls(agent=first.agent, initialize=first.initialize, caps=first.caps,
                   settings=settings)
-        for name, how in MERGE.items():
-            if how == "first":
-                setattr(out, name, getattr(first, name))
-            elif how not in ("given", "derived"):
-                setattr(out, name, _MERGERS[how]([getattr(r, name) for r in results]))
+        merge_fields(out, results, MERGE, _MERGERS)
         out.info = [i.finding for i in out.info_reports]
         return out
 
@@ -405,14 +402,6 @@ def _shortest_info(reports: Sequence[Sequence[InfoReport]]) -> list[InfoReport]:
         if key not in best or len(i.steps) < len(best[key].steps):
             best[key] = i
     return sorted(best.values(), key=lambda i: i.finding.oracle)
-
-
-def _sum_counts(maps: Sequence[Mapping[Any, int]]) -> dict[Any, int]:
-    out: dict[Any, int] = {}
-    for m in maps:
-        for k, n in m.items():
-            out[k] = out.get(k, 0) + n
-    return out
 
 
 def _sum_codes(codes: Sequence[Codes]) -> Codes:
@@ -458,15 +447,14 @@ MERGE: dict[str, str] = {
     "seen_failing": "first-by-key",
 }
 _MERGERS: dict[str, Callable[[list[Any]], Any]] = {
-    "sum": sum, "any": any, "max": lambda xs: max(xs, default=0.0),
+    **COMMON, "max": lambda xs: max(xs, default=0.0),
     "same-bug-once": _same_bug_once, "shortest-info": _shortest_info,
     # Workers' deadlines once were dropped from the merged result.
-    "sum-counts": _sum_counts, "sum-codes": _sum_codes, "sum-workspace": _sum_workspace,
+    "sum-codes": _sum_codes, "sum-workspace": _sum_workspace,
     "earliest": _earliest,
     "deadlines": Deadlines.merged,
     "union": lambda xs: list(dict.fromkeys(k for x in xs for k in x)),
-    "side-log": SideLog.merged, "first-set": lambda xs: next((x for x in xs if x), None),
-    "concat": lambda xs: [v for x in xs for v in x],
+    "side-log": SideLog.merged,
     "first-by-key": lambda xs: {k: v for x in reversed(xs) for k, v in x.items()},
 }
 
