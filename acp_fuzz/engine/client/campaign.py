@@ -103,7 +103,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CASSETTE_KIND", "ClientCampaignEvent", "ClientCampaignResult", "ClientReplayResult",
            "ClientReport", "ClientRun", "ClientSettings", "agent_command", "capability_sets",
-           "client_info", "client_scope", "replay_client", "replay_command",
+           "client_info", "client_scope", "covering_share", "replay_client", "replay_command",
            "run_client_campaign", "run_scenario"]
 
 #: ``Header.kind`` of a client finding cassette.
@@ -580,10 +580,17 @@ class ClientSettings:
     #: failing capability sets of earlier runs of the same scenario are tried first, and
     #: this run's are stored there. ``None``: the run is a function of its seed.
     db: str | None = None
+    #: ``(i, n)``: this campaign is worker ``i`` of ``n`` (``--workers``), and runs the
+    #: covering sets ``i``, ``i + n``, ... of :meth:`CapabilitySet.covering`, so that the
+    #: workers run each once between them (:func:`covering_share`).
+    cover_share: tuple[int, int] = (0, 1)
 
     def __post_init__(self) -> None:
         if self.time_budget is not None and not self.time_budget > 0:
             raise ValueError(f"time_budget={self.time_budget} must be positive")
+        i, n = self.cover_share
+        if not 0 <= i < n:
+            raise ValueError(f"cover_share={(i, n)} must be (i, n) with 0 <= i < n")
 
 
 @dataclass(kw_only=True)
@@ -639,6 +646,53 @@ class ClientCampaignResult:
         if self.interrupted:
             return 130
         return 1 if self.failing() else 0
+
+    @classmethod
+    def merge(cls, results: Sequence[ClientCampaignResult],
+              settings: ClientSettings) -> ClientCampaignResult:
+        """One result from several campaigns of one client and scenario (the workers of
+        ``acp-fuzz client --workers``): each field as :data:`CLIENT_MERGE` says, so a field
+        added to this class must say how it merges (``tests/cover/test_client_merge.py``
+        fails until it does). Each failure is reported once: a report is kept when it names
+        an oracle no report kept before names, the rule by which one campaign reports a
+        failure (a worker's report that another's covers keeps its cassette on disk)."""
+        from acp_fuzz.engine.campaign.merging import COMMON, merge_fields
+
+        out = cls(settings, results[0].scenario)
+        merge_fields(out, results, CLIENT_MERGE, {**COMMON, **_CLIENT_MERGERS})
+        return out
+
+
+def _new_oracles_once(reports: Sequence[Sequence[ClientReport]]) -> list[ClientReport]:
+    named: set[str] = set()
+    out = []
+    for rep in (r for rs in reports for r in rs):
+        if not set(rep.oracles) <= named:
+            named.update(rep.oracles)
+            out.append(rep)
+    return out
+
+
+def _first_by_oracle(infos: Sequence[Sequence[Finding]]) -> list[Finding]:
+    best: dict[str, Finding] = {}
+    for f in (f for fs in infos for f in fs):
+        best.setdefault(f.oracle, f)
+    return list(best.values())
+
+
+#: How each field of :class:`ClientCampaignResult` merges (:meth:`ClientCampaignResult.merge`;
+#: the policies of :mod:`acp_fuzz.engine.campaign.merging`).
+CLIENT_MERGE: dict[str, str] = {
+    "settings": "given", "scenario": "first", "examples_run": "sum", "runs": "sum",
+    "reports": "new-oracles-once", "info": "first-by-oracle", "judged": "counter",
+    "timeouts": "sum", "interrupted": "any", "out_of_time": "any",
+    # What the first worker that saw one saw: the same client, answered by the same stand-in.
+    "initialize": "first-set", "client_info": "first-set",
+}
+_CLIENT_MERGERS: dict[str, Callable[[list[Any]], Any]] = {
+    "new-oracles-once": _new_oracles_once, "first-by-oracle": _first_by_oracle,
+    "counter": lambda xs: sum(xs, Counter()),
+}
 
 
 #: What a client campaign reports (:mod:`acp_fuzz.core.events`, as an agent campaign does).
@@ -811,7 +865,7 @@ def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
             # new oracle would be deleted from the database by a replay.
             _round(search, cfg.seed, budget, replay=True)
             budget -= search.generated
-        for caps in CapabilitySet.covering()[:max(0, budget)]:
+        for caps in covering_share(cfg.cover_share)[:max(0, budget)]:
             if len(result.reports) >= cfg.max_failures or search.out_of_time():
                 break
             budget -= 1
@@ -835,6 +889,14 @@ def run_client_campaign(scenario: Scenario, cfg: ClientSettings,
             report.cassette = _write(search, report, run)
             result.reports.append(report)
     return result
+
+
+def covering_share(share: tuple[int, int]) -> tuple[CapabilitySet, ...]:
+    """The covering sets (:meth:`CapabilitySet.covering`) that worker ``i`` of ``n`` runs
+    (``share`` is ``(i, n)``): ``i``, ``i + n``, ... in order, so that ``n`` workers run each
+    once between them."""
+    i, n = share
+    return CapabilitySet.covering()[i::n]
 
 
 def _round(search: _Search, seed: int, budget: int, *, replay: bool = False) -> bool:
