@@ -44,6 +44,7 @@ from acp_fuzz.cli.options import (
     STEP_OPTION,
     STRICT_OPTION,
     TRUST_RECORDED_COMMAND_OPTION,
+    WORKERS_OPTION,
     cassette_dir_option,
     enter_sandbox_net,
     max_examples_option,
@@ -136,6 +137,7 @@ def client(
     exclude_oracle: list[str] = EXCLUDE_ORACLE_OPTION,
     oracle: list[str] = ORACLE_OPTION,
     plugin: list[str] = PLUGIN_OPTION,
+    workers: int = WORKERS_OPTION,
 ) -> None:
     """Test an ACP client: acp-fuzz plays the agent with drawn capability sets and judges
     what the client sends (systemPrompt gating, content, re-sending, gated methods)."""
@@ -150,7 +152,7 @@ def client(
     secrets = sorted(passed_secrets(pass_env))
     hide(secrets)
     if replay is not None:
-        _search_only(reports, portable=portable, database=database)
+        _search_only(reports, portable=portable, database=database, workers=workers)
         replay_client_cassette(replay, command or [], step, scenario_file, timeout,
                                trust_recorded_command, tuple(pass_env), sandbox_fs=sandbox_fs,
                                sandbox_net=sandbox_net)
@@ -180,7 +182,7 @@ def client(
     out.print(terminal(f"client: {shlex.join(sc.command) or '(each step is a command line)'}"
                        f"  scenario: {len(sc.steps)} step(s)"), markup=False)
     t0 = time.monotonic()
-    result = _run(sc, cfg, reports)
+    result = _run(sc, cfg, workers, reports)
     if result.interrupted:
         err.print("acp-fuzz: interrupted: writing what was found so far", markup=False)
     elapsed = time.monotonic() - t0
@@ -190,7 +192,8 @@ def client(
     raise typer.Exit(result.exit_code)
 
 
-def _search_only(reports: ReportSet, *, portable: bool, database: str | None) -> None:
+def _search_only(reports: ReportSet, *, portable: bool, database: str | None,
+                 workers: int) -> None:
     """``--replay`` was given: exit 2 for an option only a search takes."""
     if reports.reports:
         fail("--report is for a search; --replay prints its verdict and sets the exit code")
@@ -198,6 +201,8 @@ def _search_only(reports: ReportSet, *, portable: bool, database: str | None) ->
         fail("--portable is for a search: --replay writes no cassette")
     if database is not None:
         fail("--db is for a search: --replay runs the cassette's capability set")
+    if workers != 1:
+        fail("--workers is for a search: --replay runs the cassette's capability set")
 
 
 def _excluded_oracles(exclude_oracle: list[str], oracle: list[str]) -> tuple[str, ...]:
@@ -215,9 +220,10 @@ def _excluded_oracles(exclude_oracle: list[str], oracle: list[str]) -> tuple[str
     return tuple(exclude_oracle)
 
 
-def _run(sc: Scenario, cfg: ClientSettings, reports: ReportSet) -> ClientCampaignResult:
-    """Run the client campaign, its progress said on stderr; exit 2 on a harness or
-    scenario error."""
+def _run(sc: Scenario, cfg: ClientSettings, workers: int, reports: ReportSet
+         ) -> ClientCampaignResult:
+    """Run the client campaign (on ``workers`` workers), its progress said on stderr; exit 2
+    on a harness or scenario error."""
     from acp_fuzz.core.events import CampaignEvent, Confirming, ExampleDone, FailureFound
     from acp_fuzz.engine.client.campaign import run_client_campaign
 
@@ -235,6 +241,10 @@ def _run(sc: Scenario, cfg: ClientSettings, reports: ReportSet) -> ClientCampaig
 
     restore = install_interrupt_handlers()
     try:
+        if workers > 1:
+            from acp_fuzz.engine.campaign.workers import run_client_parallel
+
+            return run_client_parallel(sc, cfg, workers, on_event)
         return run_client_campaign(sc, cfg, on_event)
     except HarnessError as e:
         fail(str(e))

@@ -159,8 +159,8 @@ PORTABLE_OPTION: Any = typer.Option(
          "attach to a bug report.")
 WORKERS_OPTION: Any = typer.Option(
     1, "--workers", "-j", min=1,
-    help="Parallel workers, each with its own agents and gateway, sharing one example "
-         "database (matrix: per agent).")
+    help="Parallel workers, each with its own agents and gateway (client: its own clients "
+         "and stand-ins), sharing one example database (matrix: per agent).")
 #: ``--db`` of the commands that search (``target``, ``client``): one database may serve
 #: both, each agent and each client scenario keeping its examples to itself
 #: (acp_fuzz/engine/campaign/database.py).

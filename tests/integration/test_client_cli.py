@@ -210,6 +210,8 @@ def test_an_interrupt_exits_130(tmp_path: Path) -> None:
     # target's error for a database that cannot be used, and exit code
     (["--db", str(ROOT / "pyproject.toml"), "--", *CLIENT], ["exists and is not a folder"]),
     (["--db", "db", "--replay", "c.cassette", "--", *CLIENT], ["--db is for a search"]),
+    (["--workers", "2", "--replay", "c.cassette", "--", *CLIENT],
+     ["--workers is for a search"]),
 ])
 def test_bad_arguments_are_one_line_errors(tmp_path: Path, args: list[str],
                                            needles: list[str]) -> None:

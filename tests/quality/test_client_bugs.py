@@ -11,6 +11,7 @@ every campaign is bounded by a small ``max_examples``.
 from __future__ import annotations
 
 import itertools
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -277,3 +278,28 @@ def test_without_a_database_a_campaign_writes_nothing_but_its_cassettes(
     result, _ = _first_failure(tmp_path, "cassettes", None)
     assert len(result.reports) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cassettes"]
+
+
+
+def test_two_workers_find_a_planted_bug_once(tmp_path: Path, no_orphans: Track) -> None:
+    """``client --workers 2``: each worker runs its share of the covering sets and its own
+    search; the bug both may find is reported once, with its cassette, and no worker, client,
+    stand-in or resource tracker outlives the run, nor its temporary database. Through the
+    command line: in this process, the spawn context's resource tracker would live as long as
+    pytest does."""
+    from tests.integration._support import run_cli
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    report = tmp_path / "report.json"
+    proc = run_cli(tmp_path, "client", "--workers", "2", "-n", "8", "--cassette-dir",
+                   str(tmp_path / "c"), "--report", f"json:{report}", "--",
+                   *CLIENT, "--bug", "new-before-initialize", env={"TMPDIR": str(tmp)})
+    assert proc.returncode == 1, proc.stderr
+    data = json.loads(report.read_text())
+    (finding,) = data["findings"]  # both workers find it: reported once
+    assert finding["oracle"] == "client.before-initialize" and finding["status"] == "failed"
+    cassette = read_cassette(Path(finding["cassette"]))
+    assert cassette.header.kind == CASSETTE_KIND
+    assert data["examples_run"] >= 2
+    assert list(tmp.iterdir()) == []

@@ -1,4 +1,5 @@
-"""Parallel campaigns: ``acp-fuzz target --workers N`` (engine).
+"""Parallel campaigns: ``acp-fuzz target --workers N`` and ``acp-fuzz client --workers N``
+(engine).
 
 Each worker is a separate process with its own agent processes, gateway and sandboxes, and
 runs :func:`~acp_fuzz.engine.campaign.search.run_campaign` with its own seed (``seed + i``) and a
@@ -9,6 +10,12 @@ database (``--db``: a folder or a Redis URL; without it, a temporary folder remo
 end): an interesting or failing
 example one worker finds is replayed first by the others. See ``docs/scaling.md`` for running
 workers on many machines.
+
+A client campaign runs on workers the same way (:func:`run_client_parallel`, through the same
+:func:`run_workers`): each worker with its own clients, stand-ins and sandboxes, ``seed + i``,
+its share of ``max_examples`` and of the covering capability sets, and the shared database
+(a client worker replays what it holds only as it starts: what one worker stores there, the
+next run with that ``--db`` tries first).
 
 Determinism: with one worker a campaign is a pure function of the seed and the agent. With
 several, what each worker replays from the shared database depends on timing, so the *path*
@@ -34,9 +41,10 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from acp_fuzz.core.protocol import agent_info
+from acp_fuzz.core.scenarios import Scenario
 from acp_fuzz.engine.campaign.plugins import loaded, reload_in_worker
 from acp_fuzz.engine.campaign.runner import TargetSpec
 from acp_fuzz.engine.campaign.search import (
@@ -49,8 +57,19 @@ from acp_fuzz.engine.campaign.search import (
     learn,
     run_campaign,
 )
+from acp_fuzz.engine.client.campaign import (
+    ClientCampaignEvent,
+    ClientCampaignResult,
+    ClientSettings,
+    run_client_campaign,
+)
 
-__all__ = ["merge_results", "run_parallel", "spec_from_wire", "spec_to_wire", "worker_share"]
+__all__ = ["merge_results", "run_client_parallel", "run_parallel", "run_workers",
+           "spec_from_wire", "spec_to_wire", "worker_share"]
+
+T = TypeVar("T")
+S = TypeVar("S")
+R = TypeVar("R")
 
 
 def _kinds() -> dict[str, str]:
@@ -164,23 +183,30 @@ def _start_worker(events: Any) -> None:
     _events = events
 
 
-def _worker(spec: Mapping[str, Any], cfg: CampaignSettings, index: int,
-            plugins: Sequence[str] = ()) -> CampaignResult:
+def _agent_campaign(wire: Mapping[str, Any], cfg: CampaignSettings,
+                    on_event: Callable[[CampaignEvent], None]) -> CampaignResult:
+    """An agent worker's campaign: the spec rebuilt from its wire form (its hooks imported
+    again), then :func:`run_campaign`."""
+    return run_campaign(spec_from_wire(wire), cfg, on_event)
+
+
+def _worker(work: Callable[[Any, Any, Callable[[Any], None]], Any], target: Any, cfg: Any,
+            index: int, plugins: Sequence[str] = ()) -> Any:
     # A spawned process starts empty: the checks users registered in the parent must judge
     # this worker's examples too.
     reload_in_worker(plugins)
     events = _events
 
-    def forward(ev: CampaignEvent) -> None:
+    def forward(ev: Any) -> None:
         # Counts are summed over the workers by the parent; the start and the calibration
         # are the parent's own events; every other event goes up as it is (they are
         # small frozen dataclasses, pickled through the queue).
         if isinstance(ev, ExampleDone):
-            events.put(("example", index, ev.examples, ev.steps, ev.failing))
+            events.put(("example", index, ev))
         elif not isinstance(ev, (Started, Calibrated)):
             events.put(("event", index, ev))
 
-    return run_campaign(spec_from_wire(spec), cfg, forward)
+    return work(target, cfg, forward)
 
 
 def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
@@ -195,21 +221,79 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     agent = dict(agent_info(cal.init))
     on_event(Started(agent, cal.caps, cal.init))
     on_event(Calibrated(cal.baseline, cal.learned))
-    # Without --db the workers still share examples, through a folder of this run only.
-    own_db = None if cfg.database else tempfile.mkdtemp(prefix="acp-fuzz-db-")
-    database = cfg.database or own_db
     per = math.ceil(cfg.max_examples / workers)
+
+    def worker_cfg(i: int, database: str) -> CampaignSettings:
+        return replace(cfg, seed=cfg.seed + i, max_examples=per, database=database,
+                       cover_share=worker_share(cfg.cover_share, i, workers))
+
+    def progress(last: Sequence[ExampleDone]) -> ExampleDone:
+        return ExampleDone(sum(e.examples for e in last), sum(e.steps for e in last),
+                           last[-1].failing)
+
+    results = run_workers(_agent_campaign, wire, worker_cfg, workers, database=cfg.database,
+                          on_event=on_event, progress=progress)
+    return merge_results(results, cfg)
+
+
+def run_client_parallel(scenario: Scenario, cfg: ClientSettings, workers: int,
+                        on_event: Callable[[ClientCampaignEvent], None] = lambda e: None
+                        ) -> ClientCampaignResult:
+    """``acp-fuzz client --workers N``: run ``workers`` client campaigns in parallel, as
+    :func:`run_parallel` runs an agent's (:func:`run_workers`), and merge their results
+    (:meth:`ClientCampaignResult.merge`). Worker ``i`` has the seed ``seed + i``, its share
+    of ``max_examples`` and of the covering sets, and the shared database; its cassettes are
+    named by its own seed, so no two workers write one name. With one worker the campaign
+    runs in this process."""
+    if workers < 1:
+        raise ValueError(f"workers={workers} must be at least 1")
+    if workers == 1:
+        return run_client_campaign(scenario, cfg, on_event)
+    scenario.check()  # a scenario that cannot run fails here, once, not in each worker
+    per = math.ceil(cfg.max_examples / workers)
+
+    def worker_cfg(i: int, database: str) -> ClientSettings:
+        return replace(cfg, seed=cfg.seed + i, max_examples=per, db=database,
+                       cover_share=worker_share(cfg.cover_share, i, workers))
+
+    def progress(last: Sequence[ExampleDone]) -> ExampleDone:
+        # A client example's ``steps`` are its scenario's: only the examples add up.
+        return replace(last[-1], examples=sum(e.examples for e in last))
+
+    results = run_workers(run_client_campaign, scenario, worker_cfg, workers, database=cfg.db,
+                          on_event=on_event, progress=progress)
+    return ClientCampaignResult.merge(results, cfg)
+
+
+def run_workers(work: Callable[[T, S, Callable[[Any], None]], R], target: T,
+                settings: Callable[[int, str], S], workers: int, *, database: str | None,
+                on_event: Callable[[Any], None],
+                progress: Callable[[Sequence[ExampleDone]], ExampleDone]) -> list[R]:
+    """Run ``work(target, settings(i, db), forward)`` in ``workers`` spawned processes (``i``
+    from 0) and return their results in that order: the engine of ``acp-fuzz target
+    --workers`` and ``acp-fuzz client --workers``. ``work`` must be a module-level function
+    and ``target`` and the settings picklable. ``db`` is ``database`` (``--db``), or else a
+    temporary folder of this run only, removed at the end: the workers share examples
+    through it either way. The plugins loaded here are loaded again in each worker.
+
+    Their events come back through one queue, to ``on_event`` on one thread: each
+    :class:`ExampleDone` as ``progress`` makes it from every worker's latest (the newest
+    last), the others as they are. An interrupt (SIGINT, or SIGTERM made one) is passed on
+    to every worker, which stops and returns what it found so far."""
+    # Without --db the workers still share examples, through a folder of this run only.
+    shared = database or tempfile.mkdtemp(prefix="acp-fuzz-db-")
+    own_db = None if database else shared
     ctx = multiprocessing.get_context("spawn")
     events = ctx.Queue()
-    counts: dict[int, tuple[int, int]] = {}
+    latest: dict[int, ExampleDone] = {}
 
     def pump() -> None:
         # Merge the workers' progress into one stream of events for the interface layer.
         while (msg := events.get()) is not None:
             if msg[0] == "example":
-                counts[msg[1]] = (msg[2], msg[3])
-                on_event(ExampleDone(sum(c[0] for c in counts.values()),
-                                     sum(c[1] for c in counts.values()), msg[4]))
+                latest.pop(msg[1], None)  # the newest last
+                latest[msg[1]] = msg[2]
+                on_event(progress(list(latest.values())))
             elif msg[0] == "event":
                 on_event(msg[2])
 
@@ -218,15 +302,10 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
     try:
         with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_start_worker,
                                  initargs=(events,)) as pool:
-            futures = [pool.submit(_worker, wire,
-                                   replace(cfg, seed=cfg.seed + i, max_examples=per,
-                                           database=database,
-                                           cover_share=worker_share(cfg.cover_share, i,
-                                                                    workers)),
-                                   i, loaded())
+            futures = [pool.submit(_worker, work, target, settings(i, shared), i, loaded())
                        for i in range(workers)]
             try:
-                results = [f.result() for f in futures]
+                return [f.result() for f in futures]
             except KeyboardInterrupt:
                 # A SIGTERM reaches only this process: pass the interrupt on, and let every
                 # worker stop, close its agents and return what it found so far.
@@ -234,7 +313,7 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
                     if proc.pid is not None:
                         with contextlib.suppress(ProcessLookupError):
                             os.kill(proc.pid, signal.SIGINT)
-                results = [f.result() for f in futures]
+                return [f.result() for f in futures]
     finally:
         events.put(None)
         pumper.join()
@@ -242,7 +321,6 @@ def run_parallel(spec: TargetSpec, cfg: CampaignSettings, workers: int,
         events.join_thread()
         if own_db is not None:
             shutil.rmtree(own_db, ignore_errors=True)
-    return merge_results(results, cfg)
 
 
 def worker_share(share: tuple[int, int], i: int, workers: int) -> tuple[int, int]:
