@@ -65,9 +65,15 @@ class Op(StrEnum):
 
 
 #: What an op needs of the session it names (``session``): nothing, a session that exists
-#: (a load, resume, delete or retitle may name a closed one, or one a restart unloaded), or
-#: one open in the current agent process (a turn, a cancel, a close, a fork's source, a mode
-#: or option switch: each asks a correct agent for an error otherwise).
+#: (a load, resume, delete, retitle or status query may name a closed one, or one a restart
+#: unloaded: ``session/set_title`` works on any session ``session/list`` would show), or one
+#: open in the current agent process (a turn, a cancel, a close, a fork's source, a mode or
+#: option switch: each asks a correct agent for an error otherwise). A ``busy`` load or
+#: resume (sent while a turn of the session runs) needs the session open, since it starts
+#: that turn. A ``compact`` needs an open session with a conversation too
+#: (:meth:`~acp_fuzz.core.lifecycle.Lifecycle.allows`): there is nothing to compact before a
+#: turn, and the harness ties the agent's summary request to its session by the nonces of the
+#: turns it summarises.
 Need = Literal["nothing", "exists", "open"]
 
 
