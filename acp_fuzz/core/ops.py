@@ -15,7 +15,7 @@ walks through one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal
@@ -39,6 +39,7 @@ __all__ = [
     "Need",
     "Op",
     "OpSpec",
+    "gated",
     "spec_of",
 ]
 
@@ -225,3 +226,20 @@ QUERIES = _ops(lambda s: s.plain and s.effect is Effect.NONE)
 #: The ops whose request is built from what the step itself carries (a prompt, a probed
 #: method): what ``show --full`` previews.
 SENDS_STEP = (*CARRIES_PROMPT, str(Op.INVALID))
+
+
+# The gate flags whose op sends another method than its row's: under v2 there is no
+# session/load, and a load is a ``session/resume`` that replays from the start.
+_SENT_AS = {"replay": "session/resume"}
+
+
+def gated(flags: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """The methods that the capability ``flags`` make available, each with the flags that
+    do, in the order of ``flags``: ``session/resume`` is made available by ``resume`` and, under
+    v2, by ``replay``."""
+    out: dict[str, list[str]] = {}
+    for spec in TABLE.values():
+        for flag in spec.gate:
+            if flag in flags and spec.method:
+                out.setdefault(_SENT_AS.get(flag, spec.method), []).append(flag)
+    return {m: tuple(sorted(fs, key=list(flags).index)) for m, fs in out.items()}

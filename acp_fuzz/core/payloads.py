@@ -9,7 +9,7 @@ may do with it, and which rule says so.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = [
@@ -49,6 +49,10 @@ class Omit:
 OMIT = Omit()
 
 
+#: The field metadata of a :class:`Capabilities` flag that ``initialize`` does not advertise.
+_LEARNED = {"learned": True}
+
+
 @dataclass(frozen=True, slots=True)
 class Capabilities:
     """What an agent advertised in ``initialize`` that acp-fuzz cares about, read from the
@@ -73,21 +77,28 @@ class Capabilities:
     additional_directories: bool = False
     #: The agent offers session modes (``session/new`` answered ``modes`` with at least two):
     #: not in ``initialize``, so the campaign learns it at calibration.
-    set_mode: bool = False
+    set_mode: bool = field(default=False, metadata=_LEARNED)
     #: The agent offers a ``select`` config option with at least two values (a model, a
     #: reasoning effort): learned at calibration like ``set_mode``.
-    set_config_option: bool = False
+    set_config_option: bool = field(default=False, metadata=_LEARNED)
     #: v2: ``session/resume`` takes ``replayFrom`` (``{"type": "start"}`` replays the whole
     #: conversation, the v2 form of ``session/load``).
     replay: bool = False
     #: The agent advertised a ``compact`` command (``available_commands_update``): a
     #: ``compact`` step may send it as a turn. Learned at calibration, like ``set_mode``.
-    compact_command: bool = False
+    compact_command: bool = field(default=False, metadata=_LEARNED)
     #: The fake model can make the agent compact by reporting a context near its limit in a
     #: reply's usage, or by the API's context-length error: the profile says so
     #: (``[compaction] by``), since nothing in ACP does.
-    compact_usage: bool = False
-    compact_overflow: bool = False
+    compact_usage: bool = field(default=False, metadata=_LEARNED)
+    compact_overflow: bool = field(default=False, metadata=_LEARNED)
+
+    @classmethod
+    def advertised_flags(cls) -> tuple[str, ...]:
+        """The flags an agent advertises in ``initialize``, in field order: the others are
+        learned at calibration or from the profile, so that an agent never promised them
+        (``capability.refused`` judges only these)."""
+        return tuple(f.name for f in fields(cls) if not f.metadata.get("learned"))
 
     def compactions(self) -> tuple[str, ...]:
         """The ways a ``compact`` step may make this agent compact (``steps.COMPACT_BY``)."""

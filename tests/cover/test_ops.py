@@ -4,12 +4,14 @@ from it, and the runner, the lifecycle model and the step checker know every row
 from __future__ import annotations
 
 import inspect
+from dataclasses import fields
 
 import pytest
 
 from acp_fuzz.core import ops
 from acp_fuzz.core.lifecycle import Lifecycle
 from acp_fuzz.core.ops import TABLE, Effect, Op, spec_of
+from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.steps import describe, validate_step
 from acp_fuzz.engine.campaign.runner import Run
 
@@ -74,18 +76,27 @@ def test_the_lifecycle_follows_each_effect() -> None:
     assert not life.exists("B") and life.deleted("B")
 
 
-def test_every_advertised_gate_is_one_capability_refused_judges() -> None:
-    """An op the agent advertises in ``initialize`` (not one learned at calibration: modes,
-    config options, compaction) must not be answered "Method not found": its method and
-    flags are in ``capability.refused``'s table, which a new row must join."""
+def test_capability_refused_judges_every_advertised_gate_and_no_learned_one() -> None:
+    """An op the agent advertises in ``initialize`` must not be answered "Method not found":
+    ``capability.refused``'s table is read from the ops table, the flags learned at
+    calibration or from the profile (modes, config options, compaction) left out, since an
+    agent never promised those; v2's load is a resume that replays."""
     from acp_fuzz.core.builtin.capabilities import GATED
 
-    learned = {"set_mode", "set_config_option", "compact_command", "compact_usage",
-               "compact_overflow"}
-    derived: dict[str, set[str]] = {}
-    for spec in TABLE.values():
-        for flag in spec.gate:
-            if flag not in learned and spec.method:
-                method = "session/resume" if flag == "replay" else spec.method
-                derived.setdefault(method, set()).add(flag)
-    assert {m: set(f) for m, f in GATED.items()} == derived
+    assert GATED == {
+        "session/list": ("list",), "session/close": ("close",), "session/load": ("load",),
+        "session/resume": ("resume", "replay"), "session/fork": ("fork",),
+        "session/delete": ("delete",), "session/set_title": ("title",),
+        "session/status": ("status",)}
+    learned = {f.name for f in fields(Capabilities)} - set(Capabilities.advertised_flags())
+    assert learned == {"set_mode", "set_config_option", "compact_command", "compact_usage",
+                       "compact_overflow"}
+    assert not {f for flags in GATED.values() for f in flags} & learned
+
+
+def test_a_new_gated_row_is_judged_without_touching_the_oracle() -> None:
+    from acp_fuzz.core.ops import gated
+
+    assert gated(("status", "load")) == {"session/load": ("load",),
+                                         "session/status": ("status",)}
+    assert gated(()) == {}
