@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from acp_fuzz.engine.client.campaign import ClientCampaignResult, ClientSettings
     from acp_fuzz.reporting.formats import ReportSet
 
-__all__ = ["client", "replay_client_cassette"]
+__all__ = ["client", "read_scenario_file", "replay_client_cassette"]
 
 
 def _scenario(command: Sequence[str], steps: Sequence[str], scenario_file: Path | None,
@@ -91,6 +91,15 @@ def _scenario(command: Sequence[str], steps: Sequence[str], scenario_file: Path 
         sc.check()
     except ScenarioError as e:
         fail(str(e))
+    return sc
+
+
+def read_scenario_file(path: Path) -> Scenario:
+    """The scenario of a TOML file (``client --scenario``, ``matrix --client``): exit 2 with
+    one line when it cannot be read, is malformed, or a step has no command."""
+    sc = _scenario((), (), path, None)
+    if sc is None:  # pragma: no cover - a file always gives a scenario
+        fail(f"{path}: no scenario")
     return sc
 
 

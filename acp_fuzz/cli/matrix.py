@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import shlex
 import sys
 import time
@@ -53,6 +54,7 @@ from acp_fuzz.cli.options import (
 from acp_fuzz.cli.plugins import load_plugins
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.protocol import CHOICES as PROTOCOL_CHOICES
+from acp_fuzz.core.scenarios import Scenario
 from acp_fuzz.core.version import __version__
 from acp_fuzz.engine.campaign.runner import HarnessError, TargetSpec
 from acp_fuzz.reporting.kept import unaccounted
@@ -89,6 +91,12 @@ _CORPUS: Any = typer.Option(
          "FAIL, with its cassette, even when the campaign did not draw it.")
 _NO_CORPUS: Any = typer.Option(False, "--no-corpus", metavar="",
                                help="Replay no corpus: the campaigns alone.")
+_CLIENT: Any = typer.Option(
+    [], "--client", metavar="TITLE=SCENARIO",
+    help="A client's column: `acp-fuzz client` runs the scenario file (TOML with its "
+         "command, docs/clients.md) with this matrix's examples, seed and time budget, and "
+         "the table gets a client section. Repeatable; the same TITLE again adds a scenario "
+         "to its column. With --client and no --profile, no agent is run.")
 _CORPUS_RUNS: Any = typer.Option(
     3, "--corpus-runs", min=1, metavar="N",
     help="Replays of each corpus cassette (a failure in some of them only: flaky).")
@@ -114,6 +122,7 @@ def matrix(
     corpus: Path | None = _CORPUS,
     no_corpus: bool = _NO_CORPUS,
     corpus_runs: int = _CORPUS_RUNS,
+    client: list[str] = _CLIENT,
 ) -> None:
     """Run a bounded campaign per agent, replay its reviewed corpus, and write one
     conformance table: rows are rules, columns are agents, a cell is pass, fail (with its
@@ -128,7 +137,8 @@ def matrix(
     PASSED) fails nothing and is listed under the agent.
 
     The rules of a --plugin's checks get rows of their own. An agent that does not speak the
-    --protocol offered is not tested, with why."""
+    --protocol offered is not tested, with why. --client TITLE=SCENARIO adds a client's
+    column to a table of the client rules (docs/clients.md, "A table of clients")."""
     load_plugins(plugin)
     for path in (markdown, html_out, json_out):
         if path is not None and not path.parent.exists():
@@ -142,7 +152,8 @@ def matrix(
     kept = _kept(corpus_root)
     if protocol not in PROTOCOL_CHOICES:
         fail(f"--protocol must be one of {', '.join(PROTOCOL_CHOICES)}, not {protocol!r}")
-    columns, pinned = _columns(profile)
+    clients = _clients(client)
+    columns, pinned = _columns(profile) if profile or not clients else ({}, {})
     if protocol in ("1", "2"):
         # Before any agent runs: a table for this version would pass a cell the review fails.
         _refuse_unaccounted([line for n in columns for line in unaccounted(
@@ -157,13 +168,14 @@ def matrix(
     run = _Run(columns=columns, pinned=pinned, kept=kept, corpus_root=corpus_root,
                corpus_runs=corpus_runs, protocol=protocol, timeout=timeout,
                sandbox_fs=sandbox_fs, max_examples=max_examples, seed=seed,
-               time_budget=time_budget, cassette_dir=cassette_dir, workers=workers)
-    agents, interrupted = run.all()
-    if not agents:
+               time_budget=time_budget, cassette_dir=cassette_dir, workers=workers,
+               clients=clients)
+    agents, tested, interrupted = run.all()
+    if not agents and not tested:
         err.print("acp-fuzz: interrupted before any agent ran; nothing to write", markup=False)
         raise typer.Exit(130)
     _write(argv, agents, interrupted, markdown=markdown, html_out=html_out, json_out=json_out,
-           corpus_root=None if corpus_root is None else str(corpus_root))
+           corpus_root=None if corpus_root is None else str(corpus_root), clients=tested)
     if protocol == "auto":
         # The version each agent speaks is known only now: the table is written, and the
         # run still fails, so nobody reads a pass that the review contradicts.
@@ -180,6 +192,26 @@ def _corpus_root(corpus: Path | None, no_corpus: bool) -> Path | None:
         fail(f"--corpus {corpus}: not a folder")
     # The default root may be missing (a checkout without the reviewed cassettes): no corpus.
     return None if no_corpus else (corpus if corpus is not None else Path("cassettes/real"))
+
+
+def _clients(given: list[str]) -> dict[str, list[Scenario]]:
+    """The client columns of ``--client TITLE=SCENARIO`` options, in order: each title and
+    its scenarios; exit 2 for a malformed option or a scenario file that cannot be read."""
+    from acp_fuzz.cli.client import read_scenario_file
+
+    out: dict[str, list[Scenario]] = {}
+    for spec in given:
+        title, sep, path = spec.partition("=")
+        if not sep or not title.strip() or not path:
+            fail(f"--client {spec!r}: give TITLE=SCENARIO, a column's title and a scenario "
+                 "file (TOML, docs/clients.md)")
+        out.setdefault(title.strip(), []).append(read_scenario_file(Path(path)))
+    return out
+
+
+def _slug(title: str) -> str:
+    """``title`` as one safe file name part (letters, digits, ``.``, ``_``, ``-``)."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", title).strip("-")[:40] or "client"
 
 
 def _columns(profiles: list[str]) -> tuple[dict[str, str], dict[str, str | None]]:
@@ -222,23 +254,57 @@ class _Run:
     time_budget: float
     cassette_dir: Path
     workers: int
+    #: The client columns: each title and its scenarios.
+    clients: dict[str, list[Scenario]] = dataclasses.field(default_factory=dict)
 
-    def all(self) -> tuple[list[dict[str, Any]], bool]:
-        """Every agent's entry of the matrix JSON, in order, and whether interrupted (the
-        entries then say what ran before)."""
+    def all(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], bool]:
+        """Every agent's entry of the matrix JSON, in order, then every client's, and
+        whether interrupted (the entries then say what ran before)."""
         agents: list[dict[str, Any]] = []
+        clients: list[dict[str, Any]] = []
         interrupted = False
         restore = install_interrupt_handlers()
         try:
-            for given in self.columns:
-                if self._agent(given, agents):
-                    interrupted = True
-                    break
+            interrupted = any(self._agent(given, agents) for given in self.columns) or any(
+                self._client(k, title, clients) for k, title in enumerate(self.clients))
         except KeyboardInterrupt:
             interrupted = True
         finally:
             restore()
-        return agents, interrupted
+        return agents, clients, interrupted
+
+    def _client(self, k: int, title: str, clients: list[dict[str, Any]]) -> bool:
+        """Run one client's scenarios, its entry added to ``clients`` first (an interrupt
+        keeps the reports made); whether a campaign was interrupted."""
+        from acp_fuzz.engine.campaign.workers import run_client_parallel
+        from acp_fuzz.engine.client.campaign import ClientSettings, run_client_campaign
+        from acp_fuzz.reporting.client import client_result_to_json
+
+        entry: dict[str, Any] = {"title": title, "reports": []}
+        clients.append(entry)
+        scenarios = self.clients[title]
+        for i, sc in enumerate(scenarios, 1):
+            # A title is a user's text: the folder is named by a safe form of it.
+            folder = self.cassette_dir / "clients" / f"{k + 1}-{_slug(title)}-{i}"
+            folder.mkdir(parents=True, exist_ok=True)
+            cfg = ClientSettings(max_examples=self.max_examples, seed=self.seed,
+                                 cassette_dir=folder, time_budget=self.time_budget,
+                                 portable=True, sandbox_fs=self.sandbox_fs)
+            err.print(terminal(f"{title}: scenario {i}/{len(scenarios)} ({self.max_examples} "
+                               f"examples, at most {self.time_budget:g} s)"), markup=False)
+            try:
+                result = (run_client_parallel(sc, cfg, self.workers) if self.workers > 1
+                          else run_client_campaign(sc, cfg))
+            except HarnessError as e:
+                err.print(terminal(f"{title}: not run: {e}"), markup=False)
+                entry["not_run"] = _first_line(str(e))
+                return False
+            entry["reports"].append(client_result_to_json(result))
+            err.print(terminal(f"{title}: {len(result.reports)} finding(s) in "
+                               f"{result.examples_run} examples"), markup=False)
+            if result.interrupted:
+                return True
+        return False
 
     def _agent(self, given: str, agents: list[dict[str, Any]]) -> bool:
         """Run one agent's campaign and replay its corpus, its entry added to ``agents``
@@ -429,9 +495,10 @@ def _corpus_of(folder: Path) -> list[Path]:
 
 #: The format of what ``--json`` writes and ``--from-json`` reads.
 MATRIX_JSON = 1
-def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool, str | None]:
+def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool, str | None,
+                              list[dict[str, Any]]]:
     """What an earlier ``--json`` saved: the command, the agents, whether interrupted, the
-    corpus root (``None``: no corpus, or a document from before it).
+    corpus root (``None``: no corpus, or a document from before it), the clients.
 
     A document is a stranger's when it was not made here: read with
     :func:`~acp_fuzz.cli.app.read_json`, each mistake one error line."""
@@ -439,19 +506,23 @@ def _load(path: Path) -> tuple[list[str], list[dict[str, Any]], bool, str | None
     if not isinstance(doc, dict) or doc.get("acp_fuzz_matrix") != MATRIX_JSON \
             or not isinstance(doc.get("agents"), list) \
             or not all(isinstance(a, dict) and isinstance(a.get("profile"), str)
-                       for a in doc["agents"]):
+                       for a in doc["agents"]) \
+            or not isinstance(doc.get("clients", []), list) \
+            or not all(isinstance(c, dict) and isinstance(c.get("title"), str)
+                       and isinstance(c.get("reports", []), list)
+                       for c in doc.get("clients", [])):
         fail(f"--from-json {path}: not a matrix document written by acp-fuzz matrix --json")
     command = doc.get("command")
     argv = [str(a) for a in command] if isinstance(command, list) else ["acp-fuzz", "matrix"]
     # A document from before the corpus has no root: its table has no corpus paragraph.
     root = doc.get("corpus_root")
     return (argv, doc["agents"], bool(doc.get("interrupted")),
-            str(root) if isinstance(root, str) else None)
+            str(root) if isinstance(root, str) else None, doc.get("clients", []))
 
 
 def _write(argv: list[str], agents: list[dict[str, Any]], interrupted: bool,
-           corpus_root: str | None = None, *, markdown: Path, html_out: Path,
-           json_out: Path | None) -> None:
+           corpus_root: str | None = None, clients: list[dict[str, Any]] | None = None, *,
+           markdown: Path, html_out: Path, json_out: Path | None) -> None:
     from acp_fuzz.reporting.matrix import (
         cells_to_json,
         column_from_report,
@@ -480,11 +551,18 @@ def _write(argv: list[str], agents: list[dict[str, Any]], interrupted: bool,
     command = shlex.join(argv)
     kw: dict[str, Any] = {"version": __version__, "interrupted": interrupted,
                           "corpus_root": corpus_root}
-    atomic_write(markdown, matrix_markdown(columns, preamble=matrix_preamble(command, **kw),
-                                           base=markdown.parent.resolve()))
-    atomic_write(html_out, matrix_html(columns,
-                                       preamble=matrix_preamble(command, plain=True, **kw),
-                                       base=html_out.parent.resolve()))
+    client_md, client_html = _client_tables(clients or [], markdown.parent.resolve(),
+                                            html_out.parent.resolve())
+    # With client columns only, the paragraphs about agent cells and corpora would be noise.
+    md_pre, html_pre = (matrix_preamble(command, **kw),
+                        matrix_preamble(command, plain=True, **kw))
+    if not columns:
+        md_pre, html_pre = md_pre[:1], html_pre[:1]
+    atomic_write(markdown, (matrix_markdown(columns, preamble=md_pre,
+                                            base=markdown.parent.resolve())
+                            + (f"\n{client_md}" if client_md else "")))
+    atomic_write(html_out, matrix_html(columns, preamble=html_pre,
+                                       base=html_out.parent.resolve(), after=client_html))
     if json_out is not None:
         # Each agent's cells too, with where each verdict came from (written, never read:
         # --from-json builds them again from the reports and the corpus replays).
@@ -492,9 +570,41 @@ def _write(argv: list[str], agents: list[dict[str, Any]], interrupted: bool,
                  for a, col in zip(agents, columns, strict=True)]
         doc = {"acp_fuzz_matrix": MATRIX_JSON, "acp_fuzz_version": __version__,
                "command": argv, "interrupted": interrupted, "corpus_root": corpus_root,
-               "agents": saved}
+               "agents": saved, "clients": clients or []}
         atomic_write(json_out, json.dumps(doc, indent=2, ensure_ascii=False, default=repr))
     err.print(terminal(f"wrote {markdown} and {html_out}"), markup=False)
+
+
+def _client_tables(clients: list[dict[str, Any]], md_base: Path, html_base: Path
+                   ) -> tuple[str, str]:
+    """The client section in Markdown and in HTML ("" and "" without a client column), each
+    linking cassettes from its own folder."""
+    from acp_fuzz.reporting.client_matrix import (
+        client_matrix_html,
+        client_matrix_markdown,
+        column_from_reports,
+        column_not_run,
+    )
+
+    if not clients:
+        return "", ""
+    def column(c: dict[str, Any], base: Path) -> Any:
+        if c.get("not_run") and not c.get("reports"):
+            return column_not_run(c["title"], str(c["not_run"]))
+        col = column_from_reports(c["title"], c.get("reports", []), base=base)
+        col.note = str(c.get("not_run") or "")  # a later scenario's, the others' cells kept
+        return col
+
+    try:
+        md_cols = [column(c, md_base) for c in clients]
+        html_cols = [column(c, html_base) for c in clients]
+    except (AttributeError, TypeError, ValueError, KeyError, OverflowError) as e:
+        fail(f"a client report in the matrix document is malformed ({type(e).__name__})")
+    preamble = ("Each column is the union of its scenarios (`acp-fuzz matrix --client "
+                "TITLE=SCENARIO`): a cell is the worst finding of that oracle in any of them "
+                "(**FAIL** with its severity, or info), else pass with the cases judged, else "
+                "not judged (no case arose).")
+    return client_matrix_markdown(md_cols, preamble=preamble), client_matrix_html(html_cols)
 
 
 def _first_line(text: str) -> str:

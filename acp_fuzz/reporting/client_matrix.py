@@ -16,20 +16,26 @@ case: a client that never sends the standard field is not judged on its shape).
 
 from __future__ import annotations
 
+import html
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from acp_fuzz.core.client_oracles import CLIENT_CATALOG
+from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.findings import is_reported
 
-__all__ = ["BEGIN", "END", "ClientColumn", "client_matrix_markdown", "client_rows",
-           "column_from_reports", "relative_link", "replace_section"]
+__all__ = ["BEGIN", "END", "ClientCell", "ClientColumn", "client_matrix_html",
+           "client_matrix_markdown", "client_rows", "column_from_reports", "column_not_run",
+           "relative_link", "replace_section"]
 
 BEGIN = "<!-- client-matrix: begin (scripts/client-matrix writes this section) -->"
 END = "<!-- client-matrix: end -->"
 _RANK = {"MUST": 3, "SHOULD": 2, "info": 1}
+CLIP = 200
 
 
 def client_rows() -> list[tuple[str, str, str]]:
@@ -43,27 +49,55 @@ def client_rows() -> list[tuple[str, str, str]]:
     return rows
 
 
+@dataclass(frozen=True)
+class ClientCell:
+    """One cell: ``status`` (``fail``, ``info``, ``pass``, ``not judged``, ``not run``), its
+    text (a severity, a count of checks) and the links of the cassettes that show it."""
+
+    status: str
+    text: str = ""
+    links: tuple[str, ...] = ()
+
+    def markdown(self) -> str:
+        mark = {"fail": "**FAIL**: ", "pass": "pass: "}.get(self.status, self.status)
+        links = ", ".join(f"[cassette]({link})" for link in self.links)
+        return mark + md_text(self.text, table=True) + (f" ({links})" if links else "")
+
+    def html(self) -> str:
+        mark = {"fail": "FAIL: ", "pass": "pass: "}.get(self.status, self.status)
+        links = ", ".join(f'<a href="{_esc(link)}">cassette</a>' for link in self.links)
+        return _esc(mark + self.text) + (f" ({links})" if links else "")
+
+
 @dataclass
 class ClientColumn:
-    """One client's cells: ``(oracle, rule)`` -> text."""
+    """One client's cells: ``(oracle, rule)`` -> :class:`ClientCell`; ``note`` says why it
+    was not run, when it was not."""
 
     title: str
-    cells: dict[tuple[str, str], str] = field(default_factory=dict)
+    cells: dict[tuple[str, str], ClientCell] = field(default_factory=dict)
     runs: int = 0
+    note: str = ""
 
 
 def column_from_reports(title: str, reports: Sequence[Mapping[str, Any]], *,
-                        corpus: Sequence[tuple[str, Sequence[str]]] = ()) -> ClientColumn:
-    """A column from ``acp-fuzz client`` JSON reports. ``corpus`` is ``(link, oracles)`` per
-    kept cassette of this client: a FAIL cell links each that recorded its oracle."""
+                        corpus: Sequence[tuple[str, Sequence[str]]] = (),
+                        base: Path | None = None) -> ClientColumn:
+    """A column from ``acp-fuzz client`` JSON reports. A FAIL cell links the cassette of each
+    finding of its oracle (relative to ``base``, the folder of the document), and each kept
+    cassette of this client that recorded its oracle (``corpus``: ``(link, oracles)`` per
+    cassette)."""
     worst: dict[tuple[str, str], str] = {}
     checks: dict[tuple[str, str], int] = {}
+    found: dict[tuple[str, str], list[str]] = {}
     for doc in reports:
         for f in [*doc.get("findings", []), *doc.get("info", [])]:
             key = (str(f.get("oracle")), str(f.get("rule")))
             sev = str(f.get("severity"))
             if _RANK.get(sev, 0) > _RANK.get(worst.get(key, ""), 0):
                 worst[key] = sev
+            if is_reported(sev) and isinstance(f.get("cassette"), str):
+                found.setdefault(key, []).append(_link(f["cassette"], base))
         for j in doc.get("judged", []):
             key = (str(j.get("oracle")), str(j.get("rule")))
             checks[key] = checks.get(key, 0) + int(j.get("checks", 0))
@@ -72,29 +106,77 @@ def column_from_reports(title: str, reports: Sequence[Mapping[str, Any]], *,
         key = (oracle, rule)
         if key in worst:
             sev = worst[key]
-            links = [f"[cassette]({link})" for link, oracles in corpus if oracle in oracles]
-            text = f"**FAIL**: {sev}" if is_reported(sev) else "info"
-            col.cells[key] = text + (f" ({', '.join(links)})" if links else "")
+            links = (*found.get(key, ()),
+                     *(link for link, oracles in corpus if oracle in oracles))
+            col.cells[key] = (ClientCell("fail", sev, links) if is_reported(sev)
+                              else ClientCell("info"))
         elif checks.get(key):
             n = checks[key]
-            col.cells[key] = f"pass: {n} check{'s' * (n != 1)}"
+            col.cells[key] = ClientCell("pass", f"{n} check{'s' * (n != 1)}")
         else:
-            col.cells[key] = "not judged"
+            col.cells[key] = ClientCell("not judged")
     return col
 
 
+def column_not_run(title: str, why: str) -> ClientColumn:
+    """The column of a client that could not be run (its command not found, say)."""
+    return ClientColumn(title, {(o, r): ClientCell("not run") for o, _s, r in client_rows()},
+                        note=why)
+
+
 def client_matrix_markdown(columns: Sequence[ClientColumn], *, preamble: str = "") -> str:
-    """The client section: a heading, ``preamble`` and the table, between the markers."""
-    head = "| Oracle | Severity | Rule | " + " | ".join(c.title for c in columns) + " |"
+    """The client section: a heading, ``preamble`` and the table, between the markers. A
+    title (a user's, from ``acp-fuzz matrix --client``) is escaped like any text."""
+    head = ("| Oracle | Severity | Rule | "
+            + " | ".join(md_text(clip(c.title, CLIP), table=True) for c in columns) + " |")
     lines = [BEGIN, "## Clients (`acp-fuzz client`)", ""]
     if preamble:
         lines += [preamble.rstrip(), ""]
     lines += [head, "|" + "---|" * (3 + len(columns))]
     for oracle, sev, rule in client_rows():
-        cells = [c.cells.get((oracle, rule), "not judged") for c in columns]
-        lines.append(f"| `{oracle}` | {sev} | `{rule}` | " + " | ".join(cells) + " |")
+        cells = [c.cells.get((oracle, rule), ClientCell("not judged")).markdown()
+                 for c in columns]
+        lines.append(f"| {md_code(oracle, table=True)} | {sev} | {md_code(rule, table=True)} | "
+                     + " | ".join(cells) + " |")
+    notes = [f"- {md_text(clip(c.title, CLIP))}: not run: {md_text(clip(c.note, CLIP))}."
+             for c in columns if c.note]
+    lines += ["", *notes] if notes else []
     lines.append(END)
     return "\n".join(lines) + "\n"
+
+
+def client_matrix_html(columns: Sequence[ClientColumn]) -> str:
+    """The client section of the HTML page: a heading and the table, every text escaped."""
+    head = "".join(f"<th>{_esc(clip(c.title, CLIP))}</th>" for c in columns)
+    rows = []
+    for oracle, sev, rule in client_rows():
+        tds = "".join(
+            f'<td class="{_HTML_CLASS.get(cell.status, "untested")}">{cell.html()}</td>'
+            for cell in (c.cells.get((oracle, rule), ClientCell("not judged"))
+                         for c in columns))
+        rows.append(f'<tr><td class="rule">{_esc(oracle)}</td><td>{_esc(sev)}</td>'
+                    f'<td class="rule">{_esc(rule)}</td>{tds}</tr>')
+    notes = "".join(f"<li>{_esc(clip(c.title, CLIP))}: not run: {_esc(clip(c.note, CLIP))}."
+                    "</li>" for c in columns if c.note)
+    return ("<h2>Clients (acp-fuzz client)</h2><table><thead><tr><th>Oracle</th>"
+            f"<th>Severity</th><th>Rule</th>{head}</tr></thead><tbody>{''.join(rows)}"
+            "</tbody></table>" + (f"<ul>{notes}</ul>" if notes else ""))
+
+
+# The agent table's cell classes (reporting/matrix.py's style), by a client cell's status.
+_HTML_CLASS = {"fail": "fail", "info": "info", "pass": "pass"}
+
+
+def _link(cassette: str, base: Path | None) -> str:
+    # A report's path may come from a hand-made --from-json document: quoted, so that it is
+    # a link target and nothing else.
+    target = cassette if base is None else os.path.relpath(cassette, base)
+    return quote(Path(target).as_posix(), safe="/._-@+")
+
+
+def _esc(v: object) -> str:
+    # The terminal policy too: no bidi override reorders a cell, no control character.
+    return html.escape(terminal(v), quote=True)
 
 
 def replace_section(text: str, section: str) -> str:

@@ -616,9 +616,12 @@ def _headers(columns: Sequence[Column]) -> list[str]:
 def matrix_markdown(columns: Sequence[Column], *, title: str = "Conformance matrix",
                     preamble: Sequence[str] = (), base: Path | None = None) -> str:
     """The matrix as a Markdown document. Cassette links are relative to ``base`` (the
-    folder the document is written to), so they work in a repository browser."""
+    folder the document is written to), so they work in a repository browser. With no
+    column, the title and ``preamble`` only (a matrix of clients)."""
     lines = [f"# {md_text(title)}", ""]
     lines += [*preamble, ""] if preamble else []
+    if not columns:
+        return "\n".join(lines)
     lines += ["| Rule | What it asks | " + " | ".join(md_text(h, table=True)
                                                   for h in _headers(columns)) + " |",
               "|---|---|" + "---|" * len(columns)]
@@ -664,9 +667,13 @@ td.untested,td.na{color:#777}td.error{background:#fce8e6}
 
 
 def matrix_html(columns: Sequence[Column], *, title: str = "Conformance matrix",
-                preamble: Sequence[str] = (), base: Path | None = None) -> str:
+                preamble: Sequence[str] = (), base: Path | None = None,
+                after: str = "") -> str:
     """The matrix as one self-contained HTML page (inline style, no script, nothing
-    fetched). Every text is HTML-escaped; ``preamble`` is plain text, one paragraph each."""
+    fetched). Every text is HTML-escaped; ``preamble`` is plain text, one paragraph each;
+    ``after`` is HTML put after the agents (the client table, already escaped:
+    :func:`acp_fuzz.reporting.client_matrix.client_matrix_html`). With no agent column, the
+    page has no agent table."""
     def esc(v: object, limit: int | None = CLIP) -> str:
         # The terminal policy too: no bidi override reorders a cell, no control character.
         return html.escape(terminal(clip(v, limit) if limit else v), quote=True)
@@ -698,11 +705,12 @@ def matrix_html(columns: Sequence[Column], *, title: str = "Conformance matrix",
     notes = "".join(f"<li>{esc(c.label, _LABEL)} ({esc(c.profile)}): {esc(c.note)}; "
                     f"{esc(_counts(c), None)}.{corpus(c)}</li>" for c in columns)
     pre = "".join(f"<p>{esc(p, None)}</p>" for p in preamble)
+    agents = (f"<table><thead><tr><th>Rule</th><th>What it asks</th>{head}</tr></thead>"
+              f"<tbody>{''.join(rows)}</tbody></table><p>Per agent:</p><ul>{notes}</ul>"
+              if columns else "")
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{esc(title, None)}</title><style>{_STYLE}</style></head><body>"
-            f"<h1>{esc(title, None)}</h1>{pre}<table><thead><tr><th>Rule</th>"
-            f"<th>What it asks</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-            f"<p>Per agent:</p><ul>{notes}</ul></body></html>\n")
+            f"<h1>{esc(title, None)}</h1>{pre}{agents}{after}</body></html>\n")
 
 
 def matrix_preamble(command: str, *, version: str, interrupted: bool = False,

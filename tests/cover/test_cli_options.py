@@ -18,6 +18,9 @@ DIFFERENT = {
     ("--html", "show"),
     # the agents of the table (repeatable, every profile by default), not the one agent run
     ("--profile", "matrix"),
+    # a client's column of the table (TITLE=SCENARIO); replay's is a flag: the cassette is a
+    # client's
+    ("--client", "matrix"),
     # a replay's verdicts of cassettes and a merged campaign: reports of their own kinds
     ("--report", "replay"),
     ("--report", "report merge"),

@@ -250,3 +250,54 @@ def test_a_kept_finding_without_a_cassette_for_the_version_refuses_the_table(
     assert bad.returncode == 2
     assert bad.stderr.strip() == ("acp-fuzz: error: corpus/kept.toml: kept finding 1: 'finding' "
                                   "must be a non-empty string")
+
+
+def _scenario(tmp_path: Path, name: str, *bug: str) -> str:
+    command = [sys.executable, "-m", "acp_fuzz.reference_client", *bug]
+    (tmp_path / name).write_text(f"command = {json.dumps(command)}\n")
+    return name
+
+
+def test_client_columns_get_their_own_table_and_no_agent_runs(tmp_path: Path) -> None:
+    """``--client TITLE=SCENARIO`` (#35): the client campaigns run with the matrix's examples
+    and seed, and the client section has a column each: the correct reference client passes,
+    the planted bug fails its rule with its cassette, a client that cannot start says so.
+    No --profile: no agent table. The same table comes back from --json."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "gone.toml").write_text('command = ["/nonexistent/acp-client"]\n')
+    proc = run_cli(
+        tmp_path, "matrix", "-n", "6", "--markdown", "docs/m.md", "--html", "docs/m.html",
+        "--json", "m.json",
+        "--client", f"correct={_scenario(tmp_path, 'ok.toml')}",
+        "--client",
+        f"leaky | <b>={_scenario(tmp_path, 'bad.toml', '--bug', 'unadvertised-prompt')}",
+        "--client", "gone=gone.toml")
+    assert proc.returncode == 0, proc.stderr
+    md = (tmp_path / "docs" / "m.md").read_text()
+    assert "| Rule | What it asks |" not in md  # no agent ran
+    assert "| Oracle | Severity | Rule | correct | leaky \\| \\<b\\> | gone |" in md
+    row = next(ln for ln in md.splitlines() if ln.startswith("| `client.prompt-unadvertised`"))
+    cells = row.split(" | ")[3:]
+    assert cells[0].startswith("pass: ") and cells[1].startswith("**FAIL**: MUST ([cassette](")
+    link = cells[1].split("](")[1].split(")")[0]
+    assert (tmp_path / "docs" / link).resolve().is_file()
+    rows = [ln.split(" | ") for ln in md.splitlines() if ln.startswith("| `client.")]
+    assert not any("FAIL" in r[3] for r in rows)
+    assert all(r[5] == "not run |" for r in rows)
+    assert "- gone: not run: cannot start the client" in md
+    page = (tmp_path / "docs" / "m.html").read_text()
+    assert '<td class="fail">FAIL: MUST' in page and "<b>" not in page.split("<h2>")[1]
+    again = run_cli(tmp_path, "matrix", "--from-json", "m.json", "--markdown", "docs/again.md")
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "docs" / "again.md").read_text() == md
+
+
+def test_a_bad_client_option_or_scenario_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "bad.toml").write_text("command = 3\n")
+    for arg, says in (("no-equals", "give TITLE=SCENARIO"), ("t=missing.toml", "cannot be read"),
+                      ("t=bad.toml", "command must be")):
+        proc = run_cli(tmp_path, "matrix", "--client", arg)
+        assert proc.returncode == 2, proc.stderr
+        assert says in proc.stderr and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "matrix.md").exists()
