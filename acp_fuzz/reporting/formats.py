@@ -183,14 +183,16 @@ class JunitReport(_Builtin):
         return junit_xml("acp-fuzz target", campaign_cases(done.result, done.secrets))
 
 
-@report_format("html", summary="one self-contained page, each finding's turns shown",
-               directions=("agent",))
+@report_format("html", summary="one self-contained page, each finding's evidence shown")
 class HtmlReport(_Builtin):
     def finish(self, done: Finished) -> str:
-        """The page, with the per-turn view of each finding's cassette (one that cannot be
-        read again is left out of the page)."""
+        """The page; an agent's with the per-turn view of each finding's cassette (one that
+        cannot be read again is left out of the page)."""
         from acp_fuzz.core.cassette import CassetteError, read_cassette
-        from acp_fuzz.reporting.html import campaign_html
+        from acp_fuzz.reporting.html import campaign_html, client_html
+
+        if done.direction == "client":
+            return client_html(done.result, done.secrets, done.elapsed)
 
         cassettes = {}
         for rep in done.result.reports:

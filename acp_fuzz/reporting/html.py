@@ -2,7 +2,8 @@
 
 ``acp-fuzz target --report html:PATH`` writes :func:`campaign_html` (the findings first, each
 with its shrunk steps, its evidence and what reached the model, then the info observations and
-every rule checked); ``acp-fuzz show --html CASSETTE`` prints :func:`cassette_html`.
+every rule checked); ``acp-fuzz client --report html:PATH`` writes :func:`client_html`, the
+same page of a client campaign; ``acp-fuzz show --html CASSETTE`` prints :func:`cassette_html`.
 
 *What reached the model* is a per-turn view of the system slot: for each model request of the
 cassette, what the client asked for (the last ``systemPrompt`` it gave that session) next to
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.cassette import Cassette
 from acp_fuzz.core.escaping import clip, terminal
-from acp_fuzz.core.findings import CATALOG, Finding, is_failure, is_reported
+from acp_fuzz.core.findings import Finding, is_failure, is_reported, oracle_info
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.protocol import answered
 from acp_fuzz.core.scrub import Scrubber, normalize_sandbox
@@ -44,8 +45,10 @@ from acp_fuzz.reporting.markdown import (
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign.search import CampaignResult
+    from acp_fuzz.engine.client.campaign import ClientCampaignResult
 
-__all__ = ["CSP", "MAX_REQUESTS", "TEXT_CLIP", "campaign_html", "cassette_html", "marked"]
+__all__ = ["CSP", "MAX_REQUESTS", "TEXT_CLIP", "campaign_html", "cassette_html", "client_html",
+           "marked"]
 
 #: The page's Content-Security-Policy: nothing is fetched or run, inline style only.
 CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'none'; base-uri 'none'; "
@@ -283,22 +286,70 @@ def _absorbed(result: CampaignResult, scrub: Scrubber) -> str:
             f"<ul>{items}</ul>") if items else ""
 
 
-def _rules(result: CampaignResult) -> str:
+def _rules(result: CampaignResult | ClientCampaignResult) -> str:
     """Every (oracle, rule) judged, with how many cases and whether a finding failed it (an
-    absorbed oracle, :meth:`CampaignResult.absorbed`, is unconfirmed, never pass)."""
+    absorbed oracle, :meth:`CampaignResult.absorbed`, is unconfirmed, never pass), on either
+    side: an agent's rules or a client's."""
+    strict = result.settings.strict
     failed = {(f.oracle, f.rule) for r in result.reports for f in r.findings
-              if is_failure(f, strict=result.settings.strict)}
-    absorbed = {(f.oracle, f.rule) for f in result.absorbed()}
+              if is_failure(f, strict=strict)}
+    # A client campaign has no absorbed oracle: each failure is its own capability set.
+    absorbed = {(f.oracle, f.rule) for f in getattr(result, "absorbed", list)()}
+
+    # A SHOULD finding fails only under --strict, but its rule did not hold: never "pass".
+    found = {(f.oracle, f.rule) for r in result.reports for f in r.findings
+             if is_reported(f.severity)}
 
     def verdict(key: tuple[str, str]) -> str:
-        return "FAIL" if key in failed else "unconfirmed" if key in absorbed else "pass"
+        return ("FAIL" if key in failed else "unconfirmed" if key in absorbed
+                else "finding (not failing without --strict)" if key in found else "pass")
+
+    def asks(oracle: str) -> str:
+        try:
+            return oracle_info(oracle).summary
+        except KeyError:  # a plugin's check not loaded when the page is made
+            return ""
 
     rows = "".join(
-        f'<tr class="{"fail" if key in failed else "pass"}"><td><code>{_esc(key[1])}</code>'
-        f"</td><td><code>{_esc(key[0])}</code></td><td>{n}</td>"
-        f"<td>{verdict(key)}</td><td>"
-        f"{_esc(CATALOG[key[0]].summary if key[0] in CATALOG else '')}</td></tr>"
+        f'<tr class="{"fail" if key in failed else "pass" if key not in found else ""}">'
+        f"<td><code>{_esc(key[1])}</code></td><td><code>{_esc(key[0])}</code></td><td>{n}</td>"
+        f"<td>{verdict(key)}</td><td>{_esc(asks(key[0]))}</td></tr>"
         for key, n in sorted(result.judged.items()))
     return ("<h2>Rules checked</h2><table><thead><tr><th>Rule</th><th>Oracle</th>"
             "<th>Cases</th><th>Verdict</th><th>What it asks</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>") if rows else ""
+
+
+def client_html(result: ClientCampaignResult, secrets: Sequence[str] = (),
+                elapsed: float = 0.0) -> str:
+    """The page of a client campaign (``client --report html:PATH``), laid out as an
+    agent's: its summary, each distinct failure with its findings, evidence, smallest
+    capability set, the scenario's command lines and its cassette, then the info
+    observations and every client rule checked. Every value in ``secrets`` is redacted."""
+    from acp_fuzz.reporting.client import client_summary
+
+    scrub = Scrubber(secrets)
+    info = result.client_info if isinstance(result.client_info, Mapping) else {}
+    name = scrub.text(" ".join(str(info.get(k, "")) for k in ("name", "version")).strip()
+                      or " ".join(result.scenario.command)[:CLIP] or "a client")
+    body = [f"<h1>acp-fuzz client: {_esc(name)}</h1>",
+            f'<p class="summary">{_esc(client_summary(result, elapsed), None)}</p>',
+            "<h2>Findings</h2>"]
+    if not result.reports:
+        body.append("<p>No failing findings.</p>")
+    steps = "".join(f"<li><code>{_esc(scrub.text(' '.join(result.scenario.argv(i, '{agent}'))))}"
+                    "</code></li>" for i in range(len(result.scenario.steps)))
+    for i, rep in enumerate(result.reports, 1):
+        findings = [Finding.from_wire(scrub.value(f.to_wire())) for f in rep.findings]
+        body.append(f"<h3>{i}. {_esc(rep.status)}: {_esc(', '.join(rep.oracles))} "
+                    f"(reproduced {_esc(rep.rate)})</h3>")
+        body.append(_findings(findings, strict=result.settings.strict))
+        body.append(f"<p>Smallest capability set: <code>{_esc(rep.caps.describe())}</code></p>"
+                    f"<p>Scenario:</p><ol>{steps}</ol>")
+        where = str(rep.cassette) if rep.cassette else "not written"
+        body.append(f"<p>Cassette: <code>{_esc(where, 2 * CLIP)}</code></p>")
+    items = "".join(f"<li><code>{_esc(f.oracle)}</code> [<code>{_esc(f.rule)}</code>]: "
+                    f"{_esc(scrub.text(f.message), 2 * CLIP)}</li>" for f in result.info)
+    body.append(f"<h2>Observations (info)</h2><ul>{items}</ul>" if items else "")
+    body.append(_rules(result))
+    return _page(f"acp-fuzz client: {name}", body)

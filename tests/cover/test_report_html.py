@@ -164,3 +164,39 @@ def test_the_replay_json_holds_each_verdict_and_finding() -> None:
     assert (a["path"], a["verdict"], a["reproduced"], a["findings"][0][0]["oracle"]) == \
         ("a.cassette", "FAILED", 1, "prompt.leak")
     assert (b["error"], b["findings"], b["divergence"]) == ("unreadable", [], None)
+
+
+def test_the_client_page_escapes_the_clients_text_and_never_passes_a_should_finding(
+        ) -> None:
+    """``client --report html:PATH`` (:func:`client_html`): the same page as an agent's,
+    the client's name and messages escaped and its secrets redacted; a SHOULD finding (not
+    failing without --strict) is said, not shown as pass."""
+    from collections import Counter
+
+    from acp_fuzz.core.capability_sets import CapabilitySet
+    from acp_fuzz.core.findings import Status
+    from acp_fuzz.core.scenarios import Scenario
+    from acp_fuzz.engine.client.campaign import (
+        ClientCampaignResult,
+        ClientReport,
+        ClientSettings,
+    )
+    from acp_fuzz.reporting.html import client_html
+
+    should = Finding("client.prompt-changed", "SHOULD", "SP-CLIENT-RESEND-SHOULD",
+                     f"sent {HOSTILE} and canary A1", step=0)
+    result = ClientCampaignResult(
+        settings=ClientSettings(), scenario=Scenario(("my-client", "{agent}", HOSTILE)),
+        examples_run=2, runs=3, client_info={"name": HOSTILE, "version": "canary A1"},
+        reports=[ClientReport(status=Status.FAILED, runs=3, reproduced=3, findings=[should],
+                              cassette=Path("c/x.cassette"),
+                              caps=CapabilitySet(system_prompt=True, load=True))],
+        judged=Counter({("client.prompt-changed", "SP-CLIENT-RESEND-SHOULD"): 4,
+                        ("client.prompt-empty", "SP-CLIENT-CONTENT-EMPTY-MUSTNOT"): 4}))
+    page = client_html(result, secrets=["canary A1"])
+    assert "<script" not in page and "<img" not in page and "canary A1" not in page
+    assert "&lt;img src=x" in page and "&lt;redacted&gt;" in page
+    assert "<li><code>my-client {agent} &lt;img" in page  # the scenario, escaped
+    assert "<td>finding (not failing without --strict)</td>" in page
+    assert "<td>pass</td>" in page  # the empty-content rule held
+    assert "Smallest capability set: <code>v1: systemPrompt, loadSession</code>" in page

@@ -96,10 +96,28 @@ def test_an_unknown_format_names_the_plugins_ones_too(tmp_path: Path) -> None:
 
 
 def test_an_agent_only_format_is_refused_by_client(tmp_path: Path) -> None:
-    # html reports an agent campaign's turns; a client campaign has none.
-    proc = run_cli(tmp_path, "client", "--report", "html:x.html", "--", *CLIENT)
+    proc = run_cli(tmp_path, "client", "--plugin", str(_plugin(tmp_path)),
+                   "--report", "broken:x.txt", "--", *CLIENT)
     assert proc.returncode == 2
-    assert "json:PATH or junit:PATH" in proc.stderr, proc.stderr
+    assert "json:PATH, junit:PATH, html:PATH or tap:PATH" in proc.stderr, proc.stderr
+
+
+def test_client_writes_the_html_page_of_its_campaign(tmp_path: Path) -> None:
+    """The html format reports a client campaign too, from the same page code as an
+    agent's: the failure first, its evidence, capability set, scenario and cassette, then
+    every client rule checked, a SHOULD finding never shown as pass."""
+    proc = run_cli(tmp_path, "client", "-n", "6", "--report", "html:page.html", "--", *CLIENT,
+                   "--bug", "unadvertised-prompt")
+    assert proc.returncode == 1, proc.stderr
+    page = (tmp_path / "page.html").read_text()
+    assert page.startswith("<!doctype html>") and "Content-Security-Policy" in page
+    assert "<h1>acp-fuzz client: acp-fuzz-reference-client" in page
+    assert page.index("<h2>Findings</h2>") < page.index("client.prompt-unadvertised") \
+        < page.index("<h2>Rules checked</h2>")
+    assert "Smallest capability set: <code>v1: nothing advertised</code>" in page
+    cassette = page.split("Cassette: <code>")[1].split("</code>")[0]
+    assert (tmp_path / cassette).is_file()
+    assert "<td>FAIL</td>" in page
 
 
 def test_a_plugin_format_reports_a_client_campaign_too(tmp_path: Path) -> None:
