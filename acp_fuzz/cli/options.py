@@ -136,9 +136,9 @@ STRICT_OPTION: Any = typer.Option(
 #: cassettes and ``report merge``'s a merged campaign, each in kinds of their own.
 REPORT_OPTION: Any = typer.Option(
     [], "--report", metavar="KIND:PATH",
-    help="json:PATH, junit:PATH, html:PATH (an agent campaign: one self-contained page of "
-         "the findings, their steps and what reached the model), or a format a --plugin "
-         "registers; repeatable.")
+    help="json:PATH, junit:PATH, html:PATH (one self-contained page of the findings, their "
+         "evidence and, for an agent, what reached the model), markdown:PATH (a CI job "
+         "summary), or a format a --plugin registers; repeatable.")
 MAX_FAILURES_OPTION: Any = typer.Option(
     10, "--max-failures", min=1, metavar="N",
     help="Stop after N distinct failures (each is shrunk, confirmed and recorded).")

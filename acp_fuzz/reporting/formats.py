@@ -202,3 +202,13 @@ class HtmlReport(_Builtin):
                 except CassetteError:
                     continue
         return campaign_html(done.result, done.secrets, cassettes, done.elapsed)
+
+
+@report_format("markdown", summary="one Markdown page (a CI job summary, a comment)")
+class MarkdownReport(_Builtin):
+    def finish(self, done: Finished) -> str:
+        from acp_fuzz.reporting.summary import campaign_markdown, client_markdown
+
+        if done.direction == "client":
+            return client_markdown(done.result, done.secrets, done.elapsed)
+        return campaign_markdown(done.result, done.secrets, done.elapsed)

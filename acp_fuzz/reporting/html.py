@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.cassette import Cassette
 from acp_fuzz.core.escaping import clip, terminal
-from acp_fuzz.core.findings import Finding, is_failure, is_reported, oracle_info
+from acp_fuzz.core.findings import Finding, is_failure, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.protocol import answered
 from acp_fuzz.core.scrub import Scrubber, normalize_sandbox
@@ -42,6 +42,7 @@ from acp_fuzz.reporting.markdown import (
     initialize_result,
     prompt_given,
 )
+from acp_fuzz.reporting.rules import rule_rows
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign.search import CampaignResult
@@ -287,34 +288,13 @@ def _absorbed(result: CampaignResult, scrub: Scrubber) -> str:
 
 
 def _rules(result: CampaignResult | ClientCampaignResult) -> str:
-    """Every (oracle, rule) judged, with how many cases and whether a finding failed it (an
-    absorbed oracle, :meth:`CampaignResult.absorbed`, is unconfirmed, never pass), on either
-    side: an agent's rules or a client's."""
-    strict = result.settings.strict
-    failed = {(f.oracle, f.rule) for r in result.reports for f in r.findings
-              if is_failure(f, strict=strict)}
-    # A client campaign has no absorbed oracle: each failure is its own capability set.
-    absorbed = {(f.oracle, f.rule) for f in getattr(result, "absorbed", list)()}
-
-    # A SHOULD finding fails only under --strict, but its rule did not hold: never "pass".
-    found = {(f.oracle, f.rule) for r in result.reports for f in r.findings
-             if is_reported(f.severity)}
-
-    def verdict(key: tuple[str, str]) -> str:
-        return ("FAIL" if key in failed else "unconfirmed" if key in absorbed
-                else "finding (not failing without --strict)" if key in found else "pass")
-
-    def asks(oracle: str) -> str:
-        try:
-            return oracle_info(oracle).summary
-        except KeyError:  # a plugin's check not loaded when the page is made
-            return ""
-
+    """Every (oracle, rule) judged, with how many cases and its verdict
+    (:func:`acp_fuzz.reporting.rules.rule_rows`), on either side."""
     rows = "".join(
-        f'<tr class="{"fail" if key in failed else "pass" if key not in found else ""}">'
-        f"<td><code>{_esc(key[1])}</code></td><td><code>{_esc(key[0])}</code></td><td>{n}</td>"
-        f"<td>{verdict(key)}</td><td>{_esc(asks(key[0]))}</td></tr>"
-        for key, n in sorted(result.judged.items()))
+        f'<tr class="{"fail" if r.failed else "pass" if r.verdict == "pass" else ""}">'
+        f"<td><code>{_esc(r.rule)}</code></td><td><code>{_esc(r.oracle)}</code></td>"
+        f"<td>{r.cases}</td><td>{_esc(r.verdict)}</td><td>{_esc(r.asks)}</td></tr>"
+        for r in rule_rows(result))
     return ("<h2>Rules checked</h2><table><thead><tr><th>Rule</th><th>Oracle</th>"
             "<th>Cases</th><th>Verdict</th><th>What it asks</th></tr></thead>"
             f"<tbody>{rows}</tbody></table>") if rows else ""

@@ -127,3 +127,20 @@ def test_a_plugin_format_reports_a_client_campaign_too(tmp_path: Path) -> None:
     tap = (tmp_path / "run.tap").read_text().splitlines()
     assert tap[0] == "1..1" and tap[1].startswith("# client: ")
     assert tap[2] == "not ok 1 - client.prompt-unadvertised", tap
+
+
+def test_markdown_reports_both_directions(tmp_path: Path) -> None:
+    """``--report markdown:PATH``: the page for a CI job summary, from ``target`` and from
+    ``client``, each naming its finding and its cassette."""
+    client = run_cli(tmp_path, "client", "-n", "6", "--report", "markdown:client.md", "--",
+                     *CLIENT, "--bug", "unadvertised-prompt")
+    assert client.returncode == 1, client.stderr
+    page = (tmp_path / "client.md").read_text()
+    assert page.startswith("# acp-fuzz client: acp-fuzz-reference-client")
+    assert "| MUST | `client.prompt-unadvertised` | `SP-CLIENT-GATE-MUSTNOT` | failed" in page
+    agent = run_cli(tmp_path, "target", "-x", "--report", "markdown:agent.md", "--",
+                    *REFERENCE, "--bug", "leak")
+    assert agent.returncode == 1, agent.stderr
+    page = (tmp_path / "agent.md").read_text()
+    assert page.startswith("# acp-fuzz: acp-fuzz-reference-agent")
+    assert "`prompt.leak`" in page and "Cassette: `" in page
