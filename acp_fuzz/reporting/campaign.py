@@ -84,13 +84,22 @@ def result_to_json(result: CampaignResult, secrets: Sequence[str] = (),
 
 
 def campaign_cases(result: CampaignResult, secrets: Sequence[str] = ()) -> list[Case]:
-    """The ``--report junit:PATH`` test cases: one per rule checked, named by the rule, in
-    the class ``acp-fuzz.<oracle>``, as CI dashboards list tests. Each (oracle, rule) the
-    examples gave something to judge (``result.judged``) or that a finding names is a case:
-    a failure when one of its findings fails the run (see
+    """The ``--report junit:PATH`` test cases of an agent campaign (:func:`rule_cases`)."""
+    return rule_cases(result, secrets)
+
+
+def rule_cases(result: Any, secrets: Sequence[str] = (),
+               beside: Callable[[Any], Sequence[str]] = lambda rep: (),
+               empty: str = "campaign") -> list[Case]:
+    """The ``--report junit:PATH`` test cases of a campaign of either direction: one per
+    rule checked, named by the rule, in the class ``acp-fuzz.<oracle>``, as CI dashboards list
+    tests. Each (oracle, rule) the examples gave something to judge (``result.judged``) or
+    that a finding names is a case: a failure when one of its findings fails the run (see
     :func:`acp_fuzz.core.findings.is_failure`), otherwise a pass whose output says how many
     cases were judged and what was reported (a SHOULD without ``--strict``, an info choice).
-    A campaign that judged nothing at all (interrupted at once) is one passing ``campaign``."""
+    ``beside(report)`` is what a direction adds to a finding's text (a client's capability
+    set). A campaign that judged nothing at all (interrupted at once) is one passing case
+    named ``empty``."""
     scrub = Scrubber(secrets).text
     strict = result.settings.strict
     found: dict[tuple[str, str], list[str]] = {}
@@ -100,10 +109,12 @@ def campaign_cases(result: CampaignResult, secrets: Sequence[str] = ()) -> list[
             if not is_reported(f.severity):
                 continue
             key = (f.oracle, f.rule)
-            found.setdefault(key, []).append(rep.case_text(f"{f.severity}: {f.message}"))
+            found.setdefault(key, []).append(
+                rep.case_text(f"{f.severity}: {f.message}", *beside(rep)))
             if is_failure(f, strict=strict):
                 failing.setdefault(key, []).append(f.severity)
-    for f in result.absorbed():
+    # A client campaign absorbs nothing: each failure is its own capability set.
+    for f in getattr(result, "absorbed", list)():
         # Seen failing, never confirmed on its own: not a pass either.
         found.setdefault((f.oracle, f.rule), []).append(
             f"{f.severity}: {f.message}\nstatus: unconfirmed (failed in the search; its "
@@ -122,7 +133,7 @@ def campaign_cases(result: CampaignResult, secrets: Sequence[str] = ()) -> list[
                               message=f"{oracle}: {rule}", type=failing[key][0], text=text))
         else:
             cases.append(Case(name=rule, classname=f"acp-fuzz.{oracle}", text=text))
-    return cases or [Case(name="campaign", classname="acp-fuzz")]
+    return cases or [Case(name=empty, classname="acp-fuzz")]
 
 
 def shard_name(shard: tuple[int, int]) -> str | None:

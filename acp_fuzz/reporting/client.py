@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.escaping import terminal
-from acp_fuzz.core.findings import Status, is_failure, is_reported
+from acp_fuzz.core.findings import Status, is_failure
 from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.core.version import __version__
 from acp_fuzz.reporting.junit import Case
@@ -46,21 +46,14 @@ def client_result_to_json(result: ClientCampaignResult,
 
 
 def client_cases(result: ClientCampaignResult, secrets: Sequence[str] = ()) -> list[Case]:
-    """The ``--report junit:PATH`` cases: one per reported finding (a failure when it fails
-    the run), or one passing ``client``."""
-    scrub = Scrubber(secrets).text
-    cases = []
-    for rep in result.reports:
-        for f in rep.findings:
-            if not is_reported(f.severity):
-                continue
-            failing = is_failure(f, strict=result.settings.strict)
-            body = scrub(rep.case_text(f"{f.message}\nrule: {f.rule}",
-                                       f"capabilities: {rep.caps.describe()}"))
-            cases.append(Case(name=f.oracle, classname="acp-fuzz.client",
-                              outcome="failure" if failing else "pass",
-                              message=f.oracle, type=f.severity, text=body))
-    return cases or [Case(name="client", classname="acp-fuzz.client")]
+    """The ``--report junit:PATH`` cases of a client campaign, as an agent's
+    (:func:`acp_fuzz.reporting.campaign.rule_cases`): one per client rule checked, a finding's
+    text with its smallest capability set; one passing ``client`` when nothing was judged."""
+    from acp_fuzz.reporting.campaign import rule_cases
+
+    return rule_cases(result, secrets,
+                      beside=lambda rep: (f"capabilities: {rep.caps.describe()}",),
+                      empty="client")
 
 
 def client_summary(result: ClientCampaignResult, elapsed: float) -> str:

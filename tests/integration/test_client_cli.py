@@ -49,8 +49,11 @@ def test_a_correct_client_exits_0_with_a_passing_report(tmp_path: Path) -> None:
     assert doc["stand_in"]["agentInfo"]["name"] == "acp-fuzz-stand-in"
     assert {j["oracle"] for j in doc["judged"]} >= {"client.prompt-unadvertised",
                                                     "client.before-initialize"}
+    # One passing case per client rule checked, as an agent campaign's JUnit has.
     suite = ET.parse(tmp_path / "r.xml").getroot()
-    assert suite.get("failures") == "0" and suite.get("tests") == "1"
+    assert suite.get("failures") == "0" and suite.get("tests") == str(len(doc["judged"]))
+    assert {(c.get("classname"), c.get("name")) for c in suite.iter("testcase")} == {
+        (f"acp-fuzz.{j['oracle']}", j["rule"]) for j in doc["judged"]}
     assert not (tmp_path / ".hypothesis").exists()
 
 
@@ -88,7 +91,10 @@ def test_a_must_finding_exits_1_with_its_report_and_cassette(tmp_path: Path) -> 
     assert read_cassette(cassette).header.kind == "client-finding"
     suite = ET.parse(tmp_path / "r.xml").getroot()
     assert suite.get("failures") == "1"
-    assert suite.find("testsuite/testcase").get("name") == "client.prompt-unadvertised"
+    (failed,) = [c for c in suite.iter("testcase") if c.find("failure") is not None]
+    assert (failed.get("classname"), failed.get("name")) == (
+        "acp-fuzz.client.prompt-unadvertised", "SP-CLIENT-GATE-MUSTNOT")
+    assert "capabilities: v1: nothing advertised" in failed.find("failure").text
     # The printed replay line runs it again: FAILED with the bug, FIXED without.
     line = next(x for x in proc.stdout.splitlines() if "replay:" in x)
     assert line.split("replay:")[1].split() == ["acp-fuzz", "replay", "--client", str(cassette),
@@ -197,7 +203,8 @@ def test_an_interrupt_exits_130(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, needles", [
     ([], ["no client given"]),
-    (["--report", "xml:r", "--", *CLIENT], ["--report takes json:PATH or junit:PATH"]),
+    (["--report", "xml:r", "--", *CLIENT],
+     ["--report takes json:PATH, junit:PATH, html:PATH or markdown:PATH"]),
     (["--report", "json:/nonexistent/dir/r.json", "--", *CLIENT], ["folder does not exist"]),
     (["--step", "new", "--scenario", "s.toml", "--", *CLIENT], ["not both"]),
     (["--scenario", "missing.toml", "--", *CLIENT], ["cannot be read"]),

@@ -99,7 +99,7 @@ def test_an_agent_only_format_is_refused_by_client(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "client", "--plugin", str(_plugin(tmp_path)),
                    "--report", "broken:x.txt", "--", *CLIENT)
     assert proc.returncode == 2
-    assert "json:PATH, junit:PATH, html:PATH or tap:PATH" in proc.stderr, proc.stderr
+    assert "json:PATH, junit:PATH, html:PATH, markdown:PATH or tap:PATH" in proc.stderr, proc.stderr
 
 
 def test_client_writes_the_html_page_of_its_campaign(tmp_path: Path) -> None:
