@@ -278,6 +278,7 @@ def test_oracle_selects_and_color_is_chosen(tmp_path: Path) -> None:
     assert not [c for c in sgr if re.search(r"(^|;)(3[0-8]|9[0-7])(;|$)", c)], sgr
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_time_budget_stops_the_search_and_says_so(tmp_path: Path) -> None:
     proc = _cli(tmp_path, "target", "-n", "100000", "--time-budget", "2", "--cassette-dir",
                 str(tmp_path / "c"), "--report", f"json:{tmp_path / 'r.json'}", "--",

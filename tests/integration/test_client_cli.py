@@ -116,6 +116,7 @@ def test_a_must_finding_exits_1_with_its_report_and_cassette(tmp_path: Path) -> 
                     "is a client cassette", "acp-fuzz replay --client")
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_a_should_finding_fails_only_under_strict(tmp_path: Path) -> None:
     args = ["client", "-n", "4", "--cassette-dir", str(tmp_path / "c"), "--", *CLIENT,
             "--bug", "legacy-meta-only"]

@@ -23,6 +23,7 @@ def _toml_list(words: list[str]) -> str:
     return json.dumps(words)  # a JSON array of strings is a TOML array too
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_the_file_sets_the_campaign_and_the_command_line_wins(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text(
         "[project]\nname = 'someone-elses-agent'\n\n"
@@ -86,6 +87,7 @@ def test_replay_never_runs_an_agent_the_file_names(tmp_path: Path) -> None:
     assert not canary.exists()
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_the_variable_names_or_disables_the_file(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.acp-fuzz]\nmax-exampels = 3\n")
     other = tmp_path / "ci.toml"

@@ -212,6 +212,7 @@ def test_the_corpus_fails_its_rule_is_fixed_against_a_correct_agent_and_skips_ot
         assert not (tmp_path / "bad.md").exists()
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_a_kept_finding_without_a_cassette_for_the_version_refuses_the_table(
         tmp_path: Path) -> None:
     """kept.toml says which reviewed findings each agent version still owes a cassette, per
@@ -258,6 +259,7 @@ def _scenario(tmp_path: Path, name: str, *bug: str) -> str:
     return name
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_client_columns_get_their_own_table_and_no_agent_runs(tmp_path: Path) -> None:
     """``--client TITLE=SCENARIO`` (#35): the client campaigns run with the matrix's examples
     and seed, and the client section has a column each: the correct reference client passes,

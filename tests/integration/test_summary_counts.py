@@ -32,6 +32,7 @@ def test_without_a_failure_the_examples_are_the_drawn_ones_and_the_discarded_dra
         f"{r.examples_run} examples (15 drawn, 0 shrinking, {r.discarded} discarded draw")
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_a_failure_adds_shrinking_runs_shrink_trials_and_confirm_runs(
         tmp_path: Path, no_orphans: object) -> None:
     # It exits at the first request that carries a systemPrompt: agent.crash.

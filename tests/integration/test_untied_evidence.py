@@ -23,6 +23,7 @@ PROFILE = Path(__file__).resolve().parents[2] / "acp_fuzz" / "profiles" / "refer
 DIGEST = "Summarise this workspace's sessions."
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_target_lists_each_untied_request_and_keeps_a_cassette(tmp_path: Path,
                                                                no_orphans: object) -> None:
     report = tmp_path / "r.json"
