@@ -7,6 +7,8 @@ Installed with acp-fuzz (entry point ``pytest11``); it does nothing unless asked
     pytest --acp-agent "./agent" --acp-max-examples 0 --acp-cassettes cassettes/  # replay only
     pytest --acp-agent "./agent" --acp-max-examples 50 --acp-seed 1 --junitxml=acp.xml
     pytest --acp-profile ./my-agent.toml --acp-cassettes cassettes/  # an agent as a profile file
+    pytest --acp-client "my-client --agent {agent}"                # a client's campaign
+    pytest --acp-client "my-client --agent {agent}" --acp-cassettes client-cassettes/
 
 The campaign runs with a CI profile: a fixed seed (derandomized: the same agent gives the same
 run), a bounded number of examples, no example database. It fails on any MUST finding (and on
@@ -15,6 +17,10 @@ the failure message. ``--acp-max-examples 0`` runs no campaign.
 
 Each cassette is replayed against ``--acp-agent``, never against the command stored in the
 cassette: a pull request that adds a ``.cassette`` file must not be able to run code in CI.
+A client cassette (``acp-fuzz client``'s) is replayed against ``--acp-client`` the same way,
+with the scenario of ``--acp-client-scenario`` when it recorded steps (a stranger's steps are
+words appended to your client's command: never run unasked); ``--acp-client`` alone runs the
+client's campaign as ``acp-fuzz client`` does (docs/clients.md).
 Without ``--acp-agent`` the cassette tests are skipped, with that reason (see ``-rs``). They are
 not checked offline instead: an offline check re-judges the recording, so every bug ever
 recorded would fail it, fixed or not, and the run would say nothing about your agent.
@@ -45,15 +51,22 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+if TYPE_CHECKING:
+    from acp_fuzz.core.scenarios import Scenario
+
 __all__ = ["pytest_addoption", "pytest_collection_modifyitems"]
 
-#: Why a client cassette (``acp-fuzz client``'s) in the corpus is skipped: no agent replays it.
-CLIENT_CASSETTE = ("a client cassette (acp-fuzz client): no agent can replay it; replay it with "
-                   "`acp-fuzz replay --client CASSETTE -- CLIENT-CMD`")
+#: Why a client cassette (``acp-fuzz client``'s) in the corpus is skipped: no client is named.
+CLIENT_CASSETTE = ("a client cassette (acp-fuzz client): no agent can replay it; name the client "
+                   "with --acp-client, or replay it with `acp-fuzz replay --client CASSETTE -- "
+                   "CLIENT-CMD`")
+#: Why an agent cassette is skipped when only a client is named.
+AGENT_CASSETTE = ("an agent cassette: no --acp-agent or --acp-profile given to replay it "
+                  "against")
 
 #: Why a cassette test is skipped when no agent is named.
 NO_AGENT = ("no --acp-agent or --acp-profile given: acp-fuzz replays cassettes only against "
@@ -87,6 +100,12 @@ OPTIONS: tuple[tuple[str, str, Any, str | None, str], ...] = (
     ("--acp-plugin", "list", [], "MODULE|PATH",
      "load your checks from this module or .py file (repeatable; also $ACP_FUZZ_PLUGINS and "
      "acp_fuzz entry points; docs/extending.md)"),
+    ("--acp-client", "str", None, "CMD",
+     "client command to test (acp-fuzz plays the agent; {agent} becomes its command line) "
+     "and to replay client cassettes against (a shell-style string; docs/clients.md)"),
+    ("--acp-client-scenario", "str", None, "FILE",
+     "the client's scenario (TOML, docs/clients.md): its command lines; --acp-client "
+     "replaces its command"),
     ("--acp-recorded-model-replies", "bool", False, None,
      "serve a cassette's recorded real-model replies during its replay (default: the fake "
      "model answers)"),
@@ -270,6 +289,106 @@ class AcpReplayItem(_AcpItem):
         return (shown, 0, f"acp-fuzz replay {shown}")
 
 
+def _scenario(config: pytest.Config) -> Scenario:
+    """The client's scenario: ``--acp-client-scenario`` (its command replaced by
+    ``--acp-client``), else ``--acp-client`` run once; a usage error in one line otherwise."""
+    from acp_fuzz.core.scenarios import Scenario, ScenarioError, parse_scenario
+
+    client = config.getoption("--acp-client")
+    command = shlex.split(client) if client else []
+    path = config.getoption("--acp-client-scenario")
+    try:
+        sc = Scenario(tuple(command))
+        if path:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise ScenarioError(f"{path}: cannot be read: "
+                                    f"{getattr(e, 'strerror', None) or e}") from None
+            sc = parse_scenario(text, path)
+            sc = sc.with_command(command) if command else sc
+        sc.check()
+    except ScenarioError as e:
+        raise pytest.UsageError(f"--acp-client-scenario: {e}") from None
+    return sc
+
+
+class AcpClientItem(_AcpItem):
+    """``acp-fuzz client`` as a test: the client's campaign, failing on a failing finding
+    with the report the command prints."""
+
+    def runtest(self) -> None:
+        _load_plugins(self.config)
+        opt = self.config.getoption
+        cdir = opt("--acp-cassette-dir")
+        cassette_dir = Path(cdir) if cdir else self.config._tmp_path_factory.mktemp(  # type: ignore[attr-defined]
+            "acp-fuzz-client-cassettes")
+        sc = _scenario(self.config)
+        if opt("--acp-sandbox-net"):
+            scenario = opt("--acp-client-scenario")
+            _run_cli(["client", "--sandbox-net", "--max-examples", str(opt("--acp-max-examples")),
+                      "--seed", str(opt("--acp-seed")), "--cassette-dir", str(cassette_dir),
+                      *(["--strict"] if opt("--acp-strict") else []),
+                      *(["--sandbox-fs"] if opt("--acp-sandbox-fs") else []),
+                      *(["--scenario", scenario] if scenario else []), "--", *sc.command])
+            return
+        from acp_fuzz.engine.client.campaign import (
+            ClientSettings,
+            replay_command,
+            run_client_campaign,
+        )
+        from acp_fuzz.reporting.client import client_lines
+
+        cfg = ClientSettings(max_examples=opt("--acp-max-examples"), seed=opt("--acp-seed"),
+                             strict=opt("--acp-strict"), cassette_dir=cassette_dir,
+                             sandbox_fs=opt("--acp-sandbox-fs"))
+        result = run_client_campaign(sc, cfg)
+        if result.exit_code:
+            lines = client_lines(result, lambda c: replay_command(c, "", sc.command))
+            raise AcpFailure("\n".join(text for text, _style in lines).strip())
+
+    def reportinfo(self) -> tuple[str, int, str]:
+        return ("acp-fuzz", 0, f"acp-fuzz client: {self.config.getoption('--acp-client')}")
+
+
+class AcpClientReplayItem(_AcpItem):
+    """A client cassette replayed against the client the user named (never the command it
+    records): FIXED passes, FAILED or FLAKY fails."""
+
+    def __init__(self, *, cassette: Path, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.cassette = cassette
+
+    def runtest(self) -> None:
+        _load_plugins(self.config)
+        from acp_fuzz.core.cassette import read_cassette
+        from acp_fuzz.core.escaping import terminal
+        from acp_fuzz.engine.client.campaign import recorded_client, replay_client
+
+        cassette = read_cassette(self.cassette)
+        caps, recorded, oracles = recorded_client(cassette)
+        sc = _scenario(self.config)
+        if not self.config.getoption("--acp-client-scenario") and any(
+                s.args or s.stdin for s in recorded.steps):
+            # A stranger's steps are words appended to your client's command: never run
+            # unasked (`acp-fuzz replay --client` refuses them the same way).
+            pytest.skip(f"the cassette recorded a scenario of {len(recorded.steps)} step(s): "
+                        "give them with --acp-client-scenario FILE")
+        sc = recorded.with_command(sc.command) if not self.config.getoption(
+            "--acp-client-scenario") else sc
+        res = replay_client(cassette, sc, sandbox_fs=self.config.getoption("--acp-sandbox-fs"))
+        if res.verdict != "FIXED":
+            raise AcpFailure(terminal(
+                f"{res.verdict} {self.cassette}: {', '.join(oracles) or 'no recorded failure'} "
+                f"under {caps.describe()} ({res.rate})"))
+
+    def reportinfo(self) -> tuple[str, int, str]:
+        from acp_fuzz.core.escaping import terminal
+
+        shown = terminal(str(self.cassette))
+        return (shown, 0, f"acp-fuzz replay --client {shown}")
+
+
 class AcpFailure(AssertionError):
     """A failing campaign or replay; its message is the whole report."""
 
@@ -300,25 +419,39 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     agent = config.getoption("--acp-agent")
     argv = shlex.split(agent) if agent else []
     named = bool(argv) or bool(config.getoption("--acp-profile"))
+    client = bool(config.getoption("--acp-client") or config.getoption("--acp-client-scenario"))
     if named and config.getoption("--acp-max-examples") > 0:
         items.append(AcpCampaignItem.from_parent(session, name="acp-fuzz-campaign",
                                                  argv=argv))
+    if client and config.getoption("--acp-max-examples") > 0:
+        items.append(AcpClientItem.from_parent(session, name="acp-fuzz-client-campaign"))
     corpus = config.getoption("--acp-cassettes")
     if corpus:
-        from acp_fuzz.core.escaping import terminal
-        from acp_fuzz.engine.campaign.replay import is_client_cassette
-
         for c, cid in _cassettes(Path(corpus)):
-            # The item's name is its id, which pytest prints as it is: a file name chosen by
-            # whoever added the cassette is shown escaped (ESC, newlines), never interpreted.
-            name = f"acp-fuzz-replay[{terminal(cid)}]"
-            # The id given as the string pytest's cache writes (`::name[params]`), so that
-            # `--lf` and `--ff` find the item again: built from the name alone, the bracket
-            # stays part of the name, and pytest 9's parsed ids then never match.
-            item = AcpReplayItem.from_parent(session, name=name, nodeid=f"::{name}",
-                                             cassette=c, argv=argv)
-            if not named:
-                item.add_marker(pytest.mark.skip(reason=NO_AGENT))
-            elif is_client_cassette(c):
-                item.add_marker(pytest.mark.skip(reason=CLIENT_CASSETTE))
-            items.append(item)
+            items.append(_replay_item(session, c, cid, argv, named=named, client=client))
+
+
+def _replay_item(session: pytest.Session, c: Path, cid: str, argv: list[str], *, named: bool,
+                 client: bool) -> pytest.Item:
+    """The test of one cassette: an agent's replayed against the agent named, a client's
+    against the client named, each skipped with why when that side is not named."""
+    from acp_fuzz.core.escaping import terminal
+    from acp_fuzz.engine.campaign.replay import is_client_cassette
+
+    # The item's name is its id, which pytest prints as it is: a file name chosen by
+    # whoever added the cassette is shown escaped (ESC, newlines), never interpreted.
+    name = f"acp-fuzz-replay[{terminal(cid)}]"
+    # The id given as the string pytest's cache writes (`::name[params]`), so that `--lf`
+    # and `--ff` find the item again: built from the name alone, the bracket stays part of
+    # the name, and pytest 9's parsed ids then never match.
+    if is_client_cassette(c):
+        item: pytest.Item = AcpClientReplayItem.from_parent(session, name=name,
+                                                            nodeid=f"::{name}", cassette=c)
+        if not client:
+            item.add_marker(pytest.mark.skip(reason=CLIENT_CASSETTE))
+        return item
+    item = AcpReplayItem.from_parent(session, name=name, nodeid=f"::{name}", cassette=c,
+                                     argv=argv)
+    if not named:
+        item.add_marker(pytest.mark.skip(reason=AGENT_CASSETTE if client else NO_AGENT))
+    return item

@@ -129,3 +129,31 @@ def test_a_client_cassette_in_the_corpus_is_skipped_with_the_way_to_replay_it(
     assert proc.returncode == 0, proc.stdout + proc.stderr  # every leak FIXED, client skipped
     assert "3 passed, 1 skipped" in proc.stdout
     assert "SKIPPED" in proc.stdout and "replay --client CASSETTE" in proc.stdout
+
+
+CLIENT = f"{sys.executable} -m acp_fuzz.reference_client"
+
+
+def test_a_client_campaign_and_its_cassette_run_as_tests(tmp_path: Path) -> None:
+    """``--acp-client`` (#35): the client's campaign is an item that fails on a planted bug
+    with the command's report; the cassette it wrote, in the corpus, is replayed against the
+    client named (FAILED with the bug, FIXED without), and an agent cassette beside it is
+    skipped: no agent was named."""
+    (tmp_path / "tests").mkdir()
+    bad = f"{CLIENT} --bug unadvertised-prompt"
+    first = _replay(tmp_path, "-p", "no:cacheprovider", "--acp-client", bad,
+                    "--acp-max-examples", "5", "--acp-cassette-dir", str(tmp_path / "found"))
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "FAILED ::acp-fuzz-client-campaign" in first.stdout
+    assert "FAILED client.prompt-unadvertised (MUST, SP-CLIENT-GATE-MUSTNOT)" in first.stdout
+    (found,) = (tmp_path / "found").glob("*.cassette")
+    (tmp_path / "found" / "leak.cassette").write_bytes((CORPUS / "leak.cassette").read_bytes())
+    args = ("-p", "no:cacheprovider", "--acp-max-examples", "0", "--acp-cassettes",
+            str(tmp_path / "found"))
+    again = _replay(tmp_path, *args, "--acp-client", bad)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert f"FAILED ::acp-fuzz-replay[{found.name}]" in again.stdout
+    assert "SKIPPED" in again.stdout and "an agent cassette" in again.stdout
+    fixed = _replay(tmp_path, *args, "--acp-client", CLIENT)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert f"PASSED ::acp-fuzz-replay[{found.name}]" in fixed.stdout
