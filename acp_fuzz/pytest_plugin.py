@@ -345,7 +345,7 @@ class AcpClientItem(_AcpItem):
         result = run_client_campaign(sc, cfg)
         if result.exit_code:
             lines = client_lines(result, lambda c: replay_command(c, "", sc.command))
-            raise AcpFailure("\n".join(text for text, _style in lines).strip())
+            raise AcpFailure("\n".join(line.text for line in lines).strip())
 
     def reportinfo(self) -> tuple[str, int, str]:
         return ("acp-fuzz", 0, f"acp-fuzz client: {self.config.getoption('--acp-client')}")

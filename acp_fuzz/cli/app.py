@@ -110,6 +110,17 @@ out = _ScrubbingConsole(highlight=False, soft_wrap=True)
 err = _ScrubbingConsole(stderr=True, highlight=False, soft_wrap=True)
 
 
+def print_lines(lines: Sequence[Any]) -> None:
+    """Print report lines (:class:`acp_fuzz.reporting.text.Line`: text escaped for the
+    terminal already, a style for its first ``lead`` characters or the whole line) on
+    stdout: rich only adds the colour. ``target`` and ``client`` print their reports here."""
+    for line in lines:
+        text = Text(line.text)
+        if line.style:
+            text.stylize(line.style, 0, line.lead or len(line.text))
+        out.print(text)
+
+
 def hide(secrets: Any) -> None:
     """Scrub these values from everything the CLI prints from now on (both consoles): the
     run's ``--pass-env`` values and the variables named like secrets that it passes on."""

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
-from rich.text import Text
 
 from acp_fuzz.cli.app import (
     app,
@@ -26,6 +25,7 @@ from acp_fuzz.cli.app import (
     hide,
     install_interrupt_handlers,
     out,
+    print_lines,
 )
 from acp_fuzz.cli.options import (
     DATABASE_OPTION,
@@ -288,11 +288,7 @@ def _print(result: ClientCampaignResult, elapsed: float) -> None:
     def again(cassette: Path) -> str:
         return replay_command(cassette, result.settings.replay_hint, result.scenario.command)
 
-    for text, style in client_lines(result, again):
-        line = Text(text)
-        if style:
-            line.stylize(style)
-        out.print(line)
+    print_lines(client_lines(result, again))
 
 
 def replay_client_cassette(cassette_path: Path, command: Sequence[str], steps: Sequence[str],

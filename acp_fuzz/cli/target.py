@@ -29,6 +29,7 @@ from acp_fuzz.cli.app import (
     hide,
     install_interrupt_handlers,
     out,
+    print_lines,
 )
 from acp_fuzz.cli.options import (
     AGENT_ARGUMENT,
@@ -519,12 +520,7 @@ def _print_result(result: CampaignResult, elapsed: float,
                   "(judged for leaks only)"
                   + (f", {mr['refused']} refused (without the gateway token: another process)"
                      if mr.get("refused") else ""), markup=False)
-    for line in campaign_lines(result, again):
-        # The text is escaped for the terminal already; rich only adds the colour.
-        text = Text(line.text)
-        if line.style:
-            text.stylize(line.style, 0, line.lead or len(line.text))
-        out.print(text)
+    print_lines(campaign_lines(result, again))
 
 
 def _print_summary(result: CampaignResult, elapsed: float) -> None:

@@ -18,6 +18,7 @@ from acp_fuzz.core.findings import Status, is_failure
 from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.core.version import __version__
 from acp_fuzz.reporting.junit import Case
+from acp_fuzz.reporting.text import Line, finding_lines
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.client.campaign import ClientCampaignResult
@@ -67,38 +68,41 @@ def client_summary(result: ClientCampaignResult, elapsed: float) -> str:
 
 
 def client_lines(result: ClientCampaignResult,
-                 again: Callable[[Path], str] = str) -> list[tuple[str, str]]:
-    """What ``acp-fuzz client`` prints after the search: ``(text, style)`` pairs, the text
-    escaped for the terminal (client text is shown, never interpreted). ``again(cassette)``
-    is the replay command line for a cassette."""
-    out: list[tuple[str, str]] = []
+                 again: Callable[[Path], str] = str) -> list[Line]:
+    """What ``acp-fuzz client`` prints after the search, in the lines ``target`` prints
+    (:class:`acp_fuzz.reporting.text.Line`, each finding as :func:`~acp_fuzz.reporting.text
+    .finding_lines` shows an agent's: severity, oracle, rule, step, message, evidence), the
+    text escaped for the terminal (client text is shown, never interpreted).
+    ``again(cassette)`` is the replay command line for a cassette."""
+    out: list[Line] = []
     strict = result.settings.strict
     for rep in result.reports:
         worst = rep.findings[0] if rep.findings else None
         fails = any(is_failure(f, strict=strict) for f in rep.findings)
         head = (f"{Status(rep.status).label} {', '.join(rep.oracles)}"
                 + (f" ({worst.severity}, {worst.rule})" if worst else "") + f" {rep.rate}")
-        out.append((terminal(head), "bold red" if fails else "bold yellow"))
+        out.append(Line(terminal(head), "bold red" if fails else "bold yellow"))
         for f in rep.findings:
-            out.append((terminal(f"  {f.severity} {f.oracle}: {f.message}"), ""))
-        out.append((terminal(f"  smallest capability set: {rep.caps.describe()}"), ""))
+            out += finding_lines(f)
+        out.append(Line(terminal(f"  smallest capability set: {rep.caps.describe()}")))
         if rep.cassette:
-            out.append((terminal(f"  cassette: {rep.cassette}"), ""))
-            out.append((terminal(f"  replay:   {again(rep.cassette)}"), ""))
-    for f in result.info:
-        out.append((terminal(f"info {f.oracle}: {f.message}"), "dim"))
+            out.append(Line(terminal(f"  cassette: {rep.cassette}")))
+            out.append(Line(terminal(f"  replay:   {again(rep.cassette)}")))
+    out += [Line(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}"), "dim")
+            for f in result.info]
     if result.timeouts:
-        out.append((f"{result.timeouts} step(s) outlived the step timeout and were killed "
-                    "(--timeout)", "yellow"))
+        out.append(Line(f"{result.timeouts} step(s) outlived the step timeout and were killed "
+                        "(--timeout)", "yellow"))
     failing = sum(1 for r in result.reports
                   if any(is_failure(f, strict=strict) for f in r.findings))
     if result.interrupted:
-        out.append((f"interrupted: {len(result.reports)} finding(s) so far, {failing} failing",
-                    "bold yellow"))
+        out.append(Line(f"interrupted: {len(result.reports)} finding(s) so far, {failing} "
+                        "failing", "bold yellow"))
     elif failing:
-        out.append((f"{failing} failing finding(s)", "bold red"))
+        out.append(Line(f"{failing} failing finding(s)", "bold red"))
     elif result.reports:
-        out.append(("no failing finding (SHOULD findings fail only under --strict)", "green"))
+        out.append(Line("no failing finding (SHOULD findings fail only under --strict)",
+                        "green"))
     else:
-        out.append(("no finding: the client followed every client rule judged", "green"))
+        out.append(Line("no finding: the client followed every client rule judged", "green"))
     return out
