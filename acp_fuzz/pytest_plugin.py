@@ -190,6 +190,14 @@ def _load_plugins(config: pytest.Config) -> None:
 class _AcpItem(pytest.Item):
     """Shows an acp-fuzz failure as its report, not as a traceback into acp-fuzz."""
 
+    def start(self, default: str) -> Path:
+        """Load the users' checks; the folder finding cassettes go to (``--acp-cassette-dir``,
+        else a new one named ``default`` in pytest's tmp dir)."""
+        _load_plugins(self.config)
+        cdir = self.config.getoption("--acp-cassette-dir")
+        return Path(cdir) if cdir else self.config._tmp_path_factory.mktemp(  # type: ignore[attr-defined]
+            default)
+
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
         from acp_fuzz.core.errors import AcpFuzzError
@@ -217,11 +225,8 @@ class AcpCampaignItem(_AcpItem):
         self.argv = argv
 
     def runtest(self) -> None:
-        _load_plugins(self.config)
         opt = self.config.getoption
-        cdir = opt("--acp-cassette-dir")
-        cassette_dir = Path(cdir) if cdir else self.config._tmp_path_factory.mktemp(  # type: ignore[attr-defined]
-            "acp-fuzz-cassettes")
+        cassette_dir = self.start("acp-fuzz-cassettes")
         if opt("--acp-sandbox-net"):
             args = ["target", "--sandbox-net", "--max-examples", str(opt("--acp-max-examples")),
                     "--seed", str(opt("--acp-seed")), "--cassette-dir", str(cassette_dir)]
@@ -318,11 +323,8 @@ class AcpClientItem(_AcpItem):
     with the report the command prints."""
 
     def runtest(self) -> None:
-        _load_plugins(self.config)
         opt = self.config.getoption
-        cdir = opt("--acp-cassette-dir")
-        cassette_dir = Path(cdir) if cdir else self.config._tmp_path_factory.mktemp(  # type: ignore[attr-defined]
-            "acp-fuzz-client-cassettes")
+        cassette_dir = self.start("acp-fuzz-client-cassettes")
         sc = _scenario(self.config)
         if opt("--acp-sandbox-net"):
             scenario = opt("--acp-client-scenario")
