@@ -134,6 +134,7 @@ def test_a_client_cassette_in_the_corpus_is_skipped_with_the_way_to_replay_it(
 CLIENT = f"{sys.executable} -m acp_fuzz.reference_client"
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_a_client_campaign_and_its_cassette_run_as_tests(tmp_path: Path) -> None:
     """``--acp-client`` (#35): the client's campaign is an item that fails on a planted bug
     with the command's report; the cassette it wrote, in the corpus, is replayed against the

@@ -71,6 +71,7 @@ def test_a_plugin_format_is_written_from_the_events_and_the_result(tmp_path: Pat
     assert tap[2].startswith("not ok 1 - prompt.leak"), tap
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_a_format_that_raises_is_one_line_and_the_others_are_written(tmp_path: Path) -> None:
     proc = run_cli(tmp_path, "target", "--plugin", str(_plugin(tmp_path)), "-n", "2",
                    "--no-cover", "--report", "broken:b.out", "--report", "json:run.json",
@@ -102,6 +103,7 @@ def test_an_agent_only_format_is_refused_by_client(tmp_path: Path) -> None:
     assert "json:PATH, junit:PATH, html:PATH, markdown:PATH or tap:PATH" in proc.stderr, proc.stderr
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_client_writes_the_html_page_of_its_campaign(tmp_path: Path) -> None:
     """The html format reports a client campaign too, from the same page code as an
     agent's: the failure first, its evidence, capability set, scenario and cassette, then
@@ -129,6 +131,7 @@ def test_a_plugin_format_reports_a_client_campaign_too(tmp_path: Path) -> None:
     assert tap[2] == "not ok 1 - client.prompt-unadvertised", tap
 
 
+@pytest.mark.slow  # campaign-sized: the long tier (docs/performance.md)
 def test_markdown_reports_both_directions(tmp_path: Path) -> None:
     """``--report markdown:PATH``: the page for a CI job summary, from ``target`` and from
     ``client``, each naming its finding and its cassette."""
