@@ -210,7 +210,8 @@ def _clients(given: list[str]) -> dict[str, list[Scenario]]:
 
 
 def _slug(title: str) -> str:
-    """``title`` as one safe file name part (letters, digits, ``.``, ``_``, ``-``)."""
+    """``title`` as one safe file name part (letters, digits, ``_``, ``-``: no dot, no
+    slash, so never a path of its own)."""
     return re.sub(r"[^A-Za-z0-9_-]+", "-", title).strip("-")[:40] or "client"
 
 
