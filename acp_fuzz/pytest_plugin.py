@@ -422,6 +422,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     argv = shlex.split(agent) if agent else []
     named = bool(argv) or bool(config.getoption("--acp-profile"))
     client = bool(config.getoption("--acp-client") or config.getoption("--acp-client-scenario"))
+    if client:
+        _scenario(config)  # a scenario that cannot run is a usage error, before any item
     if named and config.getoption("--acp-max-examples") > 0:
         items.append(AcpCampaignItem.from_parent(session, name="acp-fuzz-campaign",
                                                  argv=argv))

@@ -158,3 +158,13 @@ def test_a_client_campaign_and_its_cassette_run_as_tests(tmp_path: Path) -> None
     fixed = _replay(tmp_path, *args, "--acp-client", CLIENT)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert f"PASSED ::acp-fuzz-replay[{found.name}]" in fixed.stdout
+
+
+def test_a_bad_client_scenario_is_a_usage_error_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "bad.toml").write_text("command = 3\n")
+    proc = _replay(tmp_path, "-p", "no:cacheprovider", "--acp-client-scenario",
+                   str(tmp_path / "bad.toml"))
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "--acp-client-scenario:" in proc.stderr and "command must be" in proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
