@@ -113,8 +113,7 @@ def rule_cases(result: Any, secrets: Sequence[str] = (),
                 rep.case_text(f"{f.severity}: {f.message}", *beside(rep)))
             if is_failure(f, strict=strict):
                 failing.setdefault(key, []).append(f.severity)
-    # A client campaign absorbs nothing: each failure is its own capability set.
-    for f in getattr(result, "absorbed", list)():
+    for f in result.absorbed():
         # Seen failing, never confirmed on its own: not a pass either.
         found.setdefault((f.oracle, f.rule), []).append(
             f"{f.severity}: {f.message}\nstatus: unconfirmed (failed in the search; its "

@@ -9,7 +9,7 @@ it, as data) and ``capability_set`` (the same, readable).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,8 @@ from acp_fuzz.reporting.text import Line, finding_lines
 if TYPE_CHECKING:
     from acp_fuzz.engine.client.campaign import ClientCampaignResult
 
-__all__ = ["client_cases", "client_lines", "client_result_to_json", "client_summary"]
+__all__ = ["client_cases", "client_lines", "client_name", "client_result_to_json",
+           "client_summary"]
 
 
 def client_result_to_json(result: ClientCampaignResult,
@@ -55,6 +56,14 @@ def client_cases(result: ClientCampaignResult, secrets: Sequence[str] = ()) -> l
     return rule_cases(result, secrets,
                       beside=lambda rep: (f"capabilities: {rep.caps.describe()}",),
                       empty="client")
+
+
+def client_name(result: ClientCampaignResult, scrub: Callable[[str], str] = str) -> str:
+    """The client as a page's title names it: what it said it is (``clientInfo`` name and
+    version), else its command (clipped), else "a client"; ``scrub`` redacts secrets."""
+    info = result.client_info if isinstance(result.client_info, Mapping) else {}
+    return scrub(" ".join(str(info.get(k, "")) for k in ("name", "version")).strip()
+                 or " ".join(result.scenario.command)[:400] or "a client")
 
 
 def client_summary(result: ClientCampaignResult, elapsed: float) -> str:

@@ -22,11 +22,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from acp_fuzz.core.client_oracles import CLIENT_CATALOG
 from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
 from acp_fuzz.core.findings import is_reported
+from acp_fuzz.reporting.matrix import cassette_link
 
 __all__ = ["BEGIN", "END", "ClientCell", "ClientColumn", "client_matrix_html",
            "client_matrix_markdown", "client_rows", "column_from_reports", "column_not_run",
@@ -97,7 +97,7 @@ def column_from_reports(title: str, reports: Sequence[Mapping[str, Any]], *,
             if _RANK.get(sev, 0) > _RANK.get(worst.get(key, ""), 0):
                 worst[key] = sev
             if is_reported(sev) and isinstance(f.get("cassette"), str):
-                found.setdefault(key, []).append(_link(f["cassette"], base))
+                found.setdefault(key, []).append(cassette_link(f["cassette"], base))
         for j in doc.get("judged", []):
             key = (str(j.get("oracle")), str(j.get("rule")))
             checks[key] = checks.get(key, 0) + int(j.get("checks", 0))
@@ -167,13 +167,6 @@ def client_matrix_html(columns: Sequence[ClientColumn]) -> str:
 _HTML_CLASS = {"fail": "fail", "info": "info", "pass": "pass"}
 
 
-def _link(cassette: str, base: Path | None) -> str:
-    # A report's path may come from a hand-made --from-json document: quoted, so that it is
-    # a link target and nothing else.
-    target = cassette if base is None else os.path.relpath(cassette, base)
-    return quote(Path(target).as_posix(), safe="/._-@+")
-
-
 def _esc(v: object) -> str:
     # The terminal policy too: no bidi override reorders a cell, no control character.
     return html.escape(terminal(v), quote=True)
@@ -191,6 +184,5 @@ def replace_section(text: str, section: str) -> str:
 
 def relative_link(path: Path, base: Path) -> str:
     """``path`` as a link from a document in ``base``."""
-    import os
 
     return Path(os.path.relpath(path, base)).as_posix()

@@ -306,12 +306,10 @@ def client_html(result: ClientCampaignResult, secrets: Sequence[str] = (),
     agent's: its summary, each distinct failure with its findings, evidence, smallest
     capability set, the scenario's command lines and its cassette, then the info
     observations and every client rule checked. Every value in ``secrets`` is redacted."""
-    from acp_fuzz.reporting.client import client_summary
+    from acp_fuzz.reporting.client import client_name, client_summary
 
     scrub = Scrubber(secrets)
-    info = result.client_info if isinstance(result.client_info, Mapping) else {}
-    name = scrub.text(" ".join(str(info.get(k, "")) for k in ("name", "version")).strip()
-                      or " ".join(result.scenario.command)[:CLIP] or "a client")
+    name = client_name(result, scrub.text)
     body = [f"<h1>acp-fuzz client: {_esc(name)}</h1>",
             f'<p class="summary">{_esc(client_summary(result, elapsed), None)}</p>',
             "<h2>Findings</h2>"]

@@ -59,9 +59,23 @@ from acp_fuzz.core.protocol import agent_info, answered
 from acp_fuzz.core.workspace import kept_lines
 from acp_fuzz.reporting.campaign import ReportError, codes_from_json, workspace_from_json
 
-__all__ = ["CLIP", "ROWS", "Cell", "Column", "CorpusNote", "cells_to_json", "column_facts",
-           "column_from_report", "column_not_run", "corpus_entry", "corpus_skip", "matrix_html",
-           "matrix_markdown", "matrix_preamble"]
+__all__ = [
+    "CLIP",
+    "ROWS",
+    "Cell",
+    "Column",
+    "CorpusNote",
+    "cassette_link",
+    "cells_to_json",
+    "column_facts",
+    "column_from_report",
+    "column_not_run",
+    "corpus_entry",
+    "corpus_skip",
+    "matrix_html",
+    "matrix_markdown",
+    "matrix_preamble",
+]
 
 _T = TypeVar("_T")
 Status = Literal["pass", "fail", "flaky", "unconfirmed", "error", "info", "na", "untested"]
@@ -594,7 +608,9 @@ def _grid(columns: Sequence[Column]) -> list[tuple[str, str, list[Cell]]]:
             for rule, summary in [*ROWS, *((r, "") for r in extra)]]
 
 
-def _link(cassette: str, base: Path | None) -> str:
+def cassette_link(cassette: str, base: Path | None) -> str:
+    """A cassette's path as a link target from a document in ``base`` (relative, quoted: a
+    path from a hand-made ``--from-json`` document is a link target and nothing else)."""
     target = cassette if base is None else os.path.relpath(cassette, base)
     return quote(Path(target).as_posix(), safe="/._-@+")
 
@@ -630,7 +646,7 @@ def matrix_markdown(columns: Sequence[Column], *, title: str = "Conformance matr
         for cell in row:
             text = (f"{_MD_MARK[cell.status]}: "
                     f"{md_text(clip(cell.text, 2 * CLIP), table=True)}")
-            links = [f"[{label}]({_link(c, base)})" for label, c in _links(cell)]
+            links = [f"[{label}]({cassette_link(c, base)})" for label, c in _links(cell)]
             if links:
                 text += f" ({', '.join(links)})"
             if cell.source != "campaign":
@@ -685,7 +701,7 @@ def matrix_html(columns: Sequence[Column], *, title: str = "Conformance matrix",
         tds = []
         for cell in row:
             body = f"{esc(_MD_MARK[cell.status].strip('*'))}: {esc(cell.text, 2 * CLIP)}"
-            links = [f'<a href="{esc(_link(c, base), None)}">{label}</a>'
+            links = [f'<a href="{esc(cassette_link(c, base), None)}">{label}</a>'
                      for label, c in _links(cell)]
             if links:
                 body += f" ({', '.join(links)})"

@@ -44,8 +44,7 @@ def rule_rows(result: Any) -> list[RuleRow]:
               if is_failure(f, strict=strict)}
     found = {(f.oracle, f.rule) for r in result.reports for f in r.findings
              if is_reported(f.severity)}
-    # A client campaign absorbs nothing: each failure is its own capability set.
-    absorbed = {(f.oracle, f.rule) for f in getattr(result, "absorbed", list)()}
+    absorbed = {(f.oracle, f.rule) for f in result.absorbed()}
     rows = []
     for (oracle, rule), n in sorted(result.judged.items()):
         key = (oracle, rule)

@@ -16,7 +16,7 @@ in it renders as a link, an image, HTML or a table cell of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from acp_fuzz.core.escaping import clip, md_code, md_text
@@ -107,12 +107,10 @@ def client_markdown(result: ClientCampaignResult, secrets: Sequence[str] = (),
     as an agent's: the summary line, the findings table, each failure's smallest capability
     set and cassette, the scenario, the info observations and every client rule checked.
     Every value in ``secrets`` is redacted."""
-    from acp_fuzz.reporting.client import client_summary
+    from acp_fuzz.reporting.client import client_name, client_summary
 
     scrub = Scrubber(secrets).text
-    info = result.client_info if isinstance(result.client_info, Mapping) else {}
-    name = scrub(" ".join(str(info.get(k, "")) for k in ("name", "version")).strip()
-                 or " ".join(result.scenario.command) or "a client")
+    name = client_name(result, scrub)
     out = [f"# acp-fuzz client: {md_text(clip(name, CLIP))}", "",
            f"**{md_text(client_summary(result, elapsed))}**", "", "## Findings", ""]
     out += _table(result.reports, scrub) if result.reports else ["No failing findings."]

@@ -641,6 +641,11 @@ class ClientCampaignResult:
         return any(is_failure(f, strict=self.settings.strict)
                    for r in self.reports for f in r.findings)
 
+    def absorbed(self) -> list[Finding]:
+        """None: a client failure is its own capability set, never shrunk into another one's
+        (the agent side's :meth:`CampaignResult.absorbed`, so that a report reads both)."""
+        return []
+
     @property
     def exit_code(self) -> int:
         if self.interrupted:
