@@ -59,8 +59,10 @@ matrix. An agent campaign runs only the agent checks (:func:`checks`), ``acp-fuz
 only the client checks, so one plugin may hold both.
 
 The built-in oracles are checks of the same :data:`REGISTRY` (:mod:`acp_fuzz.core.builtin`,
-registered with :func:`builtin` under the catalog ids each reports, before any user's; the
-client's are one built-in client check, :mod:`acp_fuzz.core.client_oracles`). An agent's
+declared with :func:`builtin`, which takes :func:`check`'s arguments, before any user's; the
+client's are one built-in client check, :mod:`acp_fuzz.core.client_oracles`). The catalogs
+are the rows these declarations add, the built-ins' and the users': no table is written
+beside them. An agent's
 judge an event before the session tracker applies it, with a :class:`Judge`; a user's check
 sees it after, with the state the event left (on the client side too: after the built-in
 client oracles).
@@ -306,7 +308,29 @@ def check(oracle: str, *, severity: str, rule: str, summary: str,
 
     ``also``: more oracles the same function judges, each ``(id, severity, rule, summary)``,
     as a built-in check may judge several in one pass; it names one with ``ctx.report(...,
-    oracle=ID)`` and ``ctx.judge(oracle=ID)``. Each is a catalog row of its own."""
+    oracle=ID)`` and ``ctx.judge(oracle=ID)``. Each is a catalog row of its own.
+
+    The built-in checks are declared the same way (:func:`builtin`): the catalogs are the
+    rows these declarations add, never a table written beside them."""
+    return _registrar(_rows(oracle, severity, rule, summary, direction, also), direction,
+                      builtin=False)
+
+
+def builtin(oracle: str, *, severity: str, rule: str, summary: str,
+            direction: str = "agent",
+            also: Sequence[tuple[str, str, str, str]] = ()) -> Callable[[_F], _F]:
+    """Register the decorated function as a built-in check: declared as :func:`check`
+    declares a user's (its catalog rows too), but an agent's is called as ``fn(judge,
+    event)`` with a :class:`Judge`, *before* the session tracker applies the event, and it is
+    never unregistered. A client's is called with the ``ClientContext`` a user's client
+    check gets."""
+    return _registrar(_rows(oracle, severity, rule, summary, direction, also), direction,
+                      builtin=True)
+
+
+def _rows(oracle: str, severity: str, rule: str, summary: str, direction: str,
+          also: Sequence[tuple[str, str, str, str]]) -> list[OracleInfo]:
+    """The catalog rows a declaration names, checked: one line of why one is refused."""
     if any(isinstance(row, str) or len(row) != 4 for row in also):
         raise ValueError(f"check {oracle!r}: each of 'also' is (id, severity, rule, summary)")
     rows = [OracleInfo(oracle, severity, rule, summary),
@@ -316,24 +340,30 @@ def check(oracle: str, *, severity: str, rule: str, summary: str,
     ids = [row.id for row in rows]
     if len(set(ids)) != len(ids):
         raise ValueError(f"check {oracle!r}: an oracle id is named twice")
+    return rows
+
+
+def _registrar(rows: list[OracleInfo], direction: str, *,
+               builtin: bool) -> Callable[[_F], _F]:
+    ids = tuple(row.id for row in rows)
 
     def register(fn: _F) -> _F:
-        known = REGISTRY.get(oracle)
+        known = REGISTRY.get(ids[0])
         if known is not None and _same_function(known.run, fn):
             return fn
         taken = [i for i in ids if i in REGISTRY or is_known(i)]
         if taken:
             raise ValueError(f"check {taken[0]!r}: that oracle id is taken")
         for row in rows:
-            CATALOGS[direction][row.id] = row
-        _register(Check(rows[0], fn, tuple(ids), direction=direction))
+            CATALOGS[direction].add(row)
+        _register(Check(rows[0], fn, ids, builtin=builtin, direction=direction))
         return fn
 
     return register
 
 
 def _check_row(row: OracleInfo, direction: str) -> None:
-    """A user's catalog row, as ``@check`` takes it: one line of why it is refused."""
+    """A catalog row, as ``@check`` takes it: one line of why it is refused."""
     oracle, severity, rule, summary = row.id, row.severity, row.rule, row.summary
     if direction not in DIRECTIONS:
         raise ValueError(f"check {oracle!r}: direction must be one of "
@@ -345,28 +375,6 @@ def _check_row(row: OracleInfo, direction: str) -> None:
         raise ValueError(f"check id {oracle!r} must be a non-empty word (e.g. myorg.my-check)")
     if not rule or not summary:
         raise ValueError(f"check {oracle!r} needs a rule and a summary")
-
-
-def builtin(*oracles: str, direction: str = "agent") -> Callable[[_F], _F]:
-    """Register the decorated function as the built-in check of ``oracles`` (ids of the
-    catalog of ``direction``, :data:`acp_fuzz.core.findings.CATALOGS`, whose rows they
-    already have). An agent's is called as ``fn(judge, event)`` with a :class:`Judge`, a
-    client's with the ``ClientContext`` a user's client check gets."""
-    catalog = CATALOGS[direction]
-    unknown = [o for o in oracles if o not in catalog]
-    if not oracles or unknown:
-        raise ValueError(f"built-in check of {unknown or 'no oracle'}: not in the catalog")
-
-    def register(fn: _F) -> _F:
-        known = REGISTRY.get(oracles[0])
-        if known is not None and _same_function(known.run, fn):
-            return fn
-        if any(o in REGISTRY for o in oracles):
-            raise ValueError(f"built-in check of {oracles}: an oracle id is taken")
-        _register(Check(catalog[oracles[0]], fn, oracles, builtin=True, direction=direction))
-        return fn
-
-    return register
 
 
 def run_user_check(chk: Check, ctx: BaseContext, event: Event) -> None:
@@ -390,7 +398,7 @@ def unregister(oracle: str) -> None:
     if known is not None and not known.builtin:
         for each in known.oracles:  # every oracle of the check (``also``)
             REGISTRY.pop(each, None)
-            CATALOGS[known.direction].pop(each, None)
+            CATALOGS[known.direction].discard(each)
 
 
 def _same_function(a: Callable[..., Any], b: Callable[..., Any]) -> bool:

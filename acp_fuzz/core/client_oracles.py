@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from acp_fuzz.core.checks import BaseContext, Ledger, builtin, checks, run_user_check
-from acp_fuzz.core.findings import BUILTIN_CLIENT_ORACLES, CLIENT_CATALOG, Finding
+from acp_fuzz.core.findings import CLIENT_CATALOG, Finding
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.payloads import Capabilities
 from acp_fuzz.core.rules import RULES
@@ -518,7 +518,31 @@ class ClientContext(BaseContext):
         return list(self.state.sessions)
 
 
-@builtin(*BUILTIN_CLIENT_ORACLES, direction="client")
+@builtin(
+    "client.prompt-unadvertised", severity="MUST", rule="SP-CLIENT-GATE-MUSTNOT",
+    summary="systemPrompt in a request, although the agent did not advertise it",
+    direction="client",
+    also=[
+        ("client.override-unadvertised", "MUST", "SP-CLIENT-OVERRIDE-GATE-MUSTNOT",
+         "mode \"override\" without the mode.override sub-capability"),
+        ("client.prompt-non-text", "MUST", "SP-CLIENT-CONTENT-TEXT-MUSTNOT",
+         "a systemPrompt content block that is not text"),
+        ("client.prompt-empty", "MUST", "SP-CLIENT-CONTENT-EMPTY-MUSTNOT",
+         "systemPrompt content: []"),
+        ("client.prompt-malformed", "MUST", "ACPFUZZ-CLIENT-PROMPT-SHAPE-MUST",
+         "a systemPrompt that is not an object {mode, content: [...]}"),
+        ("client.capability-unadvertised", "MUST", "CAP-CLIENT-GATE-MUSTNOT",
+         "a gated method, field or prompt content type without its capability"),
+        ("client.before-initialize", "MUST", "INIT-CLIENT-FIRST-MUST",
+         "a request before initialize on the connection"),
+        ("client.prompt-not-resent", "SHOULD", "SP-CLIENT-RESEND-SHOULD",
+         "a load, resume or fork without the session's systemPrompt"),
+        ("client.prompt-changed", "SHOULD", "SP-CLIENT-RESEND-SHOULD",
+         "a load, resume or fork with another systemPrompt than the session's"),
+        ("client.legacy-meta-prompt", "SHOULD", "ACPFUZZ-CLIENT-STANDARD-FIELD-SHOULD",
+         "a vendor _meta prompt where the standard systemPrompt is advertised"),
+    ],
+)
 def _builtin_client_oracles(ctx: ClientContext, event: Event) -> None:
     """The built-in client oracles: one pass of :class:`_Judge` over the events, whose
     state every client check's context reads."""

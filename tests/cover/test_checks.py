@@ -4,6 +4,8 @@ Evaluator, counted for the matrix; pure, over hand-built histories."""
 from __future__ import annotations
 
 import inspect
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -137,18 +139,37 @@ def test_every_catalog_id_maps_to_the_builtin_that_reports_it() -> None:
             continue  # a user's check (another test's)
         assert chk is not None and chk.builtin, f"{oracle} has no built-in check"
         assert oracle in chk.oracles and chk.info == CATALOG[chk.oracles[0]]
-        # The function (its module) is the one that reports it.
+        # The module that declares the row (its decorator) also reports it, or judges it.
         source = inspect.getsource(inspect.getmodule(chk.run))  # type: ignore[arg-type]
-        assert f'"{oracle}"' in source, f"{oracle}: not reported by {chk.run.__qualname__}"
+        assert source.count(f'"{oracle}"') >= 2, f"{oracle}: not reported where declared"
     owned = [o for c in builtins for o in c.oracles]
     assert len(owned) == len(set(owned)), "an id is owned by two built-in checks"
 
 
+def test_the_catalog_is_the_rows_the_checks_declare_read_before_any_oracle_ran() -> None:
+    """The catalogs are not a table of their own: reading one first (as the command line
+    validates --oracle) imports the built-in checks, whose decorators declare every row."""
+    code = ("import sys\n"
+            "from acp_fuzz.core.findings import CATALOG, CLIENT_CATALOG\n"
+            "assert 'acp_fuzz.core.builtin' not in sys.modules\n"
+            "assert 'acp_fuzz.core.client_oracles' not in sys.modules\n"
+            "print('prompt.leak' in CATALOG, 'client.prompt-empty' in CLIENT_CATALOG,"
+            " len(CATALOG), len(CLIENT_CATALOG))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    builtin_rows = [o for c in checks() if c.builtin for o in c.oracles]
+    client_rows = [o for c in checks("client") if c.builtin for o in c.oracles]
+    assert out == ["True", "True", str(len(builtin_rows)), str(len(client_rows))]
+
+
 def test_builtin_ids_are_neither_taken_again_nor_unregistered() -> None:
     with pytest.raises(ValueError, match="taken"):
-        builtin("prompt.leak")(lambda j, ev: None)
-    with pytest.raises(ValueError, match="not in the catalog"):
-        builtin("myorg.not-a-row")(lambda j, ev: None)
+        builtin("prompt.leak", severity="MUST", rule="SP-AGENT-APPEND-MUST",
+                summary="again")(lambda j, ev: None)
+    with pytest.raises(ValueError, match="severity must be one of"):
+        builtin("myorg.row", severity="MAY", rule="SP-AGENT-APPEND-MUST",
+                summary="a row is checked as a user's is")(lambda j, ev: None)
+    assert "myorg.row" not in CATALOG
     unregister("prompt.leak")
     assert "prompt.leak" in REGISTRY and "prompt.leak" in CATALOG
 

@@ -13,12 +13,7 @@ from acp_fuzz import ClientContext, check
 from acp_fuzz.core.checks import REGISTRY, checks, unregister
 from acp_fuzz.core.client_oracles import judge_client
 from acp_fuzz.core.errors import HarnessError
-from acp_fuzz.core.findings import (
-    BUILTIN_CLIENT_ORACLES,
-    CATALOG,
-    CLIENT_CATALOG,
-    oracle_info,
-)
+from acp_fuzz.core.findings import CATALOG, CLIENT_CATALOG, oracle_info
 from acp_fuzz.core.history import Event
 from acp_fuzz.core.oracles import evaluate
 from tests.cover.test_checks import _history
@@ -67,9 +62,9 @@ def test_a_client_check_is_registered_on_the_client_side(seen: list[tuple[Any, .
     assert oracle_info(ID).rule == RULE  # the one lookup over both catalogs
     assert [c.info.id for c in checks("client")][-1] == ID
     assert ID not in {c.info.id for c in checks("agent")}
-    builtin = REGISTRY[BUILTIN_CLIENT_ORACLES[0]]
-    assert builtin.builtin and builtin.direction == "client"
-    assert builtin.oracles == BUILTIN_CLIENT_ORACLES
+    builtins = [c for c in checks("client") if c.builtin]
+    assert len(builtins) == 1 and builtins[0].oracles[0] == "client.prompt-unadvertised"
+    assert set(builtins[0].oracles) == set(CLIENT_CATALOG) - {ID}
 
 
 def test_judge_client_runs_it_after_the_builtins(seen: list[tuple[Any, ...]]) -> None:

@@ -1,5 +1,6 @@
 """The built-in checks: the oracles of :data:`acp_fuzz.core.findings.CATALOG`, registered in
-:data:`acp_fuzz.core.checks.REGISTRY` the way a user's check is (pure).
+:data:`acp_fuzz.core.checks.REGISTRY` the way a user's check is, each declaring its catalog rows
+in its decorator (pure).
 
 Each module judges one kind of promise, and registers its checks on import, in this order
 (the order they see each event in):

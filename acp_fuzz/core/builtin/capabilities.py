@@ -68,7 +68,15 @@ def changed_paths(a: Any, b: Any, path: str = "", out: list[str] | None = None) 
     return out
 
 
-@builtin("capability.drift", "capability.refused")
+@builtin(
+    "capability.drift", severity="SHOULD", rule="ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
+    summary="a restarted agent process advertises other capabilities than the run's first (same "
+            "command, HOME and protocol offer)",
+    also=[
+        ("capability.refused", "SHOULD", "ACPFUZZ-CAPABILITIES-HOLD-SHOULD",
+         "a method the agent's advertised capability gates answered -32601 Method not found"),
+    ],
+)
 def capabilities(j: Judge, ev: Event) -> None:
     """Judge each answer to ``initialize`` against the run's first, and each error answer to
     a method an advertised capability gates."""

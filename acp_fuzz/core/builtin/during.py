@@ -97,10 +97,43 @@ _SENT = {"cancel": "session/cancel", "close": "session/close",
          "delete": "session/delete"}
 
 
-@builtin("cancel.turn-kept", "close.turn-kept", "close.turn-unanswered",
-         "cancel-request.unanswered", "set-mode.unanswered", "set-mode.refused-mid-turn",
-         "second-prompt.unanswered", "second-prompt.handling", "fork.unanswered",
-         "set-config.unanswered", "delete.turn-unanswered", "delete.handling")
+@builtin(
+    "cancel.turn-kept", severity="SHOULD", rule="CANCEL-AGENT-STOP-SHOULD",
+    summary="a session/cancel sent while the model was thinking, and the turn ended with another "
+            "stop reason than cancelled",
+    also=[
+        ("close.turn-kept", "SHOULD", "CANCEL-AGENT-STOP-SHOULD",
+         "a session/close accepted while the model was thinking, and the session's turn ended "
+         "with another stop reason than cancelled"),
+        ("close.turn-unanswered", "MUST", "SES-AGENT-CLOSE-CANCELS-MUST",
+         "a session/close accepted while the model was thinking, and the session's "
+         "session/prompt never answered"),
+        ("cancel-request.unanswered", "MUST", "CANCELREQ-AGENT-ANSWER-MUST",
+         "a $/cancel_request of a session/prompt still unanswered, and the prompt never answered "
+         "(neither a result nor -32800)"),
+        ("set-mode.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+         "a session/set_mode to one of the session's advertised modes, sent while the model was "
+         "thinking, never answered"),
+        ("set-mode.refused-mid-turn", "SHOULD", "ACPFUZZ-SETMODE-ANYTIME-SHOULD",
+         "a session/set_mode to one of the session's advertised modes, sent while the model was "
+         "thinking, refused"),
+        ("second-prompt.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+         "a second session/prompt of a session, sent while its turn ran, never answered"),
+        ("second-prompt.handling", "info", "ACPFUZZ-SECOND-PROMPT-MAY",
+         "what the agent did with a second session/prompt of a session whose turn ran: refused "
+         "it, stopped the first turn, ran both, or queued it"),
+        ("fork.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+         "a session/fork of the session, sent while the model was thinking, never answered"),
+        ("set-config.unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+         "a session/set_config_option of the session, sent while the model was thinking, never "
+         "answered"),
+        ("delete.turn-unanswered", "MUST", "SES-AGENT-BASELINE-MUST",
+         "a session/delete accepted while the model was thinking, and the session's "
+         "session/prompt never answered"),
+        ("delete.handling", "info", "ACPFUZZ-DELETE-LIVE-MAY",
+         "how a turn ended whose session was deleted while the model was thinking"),
+    ],
+)
 def during(j: Judge, ev: Event) -> None:
     """A ``during`` verdict, against what the turn and the close answered."""
     d = ev.data
@@ -269,8 +302,20 @@ _CANCELLED = {"new": ("session/new", "cancel-request.new-unanswered"),
               "fork": ("session/fork", "cancel-request.lifecycle-unanswered")}
 
 
-@builtin("cancel-request.new-unanswered", "cancel-request.session-left",
-         "cancel-request.lifecycle-unanswered")
+@builtin(
+    "cancel-request.new-unanswered", severity="MUST", rule="CANCELREQ-AGENT-ANSWER-MUST",
+    summary="a session/new with its $/cancel_request right behind it never answered (neither a "
+            "result nor -32800)",
+    also=[
+        ("cancel-request.session-left", "SHOULD", "ACPFUZZ-CANCELREQ-NOTHING-LEFT-SHOULD",
+         "a session/new (or session/fork) cancelled by its $/cancel_request and answered with an "
+         "error, after which session/list shows a session no successful request created; or a load "
+         "or resume so cancelled whose prompt then reaches the model"),
+        ("cancel-request.lifecycle-unanswered", "MUST", "CANCELREQ-AGENT-ANSWER-MUST",
+         "a session/load, session/resume or session/fork with its $/cancel_request right behind "
+         "it never answered (neither a result nor -32800)"),
+    ],
+)
 def cancelled_request(j: Judge, ev: Event) -> None:
     """A ``session/new``, ``session/load``, ``session/resume`` or ``session/fork`` with its
     ``$/cancel_request`` right behind it: its answer, and (a new or fork) the

@@ -35,7 +35,11 @@ class _Turn:
     said: int = 0  # agent messages sent to the client
 
 
-@builtin("turn.silent-failure")
+@builtin(
+    "turn.silent-failure", severity="SHOULD", rule="ACPFUZZ-FAILURE-VISIBLE-SHOULD",
+    summary="a turn whose model request failed, and that never got an answer, ended with end_turn "
+            "and nothing said",
+)
 def silent_failure(j: Judge, ev: Event) -> None:
     """The end of a faulted turn, against what the turn showed (see the module docs)."""
     turn = j.memo(_Turn)

@@ -46,7 +46,10 @@ class _Seen:
     stderr: StderrLines = field(default_factory=StderrLines)
 
 
-@builtin("prompt.leak")
+@builtin(
+    "prompt.leak", severity="MUST", rule="ACPFUZZ-SESSION-ISOLATION-MUST",
+    summary="a session's model request contains another session's client text",
+)
 def isolation(j: Judge, ev: Event) -> None:
     """``prompt.leak`` in each model request and in everything the agent shows the client."""
     c = j.change

@@ -24,8 +24,25 @@ from acp_fuzz.core.steps import elsewhere
 __all__ = ["lifecycle"]
 
 
-@builtin("reject.side-effect", "session.turn-failed", "session.reattach-failed",
-         "session.history-lost", "session.history-destroyed")
+@builtin(
+    "reject.side-effect", severity="MUST", rule="SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
+    summary="a rejected request still created, forked or changed a session",
+    also=[
+        ("session.turn-failed", "MUST", "SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
+         "the first turn after an accepted prompt (new, load, resume or fork) fails, though the "
+         "fake model answered and the agent runs other turns: the prompt was accepted and cannot "
+         "be used"),
+        ("session.reattach-failed", "SHOULD", "ACPFUZZ-REATTACH-ADVERTISED-SHOULD",
+         "an advertised session/load or session/resume failed for a session the agent created "
+         "and has a conversation for, with nothing in the request to refuse"),
+        ("session.history-lost", "MUST", "ACPFUZZ-CONVERSATION-KEPT-MUST",
+         "after an accepted session/load or session/resume, the session's next model request "
+         "holds none of its last completed turn: the conversation is gone"),
+        ("session.history-destroyed", "MUST", "ACPFUZZ-CONVERSATION-KEPT-MUST",
+         "a load or resume the agent refused destroyed the session's conversation: after a later "
+         "accepted one the model request lacks the turns before it"),
+    ],
+)
 def lifecycle(j: Judge, ev: Event) -> None:
     """Judges a step's answer, the ``session/list`` probe after it, and each model request."""
     c = j.change

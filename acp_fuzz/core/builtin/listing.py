@@ -40,7 +40,15 @@ class _Seen:
     more_pages: bool = False
 
 
-@builtin("session.deleted-usable", "session.listed-other-id")
+@builtin(
+    "session.deleted-usable", severity="info", rule="ACPFUZZ-DELETE-LIVE-MAY",
+    summary="a turn of a session was served after session/delete of it succeeded",
+    also=[
+        ("session.listed-other-id", "SHOULD", "ACPFUZZ-LIST-IDS-SHOULD",
+         "after a session was loaded or resumed in a new process, session/list does not show its "
+         "id and shows an id no request created"),
+    ],
+)
 def listing(j: Judge, ev: Event) -> None:
     """Judges a turn of a deleted session, and each ``session/list`` after a cold load."""
     seen = j.memo(_Seen)

@@ -43,7 +43,15 @@ class _Named:
     shown_plain: bool = False
 
 
-@builtin("mcp.tool-missing", "mcp.tool-leak")
+@builtin(
+    "mcp.tool-missing", severity="MUST", rule="SP-AGENT-OVERRIDE-SCOPE-DEF",
+    summary="the tool of an MCP server a session named is missing from its turn under override "
+            "(append: SHOULD), while sessions without a prompt get theirs",
+    also=[
+        ("mcp.tool-leak", "MUST", "ACPFUZZ-SESSION-ISOLATION-MUST",
+         "a session's model request offers the tool of an MCP server another session named"),
+    ],
+)
 def mcp(j: Judge, ev: Event) -> None:
     """Follow which session named which tool; judge each model request tied to a session."""
     seen = j.memo(_Named)

@@ -42,7 +42,16 @@ def _root_fields(sp: object) -> list[str]:
     return sorted(set(sp) - _SCHEMA_FIELDS) if isinstance(sp, Mapping) else []
 
 
-@builtin("payload.invalid-accepted", "payload.probe", "payload.valid-rejected")
+@builtin(
+    "payload.invalid-accepted", severity="MUST", rule="SP-AGENT-ERROR-NOSIDEEFFECT-MUST",
+    summary="an invalid payload, or a mode that is not advertised, got a success",
+    also=[
+        ("payload.probe", "info", "SP-CLIENT-GATE-MUSTNOT",
+         "how an agent that does not advertise systemPrompt answered one (robustness)"),
+        ("payload.valid-rejected", "MUST", "SP-AGENT-APPEND-MUST",
+         "a valid payload for an advertised capability got an error"),
+    ],
+)
 def payload(j: Judge, ev: Event) -> None:
     """The answer to a new, load, resume or fork, by the payload's classification."""
     r = j.change

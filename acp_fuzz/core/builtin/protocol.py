@@ -78,7 +78,18 @@ def _schemas() -> dict[str, Any]:
 LATE = "late"
 
 
-@builtin("agent.hang", "agent.crash", "protocol.malformed", "cancel.error")
+@builtin(
+    "agent.hang", severity="MUST", rule="SES-AGENT-BASELINE-MUST",
+    summary="the agent gave no answer within the timeout",
+    also=[
+        ("agent.crash", "MUST", "SES-AGENT-BASELINE-MUST",
+         "the agent process died"),
+        ("protocol.malformed", "MUST", "FR-WIRE-NDJSON-MUST",
+         "a malformed JSON-RPC message, or one that breaks the schema"),
+        ("cancel.error", "MUST", "CANCEL-AGENT-STOPREASON-MUST",
+         "a prompt cancelled mid-turn was answered with an error, not a stop reason"),
+    ],
+)
 def protocol(j: Judge, ev: Event) -> None:
     """A step's answer (:func:`_answer`) and every frame the agent wrote (:func:`_frame`)."""
     if isinstance(j.change, Reply):

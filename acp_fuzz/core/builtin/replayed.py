@@ -16,7 +16,11 @@ from acp_fuzz.core.shown import update_of, user_texts
 __all__ = ["replayed"]
 
 
-@builtin("prompt.replayed-as-user")
+@builtin(
+    "prompt.replayed-as-user", severity="SHOULD", rule="ACPFUZZ-REPLAY-NOT-USER-SHOULD",
+    summary="a session's own client prompt shown to the client as a user message (what a load "
+            "replays, or a turn's echo)",
+)
 def replayed(j: Judge, ev: Event) -> None:
     """Judge each user message shown for a session that holds a client prompt: a
     significant block of the prompt in it, or a piece of one at least

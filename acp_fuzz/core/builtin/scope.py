@@ -49,7 +49,16 @@ class _Seen:
     answer: tuple[int, str] | None = None
 
 
-@builtin("scope.tools-changed", "scope.config-changed")
+@builtin(
+    "scope.tools-changed", severity="MUST", rule="SP-AGENT-OVERRIDE-SCOPE-DEF",
+    summary="a session with an override (append: SHOULD) prompt offers the model other tools than "
+            "the sessions without a prompt",
+    also=[
+        ("scope.config-changed", "MUST", "SP-AGENT-OVERRIDE-SCOPE-DEF",
+         "session/new with an override (append: SHOULD) prompt answers other modes or config "
+         "options than without a prompt"),
+    ],
+)
 def scope(j: Judge, ev: Event) -> None:
     """Judge each turn request's tools, and each accepted ``session/new``'s configuration
     (its answer is kept until the step's reply says how the prompt was classified)."""

@@ -94,10 +94,37 @@ def _ignored_rule(m: SessionModel) -> str:
         "prompt.change-ignored"].rule
 
 
-@builtin("prompt.lost", "prompt.altered", "prompt.misplaced", "prompt.duplicated",
-         "prompt.change-deferred", "prompt.change-ignored", "lifecycle.omitted-fallback",
-         "lifecycle.omitted-inconsistent", "override.not-applied", "append.replaced-default",
-         "defaults.too-small")
+@builtin(
+    "prompt.lost", severity="MUST", rule="SP-AGENT-APPLY-NEW-MUST",
+    summary="an accepted prompt (new, re-sent or changed) is missing from the session's model "
+            "request, and it is not the old one kept back either",
+    also=[
+        ("prompt.altered", "MUST", "SP-AGENT-APPLY-NEW-MUST",
+         "the prompt arrives, but not verbatim (truncated, a block dropped, mangled)"),
+        ("prompt.misplaced", "SHOULD", "SP-AGENT-APPEND-PLACEMENT-SHOULD",
+         "the prompt sits in user or history content instead of the system slot"),
+        ("prompt.duplicated", "SHOULD", "ACPFUZZ-PROMPT-ONCE-SHOULD",
+         "the prompt appears more than once in one model request"),
+        ("prompt.change-deferred", "info", "SP-LIFECYCLE-DEFER-MAY",
+         "a changed prompt on load, resume or fork was accepted but not (yet) applied"),
+        ("prompt.change-ignored", "SHOULD", "SP-LIFECYCLE-CHANGE-SHOULD",
+         "a changed prompt is still not applied two turns after the agent rebuilt its prompt (a "
+         "compaction; for an agent that cannot be made to compact, a load or resume in a new "
+         "process)"),
+        ("lifecycle.omitted-fallback", "info", "SP-LIFECYCLE-OMIT-MAY",
+         "which behaviour the agent chose for an omitted prompt (kept or default)"),
+        ("lifecycle.omitted-inconsistent", "info", "SP-LIFECYCLE-OMIT-MAY",
+         "with the prompt omitted, one session kept its stored prompt and another, in the same "
+         "situation, fell back to the defaults"),
+        ("override.not-applied", "MUST", "SP-AGENT-OVERRIDE-REPLACES-DEF",
+         "override mode, yet the agent's default instructions are still present"),
+        ("append.replaced-default", "MUST", "SP-AGENT-APPEND-ADDITIVE-DEF",
+         "append mode, yet the agent's default instructions are gone"),
+        ("defaults.too-small", "info", "SP-AGENT-OVERRIDE-REPLACES-DEF",
+         "override and append are not judged: the learned default instructions are too small to "
+         "tell kept from replaced"),
+    ],
+)
 def turns(j: Judge, ev: Event) -> None:
     """A turn's request against the session's candidates (see the module's docstring)."""
     c = j.change
