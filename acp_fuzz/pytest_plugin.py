@@ -297,7 +297,8 @@ class AcpReplayItem(_AcpItem):
 def _scenario(config: pytest.Config) -> Scenario:
     """The client's scenario: ``--acp-client-scenario`` (its command replaced by
     ``--acp-client``), else ``--acp-client`` run once; a usage error in one line otherwise."""
-    from acp_fuzz.core.scenarios import Scenario, ScenarioError, parse_scenario
+    from acp_fuzz.core.scenarios import Scenario, ScenarioError
+    from acp_fuzz.engine.client.scenario_file import read_scenario
 
     client = config.getoption("--acp-client")
     command = shlex.split(client) if client else []
@@ -305,13 +306,7 @@ def _scenario(config: pytest.Config) -> Scenario:
     try:
         sc = Scenario(tuple(command))
         if path:
-            try:
-                text = Path(path).read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as e:
-                raise ScenarioError(f"{path}: cannot be read: "
-                                    f"{getattr(e, 'strerror', None) or e}") from None
-            sc = parse_scenario(text, path)
-            sc = sc.with_command(command) if command else sc
+            sc = read_scenario(Path(path), command)
         sc.check()
     except ScenarioError as e:
         raise pytest.UsageError(f"--acp-client-scenario: {e}") from None

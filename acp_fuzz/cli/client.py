@@ -58,30 +58,25 @@ from acp_fuzz.cli.target import parse_reports, passed_secrets, write_reports
 from acp_fuzz.core.errors import CassetteError, HarnessError
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.events import Finished
-from acp_fuzz.core.scenarios import DEFAULT_TIMEOUT, Scenario, ScenarioError, parse_scenario
+from acp_fuzz.core.scenarios import DEFAULT_TIMEOUT, Scenario, ScenarioError
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.client.campaign import ClientCampaignResult, ClientSettings
     from acp_fuzz.reporting.formats import ReportSet
 
-__all__ = ["client", "read_scenario_file", "replay_client_cassette"]
+__all__ = ["client", "replay_client_cassette"]
 
 
 def _scenario(command: Sequence[str], steps: Sequence[str], scenario_file: Path | None,
               timeout: float | None) -> Scenario | None:
     """The scenario the options give (``None``: neither ``--step`` nor ``--scenario``)."""
+    from acp_fuzz.engine.client.scenario_file import read_scenario
+
     if steps and scenario_file is not None:
         fail("give the scenario as --step options or as --scenario FILE, not both")
     try:
         if scenario_file is not None:
-            try:
-                text = scenario_file.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as e:
-                fail(f"--scenario {scenario_file}: cannot be read: "
-                     f"{getattr(e, 'strerror', None) or e}")
-            sc = parse_scenario(text, str(scenario_file))
-            if command:
-                sc = sc.with_command(command)
+            sc = read_scenario(scenario_file, command)
         elif steps:
             sc = Scenario.from_steps(command, steps)
         else:
@@ -90,16 +85,7 @@ def _scenario(command: Sequence[str], steps: Sequence[str], scenario_file: Path 
             sc = Scenario(sc.command, sc.steps, timeout)
         sc.check()
     except ScenarioError as e:
-        fail(str(e))
-    return sc
-
-
-def read_scenario_file(path: Path) -> Scenario:
-    """The scenario of a TOML file (``client --scenario``, ``matrix --client``): exit 2 with
-    one line when it cannot be read, is malformed, or a step has no command."""
-    sc = _scenario((), (), path, None)
-    if sc is None:  # pragma: no cover - a file always gives a scenario
-        fail(f"{path}: no scenario")
+        fail(f"--scenario {e}" if scenario_file is not None else str(e))
     return sc
 
 

@@ -197,7 +197,8 @@ def _corpus_root(corpus: Path | None, no_corpus: bool) -> Path | None:
 def _clients(given: list[str]) -> dict[str, list[Scenario]]:
     """The client columns of ``--client TITLE=SCENARIO`` options, in order: each title and
     its scenarios; exit 2 for a malformed option or a scenario file that cannot be read."""
-    from acp_fuzz.cli.client import read_scenario_file
+    from acp_fuzz.core.scenarios import ScenarioError
+    from acp_fuzz.engine.client.scenario_file import read_scenario
 
     out: dict[str, list[Scenario]] = {}
     for spec in given:
@@ -205,7 +206,11 @@ def _clients(given: list[str]) -> dict[str, list[Scenario]]:
         if not sep or not title.strip() or not path:
             fail(f"--client {spec!r}: give TITLE=SCENARIO, a column's title and a scenario "
                  "file (TOML, docs/clients.md)")
-        out.setdefault(title.strip(), []).append(read_scenario_file(Path(path)))
+        try:
+            scenario = read_scenario(Path(path))
+        except ScenarioError as e:
+            fail(f"--client {title.strip()}: {e}")
+        out.setdefault(title.strip(), []).append(scenario)
     return out
 
 
