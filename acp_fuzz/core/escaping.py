@@ -18,6 +18,10 @@ fence longer than any backtick run inside, newlines collapsed to spaces, and (in
 a report), no link and no emphasis. Free text outside code spans (:func:`md_text`) has its
 Markdown punctuation backslash-escaped and anything link-like put in a code span.
 
+**HTML** (:func:`html_text`): the terminal policy (no bidi override reorders a cell, no
+control character), then every ``&``, ``<``, ``>`` and quote as its entity, so a text is never
+markup, in an element or an attribute; clipped first where a page gives it a limit.
+
 **XML** (:func:`xml_text`): the terminal policy with newlines kept, which covers every
 character XML 1.0 forbids, so a JUnit file always parses; ``&``, ``<`` and ``>`` are left to
 the XML writer.
@@ -25,9 +29,10 @@ the XML writer.
 
 from __future__ import annotations
 
+import html
 import re
 
-__all__ = ["clip", "md_code", "md_text", "terminal", "xml_text"]
+__all__ = ["clip", "html_text", "md_code", "md_text", "terminal", "xml_text"]
 
 def terminal(text: object, *, newlines: bool = False) -> str:
     """``text`` safe to print on a terminal: every character Python calls non-printable
@@ -149,3 +154,11 @@ def xml_text(text: object) -> str:
     non-printable, so the document always parses; the ones it only discourages (DEL, C1) are
     shown too, as the CI page that displays them is a terminal of sorts."""
     return terminal(text, newlines=True)
+
+
+def html_text(text: object, *, limit: int | None = None, newlines: bool = False) -> str:
+    """``text`` fit for an HTML page, in an element or a quoted attribute: cut to ``limit``
+    (:func:`clip`) when one is given, :func:`terminal` (newlines kept where the page shows
+    them, in a ``<pre>``), then :func:`html.escape` with quotes."""
+    s = clip(text, limit) if limit else text
+    return html.escape(terminal(s, newlines=newlines), quote=True)

@@ -16,7 +16,6 @@ case: a client that never sends the standard field is not judged on its shape).
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from acp_fuzz.core.client_oracles import CLIENT_CATALOG
-from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
+from acp_fuzz.core.escaping import clip, html_text, md_code, md_text
 from acp_fuzz.core.findings import is_reported
 from acp_fuzz.reporting.matrix import cassette_link
 
@@ -65,8 +64,8 @@ class ClientCell:
 
     def html(self) -> str:
         mark = {"fail": "FAIL: ", "pass": "pass: "}.get(self.status, self.status)
-        links = ", ".join(f'<a href="{_esc(link)}">cassette</a>' for link in self.links)
-        return _esc(mark + self.text) + (f" ({links})" if links else "")
+        links = ", ".join(f'<a href="{html_text(link)}">cassette</a>' for link in self.links)
+        return html_text(mark + self.text) + (f" ({links})" if links else "")
 
 
 @dataclass
@@ -147,17 +146,17 @@ def client_matrix_markdown(columns: Sequence[ClientColumn], *, preamble: str = "
 
 def client_matrix_html(columns: Sequence[ClientColumn]) -> str:
     """The client section of the HTML page: a heading and the table, every text escaped."""
-    head = "".join(f"<th>{_esc(clip(c.title, CLIP))}</th>" for c in columns)
+    head = "".join(f"<th>{html_text(c.title, limit=CLIP)}</th>" for c in columns)
     rows = []
     for oracle, sev, rule in client_rows():
         tds = "".join(
             f'<td class="{_HTML_CLASS.get(cell.status, "untested")}">{cell.html()}</td>'
             for cell in (c.cells.get((oracle, rule), ClientCell("not judged"))
                          for c in columns))
-        rows.append(f'<tr><td class="rule">{_esc(oracle)}</td><td>{_esc(sev)}</td>'
-                    f'<td class="rule">{_esc(rule)}</td>{tds}</tr>')
-    notes = "".join(f"<li>{_esc(clip(c.title, CLIP))}: not run: {_esc(clip(c.note, CLIP))}."
-                    "</li>" for c in columns if c.note)
+        rows.append(f'<tr><td class="rule">{html_text(oracle)}</td><td>{html_text(sev)}</td>'
+                    f'<td class="rule">{html_text(rule)}</td>{tds}</tr>')
+    notes = "".join(f"<li>{html_text(c.title, limit=CLIP)}: not run: "
+                    f"{html_text(c.note, limit=CLIP)}.</li>" for c in columns if c.note)
     return ("<h2>Clients (acp-fuzz client)</h2><table><thead><tr><th>Oracle</th>"
             f"<th>Severity</th><th>Rule</th>{head}</tr></thead><tbody>{''.join(rows)}"
             "</tbody></table>" + (f"<ul>{notes}</ul>" if notes else ""))
@@ -165,11 +164,6 @@ def client_matrix_html(columns: Sequence[ClientColumn]) -> str:
 
 # The agent table's cell classes (reporting/matrix.py's style), by a client cell's status.
 _HTML_CLASS = {"fail": "fail", "info": "info", "pass": "pass"}
-
-
-def _esc(v: object) -> str:
-    # The terminal policy too: no bidi override reorders a cell, no control character.
-    return html.escape(terminal(v), quote=True)
 
 
 def replace_section(text: str, section: str) -> str:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.cassette import Cassette
-from acp_fuzz.core.escaping import clip, terminal
+from acp_fuzz.core.escaping import clip, html_text
 from acp_fuzz.core.findings import Finding, is_failure, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.protocol import answered
@@ -75,9 +75,8 @@ td.turn{width:50%}.summary{font-size:1.1em;font-weight:bold}
 
 
 def _esc(v: object, limit: int | None = CLIP) -> str:
-    text = v if isinstance(v, str) else str(v)
-    text = clip(text, limit) if limit else text
-    return html.escape(terminal(text, newlines=True), quote=True)
+    # A page's default: clipped, newlines kept (a <pre> shows them).
+    return html_text(v, limit=limit, newlines=True)
 
 
 def marked(text: str, spans: Sequence[tuple[int, int, str]]) -> str:

@@ -44,7 +44,6 @@ HTML, and links point only at the cassette paths the campaign wrote.
 
 from __future__ import annotations
 
-import html
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -52,7 +51,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
-from acp_fuzz.core.escaping import clip, md_code, md_text, terminal
+from acp_fuzz.core.escaping import clip, html_text, md_code, md_text
 from acp_fuzz.core.facts import codes_text
 from acp_fuzz.core.findings import Severity, is_reported
 from acp_fuzz.core.protocol import agent_info, answered
@@ -691,8 +690,7 @@ def matrix_html(columns: Sequence[Column], *, title: str = "Conformance matrix",
     :func:`acp_fuzz.reporting.client_matrix.client_matrix_html`). With no agent column, the
     page has no agent table."""
     def esc(v: object, limit: int | None = CLIP) -> str:
-        # The terminal policy too: no bidi override reorders a cell, no control character.
-        return html.escape(terminal(clip(v, limit) if limit else v), quote=True)
+        return html_text(v, limit=limit)
 
     head = "".join(f"<th>{esc(c.label, _LABEL)}<br><small>{esc(c.profile)}</small></th>"
                    for c in columns)

@@ -3,16 +3,18 @@ checked against real parsers (rich's markup parser, markdown-it, xml.etree) for 
 
 from __future__ import annotations
 
+import html
 import re
 import tempfile
 import xml.etree.ElementTree as ET
+from html.parser import HTMLParser
 from pathlib import Path
 
 from hypothesis import example, given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from acp_fuzz.core.escaping import md_code, md_text, terminal, xml_text
+from acp_fuzz.core.escaping import html_text, md_code, md_text, terminal, xml_text
 from acp_fuzz.reporting import Case, write_junit
 
 # Any text, with the hostile characters made likely.
@@ -98,6 +100,35 @@ def test_table_cells_stay_cells(a: str, b: str) -> None:
     assert types.count("tr_open") == 2, source
     assert types.count("td_open") == 2, source
     assert "html_block" not in types
+
+
+class _Parts(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.parts: list[tuple[str, object]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.parts.append(("tag", (tag, attrs)))
+
+    def handle_data(self, data: str) -> None:
+        self.parts.append(("data", data))
+
+    def handle_comment(self, data: str) -> None:
+        self.parts.append(("comment", data))
+
+
+@given(texts, st.sampled_from([None, 3, 200]))
+def test_html_text_is_text_in_an_element_and_in_an_attribute(s: str, limit: int | None) -> None:
+    shown = html_text(s, limit=limit)
+    assert not _UNSAFE.search(shown)
+    page = _Parts()
+    page.feed(f'<p title="{shown}">{shown}</p>')
+    page.close()
+    want = terminal(s if limit is None or len(s) <= limit else f"{s[:limit]}... [{len(s)} chars]")
+    assert page.parts[0] == ("tag", ("p", [("title", want)]))
+    assert "".join(str(v) for k, v in page.parts[1:]) == want
+    assert {k for k, _ in page.parts[1:]} <= {"data"}
+    assert html.unescape(shown) == want
 
 
 @given(texts)
