@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.escaping import terminal
-from acp_fuzz.core.findings import Status, is_failure
+from acp_fuzz.core.findings import is_failure
 from acp_fuzz.core.scrub import Scrubber
 from acp_fuzz.core.version import __version__
 from acp_fuzz.reporting.junit import Case
-from acp_fuzz.reporting.text import Line, finding_lines
+from acp_fuzz.reporting.text import Line, failure_lines
 
 if TYPE_CHECKING:
     from acp_fuzz.engine.client.campaign import ClientCampaignResult
@@ -87,16 +87,11 @@ def client_lines(result: ClientCampaignResult,
     strict = result.settings.strict
     for rep in result.reports:
         worst = rep.findings[0] if rep.findings else None
-        fails = any(is_failure(f, strict=strict) for f in rep.findings)
-        head = (f"{Status(rep.status).label} {', '.join(rep.oracles)}"
-                + (f" ({worst.severity}, {worst.rule})" if worst else "") + f" {rep.rate}")
-        out.append(Line(terminal(head), "bold red" if fails else "bold yellow"))
-        for f in rep.findings:
-            out += finding_lines(f)
-        out.append(Line(terminal(f"  smallest capability set: {rep.caps.describe()}")))
-        if rep.cassette:
-            out.append(Line(terminal(f"  cassette: {rep.cassette}")))
-            out.append(Line(terminal(f"  replay:   {again(rep.cassette)}")))
+        what = ", ".join(rep.oracles) + (f" ({worst.severity}, {worst.rule})" if worst else "")
+        details = [Line(terminal(f"smallest capability set: {rep.caps.describe()}"))]
+        out += failure_lines(rep.status, rep.rate, what, rep.findings, details, rep.cassette,
+                             again(rep.cassette) if rep.cassette else "",
+                             failing=any(is_failure(f, strict=strict) for f in rep.findings))
     out += [Line(terminal(f"  info  {f.oracle} [{f.rule}]: {f.message}"), "dim")
             for f in result.info]
     if result.timeouts:

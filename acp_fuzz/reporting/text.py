@@ -9,14 +9,14 @@ shown, never interpreted), so a writer without colours prints ``line.text`` as i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from acp_fuzz.core.escaping import terminal
 from acp_fuzz.core.facts import codes_text
-from acp_fuzz.core.findings import Finding, Status, is_reported
+from acp_fuzz.core.findings import Finding, Status, is_failure, is_reported
 from acp_fuzz.core.steps import describe
 from acp_fuzz.core.workspace import kept_lines
 from acp_fuzz.reporting.campaign import shard_name
@@ -24,12 +24,12 @@ from acp_fuzz.reporting.campaign import shard_name
 if TYPE_CHECKING:
     from acp_fuzz.engine.campaign.search import CampaignResult
 
-__all__ = ["Line", "campaign_lines", "finding_lines", "model_request_lines", "summary_line",
-           "untied_lines"]
+__all__ = ["Line", "campaign_lines", "failure_lines", "finding_lines", "model_request_lines",
+           "summary_line", "untied_lines"]
 #: Distinct untied requests listed one by one; the JSON report has them all.
 MAX_UNTIED_LISTED = 5
 
-_LABEL = {Status.FAILED: Status.FAILED.label,
+_LABEL: dict[str, str] = {Status.FAILED: Status.FAILED.label,
           Status.UNCONFIRMED: "UNCONFIRMED (interrupted before the re-runs)"}
 _COLOUR = {"MUST": "red", "SHOULD": "yellow"}
 
@@ -123,25 +123,41 @@ def campaign_lines(result: CampaignResult, again: Callable[[Path], str] = str) -
     lines += absorbed_lines(result)
     if not result.reports:
         return [*lines, Line("no failing findings", "green")]
+    strict = result.settings.strict
     for rep in result.reports:
-        label = _LABEL.get(rep.status, f"FLAKY ({rep.rate} re-runs)")
-        lines.append(Line(""))
-        lines.append(Line(f"{label}: minimal reproduction in {len(rep.steps)} step(s), "
-                          f"reproduced {rep.rate}", "bold red", lead=len(label)))
-        for f in rep.findings:
-            lines += finding_lines(f)
-        if rep.shrink:
-            lines.append(Line(shrink_line(rep.shrink)))
-        lines.append(Line("steps (the JSON-RPC requests sent, in order):", "bold", lead=5))
-        lines += [Line(terminal(f"  {i}. {describe(s)}")) for i, s in enumerate(rep.steps, 1)]
-        lines += [Line(terminal(f"     [{i}] {_clip(json.dumps(r, ensure_ascii=False), 300)}"))
-                  for i, r in enumerate(rep.requests, 1)]
-        if rep.cassette is None:
-            lines.append(Line("cassette: not written (see the warning above); the finding is "
-                              "reported here and in --report files"))
-            continue
-        lines.append(Line(terminal(f"cassette: {rep.cassette}")))
-        lines.append(Line(terminal(f"replay:   acp-fuzz replay {again(rep.cassette)}")))
+        details = [Line(shrink_line(rep.shrink))] if rep.shrink else []
+        details.append(Line("steps (the JSON-RPC requests sent, in order):", "bold", lead=5))
+        details += [Line(terminal(f"  {i}. {describe(s)}")) for i, s in enumerate(rep.steps, 1)]
+        details += [Line(terminal(f"     [{i}] {_clip(json.dumps(r, ensure_ascii=False), 300)}"))
+                    for i, r in enumerate(rep.requests, 1)]
+        lines += failure_lines(
+            rep.status, rep.rate, f"minimal reproduction in {len(rep.steps)} step(s)",
+            rep.findings, details, rep.cassette,
+            f"acp-fuzz replay {again(rep.cassette)}" if rep.cassette else "",
+            failing=any(is_failure(f, strict=strict) for f in rep.findings))
+    return lines
+
+
+def failure_lines(status: str, rate: str, what: str, findings: Sequence[Finding],
+                  details: Sequence[Line], cassette: Path | None, replay: str, *,
+                  failing: bool) -> list[Line]:
+    """One failure as ``target`` and ``client`` both print it: its head (status, ``what``
+    was found, how often it reproduced; red when it fails the run, yellow for a SHOULD
+    finding without ``--strict``), each finding (:func:`finding_lines`), what the side shows
+    of its reproduction (``details``: an agent's steps, a client's capability set), its
+    cassette and the command line that replays it."""
+    label = _LABEL.get(status, f"FLAKY ({rate} re-runs)")
+    lines = [Line(""), Line(terminal(f"{label}: {what}, reproduced {rate}"),
+                            "bold red" if failing else "bold yellow", lead=len(label))]
+    for f in findings:
+        lines += finding_lines(f)
+    lines += details
+    if cassette is None:
+        lines.append(Line("cassette: not written (see the warning above); the finding is "
+                          "reported here and in --report files"))
+    else:
+        lines.append(Line(terminal(f"cassette: {cassette}")))
+        lines.append(Line(terminal(f"replay:   {replay}")))
     return lines
 
 

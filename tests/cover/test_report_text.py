@@ -35,6 +35,34 @@ def test_a_failure_reads_as_label_findings_steps_and_replay() -> None:
     assert texts[-1] == "replay:   acp-fuzz replay c/prompt.lost.cassette -- ./agent"
 
 
+def test_a_should_failure_is_red_only_under_strict() -> None:
+    """A SHOULD finding is reported, shrunk and confirmed, but fails the run only under
+    --strict: its head is not painted as a failure of the run without it."""
+    rep = FindingReport(
+        status="failed", runs=3, reproduced=3,
+        findings=[Finding("prompt.duplicated", "SHOULD", "ACPFUZZ-PROMPT-ONCE-SHOULD", "twice")],
+        steps=[{"op": "new", "session": "A"}], requests=[], cassette=Path("c/x.cassette"))
+    lenient = campaign_lines(_result(rep))
+    assert (lenient[1].text, lenient[1].style) == (
+        "FAILED: minimal reproduction in 1 step(s), reproduced 3/3", "bold yellow")
+    strict = _result(rep)
+    strict.settings = CampaignSettings(strict=True)
+    assert campaign_lines(strict)[1].style == "bold red"
+
+
+def test_an_agent_and_a_client_failure_are_printed_by_the_same_code() -> None:
+    """The two sides differ only in what they found and what they show of its
+    reproduction: the head, the findings and the cassette lines are one function's."""
+    from acp_fuzz.reporting.text import failure_lines
+
+    f = Finding("client.prompt-empty", "MUST", "SP-CLIENT-CONTENT-EMPTY-MUSTNOT", "empty", step=1)
+    lines = failure_lines("failed", "3/3", "client.prompt-empty (MUST, R)", [f],
+                          [], None, "", failing=True)
+    assert [line.text for line in lines][:2] == [
+        "", "FAILED: client.prompt-empty (MUST, R), reproduced 3/3"]
+    assert lines[-1].text.startswith("cassette: not written")
+
+
 def test_no_failure_says_so_in_green() -> None:
     (line,) = campaign_lines(_result())
     assert (line.text, line.style) == ("no failing findings", "green")

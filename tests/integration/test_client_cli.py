@@ -71,7 +71,8 @@ def test_a_must_finding_exits_1_with_its_report_and_cassette(tmp_path: Path) -> 
                    "--report", f"json:{tmp_path}/r.json", "--report",
                    f"junit:{tmp_path}/r.xml", "--", *CLIENT, "--bug", "unadvertised-prompt")
     assert proc.returncode == 1, proc.stderr
-    assert "FAILED client.prompt-unadvertised (MUST, SP-CLIENT-GATE-MUSTNOT) 3/3" in proc.stdout
+    assert ("FAILED: client.prompt-unadvertised (MUST, SP-CLIENT-GATE-MUSTNOT), reproduced 3/3"
+            in proc.stdout)
     assert "smallest capability set: v1: nothing advertised" in proc.stdout
     # The progress, from the events both directions share (acp_fuzz.core.events).
     assert "first example ran (v" in proc.stderr
@@ -122,7 +123,7 @@ def test_a_should_finding_fails_only_under_strict(tmp_path: Path) -> None:
             "--bug", "legacy-meta-only"]
     proc = run_cli(tmp_path, *args)
     assert proc.returncode == 0, proc.stderr
-    assert "FAILED client.legacy-meta-prompt (SHOULD" in proc.stdout
+    assert "FAILED: client.legacy-meta-prompt (SHOULD" in proc.stdout
     strict = run_cli(tmp_path, *args[:1], "--strict", *args[1:])
     assert strict.returncode == 1, strict.stderr
 

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- acp-fuzz-client-test-77e1"
 BUGGY = [sys.executable, "-m", "acp_fuzz.reference_client", "--bug", "unadvertised-prompt"]
-FOUND = "FAILED client.prompt-unadvertised (MUST, SP-CLIENT-GATE-MUSTNOT) 3/3"
+FOUND = "FAILED: client.prompt-unadvertised (MUST, SP-CLIENT-GATE-MUSTNOT), reproduced 3/3"
 
 
 def _probing_client(probe: str) -> list[str]:

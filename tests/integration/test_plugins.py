@@ -211,7 +211,7 @@ def test_one_plugin_judges_agents_and_clients_each_with_its_own_check(
     client = run_cli(tmp_path, "client", "--plugin", str(plugin), "-n", "2", "-x",
                      "--cassette-dir", "cfound", "--report", "json:client.json", "--", *CLIENT)
     assert client.returncode == 1, client.stdout + client.stderr
-    assert f"FAILED {CLIENT_CHECK} (MUST, MYORG-CLIENT-RULE)" in client.stdout
+    assert f"FAILED: {CLIENT_CHECK} (MUST, MYORG-CLIENT-RULE)" in client.stdout
     assert AGENT_CHECK not in client.stdout
     judged = _judged(tmp_path / "client.json")
     assert judged[CLIENT_CHECK] > 0 and AGENT_CHECK not in judged

@@ -146,7 +146,7 @@ def test_a_client_campaign_and_its_cassette_run_as_tests(tmp_path: Path) -> None
                     "--acp-max-examples", "5", "--acp-cassette-dir", str(tmp_path / "found"))
     assert first.returncode == 1, first.stdout + first.stderr
     assert "FAILED ::acp-fuzz-client-campaign" in first.stdout
-    assert "FAILED client.prompt-unadvertised (MUST, SP-CLIENT-GATE-MUSTNOT)" in first.stdout
+    assert "FAILED: client.prompt-unadvertised (MUST, SP-CLIENT-GATE-MUSTNOT)" in first.stdout
     (found,) = (tmp_path / "found").glob("*.cassette")
     (tmp_path / "found" / "leak.cassette").write_bytes((CORPUS / "leak.cassette").read_bytes())
     args = ("-p", "no:cacheprovider", "--acp-max-examples", "0", "--acp-cassettes",
