@@ -84,8 +84,9 @@ HARNESS_RULES: dict[str, str] = {
 
 class Catalog(Mapping[str, OracleInfo]):
     """The oracles of one side, by id, in the order their checks registered, each with its
-    *default* severity and rule: the rows the checks declare (:func:`acp_fuzz.core.checks.
-    check`, :func:`~acp_fuzz.core.checks.builtin`), never a table written beside them. Some
+    *default* severity and rule: the rows the checks declare
+    (:func:`~acp_fuzz.core.checks.check`, :func:`~acp_fuzz.core.checks.builtin`), never a
+    table written beside them. Some
     oracles take the severity of the rule that the specific case breaks
     (``payload.invalid-accepted`` is MUST for an unknown mode, info for an empty
     ``content``); the finding always carries the one that applied.
