@@ -101,6 +101,24 @@ def test_a_file_with_every_key_and_every_built_in_profile_are_valid_to_both() ->
         parse_profile(text, name, import_hooks=False)
 
 
+def test_the_example_profiles_of_the_docs_are_valid_to_both() -> None:
+    """docs/profiles.md points users at these files (config-home, a stranger's gptme-acp):
+    each must load as the docs say it does, and say what its worked example relies on."""
+    schema = json.loads(SCHEMA.read_text())
+    examples = sorted((Path(__file__).parents[2] / "docs" / "examples" / "profiles").glob(
+        "*.toml"))
+    assert {p.stem for p in examples} >= {"config-home", "gptme-acp"}
+    loaded = {}
+    for path in examples:
+        text = path.read_text(encoding="utf-8")
+        jsonschema.validate(tomllib.loads(text), schema)
+        loaded[path.stem] = parse_profile(text, path.name, import_hooks=False)
+        assert loaded[path.stem].name == path.stem
+    gptme = loaded["gptme-acp"]
+    assert [r.kind for r in gptme.setup.side] == ["compaction"]
+    assert (gptme.pypi_package, gptme.version) == ("gptme-acp", "0.35.1")
+
+
 BAD: dict[str, str] = {
     "a misspelt key": 'nmae = "x"',
     "a misspelt key in a table": '[timeouts]\ninti = 3',
