@@ -65,6 +65,7 @@ __all__ = [
     "is_secret_param",
     "is_secret_variable",
     "map_leaves",
+    "normalize_agents",
     "normalize_sandbox",
     "portable",
     "portable_command",
@@ -316,18 +317,24 @@ def normalize_sandbox(text: str) -> str:
     return _SANDBOX_DASHED.sub(SANDBOX_PLACEHOLDER, "".join(out))
 
 
+def normalize_agents(text: str, roots: Iterable[str] = ()) -> str:
+    """``text`` with the path of every installed agent (under the default agents cache, the
+    older ``.cache/agents``, or one of ``roots``) replaced by ``<agents>/``: what a portable
+    cassette holds, and what a replay compares against it."""
+    for root in roots:
+        if root and root.strip("/"):
+            text = text.replace(root.rstrip("/") + "/", AGENTS_PLACEHOLDER)
+    return _AGENTS.sub(AGENTS_PLACEHOLDER, text) if "agents/" in text else text
+
+
 def _portable_rewrites(roots: Iterable[str]
                        ) -> tuple[Callable[[Any], Any], Callable[[Any], Any]]:
     """The rewrites of :func:`portable`: of any recorded text, and of one command-line word
     (the text rewrite, and a virtual environment's interpreter becomes ``python``)."""
-    extra = [r.rstrip("/") + "/" for r in roots if r and r.strip("/")]
+    extra = tuple(roots)
 
     def text(v: Any) -> Any:
-        if not isinstance(v, str):
-            return v
-        for root in extra:
-            v = v.replace(root, AGENTS_PLACEHOLDER)
-        return normalize_sandbox(_AGENTS.sub(AGENTS_PLACEHOLDER, v))
+        return normalize_sandbox(normalize_agents(v, extra)) if isinstance(v, str) else v
 
     def arg(v: Any) -> Any:
         return "python" if isinstance(v, str) and _PYTHON.match(v) else text(v)

@@ -223,3 +223,32 @@ def test_the_longer_of_two_overlapping_secrets_is_redacted_whole_across_a_seam()
     events = [_stderr(0, "key=abcdefgh"), _stderr(1, "ijklmnop!")]
     texts = [e.data["text"] for e in Scrubber(["abcdefghijklmnop", "ijklmnop"]).events(events)]
     assert texts == [f"key={REDACTED}", "!"]
+
+
+def test_a_replay_of_a_portable_cassette_does_not_diverge_on_the_agents_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A portable cassette holds ``<agents>/pkg@v/...`` where the agent quoted its install
+    path (pi-acp names its README to the model); the new run holds this machine's path. The
+    replay compares them as one, for the default cache and a moved one
+    (ACP_FUZZ_AGENT_CACHE), and still sees a different package or version."""
+    from acp_fuzz.core.scrub import normalize_agents
+    from acp_fuzz.engine.campaign.replay import first_divergence, normalize_transcript
+
+    moved = tmp_path / "cache"
+    monkeypatch.setenv("ACP_FUZZ_AGENT_CACHE", str(moved))
+
+    def run(path: str) -> list[Event]:
+        return [Event(0, 0.0, "step", {"index": 0, "name": "new",
+                                       "args": {"op": "new", "session": "A"}}),
+                Event(1, 0.1, "acp", {"dir": "recv", "msg": {
+                    "jsonrpc": "2.0", "method": "session/update",
+                    "params": {"update": {"text": f"docs: {path}/README.md"}}}})]
+
+    recorded = normalize_transcript(run("<agents>/pi-acp@0.0.34/node_modules/pi"))
+    for here in ("/root/.cache/acp-fuzz/agents/pi-acp@0.0.34/node_modules/pi",
+                 f"{moved}/pi-acp@0.0.34/node_modules/pi"):
+        assert first_divergence(recorded, normalize_transcript(run(here))) is None, here
+    other = normalize_transcript(run("/root/.cache/acp-fuzz/agents/pi-acp@0.0.35/node_modules/pi"))
+    assert first_divergence(recorded, other) is not None
+    assert normalize_agents("no path here") == "no path here"
+    assert normalize_agents("/home/u/.cache/agents/x@1/a", ()) == "<agents>/x@1/a"

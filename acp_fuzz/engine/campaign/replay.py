@@ -63,8 +63,9 @@ from acp_fuzz.core.findings import CATALOG, Finding, is_reported
 from acp_fuzz.core.history import Event, ModelExchange
 from acp_fuzz.core.oracles import Baseline, evaluate
 from acp_fuzz.core.protocol import answered
-from acp_fuzz.core.scrub import normalize_sandbox
+from acp_fuzz.core.scrub import normalize_agents, normalize_sandbox
 from acp_fuzz.core.steps import steps_of, validate_step
+from acp_fuzz.engine.agents.cache import cache_root
 from acp_fuzz.engine.campaign.plugins import not_loaded
 from acp_fuzz.engine.campaign.runner import HarnessError, TargetSpec, run_steps
 from acp_fuzz.engine.gateway import NONCE_RE, Gateway, UpstreamRecorder
@@ -486,20 +487,24 @@ def _session_map(events: Sequence[Event]) -> dict[str, str]:
     return out
 
 
-def _normalize_value(v: Any, sessions: Mapping[str, str]) -> Any:
+def _normalize_value(v: Any, sessions: Mapping[str, str], roots: Sequence[str] = ()) -> Any:
     if isinstance(v, str):
         if v in sessions:
             return sessions[v]
-        # Turn nonces carry a per-run random salt (steps.nonce_for).
-        return NONCE_RE.sub("<nonce>", _ISO_TIME.sub("<time>", normalize_sandbox(v)))
+        # Turn nonces carry a per-run random salt (steps.nonce_for). An installed agent's
+        # path is <agents>/ in a portable cassette, and this machine's own in the new run.
+        v = normalize_sandbox(normalize_agents(v, roots))
+        return NONCE_RE.sub("<nonce>", _ISO_TIME.sub("<time>", v))
     if isinstance(v, Mapping):
-        return {k: _normalize_value(x, sessions) for k, x in v.items() if k not in _TIME_KEYS}
+        return {k: _normalize_value(x, sessions, roots) for k, x in v.items()
+                if k not in _TIME_KEYS}
     if isinstance(v, list | tuple):
-        return [_normalize_value(x, sessions) for x in v]
+        return [_normalize_value(x, sessions, roots) for x in v]
     return v
 
 
-def _canonical(ev: Event, sessions: Mapping[str, str]) -> tuple[str, bool]:
+def _canonical(ev: Event, sessions: Mapping[str, str],
+               roots: Sequence[str] = ()) -> tuple[str, bool]:
     """One ACP event as a canonical line, and whether it is a notification."""
     direction = ev.data.get("dir", "?")
     msg = ev.data.get("msg")
@@ -509,7 +514,7 @@ def _canonical(ev: Event, sessions: Mapping[str, str]) -> tuple[str, bool]:
     body = {k: v for k, v in msg.items() if k != "id"}
     if ev.data.get("error"):
         body["<transport>"] = ev.data["error"]
-    text = json.dumps(_normalize_value(body, sessions), sort_keys=True, ensure_ascii=False,
+    text = json.dumps(_normalize_value(body, sessions, roots), sort_keys=True, ensure_ascii=False,
                       separators=(",", ":"), default=repr)
     return f"{direction} {text}", "method" in msg and "id" not in msg
 
@@ -519,11 +524,13 @@ def normalize_transcript(events: Sequence[Event]) -> list[StepMessages]:
 
     Normalisation maps the agent's session ids to the run's logical handles
     (``<session A>``), drops JSON-RPC ids, replaces sandbox roots (``/tmp/acp-fuzz-XXXXXXXX``)
-    with ``<sandbox>``, and drops times (``updatedAt`` and similar keys, ISO 8601 strings).
+    with ``<sandbox>`` and installed agents' paths with ``<agents>/`` (as a portable cassette
+    holds them), and drops times (``updatedAt`` and similar keys, ISO 8601 strings).
     Each model request the gateway saw is one line too (its session and system-slot text).
     Within a step, notifications and model requests are kept as a sorted list, so their order
     may vary."""
     sessions = _session_map(events)
+    roots = (str(cache_root()),)
     groups: dict[int, tuple[list[str], list[str]]] = {-1: ([], [])}
     order = [-1]
     current = -1
@@ -534,17 +541,17 @@ def normalize_transcript(events: Sequence[Event]) -> list[StepMessages]:
                 groups[current] = ([], [])
                 order.append(current)
         elif ev.kind == "acp":
-            line, is_note = _canonical(ev, sessions)
+            line, is_note = _canonical(ev, sessions, roots)
             groups[current][1 if is_note else 0].append(line)
         elif ev.kind == "model":
-            groups[current][1].append(_model_line(ev))
+            groups[current][1].append(_model_line(ev, roots))
     return [StepMessages(i, tuple(groups[i][0]), tuple(sorted(groups[i][1]))) for i in order]
 
 
-def _model_line(ev: Event) -> str:
+def _model_line(ev: Event, roots: Sequence[str] = ()) -> str:
     x = ModelExchange.from_wire(ev.data)
     who = "side request" if x.side or x.session is None else f"<session {x.session}>"
-    system = _normalize_value(x.texts("system"), {})
+    system = _normalize_value(x.texts("system"), {}, roots)
     return f"model {who} system={json.dumps(system, ensure_ascii=False)}"
 
 
