@@ -266,7 +266,10 @@ class Scrubber:
 
 _PYTHON = re.compile(r"^/\S*/bin/python3?(\.\d+)?$")
 # The default cache (``.cache/acp-fuzz/agents``) and the older one (``.cache/agents``).
-_AGENTS = re.compile(r"(?:/[^\s/<>\"'`]+)+/\.cache/(?:acp-fuzz/)?agents/")
+#: What ends an installed agent's path (the default cache and the older ``.cache/agents``):
+#: the path is this and the directories before it, up to a character no path holds here.
+_AGENTS_TAIL = re.compile(r"/\.cache/(?:acp-fuzz/)?agents/")
+_NOT_PATH = frozenset("<>\"'`")
 #: What an agent's install path becomes in a portable cassette.
 AGENTS_PLACEHOLDER = "<agents>/"
 #: What a run's sandbox root becomes in a portable cassette (and in reports and comparisons).
@@ -324,7 +327,28 @@ def normalize_agents(text: str, roots: Iterable[str] = ()) -> str:
     for root in roots:
         if root and root.strip("/"):
             text = text.replace(root.rstrip("/") + "/", AGENTS_PLACEHOLDER)
-    return _AGENTS.sub(AGENTS_PLACEHOLDER, text) if "agents/" in text else text
+    if "agents/" not in text:
+        return text
+    # Linear, as normalize_sandbox: find the cache's own part, then walk back over the path
+    # that leads to it (directories of one or more characters), never past the previous one
+    # (a pattern that matched the whole path rescanned a long run of path segments from each
+    # of them: quadratic in a stranger's text).
+    out: list[str] = []
+    pos = floor = 0
+    for m in _AGENTS_TAIL.finditer(text):
+        start = m.start()
+        while start > floor and text[start - 1] not in _NOT_PATH and not text[start - 1].isspace():
+            start -= 1
+        empty = text.rfind("//", start, m.start() + 1)  # an empty directory name ends no path
+        first = text.find("/", start if empty < 0 else empty + 1, m.start() + 1)
+        floor = m.end()
+        if first == m.start():
+            continue  # no directory above .cache: not an installed agent's path
+        out.append(text[pos:first])
+        out.append(AGENTS_PLACEHOLDER)
+        pos = m.end()
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _portable_rewrites(roots: Iterable[str]
