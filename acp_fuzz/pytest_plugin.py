@@ -294,9 +294,16 @@ class AcpReplayItem(_AcpItem):
         return (shown, 0, f"acp-fuzz replay {shown}")
 
 
+#: The client's scenario, read once at collection (a usage error there) and used by every
+#: client item.
+_SCENARIO = pytest.StashKey["Scenario"]()
+
+
 def _scenario(config: pytest.Config) -> Scenario:
     """The client's scenario: ``--acp-client-scenario`` (its command replaced by
     ``--acp-client``), else ``--acp-client`` run once; a usage error in one line otherwise."""
+    if _SCENARIO in config.stash:
+        return config.stash[_SCENARIO]
     from acp_fuzz.core.scenarios import Scenario, ScenarioError
     from acp_fuzz.engine.client.scenario_file import read_scenario
 
@@ -304,12 +311,12 @@ def _scenario(config: pytest.Config) -> Scenario:
     command = shlex.split(client) if client else []
     path = config.getoption("--acp-client-scenario")
     try:
-        sc = Scenario(tuple(command))
-        if path:
-            sc = read_scenario(Path(path), command)
+        # read_scenario checks the file's steps; a command alone is checked here.
+        sc = read_scenario(Path(path), command) if path else Scenario(tuple(command))
         sc.check()
     except ScenarioError as e:
         raise pytest.UsageError(f"--acp-client-scenario: {e}") from None
+    config.stash[_SCENARIO] = sc
     return sc
 
 
