@@ -16,7 +16,6 @@ case: a client that never sends the standard field is not judged on its shape).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from acp_fuzz.reporting.matrix import cassette_link
 
 __all__ = ["BEGIN", "END", "ClientCell", "ClientColumn", "client_matrix_html",
            "client_matrix_markdown", "client_rows", "column_from_reports", "column_not_run",
-           "relative_link", "replace_section"]
+           "replace_section"]
 
 BEGIN = "<!-- client-matrix: begin (scripts/client-matrix writes this section) -->"
 END = "<!-- client-matrix: end -->"
@@ -175,8 +174,3 @@ def replace_section(text: str, section: str) -> str:
         return text[:start] + section + text[end + len(END):].lstrip("\n")
     return text.rstrip("\n") + "\n\n" + section
 
-
-def relative_link(path: Path, base: Path) -> str:
-    """``path`` as a link from a document in ``base``."""
-
-    return Path(os.path.relpath(path, base)).as_posix()

@@ -30,7 +30,7 @@ __all__ = ["Line", "campaign_lines", "failure_lines", "finding_lines", "model_re
 MAX_UNTIED_LISTED = 5
 
 _LABEL: dict[str, str] = {Status.FAILED: Status.FAILED.label,
-          Status.UNCONFIRMED: "UNCONFIRMED (interrupted before the re-runs)"}
+                          Status.UNCONFIRMED: "UNCONFIRMED (interrupted before the re-runs)"}
 _COLOUR = {"MUST": "red", "SHOULD": "yellow"}
 
 
